@@ -1,1 +1,141 @@
+//! Python bindings of the Lookaside engine: thin, no logic. Each function converts its
+//! arguments, calls one engine entry point with the GIL released, and maps engine errors to
+//! the Python exceptions below (one place: [`to_py`]). Results cross as JSON text, which the
+//! Python layer turns into objects and DataFrames.
 
+use std::path::PathBuf;
+
+use lookaside::config::MachineConfig;
+use lookaside::machine::Machine;
+use lookaside::run::Progress;
+use lookaside::trace::Format;
+use lookaside::Error;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+pyo3::create_exception!(_lookaside, LookasideError, PyException, "Any error Lookaside reports.");
+pyo3::create_exception!(_lookaside, TraceError, LookasideError, "A trace file is unreadable or malformed.");
+pyo3::create_exception!(_lookaside, ConfigError, LookasideError, "A machine description is invalid.");
+pyo3::create_exception!(_lookaside, NotYetError, LookasideError, "A capability that is not built yet.");
+
+fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::Trace { .. } | Error::Io { .. } => TraceError::new_err(msg),
+        Error::Config { .. } => ConfigError::new_err(msg),
+        Error::NotYet(_) => NotYetError::new_err(msg),
+        Error::Usage(_) => LookasideError::new_err(msg),
+    }
+}
+
+fn format_arg(format: Option<&str>) -> PyResult<Option<Format>> {
+    format.map(|f| f.parse::<Format>().map_err(to_py)).transpose()
+}
+
+fn machine(text: Option<&str>, name: &str, tlb: &[String], set: &[String]) -> PyResult<Machine> {
+    let cfg = MachineConfig::assemble(text, name, tlb, set).map_err(to_py)?;
+    Machine::build(cfg, name).map_err(to_py)
+}
+
+/// Simulate a trace file; returns the result as JSON text. `progress(events, bytes)` is
+/// called now and then; Ctrl-C stops the run.
+#[pyfunction]
+#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    py: Python<'_>,
+    trace: PathBuf,
+    config_text: Option<String>,
+    config_name: String,
+    tlb: Vec<String>,
+    set: Vec<String>,
+    format: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let mut m = machine(config_text.as_deref(), &config_name, &tlb, &set)?;
+    let format = format_arg(format.as_deref())?;
+    let mut interrupted = false;
+    let result = py.detach(|| {
+        let mut cb = |p: Progress| {
+            Python::attach(|py| {
+                if py.check_signals().is_err() {
+                    interrupted = true;
+                    return false;
+                }
+                match &progress {
+                    Some(f) => f.call1(py, (p.events, p.bytes)).is_ok(),
+                    None => true,
+                }
+            })
+        };
+        lookaside::run::simulate_path(&trace, format, &mut m, &mut cb)
+    });
+    if interrupted {
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"));
+    }
+    result.map(|v| v.to_string()).map_err(to_py)
+}
+
+/// Validate a machine and return it as normalised TOML (defaults filled in).
+#[pyfunction]
+#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![]))]
+fn check_config(config_text: Option<String>, config_name: String, tlb: Vec<String>, set: Vec<String>) -> PyResult<String> {
+    let m = machine(config_text.as_deref(), &config_name, &tlb, &set)?;
+    Ok(m.config().to_toml())
+}
+
+/// Convert a trace between formats; returns the number of events written.
+#[pyfunction]
+#[pyo3(signature = (src, dst, src_format=None, dst_format=None, command=String::new()))]
+fn convert(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    src_format: Option<String>,
+    dst_format: Option<String>,
+    command: String,
+) -> PyResult<u64> {
+    let (sf, df) = (format_arg(src_format.as_deref())?, format_arg(dst_format.as_deref())?);
+    py.detach(|| lookaside::trace::convert(&src, sf, &dst, df, &command)).map_err(to_py)
+}
+
+/// Summarise a trace file as JSON text.
+#[pyfunction]
+#[pyo3(signature = (path, format=None))]
+fn info(py: Python<'_>, path: PathBuf, format: Option<String>) -> PyResult<String> {
+    let f = format_arg(format.as_deref())?;
+    py.detach(|| lookaside::trace::info_json(&path, f)).map(|v| v.to_string()).map_err(to_py)
+}
+
+/// Run the benchmark suite on a trace; returns JSON text.
+#[pyfunction]
+#[pyo3(signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![]))]
+fn bench(py: Python<'_>, trace: PathBuf, work_dir: PathBuf, min_refs: u64, scale_refs: Vec<u64>) -> PyResult<String> {
+    py.detach(|| lookaside::bench::run_suite(&trace, &work_dir, min_refs, &scale_refs))
+        .map(|v| v.to_string())
+        .map_err(to_py)
+}
+
+/// The plain-text table of a result given as JSON text.
+#[pyfunction]
+fn table(result_json: &str) -> PyResult<String> {
+    let v: serde_json::Value = serde_json::from_str(result_json)
+        .map_err(|e| LookasideError::new_err(format!("not a Lookaside result: {e}")))?;
+    Ok(lookaside::report::table(&v))
+}
+
+#[pymodule]
+fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("LookasideError", m.py().get_type::<LookasideError>())?;
+    m.add("TraceError", m.py().get_type::<TraceError>())?;
+    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    m.add("NotYetError", m.py().get_type::<NotYetError>())?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(convert, m)?)?;
+    m.add_function(wrap_pyfunction!(info, m)?)?;
+    m.add_function(wrap_pyfunction!(bench, m)?)?;
+    m.add_function(wrap_pyfunction!(table, m)?)?;
+    Ok(())
+}

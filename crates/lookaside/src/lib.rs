@@ -1,12 +1,21 @@
 //! Lookaside: a fast, trace-driven simulator of address translation and memory hierarchies.
 //!
-//! Data flows one way: a [`trace`] source produces [`event::Event`] batches, a
-//! [`machine::Machine`] built from a [`config`] consumes them, its [`ledger`] counts what
-//! happened, and [`report`] turns the counts into JSON and tables.
+//! Data flows one way: a [`trace`] reader or a [`workload`] model produces
+//! [`event::Event`] batches, a [`machine::Machine`] built from a [`config`] consumes them
+//! (its structures live in [`tlb`]), its [`ledger`] counts what happened, and [`report`]
+//! turns the counts into JSON and tables. [`run`] drives the loop.
 
+pub mod bench;
+pub mod config;
 pub mod error;
 pub mod event;
+pub mod ledger;
+pub mod machine;
+pub mod report;
+pub mod run;
+pub mod tlb;
 pub mod trace;
+pub mod workload;
 
 pub use error::{Error, Result};
 pub use event::{Event, Kind, Mode};

@@ -1,0 +1,633 @@
+//! The machine description: the single source of truth for what a simulated machine is.
+//!
+//! Configuration is two-phase (as in ripgrep's low/high args): this module only *reads* raw
+//! values — from TOML text, `--set key=value` overrides and DineroIV-style `--tlb` flags, all
+//! funnelled through one TOML table so they share one schema and one set of messages — and
+//! [`crate::machine::Machine::build`] validates them and derives everything the hot path
+//! needs. Nothing here runs per reference.
+//!
+//! ```toml
+//! [machine]
+//! name = "modern-x86"
+//! seed = 1                 # seeds random replacement
+//! straddle = "split"       # an access crossing a page touches both pages ("first": only the first)
+//! global_above = "0xffff800000000000"   # pages at/above are global (shared by all address spaces)
+//!
+//! [pages]
+//! size = "4k"              # the page size that backs every address unless a region says otherwise
+//! regions = [ { start = "0x7f0000000000", end = "0x7f0040000000", size = "2M" },
+//!             { start = "0x80000000", end = "0xc0000000", size = "unmapped" } ]
+//!
+//! [[tlb]]
+//! name = "dtlb"
+//! entries = 64
+//! ways = 4                 # or "full"
+//! policy = "lru"           # lru | fifo | random | plru | nru
+//! page = ["4k", "2M"]      # sizes this structure holds (default: [pages.size])
+//! serves = "data"          # instruction | data | unified
+//! next = "stlb"            # consulted on a miss; absent = the miss goes to the page-table walk
+//! asid = true              # entries tagged by address space; false = flushed on every switch
+//! partition = { lower = 8, lower_policy = "fifo", upper_policy = "random" }
+//! placement = "upper"      # which partition a fill goes to: upper | kernel-lower
+//! ```
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// A whole machine.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MachineConfig {
+    #[serde(default)]
+    pub machine: MachineSection,
+    #[serde(default)]
+    pub pages: PageSection,
+    #[serde(default, rename = "tlb")]
+    pub tlbs: Vec<TlbConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MachineSection {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(default)]
+    pub straddle: Straddle,
+    /// Pages at or above this virtual address get global entries.
+    #[serde(
+        default,
+        deserialize_with = "opt_addr",
+        serialize_with = "ser_opt_addr",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub global_above: Option<u64>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+impl Default for MachineSection {
+    fn default() -> Self {
+        MachineSection {
+            name: String::new(),
+            description: String::new(),
+            seed: default_seed(),
+            straddle: Straddle::default(),
+            global_above: None,
+        }
+    }
+}
+
+/// What an access that crosses a page boundary does.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Straddle {
+    /// Translate both pages (two TLB accesses), as hardware does.
+    #[default]
+    Split,
+    /// Translate only the page of the first byte.
+    First,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PageSection {
+    #[serde(default = "default_page")]
+    pub size: PageSize,
+    #[serde(default)]
+    pub regions: Vec<Region>,
+}
+
+fn default_page() -> PageSize {
+    PageSize::Size(4096)
+}
+
+impl Default for PageSection {
+    fn default() -> Self {
+        PageSection { size: default_page(), regions: Vec::new() }
+    }
+}
+
+/// A virtual-address range `[start, end)` backed by pages of `size` (or not translated).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Region {
+    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    pub start: u64,
+    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    pub end: u64,
+    pub size: PageSize,
+    /// Only this address space (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asid: Option<u32>,
+}
+
+/// A page size in bytes (a power of two), or `unmapped` (the address bypasses translation,
+/// like MIPS kseg0/kseg1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageSize {
+    Size(u64),
+    Unmapped,
+}
+
+impl PageSize {
+    /// Parse `4k`, `4K`, `4KiB`, `2M`, `1G`, `8192` or `unmapped`.
+    pub fn parse(s: &str) -> std::result::Result<PageSize, String> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("unmapped") {
+            return Ok(PageSize::Unmapped);
+        }
+        let lower = t.to_ascii_lowercase();
+        let body = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
+        let (digits, mult) = match body.chars().last() {
+            Some('k') => (&body[..body.len() - 1], 1u64 << 10),
+            Some('m') => (&body[..body.len() - 1], 1 << 20),
+            Some('g') => (&body[..body.len() - 1], 1 << 30),
+            _ => (body, 1),
+        };
+        let n: u64 = digits
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a page size (e.g. 4k, 2M, 1G, 8192, unmapped)"))?;
+        Self::from_bytes(n.checked_mul(mult).unwrap_or(0)).map_err(|e| format!("'{s}': {e}"))
+    }
+
+    fn from_bytes(n: u64) -> std::result::Result<PageSize, String> {
+        if n < 2 || !n.is_power_of_two() {
+            return Err("a page size must be a power of two of at least 2 bytes".into());
+        }
+        Ok(PageSize::Size(n))
+    }
+
+    /// log2 of the size; `None` when unmapped.
+    pub fn shift(self) -> Option<u32> {
+        match self {
+            PageSize::Size(n) => Some(n.trailing_zeros()),
+            PageSize::Unmapped => None,
+        }
+    }
+
+    /// Human form: `4K`, `2M`, `1G`, `512` or `unmapped`.
+    pub fn label(self) -> String {
+        match self {
+            PageSize::Unmapped => "unmapped".into(),
+            PageSize::Size(n) if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{}G", n >> 30),
+            PageSize::Size(n) if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}M", n >> 20),
+            PageSize::Size(n) if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}K", n >> 10),
+            PageSize::Size(n) => n.to_string(),
+        }
+    }
+}
+
+impl Serialize for PageSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.label())
+    }
+}
+
+impl<'de> Deserialize<'de> for PageSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        match StrOrInt::deserialize(d)? {
+            StrOrInt::Str(s) => PageSize::parse(&s).map_err(de::Error::custom),
+            StrOrInt::Int(n) => u64::try_from(n)
+                .map_err(|_| "a page size must be positive".to_string())
+                .and_then(PageSize::from_bytes)
+                .map_err(de::Error::custom),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StrOrInt {
+    Int(i64),
+    Str(String),
+}
+
+/// Parse an address given as a TOML integer or as a string (`"0xffff800000000000"`, decimal).
+pub fn parse_addr(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().replace('_', "");
+    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse::<u64>(),
+    };
+    r.map_err(|_| format!("'{s}' is not an address (use an integer or a \"0x…\" string)"))
+}
+
+fn addr<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+    match StrOrInt::deserialize(d)? {
+        StrOrInt::Int(n) => u64::try_from(n).map_err(|_| de::Error::custom("negative address")),
+        StrOrInt::Str(s) => parse_addr(&s).map_err(de::Error::custom),
+    }
+}
+
+// Addresses are written as hex strings: TOML integers stop at i64::MAX.
+fn ser_addr<S: serde::Serializer>(a: &u64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{a:#x}"))
+}
+
+fn ser_opt_addr<S: serde::Serializer>(a: &Option<u64>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    match a {
+        Some(a) => ser_addr(a, s),
+        None => s.serialize_none(),
+    }
+}
+
+fn opt_addr<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>, D::Error> {
+    addr(d).map(Some)
+}
+
+/// One TLB structure.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlbConfig {
+    pub name: String,
+    pub entries: usize,
+    #[serde(default)]
+    pub ways: Ways,
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    /// Page sizes held; empty means `[pages.size]`.
+    #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub page: Vec<PageSize>,
+    #[serde(default)]
+    pub serves: Serves,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    #[serde(default = "yes")]
+    pub asid: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionConfig>,
+    #[serde(default)]
+    pub placement: Placement,
+}
+
+fn default_policy() -> String {
+    "lru".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PageSize>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        Many(Vec<PageSize>),
+        One(PageSize),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::Many(v) => v,
+        OneOrMany::One(p) => vec![p],
+    })
+}
+
+/// Associativity: a number of ways, or `"full"` (ways = entries).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ways {
+    #[default]
+    Full,
+    N(usize),
+}
+
+impl Serialize for Ways {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Ways::Full => s.serialize_str("full"),
+            Ways::N(n) => s.serialize_u64(*n as u64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Ways {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        match StrOrInt::deserialize(d)? {
+            StrOrInt::Str(s) if s.eq_ignore_ascii_case("full") || s.eq_ignore_ascii_case("fa") => {
+                Ok(Ways::Full)
+            }
+            StrOrInt::Str(s) => match s.parse::<usize>() {
+                Ok(n) => Ok(Ways::N(n)),
+                Err(_) => Err(de::Error::custom(format!(
+                    "'{s}' is not an associativity (a number of ways, or \"full\")"
+                ))),
+            },
+            StrOrInt::Int(n) => usize::try_from(n)
+                .map(Ways::N)
+                .map_err(|_| de::Error::custom("ways must be positive")),
+        }
+    }
+}
+
+/// Which references a structure translates.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Serves {
+    Instruction,
+    Data,
+    #[default]
+    Unified,
+}
+
+impl Serves {
+    /// Does this structure translate references of `kind` (fetch, load or store)?
+    pub fn serves(self, kind: crate::event::Kind) -> bool {
+        match self {
+            Serves::Unified => true,
+            Serves::Instruction => kind == crate::event::Kind::Fetch,
+            Serves::Data => kind != crate::event::Kind::Fetch,
+        }
+    }
+}
+
+/// Lower (wired) and upper partitions of each set, each with its own replacement policy.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionConfig {
+    /// Ways of each set (slots of a fully associative TLB) in the lower partition.
+    pub lower: usize,
+    #[serde(default = "default_policy")]
+    pub lower_policy: String,
+    #[serde(default = "default_policy")]
+    pub upper_policy: String,
+}
+
+/// Which partition a miss fills. The software-managed-TLB study adds its policies A–D here.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Every fill goes to the upper partition (the lower one holds only what is wired).
+    #[default]
+    Upper,
+    /// Kernel-mode references fill the lower partition, user-mode ones the upper.
+    KernelLower,
+}
+
+impl MachineConfig {
+    /// Read a machine from TOML text; `source_name` names it in errors (a path or `preset X`).
+    pub fn from_toml(text: &str, source_name: &str) -> Result<MachineConfig> {
+        // Straight from the text, so that errors carry its line and column.
+        toml::from_str(text).map_err(|e| toml_error(source_name, e))
+    }
+
+    /// Assemble a machine from its three sources, in order: TOML text (a preset or a file; none
+    /// means an empty machine), DineroIV-style `--tlb` flags (each adds a `[[tlb]]`), and
+    /// `--set key=value` overrides.
+    pub fn assemble(
+        text: Option<&str>,
+        source_name: &str,
+        tlb_flags: &[String],
+        overrides: &[String],
+    ) -> Result<MachineConfig> {
+        if tlb_flags.is_empty() && overrides.is_empty() {
+            return Self::from_toml(text.unwrap_or(""), source_name);
+        }
+        let mut table: toml::Table =
+            toml::from_str(text.unwrap_or("")).map_err(|e| toml_error(source_name, e))?;
+        if !tlb_flags.is_empty() {
+            let tlbs = table
+                .entry("tlb")
+                .or_insert_with(|| toml::Value::Array(Vec::new()))
+                .as_array_mut()
+                .ok_or_else(|| Error::config(source_name, "tlb", "must be an array of tables ([[tlb]])"))?;
+            for f in tlb_flags {
+                tlbs.push(toml::Value::Table(tlb_from_flag(f)?));
+            }
+        }
+        apply_overrides(&mut table, overrides)?;
+        let name = if overrides.is_empty() { source_name.to_string() } else { format!("{source_name} with --set") };
+        Self::from_table(table, &name)
+    }
+
+    /// Read a machine from a parsed TOML table (after overrides were applied to it).
+    pub fn from_table(table: toml::Table, source_name: &str) -> Result<MachineConfig> {
+        MachineConfig::deserialize(toml::Value::Table(table)).map_err(|e| toml_error(source_name, e))
+    }
+
+    /// The machine as TOML text (normalised: defaults filled in).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+fn toml_error(source_name: &str, e: toml::de::Error) -> Error {
+    // toml's own Display carries the line, column, a caret excerpt and the offending key.
+    let message = e.to_string().trim().replace('\n', "\n  ");
+    Error::config(source_name, "toml", message)
+}
+
+/// Apply `key=value` overrides to a TOML table before it is read as a machine.
+///
+/// Keys are dotted paths; a `tlb` element is addressed by its name (`tlb.dtlb.entries=128`).
+/// Values are TOML literals (`128`, `"full"`, `true`, `["4k","2M"]`); a bare word that is not
+/// a TOML literal is taken as a string (`tlb.dtlb.policy=fifo`).
+pub fn apply_overrides(table: &mut toml::Table, overrides: &[String]) -> Result<()> {
+    for ov in overrides {
+        let (key, raw) = ov
+            .split_once('=')
+            .ok_or_else(|| Error::config("--set", ov, "expected key=value"))?;
+        let key = key.trim();
+        let value = parse_value(raw.trim());
+        set_path(table, key, value).map_err(|m| Error::config("--set", key, m))?;
+    }
+    Ok(())
+}
+
+/// A TOML literal, or a plain string when `raw` is not one.
+fn parse_value(raw: &str) -> toml::Value {
+    match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.into())),
+        Err(_) => toml::Value::String(raw.into()),
+    }
+}
+
+fn set_path(table: &mut toml::Table, key: &str, value: toml::Value) -> std::result::Result<(), String> {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err("empty component in key".into());
+    }
+    if parts[0] == "tlb" {
+        if parts.len() < 3 {
+            return Err("address a TLB field as tlb.<name>.<field>".into());
+        }
+        let tlbs = table
+            .get_mut("tlb")
+            .and_then(|v| v.as_array_mut())
+            .ok_or_else(|| "the machine has no [[tlb]] structures".to_string())?;
+        let names: Vec<String> = tlbs
+            .iter()
+            .filter_map(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_string))
+            .collect();
+        let t = tlbs
+            .iter_mut()
+            .find(|t| t.get("name").and_then(|n| n.as_str()) == Some(parts[1]))
+            .and_then(|t| t.as_table_mut())
+            .ok_or_else(|| format!("no TLB named '{}' (have: {})", parts[1], names.join(", ")))?;
+        return set_in(t, &parts[2..], value);
+    }
+    set_in(table, &parts, value)
+}
+
+fn set_in(table: &mut toml::Table, parts: &[&str], value: toml::Value) -> std::result::Result<(), String> {
+    let (last, path) = parts.split_last().ok_or("empty key")?;
+    let mut t = table;
+    for p in path {
+        let entry = t.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry.as_table_mut().ok_or_else(|| format!("'{p}' is not a table"))?;
+    }
+    t.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Turn a DineroIV-style flag `NAME:key=value,key=value` into a `[[tlb]]` table.
+///
+/// `serves` defaults from the name when absent: a name starting with `i` serves instructions,
+/// with `d` data, anything else is unified (so `--tlb dtlb:entries=64` is a data TLB).
+pub fn tlb_from_flag(flag: &str) -> Result<toml::Table> {
+    let err = |m: String| Error::config("--tlb", flag, m);
+    let (name, rest) = flag.split_once(':').unwrap_or((flag, ""));
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(err("expected NAME:key=value,… (e.g. dtlb:entries=64,ways=full)".into()));
+    }
+    let mut t = toml::Table::new();
+    t.insert("name".into(), toml::Value::String(name.into()));
+    for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').ok_or_else(|| err(format!("'{kv}' is not key=value")))?;
+        let k = k.trim();
+        let v = v.trim();
+        let value = match k {
+            // Lists inside a comma-separated flag use '+': page=4k+2M.
+            "page" => toml::Value::Array(
+                v.split('+').map(|p| toml::Value::String(p.trim().into())).collect(),
+            ),
+            "partition" => {
+                // partition=8/fifo/random : lower ways / lower policy / upper policy
+                let f: Vec<&str> = v.split('/').collect();
+                let mut p = toml::Table::new();
+                p.insert("lower".into(), parse_value(f[0]));
+                if let Some(lp) = f.get(1) {
+                    p.insert("lower_policy".into(), toml::Value::String(lp.to_string()));
+                }
+                if let Some(up) = f.get(2) {
+                    p.insert("upper_policy".into(), toml::Value::String(up.to_string()));
+                }
+                toml::Value::Table(p)
+            }
+            _ => parse_value(v),
+        };
+        t.insert(k.into(), value);
+    }
+    if !t.contains_key("serves") {
+        let serves = match name.chars().next() {
+            Some('i') | Some('I') => "instruction",
+            Some('d') | Some('D') => "data",
+            _ => "unified",
+        };
+        t.insert("serves".into(), toml::Value::String(serves.into()));
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_sizes_parse() {
+        assert_eq!(PageSize::parse("4k"), Ok(PageSize::Size(4096)));
+        assert_eq!(PageSize::parse("4KiB"), Ok(PageSize::Size(4096)));
+        assert_eq!(PageSize::parse("2M"), Ok(PageSize::Size(2 << 20)));
+        assert_eq!(PageSize::parse("1G"), Ok(PageSize::Size(1 << 30)));
+        assert_eq!(PageSize::parse("8192"), Ok(PageSize::Size(8192)));
+        assert_eq!(PageSize::parse("unmapped"), Ok(PageSize::Unmapped));
+        assert!(PageSize::parse("3k").is_err());
+        assert!(PageSize::parse("big").is_err());
+        assert_eq!(PageSize::Size(2 << 20).label(), "2M");
+    }
+
+    #[test]
+    fn reads_a_full_machine() {
+        let m = MachineConfig::from_toml(
+            r#"
+            [machine]
+            name = "x"
+            global_above = "0xffff800000000000"
+            [pages]
+            size = "4k"
+            regions = [{ start = "0x80000000", end = 0xc0000000, size = "unmapped" }]
+            [[tlb]]
+            name = "dtlb"
+            entries = 64
+            ways = 4
+            page = ["4k", "2M"]
+            serves = "data"
+            next = "stlb"
+            [[tlb]]
+            name = "stlb"
+            entries = 1536
+            ways = 12
+            partition = { lower = 2, upper_policy = "random" }
+            "#,
+            "m.toml",
+        )
+        .unwrap();
+        assert_eq!(m.machine.global_above, Some(0xffff_8000_0000_0000));
+        assert_eq!(m.pages.regions[0].end, 0xc000_0000);
+        assert_eq!(m.tlbs[0].ways, Ways::N(4));
+        assert_eq!(m.tlbs[1].ways, Ways::N(12));
+        assert_eq!(m.tlbs[0].page, vec![PageSize::Size(4096), PageSize::Size(2 << 20)]);
+        assert_eq!(m.tlbs[1].partition.as_ref().unwrap().lower_policy, "lru");
+        // Round trip through TOML keeps the machine.
+        assert_eq!(MachineConfig::from_toml(&m.to_toml(), "again").unwrap(), m);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = MachineConfig::from_toml("[[tlb]]\nname='d'\nentires=64\n", "m.toml").unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("m.toml: "), "{s}");
+        assert!(s.contains("entires") && s.contains("line"), "{s}");
+    }
+
+    #[test]
+    fn overrides_address_tlbs_by_name() {
+        let mut t: toml::Table =
+            toml::from_str("[[tlb]]\nname='dtlb'\nentries=64\n[[tlb]]\nname='itlb'\nentries=32\n")
+                .unwrap();
+        apply_overrides(
+            &mut t,
+            &["tlb.itlb.entries=128".into(), "tlb.dtlb.policy=fifo".into(), "machine.seed=7".into()],
+        )
+        .unwrap();
+        let m = MachineConfig::from_table(t.clone(), "x").unwrap();
+        assert_eq!(m.tlbs[1].entries, 128);
+        assert_eq!(m.tlbs[0].policy, "fifo");
+        assert_eq!(m.machine.seed, 7);
+        let e = apply_overrides(&mut t, &["tlb.l2.entries=1".into()]).unwrap_err();
+        assert_eq!(e.to_string(), "--set: tlb.l2.entries: no TLB named 'l2' (have: dtlb, itlb)");
+        assert!(apply_overrides(&mut t, &["machine.seed".into()]).is_err());
+    }
+
+    #[test]
+    fn quick_flags_become_tlb_tables() {
+        let t = tlb_from_flag("dtlb:entries=64,ways=full,policy=lru,page=4k").unwrap();
+        let mut root = toml::Table::new();
+        root.insert("tlb".into(), toml::Value::Array(vec![toml::Value::Table(t)]));
+        let m = MachineConfig::from_table(root, "--tlb").unwrap();
+        let d = &m.tlbs[0];
+        assert_eq!((d.entries, d.ways, d.serves), (64, Ways::Full, Serves::Data));
+        let t = tlb_from_flag("utlb:entries=8,page=4k+2M,partition=2/fifo/random").unwrap();
+        assert_eq!(t["serves"].as_str(), Some("unified"));
+        assert_eq!(t["partition"]["lower"].as_integer(), Some(2));
+        assert!(tlb_from_flag(":entries=3").is_err());
+        assert!(tlb_from_flag("d:entries").is_err());
+    }
+}

@@ -1,0 +1,176 @@
+//! The ledger: what happened, as counts. Costs are never accumulated here — a report multiplies
+//! counts by a cost table afterwards, so the table can be swapped after the run.
+//!
+//! Counts are kept per address space, per structure, per mode and per reference kind, in one
+//! flat array so the hot path is a single indexed add. Address spaces get dense indices in
+//! order of first appearance; the map from asid to index is consulted only when the running
+//! address space changes, never per reference.
+
+use std::collections::HashMap;
+
+use crate::event::{Event, Kind, Mode, REF_KINDS};
+
+/// Accesses and misses of one cell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counter {
+    pub accesses: u64,
+    pub misses: u64,
+}
+
+impl Counter {
+    pub fn hits(&self) -> u64 {
+        self.accesses - self.misses
+    }
+
+    pub fn add(&mut self, o: &Counter) {
+        self.accesses += o.accesses;
+        self.misses += o.misses;
+    }
+}
+
+const MODES: usize = 2;
+
+/// Counts of one run.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    /// Structure names; index `structures.len()` is the pseudo-structure `walk` (misses that
+    /// left the whole hierarchy and went to the page table).
+    structures: Vec<String>,
+    /// Dense address-space index → asid.
+    asids: Vec<u32>,
+    asid_index: HashMap<u32, usize>,
+    cur: usize,
+    /// Cells per address space: (structures + 1) × modes × kinds.
+    stride: usize,
+    /// Translation counters, `asids.len() * stride` cells.
+    cells: Vec<Counter>,
+    /// References per address space × mode × kind (`accesses` only).
+    refs: Vec<u64>,
+    /// Events by kind (control events included).
+    pub events: [u64; 9],
+    /// References whose page crossed into a second page and were translated twice.
+    pub straddles: u64,
+    /// References to addresses the page map marks `unmapped` (not translated).
+    pub unmapped: u64,
+}
+
+impl Ledger {
+    pub fn new(structures: Vec<String>) -> Ledger {
+        let stride = (structures.len() + 1) * MODES * REF_KINDS;
+        let mut l = Ledger {
+            structures,
+            asids: Vec::new(),
+            asid_index: HashMap::new(),
+            cur: 0,
+            stride,
+            cells: Vec::new(),
+            refs: Vec::new(),
+            events: [0; 9],
+            straddles: 0,
+            unmapped: 0,
+        };
+        l.set_asid(0);
+        l
+    }
+
+    /// Make `asid` the address space that following counts belong to.
+    #[inline]
+    pub fn set_asid(&mut self, asid: u32) {
+        if let Some(&i) = self.asid_index.get(&asid) {
+            self.cur = i;
+            return;
+        }
+        let i = self.asids.len();
+        self.asids.push(asid);
+        self.asid_index.insert(asid, i);
+        self.cells.resize(self.cells.len() + self.stride, Counter::default());
+        self.refs.resize(self.refs.len() + MODES * REF_KINDS, 0);
+        self.cur = i;
+    }
+
+    /// Count one event of the stream (before it is simulated).
+    #[inline(always)]
+    pub fn event(&mut self, e: &Event) {
+        self.events[e.kind as usize] += 1;
+        if e.kind.is_ref() {
+            self.refs[self.cur * MODES * REF_KINDS + e.mode as usize * REF_KINDS + e.kind as usize] += 1;
+        }
+    }
+
+    /// Count one access to structure `s` (or the walk, `s == structures.len()`).
+    #[inline(always)]
+    pub fn access(&mut self, s: usize, mode: Mode, kind: Kind, miss: bool) {
+        let i = self.cur * self.stride + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        let c = &mut self.cells[i];
+        c.accesses += 1;
+        c.misses += miss as u64;
+    }
+
+    /// Index of the `walk` pseudo-structure.
+    #[inline(always)]
+    pub fn walk_index(&self) -> usize {
+        self.structures.len()
+    }
+
+    pub fn structures(&self) -> &[String] {
+        &self.structures
+    }
+
+    /// Address spaces seen, in order of first appearance.
+    pub fn asids(&self) -> &[u32] {
+        &self.asids
+    }
+
+    /// The counter of one cell.
+    pub fn cell(&self, asid_idx: usize, s: usize, mode: Mode, kind: Kind) -> Counter {
+        self.cells[asid_idx * self.stride + (s * MODES + mode as usize) * REF_KINDS + kind as usize]
+    }
+
+    /// References of address space `asid_idx` in `mode` of `kind`.
+    pub fn refs(&self, asid_idx: usize, mode: Mode, kind: Kind) -> u64 {
+        self.refs[asid_idx * MODES * REF_KINDS + mode as usize * REF_KINDS + kind as usize]
+    }
+
+    /// Sum of a structure's cells over everything `keep` accepts.
+    pub fn total(&self, s: usize, mut keep: impl FnMut(usize, Mode, Kind) -> bool) -> Counter {
+        let mut t = Counter::default();
+        for a in 0..self.asids.len() {
+            for mode in [Mode::User, Mode::Kernel] {
+                for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
+                    if keep(a, mode, kind) {
+                        t.add(&self.cell(a, s, mode, kind));
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// Does any address space beyond the initial one hold counts? (Used to drop an idle asid 0.)
+    pub fn asid_used(&self, asid_idx: usize) -> bool {
+        let r = &self.refs[asid_idx * MODES * REF_KINDS..(asid_idx + 1) * MODES * REF_KINDS];
+        r.iter().any(|&n| n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_land_in_their_cells() {
+        let mut l = Ledger::new(vec!["a".into(), "b".into()]);
+        l.access(0, Mode::User, Kind::Load, true);
+        l.access(0, Mode::User, Kind::Load, false);
+        l.set_asid(7);
+        l.access(1, Mode::Kernel, Kind::Fetch, true);
+        l.access(l.walk_index(), Mode::Kernel, Kind::Fetch, true);
+        l.set_asid(0);
+        l.access(0, Mode::User, Kind::Store, false);
+        assert_eq!(l.asids(), &[0, 7]);
+        assert_eq!(l.cell(0, 0, Mode::User, Kind::Load), Counter { accesses: 2, misses: 1 });
+        assert_eq!(l.cell(1, 1, Mode::Kernel, Kind::Fetch), Counter { accesses: 1, misses: 1 });
+        assert_eq!(l.total(0, |_, _, _| true), Counter { accesses: 3, misses: 1 });
+        assert_eq!(l.total(2, |a, _, _| a == 1).misses, 1);
+    }
+}

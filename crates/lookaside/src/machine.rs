@@ -1,0 +1,358 @@
+//! A machine: the structures one config describes, wired together, consuming event batches.
+//!
+//! [`Machine::build`] is the second phase of configuration: it validates the raw
+//! [`MachineConfig`] (naming the offending key) and derives what the hot path needs — the
+//! first-level structure per reference kind, each structure's `next` level, page shifts,
+//! context tags. [`Machine::run_batch`] is the hot path: per reference one page-map lookup
+//! (a constant when there are no regions) and one probe per level until a hit.
+//!
+//! Semantics, in one place:
+//! - A reference of kind K enters the one root structure serving K (a structure no other one
+//!   names as `next`). A miss goes to `next`; a miss in the last level is a *walk*. Every
+//!   level probed fills on a miss (levels are neither inclusive nor exclusive by force).
+//! - An access whose last byte lies in another page touches both pages when
+//!   `machine.straddle = "split"` (two translations, counted as two accesses).
+//! - Entries are tagged by address space unless `asid = false`; an untagged structure loses its
+//!   non-global entries whenever the running address space changes (explicitly by a
+//!   context-switch event, or implicitly by a reference of another address space).
+//!   Pages at or above `machine.global_above` get global entries that match every address space
+//!   and survive those flushes.
+//! - `TlbFlush` with `FLUSH_ALL` empties every structure; with an address it invalidates that
+//!   page in every structure, as do `Unmap` and `Protect` (a shootdown).
+
+use crate::config::{MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
+use crate::error::{Error, Result};
+use crate::event::{Event, Kind, Mode, FLUSH_ALL};
+use crate::ledger::Ledger;
+use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
+
+/// Context-tag bit of a global entry.
+const GLOBAL: u64 = 1 << 40;
+
+/// A structure and how it is wired.
+#[derive(Debug)]
+struct Unit {
+    tlb: Tlb,
+    next: Option<usize>,
+    /// Page shifts held, largest first.
+    shifts: Vec<u32>,
+    tagged: bool,
+    placement: Placement,
+}
+
+impl Unit {
+    /// The page shift an entry for a page of `backing` shift has here: the largest size held
+    /// that is not larger than the page (a larger page is cached as fragments).
+    #[inline(always)]
+    fn shift_for(&self, backing: u32) -> u32 {
+        for &s in &self.shifts {
+            if s <= backing {
+                return s;
+            }
+        }
+        // Unreachable after validation: every unit holds the machine's smallest page size.
+        self.shifts[self.shifts.len() - 1]
+    }
+
+    #[inline(always)]
+    fn ctx(&self, asid: u32, shift: u32, global: bool) -> u64 {
+        let base = (shift as u64) << 32;
+        if global {
+            base | GLOBAL
+        } else if self.tagged {
+            base | asid as u64
+        } else {
+            base
+        }
+    }
+}
+
+/// Which page size backs each address.
+#[derive(Clone, Debug)]
+struct PageMap {
+    default: Option<u32>,
+    /// (start, end, asid filter, shift or None = unmapped), first match wins.
+    regions: Vec<(u64, u64, Option<u32>, Option<u32>)>,
+}
+
+impl PageMap {
+    #[inline(always)]
+    fn backing(&self, addr: u64, asid: u32) -> Option<u32> {
+        if self.regions.is_empty() {
+            return self.default;
+        }
+        for &(start, end, a, shift) in &self.regions {
+            if addr >= start && addr < end && a.is_none_or(|a| a == asid) {
+                return shift;
+            }
+        }
+        self.default
+    }
+
+    /// Every shift some address can be backed by.
+    fn shifts(&self) -> impl Iterator<Item = u32> + '_ {
+        self.default.into_iter().chain(self.regions.iter().filter_map(|r| r.3))
+    }
+}
+
+/// A simulated machine.
+#[derive(Debug)]
+pub struct Machine {
+    config: MachineConfig,
+    units: Vec<Unit>,
+    /// First-level structure per reference kind (fetch, load, store).
+    roots: [Option<usize>; 3],
+    pages: PageMap,
+    split: bool,
+    global_above: u64,
+    cur_asid: u32,
+    ledger: Ledger,
+}
+
+fn key(t: &TlbConfig, field: &str) -> String {
+    format!("tlb.{}.{}", t.name, field)
+}
+
+impl Machine {
+    /// Validate `config` and build the machine; `source_name` names the config in errors.
+    pub fn build(config: MachineConfig, source_name: &str) -> Result<Machine> {
+        let err = |k: String, m: String| Error::config(source_name, k, m);
+        if config.tlbs.is_empty() {
+            return Err(err("tlb".into(), "the machine has no TLB (add a [[tlb]] table or --tlb)".into()));
+        }
+        let pages = page_map(&config, source_name)?;
+        let smallest = pages.shifts().min();
+        let mut units = Vec::with_capacity(config.tlbs.len());
+        for (i, t) in config.tlbs.iter().enumerate() {
+            if t.name.is_empty() || !t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                return Err(err(format!("tlb[{i}].name"), format!("'{}' is not a name (letters, digits, _ and -)", t.name)));
+            }
+            if config.tlbs[..i].iter().any(|o| o.name == t.name) {
+                return Err(err(key(t, "name"), "two TLBs have this name".into()));
+            }
+            let policy: Policy = t.policy.parse().map_err(|e: String| err(key(t, "policy"), e))?;
+            let ways = match t.ways {
+                Ways::Full => t.entries,
+                Ways::N(n) => n,
+            };
+            let partition = match &t.partition {
+                None => None,
+                Some(p) => Some(Partition {
+                    lower_ways: p.lower,
+                    lower_policy: p.lower_policy.parse().map_err(|e: String| err(key(t, "partition.lower_policy"), e))?,
+                    upper_policy: p.upper_policy.parse().map_err(|e: String| err(key(t, "partition.upper_policy"), e))?,
+                }),
+            };
+            if t.placement != Placement::Upper && partition.is_none() {
+                return Err(err(key(t, "placement"), "a placement other than 'upper' needs a partition".into()));
+            }
+            let params = TlbParams { entries: t.entries, ways, policy, partition, seed: config.machine.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) };
+            let tlb = Tlb::new(&params).map_err(|m| {
+                let field = ["entries", "ways", "partition"].into_iter().find(|f| m.contains(f)).unwrap_or("geometry");
+                err(key(t, field), m)
+            })?;
+            let mut shifts = Vec::new();
+            let held = if t.page.is_empty() { vec![config.pages.size] } else { t.page.clone() };
+            for p in held {
+                match p.shift() {
+                    Some(s) => shifts.push(s),
+                    None => return Err(err(key(t, "page"), "a TLB cannot hold 'unmapped' pages".into())),
+                }
+            }
+            shifts.sort_unstable_by(|a, b| b.cmp(a));
+            shifts.dedup();
+            if let Some(min) = smallest {
+                if *shifts.last().unwrap_or(&u32::MAX) > min {
+                    return Err(Error::NotYet(format!(
+                        "{source_name}: {}: a TLB that cannot hold the smallest page size in use ({}) — structures dedicated to large pages only",
+                        key(t, "page"),
+                        PageSize::Size(1 << min).label()
+                    )));
+                }
+            }
+            units.push(Unit { tlb, next: None, shifts, tagged: t.asid, placement: t.placement });
+        }
+        // Wire `next` and find the roots.
+        let mut is_next = vec![false; units.len()];
+        for (i, t) in config.tlbs.iter().enumerate() {
+            if let Some(n) = &t.next {
+                let j = config.tlbs.iter().position(|o| &o.name == n).ok_or_else(|| {
+                    err(key(t, "next"), format!("no TLB named '{n}'"))
+                })?;
+                if j == i {
+                    return Err(err(key(t, "next"), "a TLB cannot be its own next level".into()));
+                }
+                for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
+                    if t.serves.serves(kind) && !config.tlbs[j].serves.serves(kind) {
+                        return Err(err(key(t, "next"), format!("'{n}' does not serve the {} references that '{}' passes on", kind.name(), t.name)));
+                    }
+                }
+                units[i].next = Some(j);
+                is_next[j] = true;
+            }
+        }
+        for start in 0..units.len() {
+            let (mut at, mut steps) = (start, 0);
+            while let Some(n) = units[at].next {
+                at = n;
+                steps += 1;
+                if steps > units.len() {
+                    return Err(err(key(&config.tlbs[start], "next"), "the next-level links form a cycle".into()));
+                }
+            }
+        }
+        let mut roots = [None; 3];
+        for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
+            for (i, t) in config.tlbs.iter().enumerate() {
+                if !is_next[i] && t.serves.serves(kind) {
+                    if let Some(other) = roots[kind as usize] {
+                        let o: &TlbConfig = &config.tlbs[other];
+                        return Err(err(key(t, "serves"), format!("both '{}' and '{}' are first-level TLBs for {} references", o.name, t.name, kind.name())));
+                    }
+                    roots[kind as usize] = Some(i);
+                }
+            }
+        }
+        let ledger = Ledger::new(config.tlbs.iter().map(|t| t.name.clone()).collect());
+        Ok(Machine {
+            split: config.machine.straddle == Straddle::Split,
+            global_above: config.machine.global_above.unwrap_or(u64::MAX),
+            units,
+            roots,
+            pages,
+            cur_asid: 0,
+            ledger,
+            config,
+        })
+    }
+
+    /// The configuration this machine was built from.
+    pub fn config(&self) -> &MachineConfig {
+        &self.config
+    }
+
+    /// The counts so far.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// (sets, ways) of each structure, in config order.
+    pub fn geometry(&self) -> Vec<(usize, usize)> {
+        self.units.iter().map(|u| (u.tlb.sets(), u.tlb.ways())).collect()
+    }
+
+    /// Simulate a batch of events, in order.
+    pub fn run_batch(&mut self, events: &[Event]) {
+        for e in events {
+            self.ledger.event(e);
+            if e.kind.is_ref() {
+                if e.asid != self.cur_asid {
+                    self.switch_to(e.asid);
+                }
+                self.reference(e);
+            } else {
+                self.control(e);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn reference(&mut self, e: &Event) {
+        let Some(shift) = self.pages.backing(e.addr, e.asid) else {
+            self.ledger.unmapped += 1;
+            return;
+        };
+        self.translate(e.addr, e.kind, e.mode, shift);
+        if self.split && e.size > 1 {
+            let last = e.addr.wrapping_add(e.size as u64 - 1);
+            if last >> shift != e.addr >> shift && last > e.addr {
+                if let Some(s2) = self.pages.backing(last, e.asid) {
+                    self.ledger.straddles += 1;
+                    self.translate(last, e.kind, e.mode, s2);
+                }
+            }
+        }
+    }
+
+    /// One translation of the page of `addr` (backed by pages of `shift`) through the hierarchy.
+    #[inline(always)]
+    fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) {
+        let global = addr >= self.global_above;
+        let mut level = self.roots[kind as usize];
+        while let Some(i) = level {
+            let u = &mut self.units[i];
+            let s = u.shift_for(shift);
+            let ctx = u.ctx(self.cur_asid, s, global);
+            let part = match u.placement {
+                Placement::KernelLower if mode == Mode::Kernel => Part::Lower,
+                _ => Part::Upper,
+            };
+            let hit = u.tlb.access(addr >> s, ctx, NO_CTX, part);
+            let next = u.next;
+            self.ledger.access(i, mode, kind, !hit);
+            if hit {
+                return;
+            }
+            level = next;
+        }
+        if self.roots[kind as usize].is_some() {
+            let w = self.ledger.walk_index();
+            self.ledger.access(w, mode, kind, true);
+        }
+    }
+
+    /// The running address space becomes `asid`: untagged structures lose non-global entries.
+    fn switch_to(&mut self, asid: u32) {
+        if asid == self.cur_asid {
+            return;
+        }
+        self.cur_asid = asid;
+        self.ledger.set_asid(asid);
+        for u in self.units.iter_mut().filter(|u| !u.tagged) {
+            u.tlb.flush_if(|_, ctx| ctx & GLOBAL == 0);
+        }
+    }
+
+    fn control(&mut self, e: &Event) {
+        match e.kind {
+            Kind::ContextSwitch => self.switch_to(e.asid),
+            Kind::TlbFlush if e.addr == FLUSH_ALL => {
+                for u in &mut self.units {
+                    u.tlb.flush_all();
+                }
+            }
+            Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
+                let global = e.addr >= self.global_above;
+                for u in &mut self.units {
+                    for i in 0..u.shifts.len() {
+                        let s = u.shifts[i];
+                        let ctx = u.ctx(e.asid, s, global);
+                        u.tlb.invalidate(e.addr >> s, ctx, NO_CTX);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
+    let mut regions = Vec::new();
+    for (i, r) in config.pages.regions.iter().enumerate() {
+        if r.end <= r.start {
+            return Err(Error::config(source_name, format!("pages.regions[{i}].end"), "end must be above start"));
+        }
+        if let Some(s) = r.size.shift() {
+            let mask = (1u64 << s) - 1;
+            if r.start & mask != 0 || (r.end & mask != 0 && r.end != u64::MAX) {
+                return Err(Error::config(
+                    source_name,
+                    format!("pages.regions[{i}]"),
+                    format!("start and end must be aligned to the region's page size ({})", r.size.label()),
+                ));
+            }
+        }
+        regions.push((r.start, r.end, r.asid, r.size.shift()));
+    }
+    Ok(PageMap { default: config.pages.size.shift(), regions })
+}

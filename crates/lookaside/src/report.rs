@@ -1,0 +1,259 @@
+//! Reports: the ledger as data (JSON with a documented schema) and as a plain-text table.
+//!
+//! The JSON is the one product of a run; the table and the Python DataFrame are both made from
+//! it, so they can never disagree. The schema (`lookaside/result-v1`) is documented in the
+//! README: `structures.<name>.{accesses,hits,misses,miss_ratio,mpki,…}` with breakdowns
+//! `by_kind`, `by_mode`, `by_asid`, plus `rows`, one row per (structure, asid, mode, kind)
+//! cell for DataFrames. Nothing in it depends on time or worker count.
+
+use serde_json::{json, Map, Value};
+
+use crate::event::{Kind, Mode, ALL_KINDS};
+use crate::ledger::{Counter, Ledger};
+use crate::machine::Machine;
+
+/// Identifier of the result schema, bumped on incompatible changes.
+pub const SCHEMA: &str = "lookaside/result-v1";
+
+/// Where the trace came from, for the report header.
+#[derive(Clone, Debug, Default)]
+pub struct TraceInfo {
+    pub path: String,
+    pub format: String,
+}
+
+const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
+const MODES: [Mode; 2] = [Mode::User, Mode::Kernel];
+
+fn ratio(n: u64, d: u64) -> Value {
+    if d == 0 {
+        Value::Null
+    } else {
+        json!(n as f64 / d as f64)
+    }
+}
+
+fn counter_json(c: Counter, instructions: u64) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("accesses".into(), json!(c.accesses));
+    m.insert("hits".into(), json!(c.hits()));
+    m.insert("misses".into(), json!(c.misses));
+    m.insert("miss_ratio".into(), ratio(c.misses, c.accesses));
+    if instructions > 0 {
+        m.insert("mpki".into(), json!(c.misses as f64 * 1000.0 / instructions as f64));
+        m.insert("instructions_per_miss".into(), ratio(instructions, c.misses));
+    }
+    m
+}
+
+/// Breakdowns of structure `s` by kind, mode and address space.
+fn breakdowns(l: &Ledger, s: usize, instructions: u64, m: &mut Map<String, Value>) {
+    let mut by_kind = Map::new();
+    for k in REF_KINDS {
+        let c = l.total(s, |_, _, kk| kk == k);
+        if c.accesses > 0 {
+            by_kind.insert(k.name().into(), Value::Object(counter_json(c, 0)));
+        }
+    }
+    let mut by_mode = Map::new();
+    for md in MODES {
+        let c = l.total(s, |_, mm, _| mm == md);
+        if c.accesses > 0 {
+            by_mode.insert(md.name().into(), Value::Object(counter_json(c, 0)));
+        }
+    }
+    let mut by_asid = Map::new();
+    for (ai, asid) in l.asids().iter().enumerate() {
+        let c = l.total(s, |a, _, _| a == ai);
+        if c.accesses > 0 {
+            by_asid.insert(asid.to_string(), Value::Object(counter_json(c, 0)));
+        }
+    }
+    let _ = instructions;
+    m.insert("by_kind".into(), Value::Object(by_kind));
+    m.insert("by_mode".into(), Value::Object(by_mode));
+    m.insert("by_asid".into(), Value::Object(by_asid));
+}
+
+/// The result of a run as JSON.
+pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
+    let l = machine.ledger();
+    let cfg = machine.config();
+    let instructions = l.events[Kind::Fetch as usize];
+    let references: u64 = REF_KINDS.iter().map(|k| l.events[*k as usize]).sum();
+
+    let mut by_kind = Map::new();
+    for k in REF_KINDS {
+        by_kind.insert(k.name().into(), json!(l.events[k as usize]));
+    }
+    let mut by_mode = Map::new();
+    for md in MODES {
+        let n: u64 = (0..l.asids().len())
+            .flat_map(|a| REF_KINDS.iter().map(move |&k| (a, k)))
+            .map(|(a, k)| l.refs(a, md, k))
+            .sum();
+        by_mode.insert(md.name().into(), json!(n));
+    }
+    let mut control = Map::new();
+    for k in ALL_KINDS.iter().filter(|k| !k.is_ref()) {
+        control.insert(k.name().into(), json!(l.events[*k as usize]));
+    }
+    let used: Vec<u32> = (0..l.asids().len()).filter(|&a| l.asid_used(a)).map(|a| l.asids()[a]).collect();
+
+    let mut structures = Map::new();
+    let geometry = machine.geometry();
+    for (s, t) in cfg.tlbs.iter().enumerate() {
+        let mut m = counter_json(l.total(s, |_, _, _| true), instructions);
+        let (sets, ways) = geometry[s];
+        let pages: Vec<String> = if t.page.is_empty() {
+            vec![cfg.pages.size.label()]
+        } else {
+            t.page.iter().map(|p| p.label()).collect()
+        };
+        let mut g = Map::new();
+        g.insert("entries".into(), json!(t.entries));
+        g.insert("sets".into(), json!(sets));
+        g.insert("ways".into(), json!(ways));
+        g.insert("policy".into(), json!(t.policy));
+        g.insert("page".into(), json!(pages));
+        g.insert("serves".into(), serde_json::to_value(t.serves).unwrap_or(Value::Null));
+        g.insert("next".into(), json!(t.next.clone().unwrap_or_else(|| "walk".into())));
+        m.insert("geometry".into(), Value::Object(g));
+        breakdowns(l, s, instructions, &mut m);
+        structures.insert(t.name.clone(), Value::Object(m));
+    }
+    let w = l.walk_index();
+    let mut walk = Map::new();
+    walk.insert("count".into(), json!(l.total(w, |_, _, _| true).misses));
+    if instructions > 0 {
+        walk.insert("per_1000_instructions".into(), json!(l.total(w, |_, _, _| true).misses as f64 * 1000.0 / instructions as f64));
+    }
+    breakdowns(l, w, instructions, &mut walk);
+
+    let mut rows = Vec::new();
+    for (ai, asid) in l.asids().iter().enumerate() {
+        for s in 0..=w {
+            let name = if s == w { "walk" } else { cfg.tlbs[s].name.as_str() };
+            for md in MODES {
+                for k in REF_KINDS {
+                    let c = l.cell(ai, s, md, k);
+                    if c.accesses > 0 {
+                        rows.push(json!({"structure": name, "asid": asid, "mode": md.name(), "kind": k.name(),
+                                         "accesses": c.accesses, "hits": c.hits(), "misses": c.misses}));
+                    }
+                }
+            }
+        }
+    }
+
+    json!({
+        "schema": SCHEMA,
+        "lookaside_version": env!("CARGO_PKG_VERSION"),
+        "trace": {
+            "path": trace.path,
+            "format": trace.format,
+            "events": l.events.iter().sum::<u64>(),
+            "references": references,
+            "instructions": instructions,
+            "by_kind": by_kind,
+            "by_mode": by_mode,
+            "control": control,
+            "address_spaces": used,
+            "straddles": l.straddles,
+            "unmapped": l.unmapped,
+        },
+        "machine": {
+            "name": cfg.machine.name,
+            "description": cfg.machine.description,
+            "config": serde_json::to_value(cfg).unwrap_or(Value::Null),
+        },
+        "structures": structures,
+        "walk": walk,
+        "rows": rows,
+    })
+}
+
+fn fmt_int(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn get_u64(v: &Value, path: &[&str]) -> u64 {
+    path.iter().try_fold(v, |v, p| v.get(*p)).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn get_f64(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, p| v.get(*p)).and_then(Value::as_f64)
+}
+
+/// A readable table of a result (as made by [`result_json`]).
+pub fn table(r: &Value) -> String {
+    let mut out = String::new();
+    let name = r["machine"]["name"].as_str().unwrap_or("");
+    let path = r["trace"]["path"].as_str().unwrap_or("");
+    let format = r["trace"]["format"].as_str().unwrap_or("");
+    out.push_str(&format!("machine {name}   trace {path} ({format})\n"));
+    let refs = get_u64(r, &["trace", "references"]);
+    let instr = get_u64(r, &["trace", "instructions"]);
+    out.push_str(&format!(
+        "references {}  (fetch {}, load {}, store {}; kernel {})   address spaces {}\n\n",
+        fmt_int(refs),
+        fmt_int(get_u64(r, &["trace", "by_kind", "fetch"])),
+        fmt_int(get_u64(r, &["trace", "by_kind", "load"])),
+        fmt_int(get_u64(r, &["trace", "by_kind", "store"])),
+        fmt_int(get_u64(r, &["trace", "by_mode", "kernel"])),
+        r["trace"]["address_spaces"].as_array().map_or(0, |a| a.len()),
+    ));
+    out.push_str(&format!(
+        "{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9} {:>11}\n",
+        "structure", "geometry", "accesses", "hits", "misses", "miss %", "MPKI", "instr/miss"
+    ));
+    let empty = Map::new();
+    let structures = r["structures"].as_object().unwrap_or(&empty);
+    for (sname, s) in structures {
+        let g = &s["geometry"];
+        let ways = get_u64(g, &["ways"]);
+        let entries = get_u64(g, &["entries"]);
+        let assoc = if ways == entries { "FA".to_string() } else { format!("{ways}w") };
+        let pages: Vec<&str> = g["page"].as_array().map_or(vec![], |a| a.iter().filter_map(Value::as_str).collect());
+        let geom = format!("{entries} {assoc} {} {}", g["policy"].as_str().unwrap_or(""), pages.join("+"));
+        let pct = get_f64(s, &["miss_ratio"]).map_or("-".into(), |x| format!("{:.3}", x * 100.0));
+        let mpki = get_f64(s, &["mpki"]).map_or("-".into(), |x| format!("{x:.3}"));
+        let ipm = get_f64(s, &["instructions_per_miss"]).map_or("-".into(), |x| format!("{x:.1}"));
+        out.push_str(&format!(
+            "{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9} {:>11}\n",
+            sname,
+            geom,
+            fmt_int(get_u64(s, &["accesses"])),
+            fmt_int(get_u64(s, &["hits"])),
+            fmt_int(get_u64(s, &["misses"])),
+            pct,
+            mpki,
+            ipm
+        ));
+    }
+    let walks = get_u64(r, &["walk", "count"]);
+    let wpki = if instr > 0 { format!("{:.3}", walks as f64 * 1000.0 / instr as f64) } else { "-".into() };
+    out.push_str(&format!("{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9}\n", "walk", "(page-table refills)", "", "", fmt_int(walks), "", wpki));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(fmt_int(0), "0");
+        assert_eq!(fmt_int(999), "999");
+        assert_eq!(fmt_int(1000), "1,000");
+        assert_eq!(fmt_int(1234567), "1,234,567");
+    }
+}

@@ -1,0 +1,199 @@
+"""Lookaside: a fast, trace-driven simulator of address translation and memory hierarchies.
+
+The engine is Rust; this package is the thin front: machine descriptions (presets are TOML
+data files shipped in ``lookaside/presets``), the :func:`simulate` call, results that turn
+into pandas DataFrames, and the ``lookaside`` command.
+
+Examples
+--------
+>>> import lookaside
+>>> r = lookaside.simulate(lookaside.demo_trace(), "modern-x86")
+>>> r["dtlb"]["misses"] <= r["dtlb"]["accesses"]
+True
+>>> r.to_pandas().columns.tolist()[:4]
+['structure', 'asid', 'mode', 'kind']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence, Union
+
+from . import _lookaside
+from ._lookaside import ConfigError, LookasideError, NotYetError, TraceError
+
+__version__: str = _lookaside.__version__
+__all__ = [
+    "ConfigError",
+    "LookasideError",
+    "NotYetError",
+    "Result",
+    "TraceError",
+    "check_config",
+    "convert",
+    "demo_trace",
+    "info",
+    "preset_names",
+    "preset_path",
+    "simulate",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: The machine used when none is named.
+DEFAULT_PRESET = "modern-x86"
+
+
+def _data_dir(name: str) -> Path:
+    return Path(str(resources.files(__name__).joinpath(name)))
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped machine presets."""
+    return sorted(p.stem for p in _data_dir("presets").glob("*.toml"))
+
+
+def preset_path(name: str) -> Path:
+    """The TOML file of preset ``name``."""
+    p = _data_dir("presets") / f"{name}.toml"
+    if not p.is_file():
+        raise ConfigError(f"no preset named '{name}' (have: {', '.join(preset_names())})")
+    return p
+
+
+def demo_trace() -> Path:
+    """The small real trace shipped with the package (see ``lookaside/data/README.md``)."""
+    return _data_dir("data") / "demo.lks"
+
+
+def _machine_source(config: PathLike | None) -> tuple[str | None, str]:
+    """(TOML text, name for messages) of a config given as a path, a preset name or None."""
+    if config is None:
+        return None, "--tlb"
+    p = Path(config)
+    if p.is_file():
+        return p.read_text(encoding="utf-8"), str(p)
+    if isinstance(config, str) and "/" not in config and not config.endswith(".toml"):
+        return preset_path(config).read_text(encoding="utf-8"), f"preset {config}"
+    raise ConfigError(f"{config}: no such config file")
+
+
+def _overrides(overrides: Mapping[str, Any] | Sequence[str] | None, kwargs: Mapping[str, Any]) -> list[str]:
+    """``--set`` strings from a mapping (``{"tlb.dtlb.entries": 128}``), a list of
+    ``"key=value"`` strings, and keyword arguments (``tlb__dtlb__entries=128``)."""
+    out: list[str] = []
+    if isinstance(overrides, Mapping):
+        items = list(overrides.items())
+    else:
+        out.extend(overrides or [])
+        items = []
+    items += [(k.replace("__", "."), v) for k, v in kwargs.items()]
+    for k, v in items:
+        out.append(f"{k}={json.dumps(v) if not isinstance(v, str) else json.dumps(v)}")
+    return out
+
+
+class Result:
+    """The result of one run: counts per structure, by kind, mode and address space.
+
+    ``result["dtlb"]`` is that structure's summary (``accesses``, ``hits``, ``misses``,
+    ``miss_ratio``, ``mpki``, breakdowns ``by_kind``/``by_mode``/``by_asid``, ``geometry``);
+    :meth:`to_pandas` gives one row per (structure, asid, mode, kind) cell.
+    """
+
+    def __init__(self, data: dict[str, Any]):
+        self.data = data
+
+    @property
+    def structures(self) -> dict[str, dict[str, Any]]:
+        return self.data["structures"]
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        if name == "walk":
+            return self.data["walk"]
+        return self.structures[name]
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{n}: {s['misses']}/{s['accesses']}" for n, s in self.structures.items())
+        return f"<lookaside.Result {self.data['machine']['name'] or 'machine'} misses/accesses {parts}>"
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.data, indent=indent)
+
+    def table(self) -> str:
+        """The plain-text table ``lookaside simulate`` prints."""
+        return _lookaside.table(json.dumps(self.data))
+
+    def to_pandas(self):
+        """One row per (structure, asid, mode, kind) with accesses, hits and misses.
+
+        The pseudo-structure ``walk`` counts the misses that left the whole hierarchy.
+        """
+        import pandas as pd
+
+        cols = ["structure", "asid", "mode", "kind", "accesses", "hits", "misses"]
+        df = pd.DataFrame(self.data["rows"], columns=cols)
+        df["miss_ratio"] = (df["misses"] / df["accesses"]).where(df["accesses"] > 0)
+        return df
+
+
+def simulate(
+    trace: PathLike,
+    config: PathLike | None = DEFAULT_PRESET,
+    overrides: Mapping[str, Any] | Sequence[str] | None = None,
+    *,
+    tlb: Sequence[str] = (),
+    format: str | None = None,
+    progress: Callable[[int, int], Any] | None = None,
+    **kwargs: Any,
+) -> Result:
+    """Simulate ``trace`` on a machine and return its :class:`Result`.
+
+    ``config`` is a preset name (see :func:`preset_names`), a TOML file, or ``None`` for a
+    machine made only of ``tlb`` flags (``"dtlb:entries=64,ways=full,policy=lru,page=4k"``).
+    ``overrides`` (a mapping or ``key=value`` strings) and keyword arguments with ``__`` for
+    dots (``tlb__dtlb__entries=128``) change single keys, like ``--set``.
+    """
+    if config == DEFAULT_PRESET and tlb:
+        config = None
+    text, name = _machine_source(config)
+    raw = _lookaside.simulate(
+        os.fspath(trace),
+        text,
+        name,
+        list(tlb),
+        _overrides(overrides, kwargs),
+        format,
+        progress,
+    )
+    return Result(json.loads(raw))
+
+
+def check_config(
+    config: PathLike | None = DEFAULT_PRESET,
+    overrides: Mapping[str, Any] | Sequence[str] | None = None,
+    *,
+    tlb: Sequence[str] = (),
+    **kwargs: Any,
+) -> str:
+    """Validate a machine; returns it as normalised TOML (every default filled in)."""
+    text, name = _machine_source(config)
+    return _lookaside.check_config(text, name, list(tlb), _overrides(overrides, kwargs))
+
+
+def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,
+            dst_format: str | None = None, command: str = "") -> int:
+    """Convert a trace between formats (chosen from the extensions unless given); returns
+    the number of events written. The output appears only once it is complete."""
+    return _lookaside.convert(os.fspath(src), os.fspath(dst), src_format, dst_format, command)
+
+
+def info(trace: PathLike, *, format: str | None = None) -> dict[str, Any]:
+    """A summary of a trace: events by kind and mode, address spaces, pages touched, …"""
+    return json.loads(_lookaside.info(os.fspath(trace), format))

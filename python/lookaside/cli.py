@@ -1,0 +1,284 @@
+"""The ``lookaside`` command.
+
+Exit codes: 0 success; 2 any error (bad trace, config or argument), reported as one line
+``lookaside: error: …`` naming the file, line or byte offset and the field — never a
+traceback; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+from . import (
+    DEFAULT_PRESET,
+    LookasideError,
+    NotYetError,
+    Result,
+    _lookaside,
+    check_config,
+    convert,
+    demo_trace,
+    info,
+    preset_names,
+    preset_path,
+    simulate,
+)
+
+FORMATS = ["lackey", "din", "xdin", "native"]
+
+
+class Progress:
+    """A one-line progress report on stderr, shown only on a terminal."""
+
+    def __init__(self, path: str | None, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.size = os.path.getsize(path) if (path and os.path.isfile(path)) else 0
+        self.shown = False
+
+    def __call__(self, events: int, nbytes: int) -> None:
+        if not self.enabled:
+            return
+        pct = f" {100 * nbytes / self.size:5.1f}%" if self.size and nbytes else ""
+        sys.stderr.write(f"\r  {events / 1e6:10.1f} M events{pct}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 40 + "\r")
+            sys.stderr.flush()
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` so that ``path`` appears only complete (temp file + rename)."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".lookaside-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def emit(text: str, out: str | None) -> None:
+    if out:
+        write_atomically(out, text)
+    else:
+        sys.stdout.write(text)
+        if not text.endswith("\n"):
+            sys.stdout.write("\n")
+
+
+def add_machine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--config", metavar="FILE|PRESET",
+                   help=f"machine: a TOML file or a preset name (default {DEFAULT_PRESET} "
+                        "unless --tlb is given); see `lookaside presets`")
+    p.add_argument("--tlb", action="append", default=[], metavar="NAME:key=value,…",
+                   help="add a TLB DineroIV-style, e.g. dtlb:entries=64,ways=full,policy=lru,"
+                        "page=4k (keys: entries, ways, policy, page (4k+2M), serves, next, "
+                        "asid, partition (lower/lower_policy/upper_policy), placement); "
+                        "repeatable")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. tlb.dtlb.entries=128 or machine.seed=3; "
+                        "repeatable")
+
+
+def machine_of(args: argparse.Namespace) -> str | None:
+    if args.config is not None:
+        return args.config
+    return None if args.tlb else DEFAULT_PRESET
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    prog = Progress(args.trace, not args.quiet)
+    try:
+        r = simulate(args.trace, machine_of(args), args.set, tlb=args.tlb, format=args.format,
+                     progress=prog)
+    finally:
+        prog.done()
+    emit(r.to_json() if args.json else r.table(), args.output)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    trace = demo_trace()
+    print(f"Simulating the shipped demo trace ({trace.name}) on preset {DEFAULT_PRESET}.\n")
+    r = simulate(trace, DEFAULT_PRESET)
+    print(r.table())
+    print("Try: lookaside simulate TRACE --tlb dtlb:entries=64,ways=full,policy=lru,page=4k")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    n = convert(args.src, args.dst, src_format=args.src_format, dst_format=args.dst_format,
+                command=shlex.join(["lookaside", *sys.argv[1:]]))
+    print(f"{args.dst}: {n} events", file=sys.stderr)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    s = info(args.trace, format=args.format)
+    if args.json:
+        emit(json.dumps(s, indent=2), None)
+    else:
+        width = max(len(k) for k in s)
+        for k, v in s.items():
+            shown = json.dumps(v) if isinstance(v, (dict, list)) else v
+            print(f"{k:<{width}}  {shown}")
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    if args.name:
+        sys.stdout.write(preset_path(args.name).read_text(encoding="utf-8"))
+        return 0
+    for name in preset_names():
+        desc = ""
+        for line in preset_path(name).read_text(encoding="utf-8").splitlines():
+            if line.startswith("description"):
+                desc = line.split("=", 1)[1].strip().strip('"')
+        print(f"{name:<24} {desc}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    emit(check_config(machine_of(args), args.set, tlb=args.tlb), args.output)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    trace = args.trace or str(demo_trace())
+    scale = [int(float(x)) for x in args.scale.split(",") if x] if args.scale else []
+    with tempfile.TemporaryDirectory(prefix="lookaside-bench-") as work:
+        print(f"bench: {trace}, ≥{args.min_refs:,} events per format, "
+              f"scale {scale or 'off'} …", file=sys.stderr)
+        raw = _lookaside.bench(trace, work, args.min_refs, scale)
+    r = json.loads(raw)
+    if args.json:
+        emit(json.dumps(r, indent=2), args.output)
+        return 0
+    lines = [f"input {r['input']} ({r['input_events']:,} events, repeated ×{r['repeat']})", "",
+             f"{'format':<8} {'file MB':>9} {'events':>13} {'parse M/s':>10} "
+             f"{'parse+sim M/s':>14}   (sim = 64-entry FA LRU dtlb)"]
+    for f in r["formats"]:
+        lines.append(f"{f['format']:<8} {f['file_bytes'] / 1e6:>9.1f} {f['events']:>13,} "
+                     f"{f['parse_events_per_s'] / 1e6:>10.1f} "
+                     f"{f['parse_and_simulate_events_per_s'] / 1e6:>14.1f}")
+    lines += ["", f"{'simulation alone (events in memory)':<48} {'M events/s':>10}"]
+    for s in r["simulate_only"]:
+        lines.append(f"{s['machine']:<48} {s['simulate_events_per_s'] / 1e6:>10.1f}")
+    if r["scale"]:
+        lines += ["", f"{'synthetic stream':>16} {'M events/s':>10} {'peak RSS MiB':>13}"]
+        for s in r["scale"]:
+            rss = s["peak_rss_kib"]
+            lines.append(f"{s['references']:>16,} {s['events_per_s'] / 1e6:>10.1f} "
+                         f"{(rss or 0) / 1024:>13.1f}")
+    emit("\n".join(lines) + "\n", args.output)
+    return 0
+
+
+def not_yet(what: str):
+    def run(args: argparse.Namespace) -> int:
+        raise NotYetError(f"`lookaside {what}` is not built yet")
+    return run
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lookaside",
+        description="A fast, trace-driven simulator of address translation and memory "
+                    "hierarchies.")
+    p.add_argument("--version", action="version", version=f"lookaside {_lookaside.__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser("simulate", help="simulate a trace on a machine")
+    s.add_argument("trace", help="trace file (lackey, din, xdin or native; .gz/.xz/.zst ok)")
+    s.add_argument("-f", "--format", choices=FORMATS, help="trace format (default: detected)")
+    add_machine_args(s)
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s.add_argument("-o", "--output", metavar="FILE", help="write the result here")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    s.set_defaults(run=cmd_simulate)
+
+    s = sub.add_parser("demo", help="simulate the shipped demo trace on the default preset")
+    s.set_defaults(run=cmd_demo)
+
+    s = sub.add_parser("convert", help="convert a trace between formats")
+    s.add_argument("src")
+    s.add_argument("dst", help="output; format from the extension (.lks .din .xdin .lackey, "
+                               "then optionally .gz/.xz/.zst) unless --to")
+    s.add_argument("--from", dest="src_format", choices=FORMATS)
+    s.add_argument("--to", dest="dst_format", choices=FORMATS)
+    s.set_defaults(run=cmd_convert)
+
+    s = sub.add_parser("info", help="summarise a trace")
+    s.add_argument("trace")
+    s.add_argument("-f", "--format", choices=FORMATS)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(run=cmd_info)
+
+    s = sub.add_parser("presets", help="list the shipped machines, or print one")
+    s.add_argument("name", nargs="?")
+    s.set_defaults(run=cmd_presets)
+
+    s = sub.add_parser("config", help="validate a machine and print it with defaults filled in")
+    add_machine_args(s)
+    s.add_argument("-o", "--output", metavar="FILE")
+    s.set_defaults(run=cmd_config)
+
+    s = sub.add_parser("bench", help="references per second: parsing and simulation, per format")
+    s.add_argument("trace", nargs="?", help="input trace (default: the demo trace)")
+    s.add_argument("--min-refs", type=int, default=50_000_000,
+                   help="events per format file (default 50M)")
+    s.add_argument("--scale", metavar="N,N,…",
+                   help="also run synthetic streams of these lengths and report peak memory, "
+                        "e.g. 1e7,1e8,1e9")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("-o", "--output", metavar="FILE")
+    s.set_defaults(run=cmd_bench)
+
+    for name, what in [("sweep", "sweep"), ("trace", "trace"), ("reproduce", "reproduce")]:
+        s = sub.add_parser(name, help=f"(not built yet) {what}")
+        s.add_argument("rest", nargs=argparse.REMAINDER)
+        s.set_defaults(run=not_yet(what))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if not getattr(args, "run", None):
+        p.print_help()
+        return 2
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print("lookaside: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error worth a message.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return 0
+    except (LookasideError, OSError) as e:
+        msg = str(e) if not isinstance(e, OSError) or not e.filename else f"{e.filename}: {e.strerror}"
+        print(f"lookaside: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["main", "parser", "Result"]

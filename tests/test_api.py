@@ -1,0 +1,105 @@
+"""The Python API: results, DataFrames, overrides, determinism, format equivalence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lookaside
+
+
+def test_simulate_demo_on_default_preset(demo):
+    r = lookaside.simulate(demo)
+    assert r.data["schema"] == "lookaside/result-v1"
+    assert set(r.structures) == {"itlb", "dtlb", "stlb"}
+    refs = r.data["trace"]["by_kind"]
+    # Every fetch enters the itlb and every load/store the dtlb, once per page touched.
+    straddles = r.data["trace"]["straddles"]
+    assert r["itlb"]["accesses"] + r["dtlb"]["accesses"] == sum(refs.values()) + straddles
+    # The stlb sees exactly the first-level misses; walks are exactly the stlb misses.
+    assert r["stlb"]["accesses"] == r["itlb"]["misses"] + r["dtlb"]["misses"]
+    assert r["walk"]["count"] == r["stlb"]["misses"]
+    assert 0 < r["dtlb"]["misses"] < r["dtlb"]["accesses"]
+
+
+def test_to_pandas_rows_add_up_to_the_structure_totals(demo):
+    r = lookaside.simulate(demo)
+    df = r.to_pandas()
+    assert list(df.columns[:7]) == ["structure", "asid", "mode", "kind", "accesses", "hits",
+                                    "misses"]
+    sums = df.groupby("structure")[["accesses", "misses"]].sum()
+    for name, s in r.structures.items():
+        assert sums.loc[name, "accesses"] == s["accesses"]
+        assert sums.loc[name, "misses"] == s["misses"]
+    assert sums.loc["walk", "misses"] == r["walk"]["count"]
+    assert (df["hits"] == df["accesses"] - df["misses"]).all()
+
+
+def test_results_are_deterministic(demo):
+    a = lookaside.simulate(demo, tlb=["dtlb:entries=32,ways=full,policy=random"])
+    b = lookaside.simulate(demo, tlb=["dtlb:entries=32,ways=full,policy=random"])
+    assert a.to_json() == b.to_json()
+    c = lookaside.simulate(demo, tlb=["dtlb:entries=32,ways=full,policy=random"],
+                           machine__seed=99)
+    assert c["dtlb"]["accesses"] == a["dtlb"]["accesses"]
+
+
+def test_overrides_three_ways(demo):
+    base = lookaside.simulate(demo, "modern-x86")
+    a = lookaside.simulate(demo, "modern-x86", {"tlb.dtlb.entries": 16, "tlb.dtlb.ways": 2})
+    b = lookaside.simulate(demo, "modern-x86", ["tlb.dtlb.entries=16", "tlb.dtlb.ways=2"])
+    c = lookaside.simulate(demo, "modern-x86", tlb__dtlb__entries=16, tlb__dtlb__ways=2)
+    assert a.to_json() == b.to_json() == c.to_json()
+    assert a["dtlb"]["geometry"]["entries"] == 16
+    assert a["dtlb"]["misses"] > base["dtlb"]["misses"]
+
+
+def test_bigger_fully_associative_lru_never_misses_more(demo):
+    # LRU is a stack algorithm: misses can only fall as a fully associative TLB grows.
+    misses = [lookaside.simulate(demo, tlb=[f"dtlb:entries={n},ways=full,policy=lru"])["dtlb"]
+              ["misses"] for n in (4, 8, 16, 32, 64, 128)]
+    assert misses == sorted(misses, reverse=True)
+    assert misses[0] > misses[-1]
+
+
+@pytest.mark.parametrize("fmt,ext", [("din", "din"), ("lackey", "lackey"),
+                                      ("native", "lks"), ("xdin", "xdin.gz")])
+def test_same_trace_in_every_format_gives_identical_counts(lackey_trace, tmp_path, fmt, ext):
+    flags = ["dtlb:entries=64,ways=4,policy=lru,serves=data",
+             "itlb:entries=32,ways=full,policy=fifo,serves=instruction"]
+    ref = lookaside.simulate(lackey_trace, None, tlb=flags)
+    out = tmp_path / f"t.{ext}"
+    n = lookaside.convert(lackey_trace, out)
+    assert n > 0
+    r = lookaside.simulate(out, None, tlb=flags)
+    for s in ("dtlb", "itlb"):
+        assert r[s]["accesses"] == ref[s]["accesses"], s
+        assert r[s]["misses"] == ref[s]["misses"], s
+
+
+def test_info_summarises(lackey_trace):
+    s = lookaside.info(lackey_trace)
+    text = json.dumps(s)
+    assert "fetch" in text and "load" in text
+
+
+def test_every_preset_validates():
+    names = lookaside.preset_names()
+    assert {"modern-x86", "decstation3100-mach3"} <= set(names)
+    for n in names:
+        toml = lookaside.check_config(n)
+        assert "[[tlb]]" in toml
+
+
+def test_errors_are_typed(demo, tmp_path):
+    with pytest.raises(lookaside.TraceError, match="nope.din"):
+        lookaside.simulate(tmp_path / "nope.din")
+    with pytest.raises(lookaside.ConfigError, match=r"tlb\.dtlb\.ways"):
+        lookaside.simulate(demo, tlb=["dtlb:entries=64,ways=3"])
+    with pytest.raises(lookaside.ConfigError, match="no preset named"):
+        lookaside.simulate(demo, "no-such-machine")
+    bad = tmp_path / "bad.din"
+    bad.write_text("0 1000\n1 2000\nxyz\n")
+    with pytest.raises(lookaside.TraceError, match="line 3"):
+        lookaside.simulate(bad, None, tlb=["dtlb:entries=4"])

@@ -1,0 +1,80 @@
+"""The ``lookaside`` command as a user meets it: output, exit codes, messages."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_demo_prints_a_table(cli):
+    p = cli("demo")
+    for word in ("itlb", "dtlb", "stlb", "walk", "MPKI"):
+        assert word in p.stdout
+
+
+def test_simulate_quick_mode_json(cli, lackey_trace):
+    p = cli("simulate", lackey_trace, "--tlb", "dtlb:entries=64,ways=full,policy=lru,page=4k",
+            "--json")
+    r = json.loads(p.stdout)
+    d = r["structures"]["dtlb"]
+    assert d["geometry"]["serves"] == "data"
+    assert d["accesses"] >= r["trace"]["by_kind"]["load"] + r["trace"]["by_kind"]["store"]
+    assert d["hits"] + d["misses"] == d["accesses"]
+    assert "mpki" in d and "instructions_per_miss" in d
+
+
+def test_set_overrides_a_preset(cli, demo):
+    p = cli("simulate", demo, "--config", "modern-x86", "--set", "tlb.stlb.entries=768",
+            "--json")
+    assert json.loads(p.stdout)["structures"]["stlb"]["geometry"]["sets"] == 64
+
+
+def test_output_file(cli, demo, tmp_path):
+    out = tmp_path / "r.json"
+    cli("simulate", demo, "--json", "-o", out)
+    assert json.loads(out.read_text())["schema"] == "lookaside/result-v1"
+
+
+def test_presets_and_config(cli):
+    p = cli("presets")
+    assert "modern-x86" in p.stdout and "decstation3100-mach3" in p.stdout
+    p = cli("config", "--config", "decstation3100-mach3")
+    assert "lower_policy" in p.stdout
+
+
+def check_error(p, *needles):
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert p.stderr.startswith("lookaside: error: "), p.stderr
+    assert "Traceback" not in p.stderr
+    for n in needles:
+        assert n in p.stderr, (n, p.stderr)
+
+
+def test_errors_name_the_file_line_and_field(cli, tmp_path):
+    bad = tmp_path / "bad.lackey"
+    bad.write_text("I  04000000,4\n L 04001000,8\n Q 12,3\n")
+    check_error(cli("simulate", bad, "--tlb", "d:entries=8", check=False), "bad.lackey", "line 3")
+    check_error(cli("simulate", tmp_path / "missing.din", check=False), "missing.din")
+
+
+def test_config_errors_name_the_key(cli, demo, tmp_path):
+    check_error(cli("simulate", demo, "--tlb", "dtlb:entries=64,ways=3", check=False),
+                "tlb.dtlb.ways")
+    check_error(cli("simulate", demo, "--tlb", "dtlb:entries=0", check=False), "tlb.dtlb.entries")
+    check_error(cli("simulate", demo, "--tlb", "dtlb:entries=8,policy=mru", check=False),
+                "tlb.dtlb.policy", "mru")
+    check_error(cli("simulate", demo, "--set", "tlb.nope.entries=3", check=False), "nope")
+    cfg = tmp_path / "m.toml"
+    cfg.write_text("[[tlb]]\nname = 'dtlb'\nentires = 64\n")
+    check_error(cli("simulate", demo, "--config", cfg, check=False), "m.toml", "entires", "line")
+
+
+def test_failed_run_leaves_no_output_file(cli, tmp_path):
+    bad = tmp_path / "bad.din"
+    bad.write_text("0 10\n7 20\n")
+    out = tmp_path / "r.json"
+    check_error(cli("simulate", bad, "--tlb", "d:entries=8", "-o", out, check=False), "line 2")
+    assert not out.exists()
+
+
+def test_not_yet_commands_say_so(cli):
+    check_error(cli("sweep", "x.toml", check=False), "not built yet")
