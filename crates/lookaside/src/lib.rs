@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod event;
+pub mod tlb;
 pub mod trace;
 
 pub use error::{Error, Result};
