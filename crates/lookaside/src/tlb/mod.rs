@@ -74,6 +74,8 @@ mod index;
 mod policy;
 
 #[cfg(test)]
+mod bench;
+#[cfg(test)]
 mod reference;
 #[cfg(test)]
 mod tests;
