@@ -1,0 +1,657 @@
+//! The TLB structure engine: one set-associative translation structure, nothing more.
+//!
+//! A [`Tlb`] knows nothing of address spaces, page sizes or privilege modes. The caller (the
+//! machine) reduces every reference to three numbers:
+//!
+//! * `vpn` — the virtual page number at the entry's page size (any `u64`);
+//! * `ctx` — an opaque context tag (the machine packs the ASID, a page-size code, a global bit…);
+//! * `gctx` — a second tag that also matches, for "global" entries; [`NO_CTX`] when there is
+//!   none. [`NO_CTX`] is never stored, so it never matches anything.
+//!
+//! It is kept this small so that the hot path — one call per simulated reference — is a few
+//! compares on flat arrays, with no allocation, hashing or dynamic dispatch unless the
+//! associativity makes a hash index pay (see *Speed* below).
+//!
+//! # Semantics
+//!
+//! * **Matching.** An entry matches `(vpn, ctx, gctx)` iff `entry.vpn == vpn` and
+//!   `entry.ctx == ctx || entry.ctx == gctx`. The TLB never holds two entries with the same
+//!   `(vpn, ctx)` (a [`Tlb::fill`] of a present key refreshes it instead), but an entry
+//!   `(vpn, ctx)` and an entry `(vpn, gctx)` can both be present; then the exact one,
+//!   `(vpn, ctx)`, is the one that hits (or is invalidated). `ctx == NO_CTX` in a lookup means
+//!   "no context": only `gctx` can match.
+//! * **Sets.** The set of `vpn` is `vpn % sets` (a mask when `sets` is a power of two), with
+//!   `sets = entries / ways`. Any `ways` dividing `entries` works, powers of two or not
+//!   (1536 entries 12-way, 48 entries 3-way, 6 entries 6-way, 1 entry…).
+//! * **Partitions.** Without a [`Partition`] every set is one partition, replaced by
+//!   [`TlbParams::policy`], and the `part` argument of fills is ignored. With one, ways
+//!   `0..lower_ways` of every set form the lower (e.g. MIPS "wired") partition, replaced by
+//!   `lower_policy`, and ways `lower_ways..ways` the upper one, replaced by `upper_policy`
+//!   (`TlbParams::policy` is then unused). The caller decides which partition a miss fills
+//!   ([`Part`]); a hit in either partition updates that partition's replacement state.
+//! * **Fills.** A fill takes the lowest-numbered invalid way of its partition; only when every
+//!   way of the partition is valid does the partition's policy choose a victim, whose entry
+//!   [`Tlb::fill`] returns.
+//! * **Invalidation** ([`Tlb::invalidate`], [`Tlb::flush_if`], [`Tlb::flush_all`]) makes the
+//!   way invalid, so it is the first reused, and tells the policy (LRU and FIFO drop the way
+//!   from their order, NRU clears its reference bit, PLRU and Random change nothing).
+//!   `flush_all` is exactly `flush_if(|_, _| true)`; `flush_if` visits valid entries in
+//!   (set, way) order.
+//! * **Policies** (state per set per partition, ways numbered within the partition):
+//!   - `lru`: the victim is the valid way whose last hit or fill is oldest.
+//!   - `fifo`: the victim is the valid way filled longest ago; hits change nothing.
+//!   - `random`: the victim is uniform among the partition's ways, from one draw of the TLB's
+//!     [`SplitMix64`] seeded with [`TlbParams::seed`] (`below(n)` = high half of `x * n`). One
+//!     draw per victim choice, none when an invalid way is filled; both partitions share the
+//!     stream.
+//!   - `plru`: tree-PLRU over `P` = the next power of two `>= ways` leaves; a hit or fill sets
+//!     the bits on its path to point away from it; the victim follows the bits from the root,
+//!     except that a bit pointing at a subtree with no existing way (only possible when `ways`
+//!     is not a power of two, and only for a right subtree) is overridden: the walk goes left.
+//!     All bits start at 0 ("left").
+//!   - `nru` / `clock`: a reference bit per way, set by hits and fills, cleared by
+//!     invalidation; a hand per set, starting at way 0. The victim is the first way from the
+//!     hand (going round in way order) whose bit is 0, clearing the set bits it passes; the
+//!     hand then points just past the victim. Fills of invalid ways do not move the hand.
+//! * **Determinism.** The same parameters, seed and call sequence give the same results,
+//!   whatever the lookup structure ([`Lookup`]) in use.
+//!
+//! # Speed
+//!
+//! Tags live in two flat arrays (`vpn`, `ctx`, struct of arrays); an invalid way has
+//! `ctx == NO_CTX`. A lookup first checks the *MRU entry* — the entry of the last hit or fill —
+//! which turns the usual run of references to one page into two compares; repeating a hit on
+//! the most recently touched entry changes no policy state (LRU: it already is the MRU; FIFO
+//! and Random: hits change nothing; PLRU: the same bits are set again; NRU: its bit is already
+//! set), so the fast path is exact. It is forgotten on every fill, invalidation and flush.
+//! Otherwise a set is scanned, or, for `ways >= INDEX_MIN_WAYS`, probed through a per-set hash
+//! index (`index.rs`). Replacement state is updated through an enum over the policies
+//! (`policy/`); every policy's hit, fill and invalidate hooks are O(1) (PLRU O(log ways)) and
+//! its victim choice O(1) or amortised O(1) (NRU), so a 1024-entry fully associative TLB costs
+//! about what a 64-entry one does.
+
+mod index;
+mod policy;
+
+#[cfg(test)]
+mod bench;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use policy::{Policy, SplitMix64};
+
+use index::WayIndex;
+use policy::State;
+use std::fmt;
+
+/// The context no entry has: pass it as `gctx` when global entries are not in use.
+pub const NO_CTX: u64 = u64::MAX;
+
+/// With [`Lookup::Auto`], sets of at least this many ways are looked up through a hash index
+/// instead of a scan (measured crossover, see `bench.rs`).
+pub const INDEX_MIN_WAYS: usize = 32;
+
+/// Largest `entries` (and so `ways`) accepted: far beyond any real TLB, small enough that the
+/// arrays always fit in memory and way numbers in `u32`.
+pub const MAX_ENTRIES: usize = 1 << 24;
+
+/// Which partition of its set a fill goes to (ignored when the TLB is not partitioned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Part {
+    /// Ways `0..lower_ways`.
+    Lower,
+    /// Ways `lower_ways..ways`.
+    Upper,
+}
+
+/// A split of every set into a lower and an upper partition with their own policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Partition {
+    /// Ways in the lower partition, `1..ways`.
+    pub lower_ways: usize,
+    pub lower_policy: Policy,
+    pub upper_policy: Policy,
+}
+
+/// The shape and replacement of one TLB.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TlbParams {
+    /// Total entries, a multiple of `ways`.
+    pub entries: usize,
+    /// Associativity; `ways == entries` is fully associative.
+    pub ways: usize,
+    /// Replacement policy of every set (unused when `partition` is set).
+    pub policy: Policy,
+    pub partition: Option<Partition>,
+    /// Seed of the PRNG used by the random policy.
+    pub seed: u64,
+}
+
+/// What is wrong with a [`TlbParams`]: the field (`entries`, `ways`, `partition.lower_ways`)
+/// and why. Displays as `field: message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for ParamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ParamError {}
+
+impl TlbParams {
+    /// `entries` entries, `ways`-way, one policy, no partition, seed 0.
+    pub fn new(entries: usize, ways: usize, policy: Policy) -> TlbParams {
+        TlbParams {
+            entries,
+            ways,
+            policy,
+            partition: None,
+            seed: 0,
+        }
+    }
+
+    /// Whether these parameters describe a TLB [`Tlb::new`] can build.
+    pub fn check(&self) -> Result<(), ParamError> {
+        let err = |field, message: String| Err(ParamError { field, message });
+        if self.entries == 0 {
+            return err("entries", "must be at least 1".into());
+        }
+        if self.entries > MAX_ENTRIES {
+            return err(
+                "entries",
+                format!("{} is more than the maximum {MAX_ENTRIES}", self.entries),
+            );
+        }
+        if self.ways == 0 {
+            return err("ways", "must be at least 1".into());
+        }
+        if !self.entries.is_multiple_of(self.ways) {
+            return err(
+                "ways",
+                format!("{} does not divide {} entries", self.ways, self.entries),
+            );
+        }
+        if let Some(p) = &self.partition {
+            if p.lower_ways == 0 || p.lower_ways >= self.ways {
+                return err(
+                    "partition.lower_ways",
+                    format!(
+                        "{} is not between 1 and {} (ways - 1): both partitions need a way",
+                        p.lower_ways,
+                        self.ways as isize - 1
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a [`Tlb`] finds the way holding a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lookup {
+    /// A hash index when `ways >= INDEX_MIN_WAYS`, else a scan.
+    Auto,
+    /// Always scan the set's ways.
+    Scan,
+    /// Always use the hash index.
+    Index,
+}
+
+/// The effective (ctx, gctx) of a query, `None` if nothing can match. After this neither is
+/// `NO_CTX`, and `g == c` when there is no second context.
+#[inline(always)]
+fn contexts(ctx: u64, gctx: u64) -> Option<(u64, u64)> {
+    if ctx != NO_CTX {
+        Some((ctx, if gctx == NO_CTX { ctx } else { gctx }))
+    } else if gctx != NO_CTX {
+        Some((gctx, gctx))
+    } else {
+        None
+    }
+}
+
+/// The way of the set (tags `vs`, `cs`) matching `vpn` with context `c`, else with `g`.
+#[inline(always)]
+fn scan(vs: &[u64], cs: &[u64], vpn: u64, c: u64, g: u64) -> Option<usize> {
+    let mut alt = None;
+    for (w, (&v, &e)) in vs.iter().zip(cs).enumerate() {
+        if v == vpn {
+            if e == c {
+                return Some(w);
+            }
+            if e == g {
+                alt = Some(w);
+            }
+        }
+    }
+    alt
+}
+
+/// One set-associative TLB (see the module documentation for the exact semantics).
+#[derive(Clone)]
+pub struct Tlb {
+    // The MRU entry: its vpn and ctx, and the query ctx of the hit that made it MRU (its own
+    // ctx unless it was hit through gctx). `mru_ctx == NO_CTX` when there is none.
+    mru_vpn: u64,
+    mru_ctx: u64,
+    mru_query: u64,
+    sets: usize,
+    ways: usize,
+    set_mask: u64,
+    sets_pow2: bool,
+    /// First way of the upper partition; `ways` when not partitioned.
+    split: usize,
+    vpn: Vec<u64>,
+    /// `NO_CTX` marks an invalid way.
+    ctx: Vec<u64>,
+    /// Valid bit per way, `words` words per set (finds the lowest invalid way fast).
+    valid_bits: Vec<u64>,
+    words: usize,
+    /// Valid ways per set per partition (`2 * set + part`).
+    part_valid: Vec<u32>,
+    valid: usize,
+    /// One per partition.
+    pols: Vec<State>,
+    index: Option<WayIndex>,
+    rng: SplitMix64,
+    params: TlbParams,
+}
+
+impl fmt::Debug for Tlb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tlb")
+            .field("params", &self.params)
+            .field("sets", &self.sets)
+            .field("indexed", &self.index.is_some())
+            .field("valid", &self.valid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tlb {
+    /// An empty TLB; the error names the bad field (`entries: must be at least 1`).
+    pub fn new(p: &TlbParams) -> Result<Tlb, String> {
+        Tlb::with_lookup(p, Lookup::Auto)
+    }
+
+    /// An empty TLB with a chosen lookup structure (results never depend on it; speed does).
+    pub fn with_lookup(p: &TlbParams, lookup: Lookup) -> Result<Tlb, String> {
+        p.check().map_err(|e| e.to_string())?;
+        let ways = p.ways;
+        let sets = p.entries / ways;
+        let (split, pols) = match &p.partition {
+            None => (ways, vec![State::new(p.policy, sets, ways)]),
+            Some(q) => (
+                q.lower_ways,
+                vec![
+                    State::new(q.lower_policy, sets, q.lower_ways),
+                    State::new(q.upper_policy, sets, ways - q.lower_ways),
+                ],
+            ),
+        };
+        let indexed = match lookup {
+            Lookup::Auto => ways >= INDEX_MIN_WAYS,
+            Lookup::Scan => false,
+            Lookup::Index => true,
+        };
+        let words = ways.div_ceil(64);
+        Ok(Tlb {
+            mru_vpn: 0,
+            mru_ctx: NO_CTX,
+            mru_query: NO_CTX,
+            sets,
+            ways,
+            set_mask: (sets as u64).wrapping_sub(1),
+            sets_pow2: sets.is_power_of_two(),
+            split,
+            vpn: vec![0; p.entries],
+            ctx: vec![NO_CTX; p.entries],
+            valid_bits: vec![0; sets * words],
+            words,
+            part_valid: vec![0; 2 * sets],
+            valid: 0,
+            pols,
+            index: indexed.then(|| WayIndex::new(sets, ways)),
+            rng: SplitMix64::new(p.seed),
+            params: p.clone(),
+        })
+    }
+
+    /// Number of sets.
+    pub fn sets(&self) -> usize {
+        self.sets
+    }
+
+    /// Ways per set.
+    pub fn ways(&self) -> usize {
+        self.ways
+    }
+
+    /// Total entries (`sets * ways`).
+    pub fn entries(&self) -> usize {
+        self.vpn.len()
+    }
+
+    /// The parameters this TLB was built from.
+    pub fn params(&self) -> &TlbParams {
+        &self.params
+    }
+
+    /// Whether lookups go through the hash index (rather than a scan of the set).
+    pub fn is_indexed(&self) -> bool {
+        self.index.is_some()
+    }
+
+    /// The set `vpn` maps to.
+    #[inline(always)]
+    pub fn set_of(&self, vpn: u64) -> usize {
+        if self.sets_pow2 {
+            (vpn & self.set_mask) as usize
+        } else {
+            (vpn % self.sets as u64) as usize
+        }
+    }
+
+    /// Partition number (0 lower or only, 1 upper) and first way of the partition of `way`.
+    #[inline(always)]
+    fn part_of(&self, way: usize) -> (usize, usize) {
+        if way < self.split {
+            (0, 0)
+        } else {
+            (1, self.split)
+        }
+    }
+
+    #[inline(always)]
+    fn mru_hit(&self, vpn: u64, c: u64, g: u64) -> bool {
+        // An exact match of the MRU entry is the hit. A match through gctx is the hit only if
+        // no (vpn, c) entry exists, which was established when the MRU entry was hit with the
+        // same c (nothing has been added since: a fill would have replaced the MRU entry).
+        vpn == self.mru_vpn && (c == self.mru_ctx || (g == self.mru_ctx && c == self.mru_query))
+    }
+
+    #[inline(always)]
+    fn forget_mru(&mut self) {
+        self.mru_ctx = NO_CTX;
+    }
+
+    /// The way of `set` that `(vpn, c, g)` hits (exact context first), without side effects.
+    #[inline]
+    fn find(&self, set: usize, vpn: u64, c: u64, g: u64) -> Option<usize> {
+        let base = set * self.ways;
+        let vs = &self.vpn[base..base + self.ways];
+        let cs = &self.ctx[base..base + self.ways];
+        match &self.index {
+            None => scan(vs, cs, vpn, c, g),
+            Some(ix) => match ix.find(set, vpn, c, vs, cs) {
+                Some(w) => Some(w),
+                None if g != c => ix.find(set, vpn, g, vs, cs),
+                None => None,
+            },
+        }
+    }
+
+    /// Record a hit on `way` of `set` by a query with effective context `c`.
+    #[inline]
+    fn hit(&mut self, set: usize, way: usize, c: u64) {
+        let (p, lo) = self.part_of(way);
+        self.pols[p].on_hit(set, way - lo);
+        let slot = set * self.ways + way;
+        self.mru_vpn = self.vpn[slot];
+        self.mru_ctx = self.ctx[slot];
+        self.mru_query = c;
+    }
+
+    /// Probe; on a hit update the replacement state and return true. On a miss change nothing
+    /// and return false.
+    #[inline]
+    pub fn lookup(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
+        let Some((c, g)) = contexts(ctx, gctx) else {
+            return false;
+        };
+        if self.mru_hit(vpn, c, g) {
+            return true;
+        }
+        self.lookup_slow(vpn, c, g)
+    }
+
+    fn lookup_slow(&mut self, vpn: u64, c: u64, g: u64) -> bool {
+        let set = self.set_of(vpn);
+        match self.find(set, vpn, c, g) {
+            Some(way) => {
+                self.hit(set, way, c);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The (set, way) that `lookup(vpn, ctx, gctx)` would hit, changing nothing.
+    pub fn probe(&self, vpn: u64, ctx: u64, gctx: u64) -> Option<(usize, usize)> {
+        let (c, g) = contexts(ctx, gctx)?;
+        let set = self.set_of(vpn);
+        self.find(set, vpn, c, g).map(|w| (set, w))
+    }
+
+    /// Insert `(vpn, ctx)` after a miss into partition `part` of its set (see the module
+    /// documentation for the choice of way); returns the evicted `(vpn, ctx)` if a valid entry
+    /// was replaced. If `(vpn, ctx)` is already present it is refreshed as by a hit instead
+    /// (and `None` is returned), so keys stay unique.
+    ///
+    /// # Panics
+    /// If `ctx == NO_CTX`, which is never stored.
+    pub fn fill(&mut self, vpn: u64, ctx: u64, part: Part) -> Option<(u64, u64)> {
+        assert!(ctx != NO_CTX, "Tlb::fill: NO_CTX is not a storable context");
+        let set = self.set_of(vpn);
+        if let Some(way) = self.find(set, vpn, ctx, ctx) {
+            self.hit(set, way, ctx);
+            return None;
+        }
+        self.insert(set, vpn, ctx, part)
+    }
+
+    /// [`Tlb::lookup`], and on a miss [`Tlb::fill`] `(vpn, ctx)` into `part`; returns hit.
+    ///
+    /// # Panics
+    /// On a miss with `ctx == NO_CTX`.
+    #[inline]
+    pub fn access(&mut self, vpn: u64, ctx: u64, gctx: u64, part: Part) -> bool {
+        if let Some((c, g)) = contexts(ctx, gctx) {
+            if self.mru_hit(vpn, c, g) {
+                return true;
+            }
+        }
+        self.access_slow(vpn, ctx, gctx, part)
+    }
+
+    fn access_slow(&mut self, vpn: u64, ctx: u64, gctx: u64, part: Part) -> bool {
+        let set = self.set_of(vpn);
+        if let Some((c, g)) = contexts(ctx, gctx) {
+            if let Some(way) = self.find(set, vpn, c, g) {
+                self.hit(set, way, c);
+                return true;
+            }
+        }
+        assert!(
+            ctx != NO_CTX,
+            "Tlb::access: NO_CTX is not a storable context"
+        );
+        // The lookup probed (vpn, ctx) and missed, so the key is new.
+        self.insert(set, vpn, ctx, part);
+        false
+    }
+
+    /// Put the new key `(vpn, ctx)` into `part` of `set`.
+    fn insert(&mut self, set: usize, vpn: u64, ctx: u64, part: Part) -> Option<(u64, u64)> {
+        let p = if self.pols.len() == 2 && part == Part::Upper {
+            1
+        } else {
+            0
+        };
+        let (lo, n) = if p == 0 {
+            (0, self.split)
+        } else {
+            (self.split, self.ways - self.split)
+        };
+        let base = set * self.ways;
+        let pv = 2 * set + p;
+        let (way, evicted) = if (self.part_valid[pv] as usize) < n {
+            let w = self.first_invalid(set, lo);
+            self.valid_bits[set * self.words + w / 64] |= 1 << (w % 64);
+            self.part_valid[pv] += 1;
+            self.valid += 1;
+            (w, None)
+        } else {
+            let w = lo + self.pols[p].victim(set, &mut self.rng);
+            let old = (self.vpn[base + w], self.ctx[base + w]);
+            if let Some(ix) = &mut self.index {
+                let (vs, cs) = (
+                    &self.vpn[base..base + self.ways],
+                    &self.ctx[base..base + self.ways],
+                );
+                ix.remove(set, w, old.0, old.1, vs, cs);
+            }
+            (w, Some(old))
+        };
+        self.vpn[base + way] = vpn;
+        self.ctx[base + way] = ctx;
+        if let Some(ix) = &mut self.index {
+            ix.insert(set, way, vpn, ctx);
+        }
+        self.pols[p].on_fill(set, way - lo);
+        self.mru_vpn = vpn;
+        self.mru_ctx = ctx;
+        self.mru_query = ctx;
+        evicted
+    }
+
+    /// The lowest invalid way of `set` at or after `lo` (the caller knows there is one in
+    /// the partition starting at `lo`).
+    #[inline]
+    fn first_invalid(&self, set: usize, lo: usize) -> usize {
+        let bits = &self.valid_bits[set * self.words..(set + 1) * self.words];
+        let mut wi = lo / 64;
+        let mut free = !bits[wi] & (!0u64 << (lo % 64));
+        while free == 0 {
+            wi += 1;
+            free = !bits[wi];
+        }
+        wi * 64 + free.trailing_zeros() as usize
+    }
+
+    /// Remove the entry that `lookup(vpn, ctx, gctx)` would hit; returns whether there was one.
+    /// Replacement state is not touched except to forget the way.
+    pub fn invalidate(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
+        let Some((c, g)) = contexts(ctx, gctx) else {
+            return false;
+        };
+        let set = self.set_of(vpn);
+        match self.find(set, vpn, c, g) {
+            Some(way) => {
+                self.remove(set, way);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Make the valid `way` of `set` invalid.
+    fn remove(&mut self, set: usize, way: usize) {
+        let base = set * self.ways;
+        let slot = base + way;
+        if let Some(ix) = &mut self.index {
+            let (vs, cs) = (
+                &self.vpn[base..base + self.ways],
+                &self.ctx[base..base + self.ways],
+            );
+            ix.remove(set, way, self.vpn[slot], self.ctx[slot], vs, cs);
+        }
+        self.vpn[slot] = 0;
+        self.ctx[slot] = NO_CTX;
+        self.valid_bits[set * self.words + way / 64] &= !(1 << (way % 64));
+        let (p, lo) = self.part_of(way);
+        self.part_valid[2 * set + p] -= 1;
+        self.valid -= 1;
+        self.pols[p].on_invalidate(set, way - lo);
+        self.forget_mru();
+    }
+
+    /// Remove every entry.
+    pub fn flush_all(&mut self) {
+        self.forget_mru();
+        if self.valid == 0 {
+            return;
+        }
+        for set in 0..self.sets {
+            if self.part_valid[2 * set] + self.part_valid[2 * set + 1] == 0 {
+                continue;
+            }
+            let base = set * self.ways;
+            for way in 0..self.ways {
+                if self.ctx[base + way] != NO_CTX {
+                    self.vpn[base + way] = 0;
+                    self.ctx[base + way] = NO_CTX;
+                    let (p, lo) = self.part_of(way);
+                    self.pols[p].on_invalidate(set, way - lo);
+                }
+            }
+            self.valid_bits[set * self.words..(set + 1) * self.words].fill(0);
+            self.part_valid[2 * set] = 0;
+            self.part_valid[2 * set + 1] = 0;
+            if let Some(ix) = &mut self.index {
+                ix.clear_set(set);
+            }
+        }
+        self.valid = 0;
+    }
+
+    /// Remove every entry for which `pred(vpn, ctx)` is true (e.g. one ASID, or everything not
+    /// global); `pred` sees the valid entries in (set, way) order. Returns how many went.
+    pub fn flush_if(&mut self, mut pred: impl FnMut(u64, u64) -> bool) -> usize {
+        let mut n = 0;
+        for set in 0..self.sets {
+            if self.part_valid[2 * set] + self.part_valid[2 * set + 1] == 0 {
+                continue;
+            }
+            let base = set * self.ways;
+            for way in 0..self.ways {
+                let (v, c) = (self.vpn[base + way], self.ctx[base + way]);
+                if c != NO_CTX && pred(v, c) {
+                    self.remove(set, way);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Number of valid entries.
+    pub fn valid_entries(&self) -> usize {
+        self.valid
+    }
+
+    /// The valid entries as `(set, way, vpn, ctx)`, in (set, way) order.
+    pub fn entries_iter(&self) -> impl Iterator<Item = (usize, usize, u64, u64)> + '_ {
+        let ways = self.ways;
+        self.vpn
+            .iter()
+            .zip(&self.ctx)
+            .enumerate()
+            .filter(|&(_, (_, &c))| c != NO_CTX)
+            .map(move |(i, (&v, &c))| (i / ways, i % ways, v, c))
+    }
+
+    /// The entry in `way` of `set`, if valid.
+    pub fn get(&self, set: usize, way: usize) -> Option<(u64, u64)> {
+        let slot = set * self.ways + way;
+        (self.ctx[slot] != NO_CTX).then(|| (self.vpn[slot], self.ctx[slot]))
+    }
+}

@@ -1,0 +1,91 @@
+//! Intrusive doubly linked lists of way numbers, one per set, shared by LRU and FIFO.
+//!
+//! Timestamps would make every victim choice a scan over the ways; a list makes hits, fills,
+//! invalidations and victim choices O(1) at any associativity. Each set has `ways` way nodes
+//! and one sentinel node, all in two flat `u32` arrays (`prev`, `next`) holding global node
+//! numbers (`set * (ways + 1) + way`; the sentinel is way number `ways`). The list is circular
+//! through the sentinel, so linking and unlinking need no branches, and a node that is in no
+//! list points to itself, so unlinking it again is harmless.
+//!
+//! Order: the sentinel's `next` is the oldest node (the front), its `prev` the newest (the back).
+
+#[derive(Clone)]
+pub(super) struct Lists {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    stride: usize,
+}
+
+impl Lists {
+    /// `sets` empty lists over `ways` ways each.
+    pub(super) fn new(sets: usize, ways: usize) -> Lists {
+        let stride = ways + 1;
+        let n = sets * stride;
+        assert!(n <= u32::MAX as usize, "too many list nodes");
+        let ids: Vec<u32> = (0..n as u32).collect();
+        Lists {
+            prev: ids.clone(),
+            next: ids,
+            stride,
+        }
+    }
+
+    #[inline(always)]
+    fn node(&self, set: usize, way: usize) -> usize {
+        set * self.stride + way
+    }
+
+    #[inline(always)]
+    fn sentinel(&self, set: usize) -> usize {
+        set * self.stride + self.stride - 1
+    }
+
+    /// Take `way` out of its set's list (no-op if it is in none).
+    #[inline(always)]
+    pub(super) fn unlink(&mut self, set: usize, way: usize) {
+        let i = self.node(set, way);
+        let (p, n) = (self.prev[i], self.next[i]);
+        self.next[p as usize] = n;
+        self.prev[n as usize] = p;
+        self.prev[i] = i as u32;
+        self.next[i] = i as u32;
+    }
+
+    /// Make `way` the newest node of its set's list, wherever it was (or wasn't) before.
+    #[inline(always)]
+    pub(super) fn move_to_back(&mut self, set: usize, way: usize) {
+        let i = self.node(set, way);
+        let s = self.sentinel(set);
+        let last = self.prev[s] as usize;
+        if last == i {
+            return;
+        }
+        self.unlink(set, way);
+        let last = self.prev[s] as usize;
+        self.next[last] = i as u32;
+        self.prev[i] = last as u32;
+        self.next[i] = s as u32;
+        self.prev[s] = i as u32;
+    }
+
+    /// The oldest way of the set's list, if the list is not empty.
+    #[inline]
+    pub(super) fn front(&self, set: usize) -> Option<usize> {
+        let s = self.sentinel(set);
+        let f = self.next[s] as usize;
+        (f != s).then(|| f - set * self.stride)
+    }
+
+    /// The ways of the set's list, oldest first (for tests and debugging).
+    #[cfg(test)]
+    pub(super) fn order(&self, set: usize) -> Vec<usize> {
+        let s = self.sentinel(set);
+        let mut out = Vec::new();
+        let mut i = self.next[s] as usize;
+        while i != s {
+            out.push(i - set * self.stride);
+            i = self.next[i] as usize;
+        }
+        out
+    }
+}

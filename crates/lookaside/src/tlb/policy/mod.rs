@@ -1,0 +1,152 @@
+//! Replacement policies, one file each, behind one small trait with static dispatch.
+//!
+//! A policy owns the replacement state of every set of one partition (the whole set when the
+//! TLB is not partitioned); ways are numbered from 0 within the partition. The [`super::Tlb`]
+//! tells it what happened — a hit, a fill, an invalidation — and asks it for a victim only when
+//! every way of the partition is valid (invalid ways are always filled first, lowest first).
+//!
+//! The per-access calls go through [`State`], an enum with one variant per policy and a `match`
+//! in each hook, so there is no dynamic dispatch in the hot path. Adding a policy takes one new
+//! file implementing [`Replacement`], its `mod` line below, and one line in the `policies!`
+//! invocation (which generates the [`Policy`] variant, its names and the dispatch).
+
+mod fifo;
+mod list;
+mod lru;
+mod nru;
+mod plru;
+mod random;
+
+pub use random::SplitMix64;
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What a replacement policy must do. `set` is the set number, `way` the way number within the
+/// partition (`0..ways` of the `ways` given to [`Replacement::new`]).
+pub(crate) trait Replacement: Clone {
+    /// State for `sets` sets of `ways` ways each, all of them invalid.
+    fn new(sets: usize, ways: usize) -> Self;
+    /// A lookup hit `way`.
+    fn on_hit(&mut self, set: usize, way: usize);
+    /// `way` now holds a new entry: it was invalid, or it is the victim just returned.
+    fn on_fill(&mut self, set: usize, way: usize);
+    /// The entry in `way` was removed; the way is invalid until its next `on_fill`.
+    fn on_invalidate(&mut self, set: usize, way: usize);
+    /// The way to replace. Only called when every way of the set is valid. A policy that needs
+    /// randomness draws from `rng`, exactly once per call.
+    fn victim(&mut self, set: usize, rng: &mut SplitMix64) -> usize;
+}
+
+/// Generates [`Policy`] (names, parsing) and [`State`] (static dispatch) from one list.
+macro_rules! policies {
+    ($( $(#[$doc:meta])* $variant:ident($ty:ty) = [$name:literal $(, $alias:literal)*], )+) => {
+        /// A replacement policy. Parses from its [`Policy::name`] or an alias
+        /// (case-insensitive): `lru`, `fifo`, `random`, `plru`, `nru` (or `clock`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Policy {
+            $( $(#[$doc])* $variant, )+
+        }
+
+        impl Policy {
+            /// Every policy, in declaration order.
+            pub const ALL: &'static [Policy] = &[$(Policy::$variant),+];
+
+            /// The canonical lower-case name (used in reports and configs).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Policy::$variant => $name,)+
+                }
+            }
+
+            /// Every spelling [`FromStr`] accepts for this policy, canonical name first.
+            pub fn names(self) -> &'static [&'static str] {
+                match self {
+                    $(Policy::$variant => &[$name $(, $alias)*],)+
+                }
+            }
+        }
+
+        /// The replacement state of one partition: one variant per policy.
+        #[derive(Clone)]
+        pub(crate) enum State {
+            $($variant($ty),)+
+        }
+
+        impl State {
+            pub(crate) fn new(policy: Policy, sets: usize, ways: usize) -> State {
+                match policy {
+                    $(Policy::$variant => State::$variant(<$ty as Replacement>::new(sets, ways)),)+
+                }
+            }
+
+            #[inline(always)]
+            pub(crate) fn on_hit(&mut self, set: usize, way: usize) {
+                match self {
+                    $(State::$variant(s) => s.on_hit(set, way),)+
+                }
+            }
+
+            #[inline(always)]
+            pub(crate) fn on_fill(&mut self, set: usize, way: usize) {
+                match self {
+                    $(State::$variant(s) => s.on_fill(set, way),)+
+                }
+            }
+
+            #[inline]
+            pub(crate) fn on_invalidate(&mut self, set: usize, way: usize) {
+                match self {
+                    $(State::$variant(s) => s.on_invalidate(set, way),)+
+                }
+            }
+
+            #[inline]
+            pub(crate) fn victim(&mut self, set: usize, rng: &mut SplitMix64) -> usize {
+                match self {
+                    $(State::$variant(s) => s.victim(set, rng),)+
+                }
+            }
+        }
+    };
+}
+
+policies! {
+    /// True least-recently-used: the victim is the valid way hit or filled longest ago.
+    Lru(lru::Lru) = ["lru"],
+    /// First-in first-out: the victim is the valid way filled longest ago; hits change nothing.
+    Fifo(fifo::Fifo) = ["fifo"],
+    /// The victim is drawn uniformly among the partition's ways from the TLB's seeded PRNG.
+    Random(random::Random) = ["random"],
+    /// Tree pseudo-LRU (one bit per internal node of a binary tree over the ways).
+    Plru(plru::Plru) = ["plru"],
+    /// Not-recently-used with a clock hand (second chance): one reference bit per way.
+    Nru(nru::Nru) = ["nru", "clock"],
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Policy, String> {
+        let t = s.trim();
+        for &p in Policy::ALL {
+            if p.names().iter().any(|n| n.eq_ignore_ascii_case(t)) {
+                return Ok(p);
+            }
+        }
+        let all: Vec<&str> = Policy::ALL
+            .iter()
+            .flat_map(|p| p.names().iter().copied())
+            .collect();
+        Err(format!(
+            "unknown replacement policy {s:?} (expected one of: {})",
+            all.join(", ")
+        ))
+    }
+}
