@@ -2,9 +2,38 @@
 //! from `ref.c`): every format is read into the same [`Event`] batches through one
 //! [`TraceSource`] trait, chosen once when the file is opened, and written through one
 //! [`TraceSink`] trait. Adding a format touches only this directory.
+//!
+//! - [`open`] recognises compression ([`compress`]) and format ([`format::detect`]) from the
+//!   first bytes of a file and returns its reader; [`create`] picks a writer from the
+//!   extension; [`convert`] copies one into the other; [`summarize`] counts what is inside.
+//! - Formats: [`lackey`] (valgrind), [`din`] and [`xdin`] (DineroIV), [`native`] (ours:
+//!   compact, exact, checked, fast; records in [`codec`]).
+//! - Text readers share [`textio`]; every reader works at constant memory and reports bad
+//!   input as an [`Error::Trace`](crate::Error) naming the file, the line or byte offset, and
+//!   the field.
 
-use crate::error::Result;
+use std::path::Path;
+
+use crate::error::{Error, Result};
 use crate::event::Event;
+
+pub mod codec;
+pub mod compress;
+pub mod din;
+pub mod format;
+pub mod lackey;
+pub mod native;
+pub mod summary;
+pub mod textio;
+pub mod xdin;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use compress::Compression;
+pub use format::{detect, Format, ALL_FORMATS};
+pub use native::{Metadata, DEFAULT_LEVEL};
+pub use summary::{summarize, Summary};
 
 /// A stream of events, read in batches at constant memory.
 pub trait TraceSource {
@@ -16,6 +45,17 @@ pub trait TraceSource {
     fn bytes_read(&self) -> u64 {
         0
     }
+
+    /// Well-formed records read but not turned into events because they carry nothing to
+    /// simulate (din label 3, xdin `m` and `c`, lackey `SB` lines), so far.
+    fn skipped(&self) -> u64 {
+        0
+    }
+
+    /// What the trace says about itself (native traces only).
+    fn metadata(&self) -> Option<&Metadata> {
+        None
+    }
 }
 
 /// Somewhere events can be written.
@@ -23,4 +63,131 @@ pub trait TraceSink {
     fn write_batch(&mut self, events: &[Event]) -> Result<()>;
     /// Flush and close; only after this does the output exist under its final name.
     fn finish(self: Box<Self>) -> Result<()>;
+
+    /// Events written so far that the format cannot represent and were left out (e.g.
+    /// control events in lackey).
+    fn dropped(&self) -> u64 {
+        0
+    }
+}
+
+/// Bytes of a file's decompressed start looked at to detect its format.
+const SNIFF: usize = format::SNIFF_BYTES;
+
+/// Opens the trace at `path`, decompressing it if it is compressed (gzip, xz, zstd, by magic
+/// number), in `format` or else the detected format.
+pub fn open(path: &Path, format: Option<Format>) -> Result<Box<dyn TraceSource + Send>> {
+    let (input, format) = open_input(path, format)?;
+    reader(input, format)
+}
+
+/// Opens `path` and settles its format (detecting it unless given).
+fn open_input(path: &Path, format: Option<Format>) -> Result<(compress::Input, Format)> {
+    let mut input = compress::Input::open(path)?;
+    let format = match format {
+        Some(f) => f,
+        None => detect(path, input.peek(SNIFF)?)?,
+    };
+    Ok((input, format))
+}
+
+/// The reader of `format` over `input`.
+fn reader(input: compress::Input, format: Format) -> Result<Box<dyn TraceSource + Send>> {
+    Ok(match format {
+        Format::Lackey => Box::new(lackey::reader(input)),
+        Format::Din => Box::new(din::reader(input)),
+        Format::XDin => Box::new(xdin::reader(input)),
+        Format::Native => Box::new(native::NativeReader::new(input)?),
+    })
+}
+
+/// Options of [`create_with`].
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// zstd level of the native format's record stream.
+    pub level: i32,
+}
+
+impl Default for WriteOptions {
+    fn default() -> WriteOptions {
+        WriteOptions {
+            level: DEFAULT_LEVEL,
+        }
+    }
+}
+
+/// Creates a trace at `path` in `format` or else the format its extension names, compressed
+/// if the extension says so (`.gz`, `.xz`, `.zst`). `meta` goes into native headers (text
+/// formats have nowhere to put it). Nothing appears under `path` until the sink is finished.
+pub fn create(
+    path: &Path,
+    format: Option<Format>,
+    meta: &Metadata,
+) -> Result<Box<dyn TraceSink + Send>> {
+    create_with(path, format, meta, &WriteOptions::default())
+}
+
+/// [`create`] with options.
+pub fn create_with(
+    path: &Path,
+    format: Option<Format>,
+    meta: &Metadata,
+    options: &WriteOptions,
+) -> Result<Box<dyn TraceSink + Send>> {
+    let format = match format.or_else(|| Format::from_extension(path)) {
+        Some(f) => f,
+        None => {
+            return Err(Error::Usage(format!(
+                "{}: cannot tell the output format from the name; use .lks, .lackey, .din or \
+                 .xdin (optionally followed by .gz, .xz or .zst), or name the format",
+                path.display()
+            )))
+        }
+    };
+    Ok(match format {
+        Format::Lackey => Box::new(lackey::writer(path)?),
+        Format::Din => Box::new(din::writer(path)?),
+        Format::XDin => Box::new(xdin::writer(path)?),
+        Format::Native => Box::new(native::NativeWriter::create(path, meta, options.level)?),
+    })
+}
+
+/// Copies every event of `source` into `sink` and finishes it; returns the events the sink
+/// kept (those it could represent).
+pub fn copy(source: &mut dyn TraceSource, mut sink: Box<dyn TraceSink + Send>) -> Result<u64> {
+    let mut batch = Vec::new();
+    let mut total = 0u64;
+    while source.next_batch(&mut batch)? {
+        sink.write_batch(&batch)?;
+        total += batch.len() as u64;
+    }
+    let kept = total - sink.dropped();
+    sink.finish()?;
+    Ok(kept)
+}
+
+/// Converts the trace at `src` (in `src_format`, else detected) into `dst` (in `dst_format`,
+/// else named by its extension). The metadata written is `meta`, completed from the
+/// source's own metadata and with the source format filled in. Returns the events written.
+pub fn convert(
+    src: &Path,
+    src_format: Option<Format>,
+    dst: &Path,
+    dst_format: Option<Format>,
+    meta: &Metadata,
+) -> Result<u64> {
+    let (input, src_format) = open_input(src, src_format)?;
+    let mut source = reader(input, src_format)?;
+    // The caller's fields first, then the source's provenance; the tool is always this one.
+    let mut meta = meta.clone();
+    if let Some(m) = source.metadata() {
+        let tool = meta.tool.take();
+        meta = meta.or(m);
+        meta.tool = tool;
+    }
+    if meta.source_format.is_none() {
+        meta.source_format = Some(src_format.name().to_string());
+    }
+    let sink = create(dst, dst_format, &meta)?;
+    copy(source.as_mut(), sink)
 }
