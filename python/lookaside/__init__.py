@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any, Callable, Union
 
 from . import _lookaside
 from ._lookaside import ConfigError, LookasideError, NotYetError, TraceError
@@ -81,7 +82,9 @@ def _machine_source(config: PathLike | None) -> tuple[str | None, str]:
     raise ConfigError(f"{config}: no such config file")
 
 
-def _overrides(overrides: Mapping[str, Any] | Sequence[str] | None, kwargs: Mapping[str, Any]) -> list[str]:
+def _overrides(
+    overrides: Mapping[str, Any] | Sequence[str] | None, kwargs: Mapping[str, Any]
+) -> list[str]:
     """``--set`` strings from a mapping (``{"tlb.dtlb.entries": 128}``), a list of
     ``"key=value"`` strings, and keyword arguments (``tlb__dtlb__entries=128``)."""
     out: list[str] = []
@@ -92,7 +95,8 @@ def _overrides(overrides: Mapping[str, Any] | Sequence[str] | None, kwargs: Mapp
         items = []
     items += [(k.replace("__", "."), v) for k, v in kwargs.items()]
     for k, v in items:
-        out.append(f"{k}={json.dumps(v) if not isinstance(v, str) else json.dumps(v)}")
+        # JSON literals are TOML literals for strings, numbers, booleans and lists.
+        out.append(f"{k}={json.dumps(v)}")
     return out
 
 
@@ -117,8 +121,8 @@ class Result:
         return self.structures[name]
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{n}: {s['misses']}/{s['accesses']}" for n, s in self.structures.items())
-        return f"<lookaside.Result {self.data['machine']['name'] or 'machine'} misses/accesses {parts}>"
+        parts = ", ".join(f"{n} {s['misses']}/{s['accesses']}" for n, s in self.structures.items())
+        return f"<lookaside.Result misses/accesses: {parts}>"
 
     def to_dict(self) -> dict[str, Any]:
         return self.data

@@ -1,6 +1,6 @@
 """Type stubs of the compiled engine module (the PyO3 bindings)."""
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 __version__: str
 
@@ -11,23 +11,23 @@ class NotYetError(LookasideError): ...
 
 def simulate(
     trace: str,
-    config_text: Optional[str],
+    config_text: str | None,
     config_name: str,
     tlb: list[str] = ...,
     set: list[str] = ...,
-    format: Optional[str] = ...,
-    progress: Optional[Callable[[int, int], Any]] = ...,
+    format: str | None = ...,
+    progress: Callable[[int, int | None, Any]] = ...,
 ) -> str: ...
 def check_config(
-    config_text: Optional[str], config_name: str, tlb: list[str] = ..., set: list[str] = ...
+    config_text: str | None, config_name: str, tlb: list[str] = ..., set: list[str] = ...
 ) -> str: ...
 def convert(
     src: str,
     dst: str,
-    src_format: Optional[str] = ...,
-    dst_format: Optional[str] = ...,
+    src_format: str | None = ...,
+    dst_format: str | None = ...,
     command: str = ...,
 ) -> int: ...
-def info(path: str, format: Optional[str] = ...) -> str: ...
+def info(path: str, format: str | None = ...) -> str: ...
 def bench(trace: str, work_dir: str, min_refs: int = ..., scale_refs: list[int] = ...) -> str: ...
 def table(result_json: str) -> str: ...

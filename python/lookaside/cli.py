@@ -13,7 +13,6 @@ import os
 import shlex
 import sys
 import tempfile
-from pathlib import Path
 
 from . import (
     DEFAULT_PRESET,
@@ -272,7 +271,10 @@ def main(argv: list[str] | None = None) -> int:
             pass
         return 0
     except (LookasideError, OSError) as e:
-        msg = str(e) if not isinstance(e, OSError) or not e.filename else f"{e.filename}: {e.strerror}"
+        if isinstance(e, OSError) and e.filename:
+            msg = f"{e.filename}: {e.strerror}"
+        else:
+            msg = str(e)
         print(f"lookaside: error: {msg}", file=sys.stderr)
         return 2
 

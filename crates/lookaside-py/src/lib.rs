@@ -13,10 +13,30 @@ use lookaside::Error;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-pyo3::create_exception!(_lookaside, LookasideError, PyException, "Any error Lookaside reports.");
-pyo3::create_exception!(_lookaside, TraceError, LookasideError, "A trace file is unreadable or malformed.");
-pyo3::create_exception!(_lookaside, ConfigError, LookasideError, "A machine description is invalid.");
-pyo3::create_exception!(_lookaside, NotYetError, LookasideError, "A capability that is not built yet.");
+pyo3::create_exception!(
+    _lookaside,
+    LookasideError,
+    PyException,
+    "Any error Lookaside reports."
+);
+pyo3::create_exception!(
+    _lookaside,
+    TraceError,
+    LookasideError,
+    "A trace file is unreadable or malformed."
+);
+pyo3::create_exception!(
+    _lookaside,
+    ConfigError,
+    LookasideError,
+    "A machine description is invalid."
+);
+pyo3::create_exception!(
+    _lookaside,
+    NotYetError,
+    LookasideError,
+    "A capability that is not built yet."
+);
 
 fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
@@ -29,7 +49,9 @@ fn to_py(e: Error) -> PyErr {
 }
 
 fn format_arg(format: Option<&str>) -> PyResult<Option<Format>> {
-    format.map(|f| f.parse::<Format>().map_err(to_py)).transpose()
+    format
+        .map(|f| f.parse::<Format>().map_err(to_py))
+        .transpose()
 }
 
 fn machine(text: Option<&str>, name: &str, tlb: &[String], set: &[String]) -> PyResult<Machine> {
@@ -71,7 +93,9 @@ fn simulate(
         lookaside::run::simulate_path(&trace, format, &mut m, &mut cb)
     });
     if interrupted {
-        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"));
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+            "interrupted",
+        ));
     }
     result.map(|v| v.to_string()).map_err(to_py)
 }
@@ -79,7 +103,12 @@ fn simulate(
 /// Validate a machine and return it as normalised TOML (defaults filled in).
 #[pyfunction]
 #[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![]))]
-fn check_config(config_text: Option<String>, config_name: String, tlb: Vec<String>, set: Vec<String>) -> PyResult<String> {
+fn check_config(
+    config_text: Option<String>,
+    config_name: String,
+    tlb: Vec<String>,
+    set: Vec<String>,
+) -> PyResult<String> {
     let m = machine(config_text.as_deref(), &config_name, &tlb, &set)?;
     Ok(m.config().to_toml())
 }
@@ -95,8 +124,16 @@ fn convert(
     dst_format: Option<String>,
     command: String,
 ) -> PyResult<u64> {
-    let (sf, df) = (format_arg(src_format.as_deref())?, format_arg(dst_format.as_deref())?);
-    py.detach(|| lookaside::trace::convert(&src, sf, &dst, df, &command)).map_err(to_py)
+    let (sf, df) = (
+        format_arg(src_format.as_deref())?,
+        format_arg(dst_format.as_deref())?,
+    );
+    let meta = lookaside::trace::Metadata {
+        command: Some(command).filter(|c| !c.is_empty()),
+        ..Default::default()
+    };
+    py.detach(|| lookaside::trace::convert(&src, sf, &dst, df, &meta))
+        .map_err(to_py)
 }
 
 /// Summarise a trace file as JSON text.
@@ -104,13 +141,21 @@ fn convert(
 #[pyo3(signature = (path, format=None))]
 fn info(py: Python<'_>, path: PathBuf, format: Option<String>) -> PyResult<String> {
     let f = format_arg(format.as_deref())?;
-    py.detach(|| lookaside::trace::info_json(&path, f)).map(|v| v.to_string()).map_err(to_py)
+    py.detach(|| lookaside::run::info_json(&path, f))
+        .map(|v| v.to_string())
+        .map_err(to_py)
 }
 
 /// Run the benchmark suite on a trace; returns JSON text.
 #[pyfunction]
-#[pyo3(signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![]))]
-fn bench(py: Python<'_>, trace: PathBuf, work_dir: PathBuf, min_refs: u64, scale_refs: Vec<u64>) -> PyResult<String> {
+#[pyo3(name = "bench", signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![]))]
+fn run_bench(
+    py: Python<'_>,
+    trace: PathBuf,
+    work_dir: PathBuf,
+    min_refs: u64,
+    scale_refs: Vec<u64>,
+) -> PyResult<String> {
     py.detach(|| lookaside::bench::run_suite(&trace, &work_dir, min_refs, &scale_refs))
         .map(|v| v.to_string())
         .map_err(to_py)
@@ -135,7 +180,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
-    m.add_function(wrap_pyfunction!(bench, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
     Ok(())
 }

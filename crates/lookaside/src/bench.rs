@@ -23,7 +23,10 @@ use crate::workload::Synthetic;
 
 fn machine(flags: &[&str]) -> Result<Machine> {
     let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
-    Machine::build(MachineConfig::assemble(None, "bench", &flags, &[])?, "bench")
+    Machine::build(
+        MachineConfig::assemble(None, "bench", &flags, &[])?,
+        "bench",
+    )
 }
 
 const DTLB64: &str = "dtlb:entries=64,ways=full,policy=lru,page=4k,serves=data";
@@ -58,7 +61,12 @@ fn load(path: &Path) -> Result<Vec<Event>> {
 /// Run the suite on `input` (any readable trace), writing scratch files into `work_dir`.
 /// Each format's file holds at least `min_refs` events. `scale_refs` lists lengths of the
 /// synthetic streams used to show flat memory.
-pub fn run_suite(input: &Path, work_dir: &Path, min_refs: u64, scale_refs: &[u64]) -> Result<Value> {
+pub fn run_suite(
+    input: &Path,
+    work_dir: &Path,
+    min_refs: u64,
+    scale_refs: &[u64],
+) -> Result<Value> {
     std::fs::create_dir_all(work_dir).map_err(|e| Error::io(work_dir.display().to_string(), e))?;
     // Streams first: peak memory read before anything else raises it.
     let mut scale = Vec::new();
@@ -68,18 +76,27 @@ pub fn run_suite(input: &Path, work_dir: &Path, min_refs: u64, scale_refs: &[u64
         let t = Instant::now();
         let p = run(&mut src, &mut m, &mut |_| true)?;
         let secs = t.elapsed().as_secs_f64();
-        scale.push(json!({"references": p.events, "events_per_s": rate(p.events, secs),
-                          "peak_rss_kib": peak_rss_kib()}));
+        scale.push(
+            json!({"references": p.events, "events_per_s": rate(p.events, secs),
+                          "peak_rss_kib": peak_rss_kib()}),
+        );
     }
 
     let events = load(input)?;
     if events.is_empty() {
-        return Err(Error::Usage(format!("{}: the trace is empty", input.display())));
+        return Err(Error::Usage(format!(
+            "{}: the trace is empty",
+            input.display()
+        )));
     }
     let repeat = min_refs.div_ceil(events.len() as u64).max(1);
 
     let mut formats = Vec::new();
-    for (fmt, ext) in [(Format::Native, "lks"), (Format::Din, "din"), (Format::Lackey, "lackey")] {
+    for (fmt, ext) in [
+        (Format::Native, "lks"),
+        (Format::Din, "din"),
+        (Format::Lackey, "lackey"),
+    ] {
         let path = work_dir.join(format!("bench.{ext}"));
         let meta = Metadata::default();
         let mut sink = trace::create(&path, Some(fmt), &meta)?;
@@ -97,7 +114,9 @@ pub fn run_suite(input: &Path, work_dir: &Path, min_refs: u64, scale_refs: &[u64
 
         let mut m = machine(&[DTLB64])?;
         let t = Instant::now();
-        let p = run(trace::open(&path, Some(fmt))?.as_mut(), &mut m, &mut |_| true)?;
+        let p = run(trace::open(&path, Some(fmt))?.as_mut(), &mut m, &mut |_| {
+            true
+        })?;
         let both = t.elapsed().as_secs_f64();
         let misses = m.ledger().total(0, |_, _, _| true).misses;
         formats.push(json!({
@@ -132,8 +151,10 @@ pub fn run_suite(input: &Path, work_dir: &Path, min_refs: u64, scale_refs: &[u64
             }
         }
         let secs = t.elapsed().as_secs_f64();
-        sim.push(json!({"machine": label, "events": repeat * events.len() as u64,
-                        "simulate_events_per_s": rate(repeat * events.len() as u64, secs)}));
+        sim.push(
+            json!({"machine": label, "events": repeat * events.len() as u64,
+                        "simulate_events_per_s": rate(repeat * events.len() as u64, secs)}),
+        );
     }
 
     Ok(json!({

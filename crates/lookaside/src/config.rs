@@ -111,7 +111,10 @@ fn default_page() -> PageSize {
 
 impl Default for PageSection {
     fn default() -> Self {
-        PageSection { size: default_page(), regions: Vec::new() }
+        PageSection {
+            size: default_page(),
+            regions: Vec::new(),
+        }
     }
 }
 
@@ -145,7 +148,10 @@ impl PageSize {
             return Ok(PageSize::Unmapped);
         }
         let lower = t.to_ascii_lowercase();
-        let body = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
+        let body = lower
+            .strip_suffix("ib")
+            .or_else(|| lower.strip_suffix('b'))
+            .unwrap_or(&lower);
         let (digits, mult) = match body.chars().last() {
             Some('k') => (&body[..body.len() - 1], 1u64 << 10),
             Some('m') => (&body[..body.len() - 1], 1 << 20),
@@ -233,7 +239,10 @@ fn ser_addr<S: serde::Serializer>(a: &u64, s: S) -> std::result::Result<S::Ok, S
     s.serialize_str(&format!("{a:#x}"))
 }
 
-fn ser_opt_addr<S: serde::Serializer>(a: &Option<u64>, s: S) -> std::result::Result<S::Ok, S::Error> {
+fn ser_opt_addr<S: serde::Serializer>(
+    a: &Option<u64>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     match a {
         Some(a) => ser_addr(a, s),
         None => s.serialize_none(),
@@ -255,7 +264,11 @@ pub struct TlbConfig {
     #[serde(default = "default_policy")]
     pub policy: String,
     /// Page sizes held; empty means `[pages.size]`.
-    #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub page: Vec<PageSize>,
     #[serde(default)]
     pub serves: Serves,
@@ -396,19 +409,26 @@ impl MachineConfig {
                 .entry("tlb")
                 .or_insert_with(|| toml::Value::Array(Vec::new()))
                 .as_array_mut()
-                .ok_or_else(|| Error::config(source_name, "tlb", "must be an array of tables ([[tlb]])"))?;
+                .ok_or_else(|| {
+                    Error::config(source_name, "tlb", "must be an array of tables ([[tlb]])")
+                })?;
             for f in tlb_flags {
                 tlbs.push(toml::Value::Table(tlb_from_flag(f)?));
             }
         }
         apply_overrides(&mut table, overrides)?;
-        let name = if overrides.is_empty() { source_name.to_string() } else { format!("{source_name} with --set") };
+        let name = if overrides.is_empty() {
+            source_name.to_string()
+        } else {
+            format!("{source_name} with --set")
+        };
         Self::from_table(table, &name)
     }
 
     /// Read a machine from a parsed TOML table (after overrides were applied to it).
     pub fn from_table(table: toml::Table, source_name: &str) -> Result<MachineConfig> {
-        MachineConfig::deserialize(toml::Value::Table(table)).map_err(|e| toml_error(source_name, e))
+        MachineConfig::deserialize(toml::Value::Table(table))
+            .map_err(|e| toml_error(source_name, e))
     }
 
     /// The machine as TOML text (normalised: defaults filled in).
@@ -443,12 +463,18 @@ pub fn apply_overrides(table: &mut toml::Table, overrides: &[String]) -> Result<
 /// A TOML literal, or a plain string when `raw` is not one.
 fn parse_value(raw: &str) -> toml::Value {
     match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
-        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.into())),
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(raw.into())),
         Err(_) => toml::Value::String(raw.into()),
     }
 }
 
-fn set_path(table: &mut toml::Table, key: &str, value: toml::Value) -> std::result::Result<(), String> {
+fn set_path(
+    table: &mut toml::Table,
+    key: &str,
+    value: toml::Value,
+) -> std::result::Result<(), String> {
     let parts: Vec<&str> = key.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
         return Err("empty component in key".into());
@@ -475,12 +501,20 @@ fn set_path(table: &mut toml::Table, key: &str, value: toml::Value) -> std::resu
     set_in(table, &parts, value)
 }
 
-fn set_in(table: &mut toml::Table, parts: &[&str], value: toml::Value) -> std::result::Result<(), String> {
+fn set_in(
+    table: &mut toml::Table,
+    parts: &[&str],
+    value: toml::Value,
+) -> std::result::Result<(), String> {
     let (last, path) = parts.split_last().ok_or("empty key")?;
     let mut t = table;
     for p in path {
-        let entry = t.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        t = entry.as_table_mut().ok_or_else(|| format!("'{p}' is not a table"))?;
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("'{p}' is not a table"))?;
     }
     t.insert(last.to_string(), value);
     Ok(())
@@ -495,18 +529,24 @@ pub fn tlb_from_flag(flag: &str) -> Result<toml::Table> {
     let (name, rest) = flag.split_once(':').unwrap_or((flag, ""));
     let name = name.trim();
     if name.is_empty() {
-        return Err(err("expected NAME:key=value,… (e.g. dtlb:entries=64,ways=full)".into()));
+        return Err(err(
+            "expected NAME:key=value,… (e.g. dtlb:entries=64,ways=full)".into(),
+        ));
     }
     let mut t = toml::Table::new();
     t.insert("name".into(), toml::Value::String(name.into()));
     for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').ok_or_else(|| err(format!("'{kv}' is not key=value")))?;
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| err(format!("'{kv}' is not key=value")))?;
         let k = k.trim();
         let v = v.trim();
         let value = match k {
             // Lists inside a comma-separated flag use '+': page=4k+2M.
             "page" => toml::Value::Array(
-                v.split('+').map(|p| toml::Value::String(p.trim().into())).collect(),
+                v.split('+')
+                    .map(|p| toml::Value::String(p.trim().into()))
+                    .collect(),
             ),
             "partition" => {
                 // partition=8/fifo/random : lower ways / lower policy / upper policy
@@ -583,7 +623,10 @@ mod tests {
         assert_eq!(m.pages.regions[0].end, 0xc000_0000);
         assert_eq!(m.tlbs[0].ways, Ways::N(4));
         assert_eq!(m.tlbs[1].ways, Ways::N(12));
-        assert_eq!(m.tlbs[0].page, vec![PageSize::Size(4096), PageSize::Size(2 << 20)]);
+        assert_eq!(
+            m.tlbs[0].page,
+            vec![PageSize::Size(4096), PageSize::Size(2 << 20)]
+        );
         assert_eq!(m.tlbs[1].partition.as_ref().unwrap().lower_policy, "lru");
         // Round trip through TOML keeps the machine.
         assert_eq!(MachineConfig::from_toml(&m.to_toml(), "again").unwrap(), m);
@@ -604,7 +647,11 @@ mod tests {
                 .unwrap();
         apply_overrides(
             &mut t,
-            &["tlb.itlb.entries=128".into(), "tlb.dtlb.policy=fifo".into(), "machine.seed=7".into()],
+            &[
+                "tlb.itlb.entries=128".into(),
+                "tlb.dtlb.policy=fifo".into(),
+                "machine.seed=7".into(),
+            ],
         )
         .unwrap();
         let m = MachineConfig::from_table(t.clone(), "x").unwrap();
@@ -612,7 +659,10 @@ mod tests {
         assert_eq!(m.tlbs[0].policy, "fifo");
         assert_eq!(m.machine.seed, 7);
         let e = apply_overrides(&mut t, &["tlb.l2.entries=1".into()]).unwrap_err();
-        assert_eq!(e.to_string(), "--set: tlb.l2.entries: no TLB named 'l2' (have: dtlb, itlb)");
+        assert_eq!(
+            e.to_string(),
+            "--set: tlb.l2.entries: no TLB named 'l2' (have: dtlb, itlb)"
+        );
         assert!(apply_overrides(&mut t, &["machine.seed".into()]).is_err());
     }
 
@@ -620,10 +670,16 @@ mod tests {
     fn quick_flags_become_tlb_tables() {
         let t = tlb_from_flag("dtlb:entries=64,ways=full,policy=lru,page=4k").unwrap();
         let mut root = toml::Table::new();
-        root.insert("tlb".into(), toml::Value::Array(vec![toml::Value::Table(t)]));
+        root.insert(
+            "tlb".into(),
+            toml::Value::Array(vec![toml::Value::Table(t)]),
+        );
         let m = MachineConfig::from_table(root, "--tlb").unwrap();
         let d = &m.tlbs[0];
-        assert_eq!((d.entries, d.ways, d.serves), (64, Ways::Full, Serves::Data));
+        assert_eq!(
+            (d.entries, d.ways, d.serves),
+            (64, Ways::Full, Serves::Data)
+        );
         let t = tlb_from_flag("utlb:entries=8,page=4k+2M,partition=2/fifo/random").unwrap();
         assert_eq!(t["serves"].as_str(), Some("unified"));
         assert_eq!(t["partition"]["lower"].as_integer(), Some(2));

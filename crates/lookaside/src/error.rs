@@ -36,10 +36,19 @@ pub enum Error {
     },
     /// A trace is malformed: `field` names what was wrong (e.g. `address`, `label`, `magic`).
     #[error("{path}{}{location}: {field}: {message}", if matches!(location, Location::Whole) { "" } else { ": " })]
-    Trace { path: String, location: Location, field: String, message: String },
+    Trace {
+        path: String,
+        location: Location,
+        field: String,
+        message: String,
+    },
     /// A machine description is invalid: `key` is the dotted config key (e.g. `tlb.dtlb.ways`).
     #[error("{source_name}: {key}: {message}")]
-    Config { source_name: String, key: String, message: String },
+    Config {
+        source_name: String,
+        key: String,
+        message: String,
+    },
     /// A capability that is designed but not built yet.
     #[error("not yet implemented: {0}")]
     NotYet(String),
@@ -50,7 +59,10 @@ pub enum Error {
 
 impl Error {
     pub fn io(path: impl Into<String>, source: std::io::Error) -> Error {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     pub fn trace(
@@ -72,7 +84,11 @@ impl Error {
         key: impl Into<String>,
         message: impl Into<String>,
     ) -> Error {
-        Error::Config { source_name: source_name.into(), key: key.into(), message: message.into() }
+        Error::Config {
+            source_name: source_name.into(),
+            key: key.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -89,6 +105,9 @@ mod tests {
         let e = Error::trace("t.lkt", Location::Whole, "magic", "not a Lookaside trace");
         assert_eq!(e.to_string(), "t.lkt: magic: not a Lookaside trace");
         let e = Error::config("m.toml", "tlb.dtlb.ways", "3 does not divide 64 entries");
-        assert_eq!(e.to_string(), "m.toml: tlb.dtlb.ways: 3 does not divide 64 entries");
+        assert_eq!(
+            e.to_string(),
+            "m.toml: tlb.dtlb.ways: 3 does not divide 64 entries"
+        );
     }
 }

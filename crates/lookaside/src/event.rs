@@ -117,13 +117,27 @@ impl Event {
     /// A user-mode reference in address space 0 with no physical address.
     #[inline]
     pub fn reference(kind: Kind, addr: u64, size: u16) -> Event {
-        Event { addr, paddr: NO_PADDR, asid: 0, size, kind, mode: Mode::User }
+        Event {
+            addr,
+            paddr: NO_PADDR,
+            asid: 0,
+            size,
+            kind,
+            mode: Mode::User,
+        }
     }
 
     /// A control event of `kind` with the given address (or payload) and address space.
     #[inline]
     pub fn control(kind: Kind, addr: u64, asid: u32) -> Event {
-        Event { addr, paddr: NO_PADDR, asid, size: 0, kind, mode: Mode::Kernel }
+        Event {
+            addr,
+            paddr: NO_PADDR,
+            asid,
+            size: 0,
+            kind,
+            mode: Mode::Kernel,
+        }
     }
 
     #[inline]

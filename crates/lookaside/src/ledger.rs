@@ -83,7 +83,8 @@ impl Ledger {
         let i = self.asids.len();
         self.asids.push(asid);
         self.asid_index.insert(asid, i);
-        self.cells.resize(self.cells.len() + self.stride, Counter::default());
+        self.cells
+            .resize(self.cells.len() + self.stride, Counter::default());
         self.refs.resize(self.refs.len() + MODES * REF_KINDS, 0);
         self.cur = i;
     }
@@ -93,7 +94,8 @@ impl Ledger {
     pub fn event(&mut self, e: &Event) {
         self.events[e.kind as usize] += 1;
         if e.kind.is_ref() {
-            self.refs[self.cur * MODES * REF_KINDS + e.mode as usize * REF_KINDS + e.kind as usize] += 1;
+            self.refs
+                [self.cur * MODES * REF_KINDS + e.mode as usize * REF_KINDS + e.kind as usize] += 1;
         }
     }
 
@@ -168,9 +170,27 @@ mod tests {
         l.set_asid(0);
         l.access(0, Mode::User, Kind::Store, false);
         assert_eq!(l.asids(), &[0, 7]);
-        assert_eq!(l.cell(0, 0, Mode::User, Kind::Load), Counter { accesses: 2, misses: 1 });
-        assert_eq!(l.cell(1, 1, Mode::Kernel, Kind::Fetch), Counter { accesses: 1, misses: 1 });
-        assert_eq!(l.total(0, |_, _, _| true), Counter { accesses: 3, misses: 1 });
+        assert_eq!(
+            l.cell(0, 0, Mode::User, Kind::Load),
+            Counter {
+                accesses: 2,
+                misses: 1
+            }
+        );
+        assert_eq!(
+            l.cell(1, 1, Mode::Kernel, Kind::Fetch),
+            Counter {
+                accesses: 1,
+                misses: 1
+            }
+        );
+        assert_eq!(
+            l.total(0, |_, _, _| true),
+            Counter {
+                accesses: 3,
+                misses: 1
+            }
+        );
         assert_eq!(l.total(2, |a, _, _| a == 1).misses, 1);
     }
 }

@@ -91,7 +91,9 @@ impl PageMap {
 
     /// Every shift some address can be backed by.
     fn shifts(&self) -> impl Iterator<Item = u32> + '_ {
-        self.default.into_iter().chain(self.regions.iter().filter_map(|r| r.3))
+        self.default
+            .into_iter()
+            .chain(self.regions.iter().filter_map(|r| r.3))
     }
 }
 
@@ -118,19 +120,33 @@ impl Machine {
     pub fn build(config: MachineConfig, source_name: &str) -> Result<Machine> {
         let err = |k: String, m: String| Error::config(source_name, k, m);
         if config.tlbs.is_empty() {
-            return Err(err("tlb".into(), "the machine has no TLB (add a [[tlb]] table or --tlb)".into()));
+            return Err(err(
+                "tlb".into(),
+                "the machine has no TLB (add a [[tlb]] table or --tlb)".into(),
+            ));
         }
         let pages = page_map(&config, source_name)?;
         let smallest = pages.shifts().min();
         let mut units = Vec::with_capacity(config.tlbs.len());
         for (i, t) in config.tlbs.iter().enumerate() {
-            if t.name.is_empty() || !t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-                return Err(err(format!("tlb[{i}].name"), format!("'{}' is not a name (letters, digits, _ and -)", t.name)));
+            if t.name.is_empty()
+                || !t
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(err(
+                    format!("tlb[{i}].name"),
+                    format!("'{}' is not a name (letters, digits, _ and -)", t.name),
+                ));
             }
             if config.tlbs[..i].iter().any(|o| o.name == t.name) {
                 return Err(err(key(t, "name"), "two TLBs have this name".into()));
             }
-            let policy: Policy = t.policy.parse().map_err(|e: String| err(key(t, "policy"), e))?;
+            let policy: Policy = t
+                .policy
+                .parse()
+                .map_err(|e: String| err(key(t, "policy"), e))?;
             let ways = match t.ways {
                 Ways::Full => t.entries,
                 Ways::N(n) => n,
@@ -139,24 +155,51 @@ impl Machine {
                 None => None,
                 Some(p) => Some(Partition {
                     lower_ways: p.lower,
-                    lower_policy: p.lower_policy.parse().map_err(|e: String| err(key(t, "partition.lower_policy"), e))?,
-                    upper_policy: p.upper_policy.parse().map_err(|e: String| err(key(t, "partition.upper_policy"), e))?,
+                    lower_policy: p
+                        .lower_policy
+                        .parse()
+                        .map_err(|e: String| err(key(t, "partition.lower_policy"), e))?,
+                    upper_policy: p
+                        .upper_policy
+                        .parse()
+                        .map_err(|e: String| err(key(t, "partition.upper_policy"), e))?,
                 }),
             };
             if t.placement != Placement::Upper && partition.is_none() {
-                return Err(err(key(t, "placement"), "a placement other than 'upper' needs a partition".into()));
+                return Err(err(
+                    key(t, "placement"),
+                    "a placement other than 'upper' needs a partition".into(),
+                ));
             }
-            let params = TlbParams { entries: t.entries, ways, policy, partition, seed: config.machine.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) };
+            let params = TlbParams {
+                entries: t.entries,
+                ways,
+                policy,
+                partition,
+                seed: config.machine.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            };
             let tlb = Tlb::new(&params).map_err(|m| {
-                let field = ["entries", "ways", "partition"].into_iter().find(|f| m.contains(f)).unwrap_or("geometry");
+                let field = ["entries", "ways", "partition"]
+                    .into_iter()
+                    .find(|f| m.contains(f))
+                    .unwrap_or("geometry");
                 err(key(t, field), m)
             })?;
             let mut shifts = Vec::new();
-            let held = if t.page.is_empty() { vec![config.pages.size] } else { t.page.clone() };
+            let held = if t.page.is_empty() {
+                vec![config.pages.size]
+            } else {
+                t.page.clone()
+            };
             for p in held {
                 match p.shift() {
                     Some(s) => shifts.push(s),
-                    None => return Err(err(key(t, "page"), "a TLB cannot hold 'unmapped' pages".into())),
+                    None => {
+                        return Err(err(
+                            key(t, "page"),
+                            "a TLB cannot hold 'unmapped' pages".into(),
+                        ))
+                    }
                 }
             }
             shifts.sort_unstable_by(|a, b| b.cmp(a));
@@ -170,21 +213,39 @@ impl Machine {
                     )));
                 }
             }
-            units.push(Unit { tlb, next: None, shifts, tagged: t.asid, placement: t.placement });
+            units.push(Unit {
+                tlb,
+                next: None,
+                shifts,
+                tagged: t.asid,
+                placement: t.placement,
+            });
         }
         // Wire `next` and find the roots.
         let mut is_next = vec![false; units.len()];
         for (i, t) in config.tlbs.iter().enumerate() {
             if let Some(n) = &t.next {
-                let j = config.tlbs.iter().position(|o| &o.name == n).ok_or_else(|| {
-                    err(key(t, "next"), format!("no TLB named '{n}'"))
-                })?;
+                let j = config
+                    .tlbs
+                    .iter()
+                    .position(|o| &o.name == n)
+                    .ok_or_else(|| err(key(t, "next"), format!("no TLB named '{n}'")))?;
                 if j == i {
-                    return Err(err(key(t, "next"), "a TLB cannot be its own next level".into()));
+                    return Err(err(
+                        key(t, "next"),
+                        "a TLB cannot be its own next level".into(),
+                    ));
                 }
                 for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
                     if t.serves.serves(kind) && !config.tlbs[j].serves.serves(kind) {
-                        return Err(err(key(t, "next"), format!("'{n}' does not serve the {} references that '{}' passes on", kind.name(), t.name)));
+                        return Err(err(
+                            key(t, "next"),
+                            format!(
+                                "'{n}' does not serve the {} references that '{}' passes on",
+                                kind.name(),
+                                t.name
+                            ),
+                        ));
                     }
                 }
                 units[i].next = Some(j);
@@ -197,7 +258,10 @@ impl Machine {
                 at = n;
                 steps += 1;
                 if steps > units.len() {
-                    return Err(err(key(&config.tlbs[start], "next"), "the next-level links form a cycle".into()));
+                    return Err(err(
+                        key(&config.tlbs[start], "next"),
+                        "the next-level links form a cycle".into(),
+                    ));
                 }
             }
         }
@@ -207,7 +271,15 @@ impl Machine {
                 if !is_next[i] && t.serves.serves(kind) {
                     if let Some(other) = roots[kind as usize] {
                         let o: &TlbConfig = &config.tlbs[other];
-                        return Err(err(key(t, "serves"), format!("both '{}' and '{}' are first-level TLBs for {} references", o.name, t.name, kind.name())));
+                        return Err(err(
+                            key(t, "serves"),
+                            format!(
+                                "both '{}' and '{}' are first-level TLBs for {} references",
+                                o.name,
+                                t.name,
+                                kind.name()
+                            ),
+                        ));
                     }
                     roots[kind as usize] = Some(i);
                 }
@@ -238,7 +310,10 @@ impl Machine {
 
     /// (sets, ways) of each structure, in config order.
     pub fn geometry(&self) -> Vec<(usize, usize)> {
-        self.units.iter().map(|u| (u.tlb.sets(), u.tlb.ways())).collect()
+        self.units
+            .iter()
+            .map(|u| (u.tlb.sets(), u.tlb.ways()))
+            .collect()
     }
 
     /// Simulate a batch of events, in order.
@@ -340,7 +415,11 @@ fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
     let mut regions = Vec::new();
     for (i, r) in config.pages.regions.iter().enumerate() {
         if r.end <= r.start {
-            return Err(Error::config(source_name, format!("pages.regions[{i}].end"), "end must be above start"));
+            return Err(Error::config(
+                source_name,
+                format!("pages.regions[{i}].end"),
+                "end must be above start",
+            ));
         }
         if let Some(s) = r.size.shift() {
             let mask = (1u64 << s) - 1;
@@ -348,11 +427,17 @@ fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
                 return Err(Error::config(
                     source_name,
                     format!("pages.regions[{i}]"),
-                    format!("start and end must be aligned to the region's page size ({})", r.size.label()),
+                    format!(
+                        "start and end must be aligned to the region's page size ({})",
+                        r.size.label()
+                    ),
                 ));
             }
         }
         regions.push((r.start, r.end, r.asid, r.size.shift()));
     }
-    Ok(PageMap { default: config.pages.size.shift(), regions })
+    Ok(PageMap {
+        default: config.pages.size.shift(),
+        regions,
+    })
 }

@@ -40,8 +40,14 @@ fn counter_json(c: Counter, instructions: u64) -> Map<String, Value> {
     m.insert("misses".into(), json!(c.misses));
     m.insert("miss_ratio".into(), ratio(c.misses, c.accesses));
     if instructions > 0 {
-        m.insert("mpki".into(), json!(c.misses as f64 * 1000.0 / instructions as f64));
-        m.insert("instructions_per_miss".into(), ratio(instructions, c.misses));
+        m.insert(
+            "mpki".into(),
+            json!(c.misses as f64 * 1000.0 / instructions as f64),
+        );
+        m.insert(
+            "instructions_per_miss".into(),
+            ratio(instructions, c.misses),
+        );
     }
     m
 }
@@ -98,7 +104,10 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     for k in ALL_KINDS.iter().filter(|k| !k.is_ref()) {
         control.insert(k.name().into(), json!(l.events[*k as usize]));
     }
-    let used: Vec<u32> = (0..l.asids().len()).filter(|&a| l.asid_used(a)).map(|a| l.asids()[a]).collect();
+    let used: Vec<u32> = (0..l.asids().len())
+        .filter(|&a| l.asid_used(a))
+        .map(|a| l.asids()[a])
+        .collect();
 
     let mut structures = Map::new();
     let geometry = machine.geometry();
@@ -116,8 +125,14 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         g.insert("ways".into(), json!(ways));
         g.insert("policy".into(), json!(t.policy));
         g.insert("page".into(), json!(pages));
-        g.insert("serves".into(), serde_json::to_value(t.serves).unwrap_or(Value::Null));
-        g.insert("next".into(), json!(t.next.clone().unwrap_or_else(|| "walk".into())));
+        g.insert(
+            "serves".into(),
+            serde_json::to_value(t.serves).unwrap_or(Value::Null),
+        );
+        g.insert(
+            "next".into(),
+            json!(t.next.clone().unwrap_or_else(|| "walk".into())),
+        );
         m.insert("geometry".into(), Value::Object(g));
         breakdowns(l, s, instructions, &mut m);
         structures.insert(t.name.clone(), Value::Object(m));
@@ -126,14 +141,21 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     let mut walk = Map::new();
     walk.insert("count".into(), json!(l.total(w, |_, _, _| true).misses));
     if instructions > 0 {
-        walk.insert("per_1000_instructions".into(), json!(l.total(w, |_, _, _| true).misses as f64 * 1000.0 / instructions as f64));
+        walk.insert(
+            "per_1000_instructions".into(),
+            json!(l.total(w, |_, _, _| true).misses as f64 * 1000.0 / instructions as f64),
+        );
     }
     breakdowns(l, w, instructions, &mut walk);
 
     let mut rows = Vec::new();
     for (ai, asid) in l.asids().iter().enumerate() {
         for s in 0..=w {
-            let name = if s == w { "walk" } else { cfg.tlbs[s].name.as_str() };
+            let name = if s == w {
+                "walk"
+            } else {
+                cfg.tlbs[s].name.as_str()
+            };
             for md in MODES {
                 for k in REF_KINDS {
                     let c = l.cell(ai, s, md, k);
@@ -177,7 +199,7 @@ fn fmt_int(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -186,11 +208,16 @@ fn fmt_int(n: u64) -> String {
 }
 
 fn get_u64(v: &Value, path: &[&str]) -> u64 {
-    path.iter().try_fold(v, |v, p| v.get(*p)).and_then(Value::as_u64).unwrap_or(0)
+    path.iter()
+        .try_fold(v, |v, p| v.get(*p))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 fn get_f64(v: &Value, path: &[&str]) -> Option<f64> {
-    path.iter().try_fold(v, |v, p| v.get(*p)).and_then(Value::as_f64)
+    path.iter()
+        .try_fold(v, |v, p| v.get(*p))
+        .and_then(Value::as_f64)
 }
 
 /// A readable table of a result (as made by [`result_json`]).
@@ -209,7 +236,9 @@ pub fn table(r: &Value) -> String {
         fmt_int(get_u64(r, &["trace", "by_kind", "load"])),
         fmt_int(get_u64(r, &["trace", "by_kind", "store"])),
         fmt_int(get_u64(r, &["trace", "by_mode", "kernel"])),
-        r["trace"]["address_spaces"].as_array().map_or(0, |a| a.len()),
+        r["trace"]["address_spaces"]
+            .as_array()
+            .map_or(0, |a| a.len()),
     ));
     out.push_str(&format!(
         "{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9} {:>11}\n",
@@ -221,9 +250,19 @@ pub fn table(r: &Value) -> String {
         let g = &s["geometry"];
         let ways = get_u64(g, &["ways"]);
         let entries = get_u64(g, &["entries"]);
-        let assoc = if ways == entries { "FA".to_string() } else { format!("{ways}w") };
-        let pages: Vec<&str> = g["page"].as_array().map_or(vec![], |a| a.iter().filter_map(Value::as_str).collect());
-        let geom = format!("{entries} {assoc} {} {}", g["policy"].as_str().unwrap_or(""), pages.join("+"));
+        let assoc = if ways == entries {
+            "FA".to_string()
+        } else {
+            format!("{ways}w")
+        };
+        let pages: Vec<&str> = g["page"]
+            .as_array()
+            .map_or(vec![], |a| a.iter().filter_map(Value::as_str).collect());
+        let geom = format!(
+            "{entries} {assoc} {} {}",
+            g["policy"].as_str().unwrap_or(""),
+            pages.join("+")
+        );
         let pct = get_f64(s, &["miss_ratio"]).map_or("-".into(), |x| format!("{:.3}", x * 100.0));
         let mpki = get_f64(s, &["mpki"]).map_or("-".into(), |x| format!("{x:.3}"));
         let ipm = get_f64(s, &["instructions_per_miss"]).map_or("-".into(), |x| format!("{x:.1}"));
@@ -240,8 +279,21 @@ pub fn table(r: &Value) -> String {
         ));
     }
     let walks = get_u64(r, &["walk", "count"]);
-    let wpki = if instr > 0 { format!("{:.3}", walks as f64 * 1000.0 / instr as f64) } else { "-".into() };
-    out.push_str(&format!("{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9}\n", "walk", "(page-table refills)", "", "", fmt_int(walks), "", wpki));
+    let wpki = if instr > 0 {
+        format!("{:.3}", walks as f64 * 1000.0 / instr as f64)
+    } else {
+        "-".into()
+    };
+    out.push_str(&format!(
+        "{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9}\n",
+        "walk",
+        "(page-table refills)",
+        "",
+        "",
+        fmt_int(walks),
+        "",
+        wpki
+    ));
     out
 }
 

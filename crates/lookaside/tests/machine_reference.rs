@@ -60,7 +60,13 @@ impl RefMachine {
         while let Some(i) = level {
             let global = addr >= self.global_above;
             let t = &mut self.tlbs[i];
-            let tag = if global { None } else if t.tagged { Some(self.asid) } else { Some(0) };
+            let tag = if global {
+                None
+            } else if t.tagged {
+                Some(self.asid)
+            } else {
+                Some(0)
+            };
             t.accesses += 1;
             if t.lookup_fill(addr >> 12, tag) {
                 return;
@@ -103,7 +109,13 @@ impl RefMachine {
             Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
                 let global = e.addr >= self.global_above;
                 for t in &mut self.tlbs {
-                    let tag = if global { None } else if t.tagged { Some(e.asid) } else { Some(0) };
+                    let tag = if global {
+                        None
+                    } else if t.tagged {
+                        Some(e.asid)
+                    } else {
+                        Some(0)
+                    };
                     for s in &mut t.content {
                         s.retain(|x| *x != (e.addr >> 12, tag));
                     }
@@ -115,7 +127,15 @@ impl RefMachine {
 }
 
 /// A machine spec: (name, entries, ways, lru?, tagged?, serves, next)
-type Spec = (&'static str, usize, usize, bool, bool, &'static str, Option<&'static str>);
+type Spec = (
+    &'static str,
+    usize,
+    usize,
+    bool,
+    bool,
+    &'static str,
+    Option<&'static str>,
+);
 
 const MACHINES: &[&[Spec]] = &[
     &[("dtlb", 8, 8, true, true, "data", None)],
@@ -164,11 +184,22 @@ fn build(spec: &[Spec]) -> (Machine, RefMachine) {
             misses: 0,
         })
         .collect();
-    (m, RefMachine { tlbs, global_above: 0xffff_0000_0000_0000, asid: 0, walks: 0 })
+    (
+        m,
+        RefMachine {
+            tlbs,
+            global_above: 0xffff_0000_0000_0000,
+            asid: 0,
+            walks: 0,
+        },
+    )
 }
 
 fn event() -> impl Strategy<Value = Event> {
-    let page = prop_oneof![0u64..24, (0u64..4).prop_map(|p| 0xffff_0000_0000_0u64 + p)];
+    let page = prop_oneof![
+        0u64..24,
+        (0u64..4).prop_map(|p| (0xffff_0000_0000_0000_u64 >> 12) + p)
+    ];
     (0u8..20, page, 0u64..4096, 1u16..17, 0u32..3, any::<bool>()).prop_map(
         |(k, page, off, size, asid, kernel)| {
             let addr = page * 4096 + off;
@@ -178,9 +209,15 @@ fn event() -> impl Strategy<Value = Event> {
                 1 => Event::control(Kind::TlbFlush, FLUSH_ALL, asid),
                 2 => Event::control(Kind::TlbFlush, page * 4096, asid),
                 3 => Event::control(Kind::Unmap, page * 4096, asid),
-                4..=8 => Event::reference(Kind::Fetch, addr, size).with_asid(asid).with_mode(mode),
-                9..=15 => Event::reference(Kind::Load, addr, size).with_asid(asid).with_mode(mode),
-                _ => Event::reference(Kind::Store, addr, size).with_asid(asid).with_mode(mode),
+                4..=8 => Event::reference(Kind::Fetch, addr, size)
+                    .with_asid(asid)
+                    .with_mode(mode),
+                9..=15 => Event::reference(Kind::Load, addr, size)
+                    .with_asid(asid)
+                    .with_mode(mode),
+                _ => Event::reference(Kind::Store, addr, size)
+                    .with_asid(asid)
+                    .with_mode(mode),
             }
         },
     )
@@ -197,9 +234,18 @@ fn check(which: usize, events: &[Event]) {
     let l = m.ledger();
     for (i, t) in r.tlbs.iter().enumerate() {
         let c = l.total(i, |_, _, _| true);
-        assert_eq!((c.accesses, c.misses), (t.accesses, t.misses), "structure {}", t.name);
+        assert_eq!(
+            (c.accesses, c.misses),
+            (t.accesses, t.misses),
+            "structure {}",
+            t.name
+        );
     }
-    assert_eq!(l.total(l.walk_index(), |_, _, _| true).misses, r.walks, "walks");
+    assert_eq!(
+        l.total(l.walk_index(), |_, _, _| true).misses,
+        r.walks,
+        "walks"
+    );
 }
 
 proptest! {
@@ -216,7 +262,13 @@ fn adversarial_sweeps_match_reference() {
     for which in 0..MACHINES.len() {
         for n in [2u64, 5, 9, 17, 25, 33] {
             let events: Vec<Event> = (0..n * 6)
-                .map(|i| Event::reference(if i % 3 == 0 { Kind::Fetch } else { Kind::Load }, (i % n) * 4096, 4))
+                .map(|i| {
+                    Event::reference(
+                        if i % 3 == 0 { Kind::Fetch } else { Kind::Load },
+                        (i % n) * 4096,
+                        4,
+                    )
+                })
                 .collect();
             check(which, &events);
         }
@@ -228,8 +280,12 @@ fn modes_and_address_spaces_are_counted_apart() {
     let (mut m, _) = build(MACHINES[0]);
     m.run_batch(&[
         Event::reference(Kind::Load, 0x1000, 4),
-        Event::reference(Kind::Load, 0x1000, 4).with_asid(5).with_mode(Mode::Kernel),
-        Event::reference(Kind::Store, 0x1000, 4).with_asid(5).with_mode(Mode::Kernel),
+        Event::reference(Kind::Load, 0x1000, 4)
+            .with_asid(5)
+            .with_mode(Mode::Kernel),
+        Event::reference(Kind::Store, 0x1000, 4)
+            .with_asid(5)
+            .with_mode(Mode::Kernel),
     ]);
     let l = m.ledger();
     assert_eq!(l.asids(), &[0, 5]);

@@ -67,16 +67,20 @@ impl TraceSource for Synthetic {
             self.pc += 4;
             if r & 0x1f == 0 {
                 // A taken branch somewhere in the code footprint.
-                self.pc = self.code_base + ((r >> 8) % self.code_bytes & !3);
+                self.pc = self.code_base + (((r >> 8) % self.code_bytes) & !3);
             }
             self.made += 1;
             if self.made < self.total && (r >> 5) & 3 != 0 {
-                let kind = if (r >> 7) & 3 == 0 { Kind::Store } else { Kind::Load };
+                let kind = if (r >> 7) & 3 == 0 {
+                    Kind::Store
+                } else {
+                    Kind::Load
+                };
                 let addr = if (r >> 9) & 1 == 0 {
                     self.array = (self.array + 8) % self.array_bytes;
                     self.array_base + self.array
                 } else {
-                    self.heap_base + ((r >> 16) % self.heap_bytes & !7)
+                    self.heap_base + (((r >> 16) % self.heap_bytes) & !7)
                 };
                 out.push(Event::reference(kind, addr, 8));
                 self.made += 1;
