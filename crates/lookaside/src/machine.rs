@@ -178,13 +178,16 @@ impl Machine {
                 partition,
                 seed: config.machine.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             };
-            let tlb = Tlb::new(&params).map_err(|m| {
-                let field = ["entries", "ways", "partition"]
-                    .into_iter()
-                    .find(|f| m.contains(f))
-                    .unwrap_or("geometry");
-                err(key(t, field), m)
+            params.check().map_err(|e| {
+                // The config calls the lower partition's size `partition.lower`.
+                let field = if e.field == "partition.lower_ways" {
+                    "partition.lower"
+                } else {
+                    e.field
+                };
+                err(key(t, field), e.message)
             })?;
+            let tlb = Tlb::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             let mut shifts = Vec::new();
             let held = if t.page.is_empty() {
                 vec![config.pages.size]
