@@ -131,7 +131,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     else:
         width = max(len(k) for k in s)
         for k, v in s.items():
-            shown = json.dumps(v) if isinstance(v, (dict, list)) else v
+            if k.startswith("addr_") and isinstance(v, int):
+                shown = f"{v:#x}"
+            elif isinstance(v, dict) and k in ("kinds", "modes"):
+                shown = ", ".join(f"{name} {n:,}" for name, n in v.items() if n)
+            elif isinstance(v, (dict, list)):
+                shown = json.dumps(v)
+            elif isinstance(v, int) and not isinstance(v, bool):
+                shown = f"{v:,}"
+            else:
+                shown = v
             print(f"{k:<{width}}  {shown}")
     return 0
 
