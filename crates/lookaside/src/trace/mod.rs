@@ -28,6 +28,8 @@ pub mod textio;
 pub mod xdin;
 
 #[cfg(test)]
+mod bench;
+#[cfg(test)]
 pub(crate) mod tests;
 
 pub use compress::Compression;
