@@ -91,17 +91,22 @@ fn read_rates() {
         ("t.lackey.zst", Format::Lackey, &events),
     ] {
         let p = dir.join(name);
+        let origin = Instant::now();
+        let t0 = cpu_seconds(origin);
         let sink = create(&p, Some(format), &Metadata::default()).unwrap();
         copy(&mut VecSource::new(evs.clone(), 4096), sink).unwrap();
+        let write = cpu_seconds(origin) - t0;
         let bytes = std::fs::metadata(&p).unwrap().len();
         let (n, secs) = time_read(&p, format, 3);
         // For lackey, a line is an event except for `M` lines (two events each).
         println!(
-            "{name:>14}: {n} events, {:.1} MB, {:.2} s, {:.1} M events/s, {:.0} MB/s of file",
+            "{name:>14}: {n} events, {:.1} MB; read {:.2} s, {:.1} M events/s, {:.0} MB/s of \
+             file; write {:.1} M events/s",
             bytes as f64 / 1e6,
             secs,
             n as f64 / secs / 1e6,
-            bytes as f64 / secs / 1e6
+            bytes as f64 / secs / 1e6,
+            n as f64 / write / 1e6,
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -3,7 +3,7 @@
 //! The encoding is designed for the decoder, which runs on every simulation and must keep up
 //! with the machine (the target is well over 100 M events per second on one core):
 //!
-//! - Each record is a one-byte header and LEB128 varints, at most 24 bytes; the decoder reads
+//! - Each record is a one-byte header and LEB128 varints, at most 25 bytes; the decoder reads
 //!   records out of a buffer that always has [`WINDOW`] readable bytes past a record start
 //!   (zero padding at the end), so it never checks for the end of the data inside a record.
 //! - Everything the header says (kind, size, which address register, what follows) comes
@@ -39,7 +39,7 @@
 
 use crate::event::{Event, Kind, Mode, NO_PADDR};
 
-/// Bytes readable from any record start (the longest record is 24 bytes).
+/// Bytes readable from any record start (the longest record, a control event, is 25 bytes).
 pub(crate) const WINDOW: usize = 32;
 /// Length of the END record with its trailer.
 pub(crate) const END_LEN: usize = 13;
@@ -612,6 +612,33 @@ mod tests {
             events.push(r(Kind::Load, ((i % 7) << 40) | (i * 8), 4));
         }
         assert_eq!(round_trip(&events), events);
+    }
+
+    #[test]
+    fn no_record_is_longer_than_the_window() {
+        let worst = [
+            Event::control(Kind::Map, u64::MAX, 0).with_paddr(u64::MAX - 1),
+            Event {
+                size: u16::MAX,
+                ..Event::control(Kind::Marker, u64::MAX / 3, 0)
+            },
+            Event::reference(Kind::Load, 1 << 63, 300).with_paddr(1 << 62),
+            Event::reference(Kind::Fetch, 1 << 63, 300).with_paddr(1 << 62),
+        ];
+        let mut longest = 0;
+        for e in worst {
+            let mut bytes = Vec::new();
+            Encoder::default().encode(
+                &Event {
+                    size: u16::MAX,
+                    ..e
+                },
+                &mut bytes,
+            );
+            longest = longest.max(bytes.len());
+        }
+        assert_eq!(longest, 25);
+        assert!(longest <= WINDOW);
     }
 
     #[test]
