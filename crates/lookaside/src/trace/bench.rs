@@ -91,10 +91,11 @@ fn read_rates() {
         ("t.lackey.zst", Format::Lackey, &events),
     ] {
         let p = dir.join(name);
+        let mut source = VecSource::new(evs.clone(), 4096);
         let origin = Instant::now();
         let t0 = cpu_seconds(origin);
         let sink = create(&p, Some(format), &Metadata::default()).unwrap();
-        copy(&mut VecSource::new(evs.clone(), 4096), sink).unwrap();
+        copy(&mut source, sink).unwrap();
         let write = cpu_seconds(origin) - t0;
         let bytes = std::fs::metadata(&p).unwrap().len();
         let (n, secs) = time_read(&p, format, 3);
