@@ -183,6 +183,28 @@ proptest! {
     }
 
     #[test]
+    fn near_miss_text_never_panics(tokens in prop::collection::vec(prop::sample::select(vec![
+        "I", " L", " S", " M", " ", "  ", "\t", ",", "0x", "0", "1", "4", "5", "9", "f", "ffffffffffffffff",
+        "10000000000000000", "65535", "65536", "r", "w", "i", "m", "c", "v", "=", "==1==", "SB", "\r",
+        "\n", "\n", "\n", "-", "g",
+    ]), 0..200)) {
+        let text: String = tokens.concat();
+        let dir = scratch("prop-nearmiss");
+        let p = dir.join("t");
+        std::fs::write(&p, text.as_bytes()).unwrap();
+        for f in [Format::Lackey, Format::Din, Format::XDin] {
+            if let Ok(events) = read_all(&p, Some(f)) {
+                // Whatever was accepted must survive a round trip through its own format.
+                let q = dir.join(format!("back.{}", f.extension()));
+                write(&q, Some(f), &events);
+                prop_assert_eq!(read_all(&q, Some(f)).unwrap(), events);
+            }
+        }
+        let _ = read_all(&p, None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..2000), text in "[ -~\n]{0,400}") {
         let dir = scratch("prop-garbage");
         let p = dir.join("g");
