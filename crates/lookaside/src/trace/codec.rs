@@ -1,82 +1,120 @@
 //! The record encoding of the native format: how each [`Event`] becomes a few bytes, and back.
 //!
 //! The encoding is designed for the decoder, which runs on every simulation and must keep up
-//! with the machine (the target is well over 100 M events per second on one core). Each record
-//! is a one-byte header followed by LEB128 varints, at most 25 bytes in all; the decoder reads
-//! records out of a buffer that always has [`WINDOW`] readable bytes past the record start
-//! (zero padding at the end), so it never checks for the end of the data inside a record.
+//! with the machine (the target is well over 100 M events per second on one core):
+//!
+//! - Each record is a one-byte header and LEB128 varints, at most 25 bytes; the decoder reads
+//!   records out of a buffer that always has [`WINDOW`] readable bytes past a record start
+//!   (zero padding at the end), so it never checks for the end of the data inside a record.
+//! - Everything the header says (kind, size, which address register, what follows) comes
+//!   from one lookup in a 256-entry table ([`HEADERS`]): no branches on the header bits.
+//! - Addresses are deltas from one of five registers: one for fetches (consecutive fetches
+//!   are a byte or two apart) and four for data, picked by the *encoder* (the closest one, or
+//!   the least recently used one when none is close). Stack, heap and globals each keep a
+//!   register, so most data deltas fit in one byte too: short varints are predictable
+//!   branches, and small records mean less for zstd to inflate.
+//! - What rarely changes is state, not repeated per reference: the address space (`ASID`
+//!   records) and the user/kernel mode (`MODE` records).
 //!
 //! ```text
-//! reference (header bits 0-1 = kind 0 fetch, 1 load, 2 store):
-//!   header  bit 2     mode (1 = kernel)
-//!           bit 3     a physical address follows
-//!           bits 4-6  size: code c < 7 means 1 << c bytes (1, 2, 4, …, 64); 7 means a varint follows
-//!           bit 7     reserved, 0
-//!   varint  zigzag(addr - previous addr of the same stream)       fetches and data are separate
-//!   varint  zigzag(paddr - previous paddr of the same stream)     if bit 3   streams, so a run of
-//!   varint  size                                                  if code 7  fetches costs ~2 B each
-//! other records (header bits 0-1 = 3, op = header >> 2):
-//!   op 0    END: u64 event count, u64 check a, u64 check b (little-endian) — the trailer
-//!   op 1    ASID: varint asid; the address space of every following event
-//!   op 2-7  control event of kind op + 1 (context switch … marker):
-//!           flags byte (bit 0 kernel, bit 1 paddr follows, bit 2 size follows; others 0),
-//!           varint addr, [varint paddr], [varint size]          all absolute, no deltas
+//! fetch   header bits 0-1 = 0   bits 2-5 size 1..=15 (0: varint size follows)
+//!                               bit 6 reserved (0)   bit 7 paddr follows
+//! load    header bits 0-1 = 1   bits 2-4 size code c < 7: 1 << c bytes (7: varint size follows)
+//! store   header bits 0-1 = 2   bits 5-6 data register (slot)   bit 7 paddr follows
+//!   then  varint zigzag(addr - register); the register becomes addr
+//!         varint zigzag(paddr - paddr register of the same slot)      if bit 7
+//!         varint size                                                 if the size says so
+//! other   header bits 0-1 = 3, op = header >> 2:
+//!   op 0  END, then u64 event count and u32 CRC-32 of every record byte before END (LE)
+//!   op 1  ASID varint: the address space of every following event
+//!   op 2  MODE user, op 3 MODE kernel: the mode of every following reference
+//!   op 4-9  control event of kind op - 1 (context switch … marker), carrying all its fields:
+//!         flags byte (bit 0 kernel, bit 1 paddr follows, bit 2 size follows; others 0),
+//!         varint addr, [varint paddr], [varint size]              absolute, no registers
 //! ```
 //!
 //! Deltas wrap around (`wrapping_sub`/`wrapping_add`), so every `u64` round-trips; an absent
-//! physical address is [`NO_PADDR`]. The check words are a position-sensitive fold of every
-//! decoded field ([`Fold`]), independent of zstd's own checksum of the bytes: they catch a bug
-//! or a mismatch in the codec itself, and the count catches a stream cut at a record boundary.
+//! physical address is [`NO_PADDR`]. The trailer's count catches a stream cut at a record
+//! boundary, its CRC any change to the record bytes (independently of zstd's own checksum).
 
 use crate::event::{Event, Kind, Mode, NO_PADDR};
 
-/// Bytes readable from any record start (the longest record is 25 bytes).
+/// Bytes readable from any record start (the longest record, a control event, is 25 bytes).
 pub(crate) const WINDOW: usize = 32;
+/// Length of the END record with its trailer.
+pub(crate) const END_LEN: usize = 13;
 
+const CLASS_OTHER: u8 = 3;
 const OP_END: u8 = 0;
 const OP_ASID: u8 = 1;
-/// `op = kind - CONTROL_OP_BIAS` for control kinds 3..=8 (ops 2..=7).
+const OP_USER: u8 = 2;
+const OP_KERNEL: u8 = 3;
+/// `op = kind + CONTROL_OP_BIAS` for control kinds 3..=8 (ops 4..=9).
 const CONTROL_OP_BIAS: u8 = 1;
-const CLASS_OTHER: u8 = 3;
 
 const FLAG_KERNEL: u8 = 1;
 const FLAG_PADDR: u8 = 2;
 const FLAG_SIZE: u8 = 4;
 
-const SIZE_EXPLICIT: u8 = 7;
+/// Header bit saying a physical address follows (every reference class).
+const H_PADDR: u8 = 0x80;
+/// Data size code meaning "a varint size follows".
+const DATA_SIZE_EXPLICIT: u8 = 7;
 
-/// The end-of-stream record's payload.
+/// Address registers: 0 for fetches, 1-4 for the data slots (8 so that a masked index needs
+/// no bounds check; 5-7 are never used).
+const REGS: usize = 8;
+
+/// What a header byte means, packed: bits 0-15 size (if not explicit), 16-17 kind, 18-20
+/// register, 21 paddr follows, 22 size follows, 23 not a plain reference (class 3 or
+/// reserved bits set: the slow path sorts it out).
+const T_KIND: u32 = 16;
+const T_REG: u32 = 18;
+const T_PADDR: u32 = 1 << 21;
+const T_SIZE: u32 = 1 << 22;
+const T_SPECIAL: u32 = 1 << 23;
+
+/// The meaning of every header byte ([`T_KIND`] and friends).
+pub(crate) static HEADERS: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut h = 0;
+    while h < 256 {
+        let b = h as u8;
+        let class = b & 3;
+        let paddr = if b & H_PADDR != 0 { T_PADDR } else { 0 };
+        t[h] = match class {
+            0 => {
+                let size = ((b >> 2) & 15) as u32;
+                if b & 0x40 != 0 {
+                    T_SPECIAL
+                } else if size == 0 {
+                    T_SIZE | paddr
+                } else {
+                    size | paddr
+                }
+            }
+            1 | 2 => {
+                let code = (b >> 2) & 7;
+                let reg = 1 + ((b >> 5) & 3) as u32;
+                let size = if code == DATA_SIZE_EXPLICIT {
+                    T_SIZE
+                } else {
+                    1u32 << code
+                };
+                size | (class as u32) << T_KIND | reg << T_REG | paddr
+            }
+            _ => T_SPECIAL,
+        };
+        h += 1;
+    }
+    t
+};
+
+/// The END record's payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Trailer {
     pub count: u64,
-    pub check: Fold,
-}
-
-/// An order-sensitive checksum of decoded events: a running sum of mixed event words and a
-/// running sum of those sums (Fletcher-style), cheap enough to run on every batch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Fold {
-    pub a: u64,
-    pub b: u64,
-}
-
-impl Fold {
-    #[inline]
-    pub fn add(&mut self, events: &[Event]) {
-        let (mut a, mut b) = (self.a, self.b);
-        for e in events {
-            let meta = (e.asid as u64) << 32
-                | (e.size as u64) << 16
-                | (e.kind as u64) << 8
-                | e.mode as u64;
-            let x = (e.addr ^ e.paddr.rotate_left(32) ^ meta.rotate_left(17))
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            a = a.wrapping_add(x ^ x >> 29);
-            b = b.wrapping_add(a);
-        }
-        self.a = a;
-        self.b = b;
-    }
+    pub crc: u32,
 }
 
 #[inline(always)]
@@ -98,15 +136,45 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// Turns events into records, tracking the previous addresses and the current address space.
+/// Bytes of the varint of `v`.
+#[inline(always)]
+fn varint_len(v: u64) -> u32 {
+    (70 - (v | 1).leading_zeros()) / 7
+}
+
+/// Turns events into records, tracking the registers the decoder will have.
 #[derive(Debug, Default)]
 pub(crate) struct Encoder {
-    prev: [u64; 2],
-    prev_paddr: [u64; 2],
+    regs: [u64; REGS],
+    pregs: [u64; REGS],
+    /// When each data slot was last used (for the least-recently-used choice).
+    used: [u64; 4],
+    clock: u64,
     asid: u32,
+    kernel: bool,
 }
 
 impl Encoder {
+    /// The data slot to take `addr`'s delta from: the closest register, unless even that one
+    /// is far (a varint of 3+ bytes), in which case the least recently used register is
+    /// recycled for the new region.
+    fn slot(&mut self, addr: u64) -> usize {
+        let mut best = 0;
+        let mut best_len = u32::MAX;
+        for s in 0..4 {
+            let len = varint_len(zigzag(addr.wrapping_sub(self.regs[1 + s])));
+            if len < best_len {
+                (best, best_len) = (s, len);
+            }
+        }
+        if best_len >= 3 {
+            best = (0..4).min_by_key(|&s| self.used[s]).unwrap_or(0);
+        }
+        self.clock += 1;
+        self.used[best] = self.clock;
+        best
+    }
+
     #[inline]
     pub fn encode(&mut self, e: &Event, out: &mut Vec<u8>) {
         if e.asid != self.asid {
@@ -114,12 +182,12 @@ impl Encoder {
             put_varint(out, e.asid as u64);
             self.asid = e.asid;
         }
-        let mode = matches!(e.mode, Mode::Kernel) as u8;
+        let kernel = matches!(e.mode, Mode::Kernel);
         let has_paddr = e.paddr != NO_PADDR;
         if !e.kind.is_ref() {
-            out.push(CLASS_OTHER | (e.kind as u8 - CONTROL_OP_BIAS) << 2);
+            out.push(CLASS_OTHER | (e.kind as u8 + CONTROL_OP_BIAS) << 2);
             let mut flags = 0;
-            if mode != 0 {
+            if kernel {
                 flags |= FLAG_KERNEL;
             }
             if has_paddr {
@@ -138,25 +206,39 @@ impl Encoder {
             }
             return;
         }
-        let code = match e.size {
-            1 => 0,
-            2 => 1,
-            4 => 2,
-            8 => 3,
-            16 => 4,
-            32 => 5,
-            64 => 6,
-            _ => SIZE_EXPLICIT,
-        };
-        let s = (e.kind != Kind::Fetch) as usize;
-        out.push(e.kind as u8 | mode << 2 | (has_paddr as u8) << 3 | code << 4);
-        put_varint(out, zigzag(e.addr.wrapping_sub(self.prev[s])));
-        self.prev[s] = e.addr;
-        if has_paddr {
-            put_varint(out, zigzag(e.paddr.wrapping_sub(self.prev_paddr[s])));
-            self.prev_paddr[s] = e.paddr;
+        if kernel != self.kernel {
+            let op = if kernel { OP_KERNEL } else { OP_USER };
+            out.push(CLASS_OTHER | op << 2);
+            self.kernel = kernel;
         }
-        if code == SIZE_EXPLICIT {
+        let paddr_bit = if has_paddr { H_PADDR } else { 0 };
+        let (header, reg, explicit) = if e.kind == Kind::Fetch {
+            let explicit = e.size == 0 || e.size > 15;
+            let size = if explicit { 0 } else { e.size as u8 };
+            (size << 2 | paddr_bit, 0, explicit)
+        } else {
+            let code = match e.size {
+                1 => 0,
+                2 => 1,
+                4 => 2,
+                8 => 3,
+                16 => 4,
+                32 => 5,
+                64 => 6,
+                _ => DATA_SIZE_EXPLICIT,
+            };
+            let slot = self.slot(e.addr);
+            let h = e.kind as u8 | code << 2 | (slot as u8) << 5 | paddr_bit;
+            (h, 1 + slot, code == DATA_SIZE_EXPLICIT)
+        };
+        out.push(header);
+        put_varint(out, zigzag(e.addr.wrapping_sub(self.regs[reg])));
+        self.regs[reg] = e.addr;
+        if has_paddr {
+            put_varint(out, zigzag(e.paddr.wrapping_sub(self.pregs[reg])));
+            self.pregs[reg] = e.paddr;
+        }
+        if explicit {
             put_varint(out, e.size as u64);
         }
     }
@@ -165,17 +247,17 @@ impl Encoder {
     pub fn end(&self, trailer: &Trailer, out: &mut Vec<u8>) {
         out.push(CLASS_OTHER | OP_END << 2);
         out.extend_from_slice(&trailer.count.to_le_bytes());
-        out.extend_from_slice(&trailer.check.a.to_le_bytes());
-        out.extend_from_slice(&trailer.check.b.to_le_bytes());
+        out.extend_from_slice(&trailer.crc.to_le_bytes());
     }
 }
 
-/// Decoder registers: previous addresses per stream and the current address space.
+/// Decoder registers, kept between calls to [`decode`].
 #[derive(Debug, Default)]
 pub(crate) struct DecodeState {
-    prev: [u64; 2],
-    prev_paddr: [u64; 2],
+    regs: [u64; REGS],
+    pregs: [u64; REGS],
     asid: u32,
+    kernel: bool,
 }
 
 /// Why [`decode`] returned.
@@ -185,7 +267,7 @@ pub(crate) enum Stop {
     Full,
     /// Reached `limit`: more bytes are needed.
     Limit,
-    /// Read the END record.
+    /// Read the END record (which ends `END_LEN` bytes before the returned position).
     End(Trailer),
 }
 
@@ -227,7 +309,8 @@ fn varint_long(w: &[u8; WINDOW], mut i: usize) -> Option<(u64, usize)> {
     }
 }
 
-const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
+/// Reference kinds by class (the fourth entry is never used: class 3 is special).
+const REF_KINDS: [Kind; 4] = [Kind::Fetch, Kind::Load, Kind::Store, Kind::Fetch];
 
 /// Decodes records from `buf[pos..]` into `out` while `pos < limit` and `out` holds fewer than
 /// `max` events. The caller guarantees `buf.len() >= limit + WINDOW`. Returns the position
@@ -241,211 +324,268 @@ pub(crate) fn decode(
     out: &mut Vec<Event>,
     max: usize,
 ) -> Result<(usize, Stop), DecodeError> {
-    let bad = |at: usize, message: String| DecodeError { at, message };
-    while pos < limit {
-        if out.len() >= max {
-            return Ok((pos, Stop::Full));
+    let mut regs = st.regs;
+    let mut pregs = st.pregs;
+    let mut asid = st.asid;
+    let mut kernel = st.kernel;
+    let bad = |at: usize, message: &str| DecodeError {
+        at,
+        message: message.to_string(),
+    };
+    let start = out.len();
+    // Every record takes at least one byte, so `limit - pos` bounds the events too.
+    let room = max.saturating_sub(start).min(limit.saturating_sub(pos));
+    out.reserve(room);
+    let spare = &mut out.spare_capacity_mut()[..room];
+    let mut n = 0;
+    let result = loop {
+        if pos >= limit {
+            break Ok(Stop::Limit);
+        }
+        if n >= spare.len() {
+            break Ok(Stop::Full);
         }
         let Some(w) = buf
             .get(pos..pos + WINDOW)
             .and_then(|s| <&[u8; WINDOW]>::try_from(s).ok())
         else {
-            return Err(bad(pos, "internal: record window out of the buffer".into()));
+            break Err(bad(pos, "internal: record window out of the buffer"));
         };
-        let h = w[0];
-        let k = h & 3;
-        if k == CLASS_OTHER {
-            match other(w, st)? {
+        let t = HEADERS[w[0] as usize];
+        if t & T_SPECIAL != 0 {
+            match other(w, &mut asid, &mut kernel) {
                 Other::Event(e, len) => {
-                    out.push(e);
+                    spare[n].write(e);
+                    n += 1;
                     pos += len;
                 }
-                Other::Asid(len) => pos += len,
-                Other::End(t) => return Ok((pos + 25, Stop::End(t))),
-                Other::Bad(message) => return Err(bad(pos, message)),
+                Other::State(len) => pos += len,
+                Other::End(t) => {
+                    pos += END_LEN;
+                    break Ok(Stop::End(t));
+                }
+                Other::Bad(message) => break Err(DecodeError { at: pos, message }),
             }
             continue;
         }
-        if h & 0x80 != 0 {
-            return Err(bad(
-                pos,
-                format!("reserved bit set in record header 0x{h:02x}"),
-            ));
-        }
-        let s = (k != 0) as usize;
+        let r = ((t >> T_REG) as usize) & (REGS - 1);
         let Some((d, mut i)) = varint(w, 1) else {
-            return Err(bad(pos, "malformed address varint".into()));
+            break Err(bad(pos, "malformed address varint"));
         };
-        let addr = st.prev[s].wrapping_add(unzigzag(d));
-        st.prev[s] = addr;
+        let addr = regs[r].wrapping_add(unzigzag(d));
+        regs[r] = addr;
         let mut paddr = NO_PADDR;
-        if h & 8 != 0 {
+        if t & T_PADDR != 0 {
             let Some((d, j)) = varint(w, i) else {
-                return Err(bad(pos, "malformed physical address varint".into()));
+                break Err(bad(pos, "malformed physical address varint"));
             };
             i = j;
-            paddr = st.prev_paddr[s].wrapping_add(unzigzag(d));
-            st.prev_paddr[s] = paddr;
+            paddr = pregs[r].wrapping_add(unzigzag(d));
+            pregs[r] = paddr;
         }
-        let code = (h >> 4) & 7;
-        let size = if code == SIZE_EXPLICIT {
+        let mut size = t as u16;
+        if t & T_SIZE != 0 {
             match varint(w, i) {
                 Some((v, j)) if v <= u16::MAX as u64 => {
                     i = j;
-                    v as u16
+                    size = v as u16;
                 }
-                _ => return Err(bad(pos, "malformed or too large size".into())),
+                _ => break Err(bad(pos, "malformed or too large size")),
             }
-        } else {
-            1u16 << code
-        };
-        out.push(Event {
+        }
+        spare[n].write(Event {
             addr,
             paddr,
-            asid: st.asid,
+            asid,
             size,
-            kind: REF_KINDS[k as usize],
-            mode: if h & 4 != 0 { Mode::Kernel } else { Mode::User },
+            kind: REF_KINDS[((t >> T_KIND) & 3) as usize],
+            mode: if kernel { Mode::Kernel } else { Mode::User },
         });
+        n += 1;
         pos += i;
-    }
-    Ok((pos, Stop::Limit))
+    };
+    // SAFETY: `spare[..n]` (the `n` slots after the first `start` elements) were all written
+    // above with `MaybeUninit::write`, so the first `start + n` elements are initialised;
+    // `start + n <= start + room <= capacity` by `reserve(room)`.
+    unsafe { out.set_len(start + n) };
+    st.regs = regs;
+    st.pregs = pregs;
+    st.asid = asid;
+    st.kernel = kernel;
+    result.map(|stop| (pos, stop))
 }
 
-/// A non-reference record, decoded.
+/// A record that is not a plain reference, decoded.
 enum Other {
     Event(Event, usize),
-    Asid(usize),
+    /// A state change (address space, mode) of this length.
+    State(usize),
     End(Trailer),
     Bad(String),
 }
 
 #[cold]
-fn other(w: &[u8; WINDOW], st: &mut DecodeState) -> Result<Other, DecodeError> {
-    let op = w[0] >> 2;
-    let word = |i: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&w[i..i + 8]);
-        u64::from_le_bytes(b)
-    };
-    match op {
-        OP_END => Ok(Other::End(Trailer {
-            count: word(1),
-            check: Fold {
-                a: word(9),
-                b: word(17),
-            },
-        })),
+fn other(w: &[u8; WINDOW], asid: &mut u32, kernel: &mut bool) -> Other {
+    if w[0] & 3 != CLASS_OTHER {
+        return Other::Bad(format!("reserved bit set in record header 0x{:02x}", w[0]));
+    }
+    let mut le = [0u8; 12];
+    le.copy_from_slice(&w[1..13]);
+    match w[0] >> 2 {
+        OP_END => Other::End(Trailer {
+            count: u64::from_le_bytes([le[0], le[1], le[2], le[3], le[4], le[5], le[6], le[7]]),
+            crc: u32::from_le_bytes([le[8], le[9], le[10], le[11]]),
+        }),
         OP_ASID => match varint(w, 1) {
             Some((v, i)) if v <= u32::MAX as u64 => {
-                st.asid = v as u32;
-                Ok(Other::Asid(i))
+                *asid = v as u32;
+                Other::State(i)
             }
-            _ => Ok(Other::Bad("malformed or too large address-space id".into())),
+            _ => Other::Bad("malformed or too large address-space id".into()),
         },
-        _ => {
-            let Some(kind) = Kind::from_u8(op + CONTROL_OP_BIAS) else {
-                return Ok(Other::Bad(format!("unknown record type 0x{:02x}", w[0])));
-            };
-            let flags = w[1];
-            if flags & !(FLAG_KERNEL | FLAG_PADDR | FLAG_SIZE) != 0 {
-                return Ok(Other::Bad(format!(
-                    "reserved flag set in control record 0x{flags:02x}"
-                )));
-            }
-            let Some((addr, mut i)) = varint(w, 2) else {
-                return Ok(Other::Bad("malformed address varint".into()));
-            };
-            let mut paddr = NO_PADDR;
-            if flags & FLAG_PADDR != 0 {
-                let Some((p, j)) = varint(w, i) else {
-                    return Ok(Other::Bad("malformed physical address varint".into()));
-                };
-                paddr = p;
+        OP_USER => {
+            *kernel = false;
+            Other::State(1)
+        }
+        OP_KERNEL => {
+            *kernel = true;
+            Other::State(1)
+        }
+        op => control(w, op, *asid),
+    }
+}
+
+/// A control event record.
+fn control(w: &[u8; WINDOW], op: u8, asid: u32) -> Other {
+    let Some(kind) = op.checked_sub(CONTROL_OP_BIAS).and_then(Kind::from_u8) else {
+        return Other::Bad(format!("unknown record type 0x{:02x}", w[0]));
+    };
+    let flags = w[1];
+    if flags & !(FLAG_KERNEL | FLAG_PADDR | FLAG_SIZE) != 0 {
+        return Other::Bad(format!("reserved flag set in control record 0x{flags:02x}"));
+    }
+    let Some((addr, mut i)) = varint(w, 2) else {
+        return Other::Bad("malformed address varint".into());
+    };
+    let mut paddr = NO_PADDR;
+    if flags & FLAG_PADDR != 0 {
+        let Some((p, j)) = varint(w, i) else {
+            return Other::Bad("malformed physical address varint".into());
+        };
+        paddr = p;
+        i = j;
+    }
+    let mut size = 0;
+    if flags & FLAG_SIZE != 0 {
+        match varint(w, i) {
+            Some((v, j)) if v <= u16::MAX as u64 => {
+                size = v as u16;
                 i = j;
             }
-            let mut size = 0;
-            if flags & FLAG_SIZE != 0 {
-                match varint(w, i) {
-                    Some((v, j)) if v <= u16::MAX as u64 => {
-                        size = v as u16;
-                        i = j;
-                    }
-                    _ => return Ok(Other::Bad("malformed or too large size".into())),
-                }
-            }
-            let mode = if flags & FLAG_KERNEL != 0 {
-                Mode::Kernel
-            } else {
-                Mode::User
-            };
-            Ok(Other::Event(
-                Event {
-                    addr,
-                    paddr,
-                    asid: st.asid,
-                    size,
-                    kind,
-                    mode,
-                },
-                i,
-            ))
+            _ => return Other::Bad("malformed or too large size".into()),
         }
     }
+    let mode = if flags & FLAG_KERNEL != 0 {
+        Mode::Kernel
+    } else {
+        Mode::User
+    };
+    Other::Event(
+        Event {
+            addr,
+            paddr,
+            asid,
+            size,
+            kind,
+            mode,
+        },
+        i,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::FLUSH_ALL;
+    use crate::event::{ALL_KINDS, FLUSH_ALL};
 
-    fn round_trip(events: &[Event]) -> Vec<Event> {
+    fn encode_all(events: &[Event]) -> Vec<u8> {
         let mut enc = Encoder::default();
         let mut bytes = Vec::new();
         for e in events {
             enc.encode(e, &mut bytes);
         }
-        let mut check = Fold::default();
-        check.add(events);
+        let crc = crc32fast::hash(&bytes);
         enc.end(
             &Trailer {
                 count: events.len() as u64,
-                check,
+                crc,
             },
             &mut bytes,
         );
+        bytes
+    }
+
+    fn round_trip(events: &[Event]) -> Vec<Event> {
+        let mut bytes = encode_all(events);
         let len = bytes.len();
+        let crc = crc32fast::hash(&bytes[..len - END_LEN]);
         bytes.resize(len + WINDOW, 0);
-        let mut st = DecodeState::default();
         let mut out = Vec::new();
-        let (pos, stop) = decode(&bytes, 0, len, &mut st, &mut out, usize::MAX).unwrap();
+        let (pos, stop) = decode(
+            &bytes,
+            0,
+            len,
+            &mut DecodeState::default(),
+            &mut out,
+            usize::MAX,
+        )
+        .unwrap();
         assert_eq!(pos, len);
-        let mut got = Fold::default();
-        got.add(&out);
         assert_eq!(
             stop,
             Stop::End(Trailer {
                 count: out.len() as u64,
-                check: got
+                crc
             })
         );
         out
     }
 
     #[test]
-    fn zigzag_round_trips_extremes() {
+    fn zigzag_and_varint_lengths() {
         for d in [0, 1, u64::MAX, i64::MAX as u64, i64::MIN as u64, 12345] {
             assert_eq!(unzigzag(zigzag(d)), d);
         }
         assert_eq!(zigzag(u64::MAX), 1, "-1 is small");
+        for v in [0u64, 1, 127, 128, 16383, 16384, u64::MAX] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            assert_eq!(b.len() as u32, varint_len(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn header_table_matches_the_layout() {
+        assert_eq!(HEADERS[3 << 2], 3, "fetch of 3 bytes");
+        assert_eq!(HEADERS[0], T_SIZE, "fetch with explicit size");
+        assert_eq!(HEADERS[0x40], T_SPECIAL, "reserved fetch bit");
+        assert_eq!(
+            HEADERS[1 | 3 << 2 | 2 << 5 | 0x80],
+            8 | 1 << T_KIND | 3 << T_REG | T_PADDR
+        );
+        assert_eq!(HEADERS[2 | 7 << 2], T_SIZE | 2 << T_KIND | 1 << T_REG);
+        assert_eq!(HEADERS[3], T_SPECIAL);
     }
 
     #[test]
     fn every_field_round_trips() {
         let r = Event::reference;
-        let events = vec![
+        let mut events = vec![
             r(Kind::Fetch, 0x400000, 4),
             r(Kind::Fetch, 0x400004, 3),
+            r(Kind::Fetch, 0x400007, 15),
+            r(Kind::Fetch, 0x400016, 16),
+            r(Kind::Fetch, 0x400016, 0),
             r(Kind::Load, u64::MAX, 8).with_paddr(0),
             r(Kind::Store, 0, u16::MAX)
                 .with_mode(Mode::Kernel)
@@ -459,24 +599,68 @@ mod tests {
                 size: 17,
                 ..Event::control(Kind::Marker, 42, 0)
             },
-            r(Kind::Fetch, 0, 64),
+            r(Kind::Fetch, 0, 64).with_mode(Mode::Kernel),
         ];
+        for k in ALL_KINDS {
+            events.push(Event {
+                size: 3,
+                ..Event::reference(k, 77, 1).with_asid(5)
+            });
+        }
+        // Many data regions at once: every slot, recycled.
+        for i in 0..200u64 {
+            events.push(r(Kind::Load, ((i % 7) << 40) | (i * 8), 4));
+        }
         assert_eq!(round_trip(&events), events);
     }
 
     #[test]
-    fn sequential_fetches_cost_two_bytes() {
-        let events: Vec<Event> = (0..1000u64)
-            .map(|i| Event::reference(Kind::Fetch, 0x400000 + 4 * i, 4))
-            .collect();
-        let mut enc = Encoder::default();
-        let mut bytes = Vec::new();
-        for e in &events[1..] {
-            enc.encode(e, &mut bytes);
+    fn no_record_is_longer_than_the_window() {
+        let worst = [
+            Event::control(Kind::Map, u64::MAX, 0).with_paddr(u64::MAX - 1),
+            Event {
+                size: u16::MAX,
+                ..Event::control(Kind::Marker, u64::MAX / 3, 0)
+            },
+            Event::reference(Kind::Load, 1 << 63, 300).with_paddr(1 << 62),
+            Event::reference(Kind::Fetch, 1 << 63, 300).with_paddr(1 << 62),
+        ];
+        let mut longest = 0;
+        for e in worst {
+            let mut bytes = Vec::new();
+            Encoder::default().encode(
+                &Event {
+                    size: u16::MAX,
+                    ..e
+                },
+                &mut bytes,
+            );
+            longest = longest.max(bytes.len());
         }
-        let mut first = Vec::new();
-        enc.encode(&events[0], &mut first);
-        assert!(bytes.len() <= 2 * 999 + 8, "{} bytes", bytes.len());
+        assert_eq!(longest, 25);
+        assert!(longest <= WINDOW);
+    }
+
+    #[test]
+    fn interleaved_regions_stay_small() {
+        // Stack, heap and code interleaved: each keeps its own register.
+        let mut events = Vec::new();
+        for i in 0..1000u64 {
+            events.push(Event::reference(Kind::Fetch, 0x40_0000 + 3 * i, 3));
+            events.push(Event::reference(
+                Kind::Store,
+                0x001f_feff_f000 - 8 * (i % 16),
+                8,
+            ));
+            events.push(Event::reference(Kind::Load, 0x5000_0000 + 4 * i, 4));
+        }
+        let bytes = encode_all(&events);
+        // Two bytes per event; one data register would need ~5 (6-byte deltas between regions).
+        assert!(
+            bytes.len() < events.len() * 21 / 10,
+            "{} bytes",
+            bytes.len()
+        );
     }
 
     #[test]
@@ -488,33 +672,30 @@ mod tests {
             let mut out = Vec::new();
             decode(&b, 0, len, &mut DecodeState::default(), &mut out, 100).map(|(_, s)| s)
         };
+        let msg = |bytes: &[u8]| run(bytes).unwrap_err().message;
+        assert_eq!(msg(&[0x40, 0]), "reserved bit set in record header 0x40");
+        assert_eq!(msg(&[0xff]), "unknown record type 0xff");
+        assert_eq!(msg(&[0x2b]), "unknown record type 0x2b");
         assert_eq!(
-            run(&[0x80, 0]).unwrap_err().message,
-            "reserved bit set in record header 0x80"
-        );
-        assert_eq!(
-            run(&[0xff]).unwrap_err().message,
-            "unknown record type 0xff"
-        );
-        assert_eq!(
-            run(&[0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])
-                .unwrap_err()
-                .message,
+            msg(&[0x04, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]),
             "malformed address varint"
         );
         assert_eq!(
-            run(&[0x07, 0x80, 0x80, 0x80, 0x80, 0x10])
-                .unwrap_err()
-                .message,
+            msg(&[0x07, 0x80, 0x80, 0x80, 0x80, 0x10]),
             "malformed or too large address-space id"
         );
         assert_eq!(
-            run(&[0x0b, 0x08, 0]).unwrap_err().message,
+            msg(&[0x13, 0x08, 0]),
             "reserved flag set in control record 0x08"
         );
         assert_eq!(
-            run(&[0x70, 0, 0x80, 0x80, 0x04]).unwrap_err().message,
+            msg(&[0x00, 0, 0x80, 0x80, 0x04]),
             "malformed or too large size"
+        );
+        assert_eq!(
+            run(&[0x0f, 0x0b]).unwrap(),
+            Stop::Limit,
+            "mode records alone are fine"
         );
     }
 }

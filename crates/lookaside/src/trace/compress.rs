@@ -126,6 +126,8 @@ pub struct Input {
     peek_pos: usize,
     /// Decompressed bytes handed out so far.
     offset: u64,
+    /// Whether the decompressor (not the file) reported an error.
+    decompression_failed: bool,
 }
 
 impl Input {
@@ -167,6 +169,7 @@ impl Input {
             peeked: Vec::new(),
             peek_pos: 0,
             offset: 0,
+            decompression_failed: false,
         })
     }
 
@@ -248,6 +251,11 @@ impl Input {
     pub fn file_failed(&self) -> bool {
         self.stats.failed.load(Ordering::Relaxed)
     }
+
+    /// True if the decompressor reported an error (a corrupt or truncated compressed file).
+    pub fn decompression_failed(&self) -> bool {
+        self.decompression_failed
+    }
 }
 
 impl Read for Input {
@@ -262,7 +270,16 @@ impl Read for Input {
             }
             n
         } else {
-            self.inner.read(buf)?
+            match self.inner.read(buf) {
+                Ok(n) => n,
+                Err(e) => {
+                    let file = self.stats.failed.load(Ordering::Relaxed);
+                    if !file && e.kind() != io::ErrorKind::Interrupted {
+                        self.decompression_failed = self.compression != Compression::None;
+                    }
+                    return Err(e);
+                }
+            }
         };
         self.offset += n as u64;
         Ok(n)

@@ -7,7 +7,7 @@
 //!   first bytes of a file and returns its reader; [`create`] picks a writer from the
 //!   extension; [`convert`] copies one into the other; [`summarize`] counts what is inside.
 //! - Formats: [`lackey`] (valgrind), [`din`] and [`xdin`] (DineroIV), [`native`] (ours:
-//!   compact, exact, checked, fast; records in [`codec`]).
+//!   compact, exact, checked, fast; its record encoding is in `codec.rs`).
 //! - Text readers share [`textio`]; every reader works at constant memory and reports bad
 //!   input as an [`Error::Trace`](crate::Error) naming the file, the line or byte offset, and
 //!   the field.
@@ -17,7 +17,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::event::Event;
 
-pub mod codec;
+mod codec;
 pub mod compress;
 pub mod din;
 pub mod format;
@@ -27,6 +27,8 @@ pub mod summary;
 pub mod textio;
 pub mod xdin;
 
+#[cfg(test)]
+mod bench;
 #[cfg(test)]
 pub(crate) mod tests;
 

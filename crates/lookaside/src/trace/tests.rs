@@ -167,6 +167,44 @@ proptest! {
     }
 
     #[test]
+    fn native_cut_at_any_byte_is_an_error(
+        events in prop::collection::vec(any_event(), 0..300),
+        cut in 0.0f64..1.0,
+    ) {
+        let dir = scratch("prop-cut");
+        let p = dir.join("t.lks");
+        write(&p, None, &events);
+        let full = std::fs::read(&p).unwrap();
+        let n = ((full.len() as f64) * cut) as usize;
+        std::fs::write(&p, &full[..n.min(full.len() - 1)]).unwrap();
+        prop_assert!(read_all(&p, Some(Format::Native)).is_err());
+        prop_assert!(read_all(&p, None).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn near_miss_text_never_panics(tokens in prop::collection::vec(prop::sample::select(vec![
+        "I", " L", " S", " M", " ", "  ", "\t", ",", "0x", "0", "1", "4", "5", "9", "f", "ffffffffffffffff",
+        "10000000000000000", "65535", "65536", "r", "w", "i", "m", "c", "v", "=", "==1==", "SB", "\r",
+        "\n", "\n", "\n", "-", "g",
+    ]), 0..200)) {
+        let text: String = tokens.concat();
+        let dir = scratch("prop-nearmiss");
+        let p = dir.join("t");
+        std::fs::write(&p, text.as_bytes()).unwrap();
+        for f in [Format::Lackey, Format::Din, Format::XDin] {
+            if let Ok(events) = read_all(&p, Some(f)) {
+                // Whatever was accepted must survive a round trip through its own format.
+                let q = dir.join(format!("back.{}", f.extension()));
+                write(&q, Some(f), &events);
+                prop_assert_eq!(read_all(&q, Some(f)).unwrap(), events);
+            }
+        }
+        let _ = read_all(&p, None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..2000), text in "[ -~\n]{0,400}") {
         let dir = scratch("prop-garbage");
         let p = dir.join("g");
@@ -266,6 +304,43 @@ fn native_cut_anywhere_is_an_error() {
     longer.push(0);
     std::fs::write(&cut, &longer).unwrap();
     assert!(read_all(&cut, None).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn progress_counts_file_bytes() {
+    let dir = scratch("progress");
+    let events = sample_events(300_000);
+    for name in ["t.lks", "t.din.gz"] {
+        let p = dir.join(name);
+        write(&p, None, &events);
+        let size = std::fs::metadata(&p).unwrap().len();
+        let mut src = open(&p, None).unwrap();
+        let mut batch = Vec::new();
+        let mut last = 0;
+        while src.next_batch(&mut batch).unwrap() {
+            assert!(src.bytes_read() >= last && src.bytes_read() <= size);
+            last = src.bytes_read();
+        }
+        assert_eq!(src.bytes_read(), size, "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn native_inside_outer_compression_reads_and_reports_the_outer_layer() {
+    let dir = scratch("native-gz");
+    let p = dir.join("t.lks.gz");
+    let events = sample_events(50_000);
+    write(&p, None, &events);
+    assert_eq!(read_all(&p, None).unwrap(), events);
+    let full = std::fs::read(&p).unwrap();
+    std::fs::write(&p, &full[..full.len() / 2]).unwrap();
+    let msg = read_all(&p, None).unwrap_err().to_string();
+    assert!(
+        msg.contains(": compression: corrupt or truncated gzip stream"),
+        "{msg}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
