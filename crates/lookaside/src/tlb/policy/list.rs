@@ -10,7 +10,7 @@
 //! Order: the sentinel's `next` is the oldest node (the front), its `prev` the newest (the back).
 
 #[derive(Clone)]
-pub(super) struct Lists {
+pub(crate) struct Lists {
     prev: Vec<u32>,
     next: Vec<u32>,
     stride: usize,
@@ -52,15 +52,14 @@ impl Lists {
     }
 
     /// Make `way` the newest node of its set's list, wherever it was (or wasn't) before.
+    /// Branch-free: moving the newest node unlinks and relinks it in place.
     #[inline(always)]
     pub(super) fn move_to_back(&mut self, set: usize, way: usize) {
         let i = self.node(set, way);
         let s = self.sentinel(set);
-        let last = self.prev[s] as usize;
-        if last == i {
-            return;
-        }
-        self.unlink(set, way);
+        let (p, n) = (self.prev[i], self.next[i]);
+        self.next[p as usize] = n;
+        self.prev[n as usize] = p;
         let last = self.prev[s] as usize;
         self.next[last] = i as u32;
         self.prev[i] = last as u32;
