@@ -389,7 +389,7 @@ impl Tlb {
         let h = *self.hints.get(vpn);
         let slot = h.slot as usize;
         if h.matches(vpn, ctx, gctx) && self.vpn[slot] == vpn && self.ctx[slot] == h.ctx {
-            self.pols[h.part as usize].on_hit(h.set as usize, h.way as usize);
+            self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize);
             return true;
         }
         false

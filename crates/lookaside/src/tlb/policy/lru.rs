@@ -2,26 +2,30 @@
 //!
 //! Two exact representations of the same order, chosen by associativity:
 //!
-//! * up to [`STAMP_MAX_WAYS`] ways, a timestamp per way (a hit or fill stores the next value
-//!   of a counter; the victim is the way with the smallest stamp). Hits — by far the most
-//!   frequent event — cost one store; a victim choice is a branch-free, vectorisable scan of
-//!   the set's stamps.
+//! * up to [`STAMP_MAX_WAYS`] ways, a timestamp per way. A hit or fill advances a counter
+//!   and stores it, with the way number in the low 6 bits, as the way's stamp — one store,
+//!   because hits are by far the most frequent event. The victim is the smallest stamp of the
+//!   set, found by one branch-free pass (its low bits say which way it is).
 //! * above that, a recency list per set ([`super::list::Lists`]): a hit or fill moves the way
 //!   to the back, an invalidation takes it out, the victim is the front. Everything is O(1),
 //!   so a 1024-way set costs no more than a 64-way one.
 //!
 //! Invalidated ways need no stamp handling: the TLB refills invalid ways before asking for a
-//! victim, and a fill stamps the way. Stamps are `u64`: the counter cannot wrap. (`u32`
-//! stamps, renumbered on wrap-around, were measured slower: without SSE4.1 the scan does not
-//! vectorise any better, and the wrap check costs every hit.)
+//! victim, and a fill stamps the way. When the counter passes 2^62, the next fill replaces
+//! every set's stamps by their ranks (same order); hits alone could only overflow it after
+//! 2^58 of them without a single fill.
 
 use super::list::Lists;
 use super::{Replacement, SplitMix64};
 
-/// Largest associativity kept as timestamps rather than a list (see `tlb/bench.rs`).
+/// Largest associativity kept as timestamps rather than a list (see `tlb/bench.rs`); the
+/// way number must fit in the stamp's low [`WAY_BITS`] bits.
 pub(crate) const STAMP_MAX_WAYS: usize = 64;
+const WAY_BITS: u32 = 6;
+const RENUMBER_AT: u64 = 1 << 62;
 
 #[derive(Clone)]
+#[repr(u8)]
 pub(crate) enum Lru {
     Stamps {
         stamp: Vec<u64>,
@@ -48,15 +52,20 @@ impl Replacement for Lru {
     fn on_hit(&mut self, set: usize, way: usize) {
         match self {
             Lru::Stamps { stamp, now, ways } => {
-                *now += 1;
-                stamp[set * *ways + way] = *now;
+                *now += 1 << WAY_BITS;
+                stamp[set * *ways + way] = *now | way as u64;
             }
             Lru::List(order) => order.move_to_back(set, way),
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn on_fill(&mut self, set: usize, way: usize) {
+        if let Lru::Stamps { stamp, now, ways } = self {
+            if *now >= RENUMBER_AT {
+                *now = renumber(stamp, *ways);
+            }
+        }
         self.on_hit(set, way);
     }
 
@@ -77,8 +86,8 @@ impl Replacement for Lru {
     }
 }
 
-/// The position of the smallest stamp (stamps of valid ways are unique): the minimum with
-/// four independent branch-free accumulators, then its position.
+/// The way whose stamp is smallest (stamps are unique: they end in the way number). Four
+/// independent branch-free accumulators.
 fn oldest(s: &[u64]) -> usize {
     let mut m = [u64::MAX; 4];
     let chunks = s.chunks_exact(4);
@@ -89,7 +98,23 @@ fn oldest(s: &[u64]) -> usize {
         }
     }
     let min = m[0].min(m[1]).min(m[2].min(m[3])).min(tail);
-    s.iter().position(|&t| t == min).unwrap_or(0)
+    (min & ((1 << WAY_BITS) - 1)) as usize
+}
+
+/// Replace every set's stamps by their ranks (1 = oldest), keeping each set's order, and
+/// return the counter to continue from (above every rank).
+#[cold]
+fn renumber(stamp: &mut [u64], ways: usize) -> u64 {
+    let mut order: Vec<usize> = Vec::with_capacity(ways);
+    for set in stamp.chunks_mut(ways) {
+        order.clear();
+        order.extend(0..ways);
+        order.sort_unstable_by_key(|&w| set[w]);
+        for (rank, &w) in order.iter().enumerate() {
+            set[w] = ((rank as u64 + 1) << WAY_BITS) | w as u64;
+        }
+    }
+    (ways as u64) << WAY_BITS
 }
 
 #[cfg(test)]
@@ -121,13 +146,52 @@ mod tests {
     }
 
     #[test]
-    fn oldest_finds_the_smallest_stamp() {
-        assert_eq!(oldest(&[5, 3, 9]), 1);
-        assert_eq!(oldest(&[7]), 0);
-        assert_eq!(oldest(&(0..40).map(|i| 100 - i).collect::<Vec<u64>>()), 39);
+    fn renumbering_keeps_the_order() {
+        let mut rng = SplitMix64::new(0);
+        let mut l = Lru::new(3, 20);
+        for set in 0..3 {
+            for w in (0..20).rev() {
+                l.on_fill(set, w);
+            }
+        }
+        for w in [7, 3, 11] {
+            l.on_hit(2, w);
+        }
+        if let Lru::Stamps { now, .. } = &mut l {
+            *now = RENUMBER_AT;
+        }
+        // Set 2's order: 19 18 .. 0 (without 7 3 11), then 7 3 11; the fill renumbers first.
+        l.on_fill(1, 5);
+        if let Lru::Stamps { now, .. } = &l {
+            assert!(*now < 1 << 20);
+        }
+        assert_eq!(l.victim(2, &mut rng), 19);
+        assert_eq!(l.victim(1, &mut rng), 19);
+        for w in (12..20).rev().chain([10, 9, 8, 6, 5, 4, 2, 1, 0]) {
+            l.on_hit(2, w);
+        }
+        assert_eq!(l.victim(2, &mut rng), 7);
+        l.on_hit(2, 7);
+        assert_eq!(l.victim(2, &mut rng), 3);
+        l.on_hit(2, 3);
+        assert_eq!(l.victim(2, &mut rng), 11);
+    }
+
+    #[test]
+    fn oldest_reads_the_way_from_the_minimum() {
+        let stamped = |ts: &[u64]| -> Vec<u64> {
+            ts.iter()
+                .enumerate()
+                .map(|(w, &t)| (t << WAY_BITS) | w as u64)
+                .collect()
+        };
+        assert_eq!(oldest(&stamped(&[5, 3, 9])), 1);
+        assert_eq!(oldest(&stamped(&[7])), 0);
         assert_eq!(
-            oldest(&(0..64).map(|i| (i * 37 + 5) % 64 + 1).collect::<Vec<u64>>()),
-            31
+            oldest(&stamped(&(0..40).map(|i| 100 - i).collect::<Vec<u64>>())),
+            39
         );
+        let perm: Vec<u64> = (0..64).map(|i| (i * 37 + 5) % 64 + 1).collect();
+        assert_eq!(oldest(&stamped(&perm)), 31);
     }
 }
