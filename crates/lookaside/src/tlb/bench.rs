@@ -79,6 +79,7 @@ fn scattered(n: usize, pages: u64, seed: u64) -> Vec<u64> {
 }
 
 /// Accesses per second and miss ratio of `addrs` through `t` (best of `reps` passes).
+#[inline(never)]
 fn measure(t: &mut Tlb, addrs: &[u64], reps: usize) -> (f64, f64) {
     let mut best = f64::MAX;
     let mut misses = 0;
@@ -191,6 +192,47 @@ fn scan_index_crossover() {
             "  {ways}-way: index/scan {:.2}x scattered, {:.2}x realistic",
             i / s,
             ri / rs
+        );
+    }
+}
+
+/// A short run of the headline configurations, best of many short passes (for comparing
+/// implementation variants on a shared machine).
+#[test]
+#[ignore]
+fn quick() {
+    let n: usize = std::env::var("TLB_BENCH_REFS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4_000_000);
+    let reps = std::env::var("TLB_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9);
+    let real = realistic(n, 1);
+    let scat = scattered(n, 56, 2);
+    let configs = [
+        ("realistic", 64, 64, Policy::Lru, &real),
+        ("realistic", 1024, 1024, Policy::Lru, &real),
+        ("realistic", 64, 64, Policy::Plru, &real),
+        ("realistic", 64, 4, Policy::Lru, &real),
+        ("scattered", 64, 64, Policy::Lru, &scat),
+    ];
+    let only: Option<usize> = std::env::var("TLB_BENCH_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    for (i, (label, e, w, pol, addrs)) in configs.into_iter().enumerate() {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        let p = TlbParams::new(e, w, pol);
+        let mut t = Tlb::new(&p).unwrap();
+        let (rate, miss) = measure(&mut t, addrs, reps);
+        println!(
+            "{label:<10} {e:>5}/{w:<5} {:<5} {:>7.1} M acc/s  miss {:.3}%",
+            pol.name(),
+            rate / 1e6,
+            100.0 * miss
         );
     }
 }

@@ -59,17 +59,26 @@
 //! # Speed
 //!
 //! Tags live in two flat arrays (`vpn`, `ctx`, struct of arrays); an invalid way has
-//! `ctx == NO_CTX`. A lookup first checks the *MRU entry* — the entry of the last hit or fill —
-//! which turns the usual run of references to one page into two compares; repeating a hit on
-//! the most recently touched entry changes no policy state (LRU: it already is the MRU; FIFO
-//! and Random: hits change nothing; PLRU: the same bits are set again; NRU: its bit is already
-//! set), so the fast path is exact. It is forgotten on every fill, invalidation and flush.
-//! Otherwise a set is scanned, or, for `ways >= INDEX_MIN_WAYS`, probed through a per-set hash
-//! index (`index.rs`). Replacement state is updated through an enum over the policies
-//! (`policy/`); every policy's hit, fill and invalidate hooks are O(1) (PLRU O(log ways)) and
-//! its victim choice O(1) or amortised O(1) (NRU), so a 1024-entry fully associative TLB costs
+//! `ctx == NO_CTX`. Every lookup first consults a small direct-mapped table of *hints*
+//! (`hint.rs`, 256 buckets by a hash of the vpn) saying in which set and way the entry of a
+//! page was last found or filled; if the bucket names an entry the query hits and the tags at
+//! that way still hold it, the hit costs a bucket check, a tag check and the policy's hit hook.
+//! This generalises an MRU fast path: the entry of the last hit or fill is always in its
+//! bucket, but so are the entries of the other pages in use (code, stack, data pages
+//! interleave in real streams). The policy is told about every hit, even a repeat of the last
+//! one — every hit hook is cheap and idempotent on a repeat (LRU: the MRU stays MRU; FIFO and
+//! Random: nothing; PLRU: the same bits set again; NRU: the bit already set), and the
+//! data-dependent "same as last time?" branch measured slower than the hook. Hints need no
+//! maintenance on eviction, invalidation or flush (the tag check catches them).
+//!
+//! Otherwise the set is scanned, or, for `ways >= INDEX_MIN_WAYS`, probed through a per-set
+//! hash index (`index.rs`). Replacement state is updated through an enum over the policies
+//! (`policy/`); every policy's hit, fill and invalidate hooks are O(1) (PLRU O(1) up to 64
+//! ways, O(log ways) beyond) and its victim choice O(1) for sets of more than 64 ways (LRU
+//! keeps a list there) or amortised O(1) (NRU), so a 1024-entry fully associative TLB costs
 //! about what a 64-entry one does.
 
+mod hint;
 mod index;
 mod policy;
 
@@ -82,6 +91,7 @@ mod tests;
 
 pub use policy::{Policy, SplitMix64};
 
+use hint::{Hint, Hints};
 use index::WayIndex;
 use policy::State;
 use std::fmt;
@@ -238,28 +248,26 @@ fn scan(vs: &[u64], cs: &[u64], vpn: u64, c: u64, g: u64) -> Option<usize> {
 /// One set-associative TLB (see the module documentation for the exact semantics).
 #[derive(Clone)]
 pub struct Tlb {
-    // The MRU entry: its vpn and ctx, and the query ctx of the hit that made it MRU (its own
-    // ctx unless it was hit through gctx). `mru_ctx == NO_CTX` when there is none.
-    mru_vpn: u64,
-    mru_ctx: u64,
-    mru_query: u64,
+    hints: Hints,
+    vpn: Vec<u64>,
+    /// `NO_CTX` marks an invalid way.
+    ctx: Vec<u64>,
+    /// Replacement state of the lower (or only) and the upper partition. Unpartitioned TLBs
+    /// never use the second (it is a stateless placeholder); an array, not a `Vec`, saves the
+    /// hot path a pointer load and a bounds check.
+    pols: [State; 2],
     sets: usize,
     ways: usize,
     set_mask: u64,
     sets_pow2: bool,
     /// First way of the upper partition; `ways` when not partitioned.
     split: usize,
-    vpn: Vec<u64>,
-    /// `NO_CTX` marks an invalid way.
-    ctx: Vec<u64>,
     /// Valid bit per way, `words` words per set (finds the lowest invalid way fast).
     valid_bits: Vec<u64>,
     words: usize,
     /// Valid ways per set per partition (`2 * set + part`).
     part_valid: Vec<u32>,
     valid: usize,
-    /// One per partition.
-    pols: Vec<State>,
     index: Option<WayIndex>,
     rng: SplitMix64,
     params: TlbParams,
@@ -288,10 +296,16 @@ impl Tlb {
         let ways = p.ways;
         let sets = p.entries / ways;
         let (split, pols) = match &p.partition {
-            None => (ways, vec![State::new(p.policy, sets, ways)]),
+            None => (
+                ways,
+                [
+                    State::new(p.policy, sets, ways),
+                    State::new(Policy::Random, 0, 1),
+                ],
+            ),
             Some(q) => (
                 q.lower_ways,
-                vec![
+                [
                     State::new(q.lower_policy, sets, q.lower_ways),
                     State::new(q.upper_policy, sets, ways - q.lower_ways),
                 ],
@@ -304,21 +318,19 @@ impl Tlb {
         };
         let words = ways.div_ceil(64);
         Ok(Tlb {
-            mru_vpn: 0,
-            mru_ctx: NO_CTX,
-            mru_query: NO_CTX,
+            hints: Hints::new(),
+            vpn: vec![0; p.entries],
+            ctx: vec![NO_CTX; p.entries],
+            pols,
             sets,
             ways,
             set_mask: (sets as u64).wrapping_sub(1),
             sets_pow2: sets.is_power_of_two(),
             split,
-            vpn: vec![0; p.entries],
-            ctx: vec![NO_CTX; p.entries],
             valid_bits: vec![0; sets * words],
             words,
             part_valid: vec![0; 2 * sets],
             valid: 0,
-            pols,
             index: indexed.then(|| WayIndex::new(sets, ways)),
             rng: SplitMix64::new(p.seed),
             params: p.clone(),
@@ -370,17 +382,33 @@ impl Tlb {
         }
     }
 
+    /// The hot path: if the hint of `vpn` names an entry that `(vpn, ctx, gctx)` hits (with
+    /// `ctx != NO_CTX`) and that entry is still in place, tell its policy and return true.
     #[inline(always)]
-    fn mru_hit(&self, vpn: u64, c: u64, g: u64) -> bool {
-        // An exact match of the MRU entry is the hit. A match through gctx is the hit only if
-        // no (vpn, c) entry exists, which was established when the MRU entry was hit with the
-        // same c (nothing has been added since: a fill would have replaced the MRU entry).
-        vpn == self.mru_vpn && (c == self.mru_ctx || (g == self.mru_ctx && c == self.mru_query))
+    fn hinted_hit(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
+        let h = *self.hints.get(vpn);
+        let slot = h.slot as usize;
+        if h.matches(vpn, ctx, gctx) && self.vpn[slot] == vpn && self.ctx[slot] == h.ctx {
+            self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize);
+            return true;
+        }
+        false
     }
 
-    #[inline(always)]
-    fn forget_mru(&mut self) {
-        self.mru_ctx = NO_CTX;
+    /// Remember that a query with context `query` hits `way` of `set`, which holds
+    /// `(vpn, ctx)`.
+    #[inline]
+    fn hint(&mut self, vpn: u64, ctx: u64, query: u64, set: usize, way: usize) {
+        let (p, lo) = self.part_of(way);
+        self.hints.record(Hint {
+            vpn,
+            ctx,
+            query,
+            slot: (set * self.ways + way) as u32,
+            set: set as u32,
+            way: (way - lo) as u32,
+            part: p as u32,
+        });
     }
 
     /// The way of `set` that `(vpn, c, g)` hits (exact context first), without side effects.
@@ -399,31 +427,29 @@ impl Tlb {
         }
     }
 
-    /// Record a hit on `way` of `set` by a query with effective context `c`.
-    #[inline]
+    /// Record a hit, found by a search, on `way` of `set` by a query with effective context
+    /// `c`.
     fn hit(&mut self, set: usize, way: usize, c: u64) {
         let (p, lo) = self.part_of(way);
         self.pols[p].on_hit(set, way - lo);
         let slot = set * self.ways + way;
-        self.mru_vpn = self.vpn[slot];
-        self.mru_ctx = self.ctx[slot];
-        self.mru_query = c;
+        self.hint(self.vpn[slot], self.ctx[slot], c, set, way);
     }
 
     /// Probe; on a hit update the replacement state and return true. On a miss change nothing
     /// and return false.
     #[inline]
     pub fn lookup(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
+        if ctx != NO_CTX && self.hinted_hit(vpn, ctx, gctx) {
+            return true;
+        }
+        self.lookup_slow(vpn, ctx, gctx)
+    }
+
+    fn lookup_slow(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
         let Some((c, g)) = contexts(ctx, gctx) else {
             return false;
         };
-        if self.mru_hit(vpn, c, g) {
-            return true;
-        }
-        self.lookup_slow(vpn, c, g)
-    }
-
-    fn lookup_slow(&mut self, vpn: u64, c: u64, g: u64) -> bool {
         let set = self.set_of(vpn);
         match self.find(set, vpn, c, g) {
             Some(way) => {
@@ -464,10 +490,8 @@ impl Tlb {
     /// On a miss with `ctx == NO_CTX`.
     #[inline]
     pub fn access(&mut self, vpn: u64, ctx: u64, gctx: u64, part: Part) -> bool {
-        if let Some((c, g)) = contexts(ctx, gctx) {
-            if self.mru_hit(vpn, c, g) {
-                return true;
-            }
+        if ctx != NO_CTX && self.hinted_hit(vpn, ctx, gctx) {
+            return true;
         }
         self.access_slow(vpn, ctx, gctx, part)
     }
@@ -491,7 +515,7 @@ impl Tlb {
 
     /// Put the new key `(vpn, ctx)` into `part` of `set`.
     fn insert(&mut self, set: usize, vpn: u64, ctx: u64, part: Part) -> Option<(u64, u64)> {
-        let p = if self.pols.len() == 2 && part == Part::Upper {
+        let p = if self.split < self.ways && part == Part::Upper {
             1
         } else {
             0
@@ -527,9 +551,9 @@ impl Tlb {
             ix.insert(set, way, vpn, ctx);
         }
         self.pols[p].on_fill(set, way - lo);
-        self.mru_vpn = vpn;
-        self.mru_ctx = ctx;
-        self.mru_query = ctx;
+        // Overwrites the bucket of `vpn`, dropping any hint a global hit left there that the
+        // new key would now shadow.
+        self.hint(vpn, ctx, ctx, set, way);
         evicted
     }
 
@@ -563,7 +587,8 @@ impl Tlb {
         }
     }
 
-    /// Make the valid `way` of `set` invalid.
+    /// Make the valid `way` of `set` invalid. (Hints of it die by themselves: its tags no
+    /// longer match.)
     fn remove(&mut self, set: usize, way: usize) {
         let base = set * self.ways;
         let slot = base + way;
@@ -581,12 +606,10 @@ impl Tlb {
         self.part_valid[2 * set + p] -= 1;
         self.valid -= 1;
         self.pols[p].on_invalidate(set, way - lo);
-        self.forget_mru();
     }
 
     /// Remove every entry.
     pub fn flush_all(&mut self) {
-        self.forget_mru();
         if self.valid == 0 {
             return;
         }

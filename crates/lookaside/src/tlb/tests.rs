@@ -224,6 +224,22 @@ fn mru_fast_path_respects_exact_over_global() {
 }
 
 #[test]
+fn a_fill_retires_hints_it_shadows() {
+    for lookup in [Lookup::Scan, Lookup::Index] {
+        let mut t = Tlb::with_lookup(&TlbParams::new(4, 4, Policy::Lru), lookup).unwrap();
+        t.fill(A, G, Part::Lower); // way 0
+        assert!(t.lookup(A, 1, G)); // through the global context: no (A, 1) yet
+        t.fill(A, 1, Part::Lower); // way 1 now shadows (A, G) for ctx 1
+        t.fill(B, 1, Part::Lower);
+        t.fill(C, 1, Part::Lower);
+        // This must touch (A, 1), not (A, G): LRU order becomes (A,G) B C (A,1).
+        assert!(t.lookup(A, 1, G));
+        assert_eq!(t.fill(D, 1, Part::Lower), Some((A, G)));
+        assert_eq!(t.fill(E, 1, Part::Lower), Some((B, 1)));
+    }
+}
+
+#[test]
 #[should_panic(expected = "NO_CTX")]
 fn filling_no_ctx_panics() {
     fa(4, Policy::Lru).fill(A, NO_CTX, Part::Lower);

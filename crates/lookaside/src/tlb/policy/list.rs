@@ -2,17 +2,23 @@
 //!
 //! Timestamps would make every victim choice a scan over the ways; a list makes hits, fills,
 //! invalidations and victim choices O(1) at any associativity. Each set has `ways` way nodes
-//! and one sentinel node, all in two flat `u32` arrays (`prev`, `next`) holding global node
-//! numbers (`set * (ways + 1) + way`; the sentinel is way number `ways`). The list is circular
-//! through the sentinel, so linking and unlinking need no branches, and a node that is in no
-//! list points to itself, so unlinking it again is harmless.
+//! and one sentinel node, all in one flat array of `(prev, next)` pairs of global node
+//! numbers (`set * (ways + 1) + way`; the sentinel is way number `ways`), so a node's two links
+//! share a cache line and a bounds check. The list is circular through the sentinel, so
+//! linking and unlinking need no branches, and a node that is in no list points to itself, so
+//! unlinking it again is harmless.
 //!
 //! Order: the sentinel's `next` is the oldest node (the front), its `prev` the newest (the back).
 
+#[derive(Clone, Copy)]
+struct Link {
+    prev: u32,
+    next: u32,
+}
+
 #[derive(Clone)]
-pub(super) struct Lists {
-    prev: Vec<u32>,
-    next: Vec<u32>,
+pub(crate) struct Lists {
+    link: Vec<Link>,
     stride: usize,
 }
 
@@ -22,10 +28,8 @@ impl Lists {
         let stride = ways + 1;
         let n = sets * stride;
         assert!(n <= u32::MAX as usize, "too many list nodes");
-        let ids: Vec<u32> = (0..n as u32).collect();
         Lists {
-            prev: ids.clone(),
-            next: ids,
+            link: (0..n as u32).map(|i| Link { prev: i, next: i }).collect(),
             stride,
         }
     }
@@ -44,35 +48,38 @@ impl Lists {
     #[inline(always)]
     pub(super) fn unlink(&mut self, set: usize, way: usize) {
         let i = self.node(set, way);
-        let (p, n) = (self.prev[i], self.next[i]);
-        self.next[p as usize] = n;
-        self.prev[n as usize] = p;
-        self.prev[i] = i as u32;
-        self.next[i] = i as u32;
+        let Link { prev: p, next: n } = self.link[i];
+        self.link[p as usize].next = n;
+        self.link[n as usize].prev = p;
+        self.link[i] = Link {
+            prev: i as u32,
+            next: i as u32,
+        };
     }
 
     /// Make `way` the newest node of its set's list, wherever it was (or wasn't) before.
+    /// Branch-free: moving the newest node unlinks and relinks it in place.
     #[inline(always)]
     pub(super) fn move_to_back(&mut self, set: usize, way: usize) {
         let i = self.node(set, way);
         let s = self.sentinel(set);
-        let last = self.prev[s] as usize;
-        if last == i {
-            return;
-        }
-        self.unlink(set, way);
-        let last = self.prev[s] as usize;
-        self.next[last] = i as u32;
-        self.prev[i] = last as u32;
-        self.next[i] = s as u32;
-        self.prev[s] = i as u32;
+        let Link { prev: p, next: n } = self.link[i];
+        self.link[p as usize].next = n;
+        self.link[n as usize].prev = p;
+        let last = self.link[s].prev;
+        self.link[last as usize].next = i as u32;
+        self.link[i] = Link {
+            prev: last,
+            next: s as u32,
+        };
+        self.link[s].prev = i as u32;
     }
 
     /// The oldest way of the set's list, if the list is not empty.
     #[inline]
     pub(super) fn front(&self, set: usize) -> Option<usize> {
         let s = self.sentinel(set);
-        let f = self.next[s] as usize;
+        let f = self.link[s].next as usize;
         (f != s).then(|| f - set * self.stride)
     }
 
@@ -81,10 +88,10 @@ impl Lists {
     pub(super) fn order(&self, set: usize) -> Vec<usize> {
         let s = self.sentinel(set);
         let mut out = Vec::new();
-        let mut i = self.next[s] as usize;
+        let mut i = self.link[s].next as usize;
         while i != s {
             out.push(i - set * self.stride);
-            i = self.next[i] as usize;
+            i = self.link[i].next as usize;
         }
         out
     }

@@ -1,44 +1,120 @@
 //! True LRU: the victim is the valid way whose last hit or fill is the oldest.
 //!
-//! Kept as a recency list per set ([`super::list::Lists`]): a hit or a fill moves the way to the
-//! back, an invalidation takes it out, the victim is the front. Everything is O(1), which
-//! matters for large fully associative TLBs where timestamps would need a scan per miss.
+//! Two exact representations of the same order, chosen by associativity:
+//!
+//! * up to [`STAMP_MAX_WAYS`] ways, a timestamp per way. A hit or fill advances a counter
+//!   and stores it, with the way number in the low 6 bits, as the way's stamp — one store,
+//!   because hits are by far the most frequent event. The victim is the smallest stamp of the
+//!   set, found by one branch-free pass (its low bits say which way it is).
+//! * above that, a recency list per set ([`super::list::Lists`]): a hit or fill moves the way
+//!   to the back, an invalidation takes it out, the victim is the front. Everything is O(1),
+//!   so a 1024-way set costs no more than a 64-way one.
+//!
+//! Invalidated ways need no stamp handling: the TLB refills invalid ways before asking for a
+//! victim, and a fill stamps the way. When the counter passes 2^62, the next fill replaces
+//! every set's stamps by their ranks (same order); hits alone could only overflow it after
+//! 2^58 of them without a single fill.
 
 use super::list::Lists;
 use super::{Replacement, SplitMix64};
 
+/// Largest associativity kept as timestamps rather than a list (see `tlb/bench.rs`); the
+/// way number must fit in the stamp's low [`WAY_BITS`] bits.
+pub(crate) const STAMP_MAX_WAYS: usize = 64;
+const WAY_BITS: u32 = 6;
+const RENUMBER_AT: u64 = 1 << 62;
+
 #[derive(Clone)]
-pub(crate) struct Lru {
-    order: Lists,
+#[repr(u8)]
+pub(crate) enum Lru {
+    Stamps {
+        stamp: Vec<u64>,
+        now: u64,
+        ways: usize,
+    },
+    List(Lists),
 }
 
 impl Replacement for Lru {
     fn new(sets: usize, ways: usize) -> Self {
-        Lru {
-            order: Lists::new(sets, ways),
+        if ways <= STAMP_MAX_WAYS {
+            Lru::Stamps {
+                stamp: vec![0; sets * ways],
+                now: 0,
+                ways,
+            }
+        } else {
+            Lru::List(Lists::new(sets, ways))
         }
     }
 
     #[inline(always)]
     fn on_hit(&mut self, set: usize, way: usize) {
-        self.order.move_to_back(set, way);
+        match self {
+            Lru::Stamps { stamp, now, ways } => {
+                *now += 1 << WAY_BITS;
+                stamp[set * *ways + way] = *now | way as u64;
+            }
+            Lru::List(order) => order.move_to_back(set, way),
+        }
     }
 
-    #[inline(always)]
+    #[inline]
     fn on_fill(&mut self, set: usize, way: usize) {
-        self.order.move_to_back(set, way);
+        if let Lru::Stamps { stamp, now, ways } = self {
+            if *now >= RENUMBER_AT {
+                *now = renumber(stamp, *ways);
+            }
+        }
+        self.on_hit(set, way);
     }
 
     #[inline]
     fn on_invalidate(&mut self, set: usize, way: usize) {
-        self.order.unlink(set, way);
+        if let Lru::List(order) = self {
+            order.unlink(set, way);
+        }
     }
 
     #[inline]
     fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
-        // Only asked when every way is valid, so the list holds every way.
-        self.order.front(set).unwrap_or(0)
+        match self {
+            Lru::Stamps { stamp, ways, .. } => oldest(&stamp[set * *ways..(set + 1) * *ways]),
+            // Only asked when every way is valid, so the list holds every way.
+            Lru::List(order) => order.front(set).unwrap_or(0),
+        }
     }
+}
+
+/// The way whose stamp is smallest (stamps are unique: they end in the way number). Four
+/// independent branch-free accumulators.
+fn oldest(s: &[u64]) -> usize {
+    let mut m = [u64::MAX; 4];
+    let chunks = s.chunks_exact(4);
+    let tail = chunks.remainder().iter().fold(u64::MAX, |a, &t| a.min(t));
+    for c in chunks {
+        for i in 0..4 {
+            m[i] = m[i].min(c[i]);
+        }
+    }
+    let min = m[0].min(m[1]).min(m[2].min(m[3])).min(tail);
+    (min & ((1 << WAY_BITS) - 1)) as usize
+}
+
+/// Replace every set's stamps by their ranks (1 = oldest), keeping each set's order, and
+/// return the counter to continue from (above every rank).
+#[cold]
+fn renumber(stamp: &mut [u64], ways: usize) -> u64 {
+    let mut order: Vec<usize> = Vec::with_capacity(ways);
+    for set in stamp.chunks_mut(ways) {
+        order.clear();
+        order.extend(0..ways);
+        order.sort_unstable_by_key(|&w| set[w]);
+        for (rank, &w) in order.iter().enumerate() {
+            set[w] = ((rank as u64 + 1) << WAY_BITS) | w as u64;
+        }
+    }
+    (ways as u64) << WAY_BITS
 }
 
 #[cfg(test)]
@@ -46,17 +122,76 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hits_reorder_and_invalidation_removes() {
-        let mut l = Lru::new(2, 4);
-        for w in 0..4 {
-            l.on_fill(1, w);
+    fn both_representations_agree() {
+        let mut rng = SplitMix64::new(0);
+        for ways in [4, 17, STAMP_MAX_WAYS, STAMP_MAX_WAYS + 1, 200] {
+            let mut l = Lru::new(2, ways);
+            assert_eq!(matches!(l, Lru::Stamps { .. }), ways <= STAMP_MAX_WAYS);
+            for w in 0..ways {
+                l.on_fill(1, w);
+            }
+            l.on_hit(1, 0);
+            l.on_hit(1, 2);
+            assert_eq!(l.victim(1, &mut rng), 1);
+            l.on_invalidate(1, 1);
+            l.on_fill(1, 1);
+            assert_eq!(l.victim(1, &mut rng), 3);
+            if let Lru::List(order) = &l {
+                let mut expect: Vec<usize> = (3..ways).collect();
+                expect.extend([0, 2, 1]);
+                assert_eq!(order.order(1), expect);
+                assert!(order.order(0).is_empty());
+            }
         }
-        l.on_hit(1, 0);
-        assert_eq!(l.order.order(1), vec![1, 2, 3, 0]);
-        l.on_invalidate(1, 2);
-        assert_eq!(l.order.order(1), vec![1, 3, 0]);
-        l.on_fill(1, 2);
-        assert_eq!(l.victim(1, &mut SplitMix64::new(0)), 1);
-        assert!(l.order.order(0).is_empty());
+    }
+
+    #[test]
+    fn renumbering_keeps_the_order() {
+        let mut rng = SplitMix64::new(0);
+        let mut l = Lru::new(3, 20);
+        for set in 0..3 {
+            for w in (0..20).rev() {
+                l.on_fill(set, w);
+            }
+        }
+        for w in [7, 3, 11] {
+            l.on_hit(2, w);
+        }
+        if let Lru::Stamps { now, .. } = &mut l {
+            *now = RENUMBER_AT;
+        }
+        // Set 2's order: 19 18 .. 0 (without 7 3 11), then 7 3 11; the fill renumbers first.
+        l.on_fill(1, 5);
+        if let Lru::Stamps { now, .. } = &l {
+            assert!(*now < 1 << 20);
+        }
+        assert_eq!(l.victim(2, &mut rng), 19);
+        assert_eq!(l.victim(1, &mut rng), 19);
+        for w in (12..20).rev().chain([10, 9, 8, 6, 5, 4, 2, 1, 0]) {
+            l.on_hit(2, w);
+        }
+        assert_eq!(l.victim(2, &mut rng), 7);
+        l.on_hit(2, 7);
+        assert_eq!(l.victim(2, &mut rng), 3);
+        l.on_hit(2, 3);
+        assert_eq!(l.victim(2, &mut rng), 11);
+    }
+
+    #[test]
+    fn oldest_reads_the_way_from_the_minimum() {
+        let stamped = |ts: &[u64]| -> Vec<u64> {
+            ts.iter()
+                .enumerate()
+                .map(|(w, &t)| (t << WAY_BITS) | w as u64)
+                .collect()
+        };
+        assert_eq!(oldest(&stamped(&[5, 3, 9])), 1);
+        assert_eq!(oldest(&stamped(&[7])), 0);
+        assert_eq!(
+            oldest(&stamped(&(0..40).map(|i| 100 - i).collect::<Vec<u64>>())),
+            39
+        );
+        let perm: Vec<u64> = (0..64).map(|i| (i * 37 + 5) % 64 + 1).collect();
+        assert_eq!(oldest(&stamped(&perm)), 31);
     }
 }

@@ -25,12 +25,15 @@ pub(crate) struct Plru {
     /// `P`: the number of leaves.
     leaves: usize,
     ways: usize,
+    /// When the whole tree fits in one word (`P <= 64`): for each way, the mask of the nodes
+    /// on its path and the values a touch gives them, so a touch is one and-or.
+    path: Vec<(u64, u64)>,
 }
 
 impl Plru {
     #[inline(always)]
-    fn bit(&self, set: usize, node: usize) -> bool {
-        self.bits[set * self.words + node / 64] >> (node % 64) & 1 != 0
+    fn bit(&self, set: usize, node: usize) -> usize {
+        (self.bits[set * self.words + node / 64] >> (node % 64) & 1) as usize
     }
 }
 
@@ -38,28 +41,45 @@ impl Replacement for Plru {
     fn new(sets: usize, ways: usize) -> Self {
         let leaves = ways.next_power_of_two();
         let words = leaves.div_ceil(64);
+        let mut path = Vec::new();
+        if leaves <= 64 {
+            for w in 0..ways {
+                let (mut mask, mut val) = (0u64, 0u64);
+                let mut node = leaves + w;
+                while node > 1 {
+                    let parent = node >> 1;
+                    mask |= 1 << parent;
+                    // Came from the left child (even) -> point right (1); else left (0).
+                    val |= ((node & 1 == 0) as u64) << parent;
+                    node = parent;
+                }
+                path.push((mask, val));
+            }
+        }
         Plru {
             bits: vec![0; sets * words],
             words,
             leaves,
             ways,
+            path,
         }
     }
 
     #[inline]
     fn on_hit(&mut self, set: usize, way: usize) {
+        if let Some(&(mask, val)) = self.path.get(way) {
+            let word = &mut self.bits[set];
+            *word = (*word & !mask) | val;
+            return;
+        }
         let base = set * self.words;
         let mut node = self.leaves + way;
         while node > 1 {
             let parent = node >> 1;
             let word = &mut self.bits[base + parent / 64];
-            let mask = 1u64 << (parent % 64);
-            // Came from the left child (even) -> point right (1); from the right -> point left.
-            if node & 1 == 0 {
-                *word |= mask;
-            } else {
-                *word &= !mask;
-            }
+            let sh = parent % 64;
+            // Came from the left child (even) -> point right (1); from the right -> left (0).
+            *word = (*word & !(1 << sh)) | (((node & 1) ^ 1) as u64) << sh;
             node = parent;
         }
     }
@@ -75,17 +95,13 @@ impl Replacement for Plru {
     fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
         let mut node = 1;
         let mut lo = 0;
-        let mut size = self.leaves;
-        while size > 1 {
-            let half = size / 2;
+        let mut half = self.leaves / 2;
+        while half > 0 {
             // The left subtree always holds way `lo` (< ways); the right one may be empty.
-            if self.bit(set, node) && lo + half < self.ways {
-                node = 2 * node + 1;
-                lo += half;
-            } else {
-                node *= 2;
-            }
-            size = half;
+            let right = self.bit(set, node) & (lo + half < self.ways) as usize;
+            node = 2 * node + right;
+            lo += half * right;
+            half /= 2;
         }
         lo
     }
