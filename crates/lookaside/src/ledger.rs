@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::event::{Event, Kind, Mode, REF_KINDS};
+use crate::event::{Kind, Mode, REF_KINDS};
 
 /// Accesses and misses of one cell.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,14 +40,17 @@ pub struct Ledger {
     asids: Vec<u32>,
     asid_index: HashMap<u32, usize>,
     cur: usize,
+    /// `cur * stride` and `cur * MODES * REF_KINDS`: offsets of the running address space.
+    cell_base: usize,
+    ref_base: usize,
     /// Cells per address space: (structures + 1) × modes × kinds.
     stride: usize,
     /// Translation counters, `asids.len() * stride` cells.
     cells: Vec<Counter>,
     /// References per address space × mode × kind (`accesses` only).
     refs: Vec<u64>,
-    /// Events by kind (control events included).
-    pub events: [u64; 9],
+    /// Control events by kind (references are counted in `refs`).
+    pub control: [u64; 9],
     /// References whose page crossed into a second page and were translated twice.
     pub straddles: u64,
     /// References to addresses the page map marks `unmapped` (not translated).
@@ -62,10 +65,12 @@ impl Ledger {
             asids: Vec::new(),
             asid_index: HashMap::new(),
             cur: 0,
+            cell_base: 0,
+            ref_base: 0,
             stride,
             cells: Vec::new(),
             refs: Vec::new(),
-            events: [0; 9],
+            control: [0; 9],
             straddles: 0,
             unmapped: 0,
         };
@@ -76,36 +81,50 @@ impl Ledger {
     /// Make `asid` the address space that following counts belong to.
     #[inline]
     pub fn set_asid(&mut self, asid: u32) {
-        if let Some(&i) = self.asid_index.get(&asid) {
-            self.cur = i;
-            return;
-        }
-        let i = self.asids.len();
-        self.asids.push(asid);
-        self.asid_index.insert(asid, i);
-        self.cells
-            .resize(self.cells.len() + self.stride, Counter::default());
-        self.refs.resize(self.refs.len() + MODES * REF_KINDS, 0);
+        let i = match self.asid_index.get(&asid) {
+            Some(&i) => i,
+            None => {
+                let i = self.asids.len();
+                self.asids.push(asid);
+                self.asid_index.insert(asid, i);
+                self.cells
+                    .resize(self.cells.len() + self.stride, Counter::default());
+                self.refs.resize(self.refs.len() + MODES * REF_KINDS, 0);
+                i
+            }
+        };
         self.cur = i;
+        self.cell_base = i * self.stride;
+        self.ref_base = i * MODES * REF_KINDS;
     }
 
-    /// Count one event of the stream (before it is simulated).
+    /// Count one reference of the stream (before it is simulated).
     #[inline(always)]
-    pub fn event(&mut self, e: &Event) {
-        self.events[e.kind as usize] += 1;
-        if e.kind.is_ref() {
-            self.refs
-                [self.cur * MODES * REF_KINDS + e.mode as usize * REF_KINDS + e.kind as usize] += 1;
-        }
+    pub fn reference(&mut self, mode: Mode, kind: Kind) {
+        self.refs[self.ref_base + mode as usize * REF_KINDS + kind as usize] += 1;
+    }
+
+    /// Count one control event.
+    #[inline]
+    pub fn control(&mut self, kind: Kind) {
+        self.control[kind as usize] += 1;
     }
 
     /// Count one access to structure `s` (or the walk, `s == structures.len()`).
     #[inline(always)]
     pub fn access(&mut self, s: usize, mode: Mode, kind: Kind, miss: bool) {
-        let i = self.cur * self.stride + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
         let c = &mut self.cells[i];
         c.accesses += 1;
         c.misses += miss as u64;
+    }
+
+    /// References of `kind` over every address space and mode.
+    pub fn refs_of_kind(&self, kind: Kind) -> u64 {
+        (0..self.asids.len())
+            .flat_map(|a| [Mode::User, Mode::Kernel].map(|m| (a, m)))
+            .map(|(a, m)| self.refs(a, m, kind))
+            .sum()
     }
 
     /// Index of the `walk` pseudo-structure.

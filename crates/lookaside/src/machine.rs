@@ -108,8 +108,16 @@ pub struct Machine {
     split: bool,
     global_above: u64,
     cur_asid: u32,
+    /// Per structure, the page number of its last access, when every address is backed by
+    /// the default page size (else always [`NO_PAGE`]). See [`Machine::run_batch`].
+    last_page: Vec<u64>,
+    /// Per structure, its page shift for the default page size.
+    default_shift: Vec<u32>,
     ledger: Ledger,
 }
+
+/// No page: `addr >> shift` with `shift >= 1` never reaches it.
+const NO_PAGE: u64 = u64::MAX;
 
 fn key(t: &TlbConfig, field: &str) -> String {
     format!("tlb.{}.{}", t.name, field)
@@ -289,6 +297,21 @@ impl Machine {
             }
         }
         let ledger = Ledger::new(config.tlbs.iter().map(|t| t.name.clone()).collect());
+        let default_shift = match pages.default {
+            Some(d) => units.iter().map(|u| u.shift_for(d)).collect(),
+            None => vec![0; units.len()],
+        };
+        if let (Some(g), Some(d)) = (config.machine.global_above, pages.default) {
+            if g & ((1u64 << d) - 1) != 0 {
+                return Err(err(
+                    "machine.global_above".into(),
+                    format!(
+                        "{g:#x} is not aligned to the page size ({})",
+                        config.pages.size.label()
+                    ),
+                ));
+            }
+        }
         Ok(Machine {
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
@@ -296,6 +319,8 @@ impl Machine {
             roots,
             pages,
             cur_asid: 0,
+            last_page: vec![NO_PAGE; default_shift.len()],
+            default_shift,
             ledger,
             config,
         })
@@ -320,17 +345,38 @@ impl Machine {
     }
 
     /// Simulate a batch of events, in order.
+    ///
+    /// The fast path: a reference to the page its first-level structure was last accessed
+    /// with is a hit that changes no replacement state (repeating the last access is
+    /// idempotent for every policy, see [`crate::tlb`]), so it is only counted. `last_page`
+    /// is kept only while the page map is uniform, and forgotten whenever entries can change
+    /// otherwise (flushes, shootdowns, switches).
     pub fn run_batch(&mut self, events: &[Event]) {
+        let uniform = self.pages.regions.is_empty() && self.pages.default.is_some();
         for e in events {
-            self.ledger.event(e);
-            if e.kind.is_ref() {
-                if e.asid != self.cur_asid {
-                    self.switch_to(e.asid);
-                }
-                self.reference(e);
-            } else {
+            if !e.kind.is_ref() {
+                self.ledger.control(e.kind);
                 self.control(e);
+                continue;
             }
+            if e.asid != self.cur_asid {
+                self.switch_to(e.asid);
+            }
+            self.ledger.reference(e.mode, e.kind);
+            // No structure translates this kind of reference.
+            let Some(r) = self.roots[e.kind as usize] else {
+                continue;
+            };
+            if uniform {
+                let shift = self.default_shift[r];
+                let page = e.addr >> shift;
+                let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1) >> shift;
+                if page == self.last_page[r] && (last == page || !self.split) {
+                    self.ledger.access(r, e.mode, e.kind, false);
+                    continue;
+                }
+            }
+            self.reference(e);
         }
     }
 
@@ -367,16 +413,16 @@ impl Machine {
             };
             let hit = u.tlb.access(addr >> s, ctx, NO_CTX, part);
             let next = u.next;
+            // Only meaningful while the page map is uniform (then s is the default shift).
+            self.last_page[i] = addr >> s;
             self.ledger.access(i, mode, kind, !hit);
             if hit {
                 return;
             }
             level = next;
         }
-        if self.roots[kind as usize].is_some() {
-            let w = self.ledger.walk_index();
-            self.ledger.access(w, mode, kind, true);
-        }
+        let w = self.ledger.walk_index();
+        self.ledger.access(w, mode, kind, true);
     }
 
     /// The running address space becomes `asid`: untagged structures lose non-global entries.
@@ -386,12 +432,21 @@ impl Machine {
         }
         self.cur_asid = asid;
         self.ledger.set_asid(asid);
+        self.forget_pages();
         for u in self.units.iter_mut().filter(|u| !u.tagged) {
             u.tlb.flush_if(|_, ctx| ctx & GLOBAL == 0);
         }
     }
 
+    /// Forget the last pages of the fast path (entries or the running context changed).
+    fn forget_pages(&mut self) {
+        self.last_page.fill(NO_PAGE);
+    }
+
     fn control(&mut self, e: &Event) {
+        if matches!(e.kind, Kind::TlbFlush | Kind::Unmap | Kind::Protect) {
+            self.forget_pages();
+        }
         match e.kind {
             Kind::ContextSwitch => self.switch_to(e.asid),
             Kind::TlbFlush if e.addr == FLUSH_ALL => {

@@ -85,12 +85,12 @@ fn breakdowns(l: &Ledger, s: usize, instructions: u64, m: &mut Map<String, Value
 pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     let l = machine.ledger();
     let cfg = machine.config();
-    let instructions = l.events[Kind::Fetch as usize];
-    let references: u64 = REF_KINDS.iter().map(|k| l.events[*k as usize]).sum();
+    let instructions = l.refs_of_kind(Kind::Fetch);
+    let references: u64 = REF_KINDS.iter().map(|&k| l.refs_of_kind(k)).sum();
 
     let mut by_kind = Map::new();
     for k in REF_KINDS {
-        by_kind.insert(k.name().into(), json!(l.events[k as usize]));
+        by_kind.insert(k.name().into(), json!(l.refs_of_kind(k)));
     }
     let mut by_mode = Map::new();
     for md in MODES {
@@ -102,7 +102,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     }
     let mut control = Map::new();
     for k in ALL_KINDS.iter().filter(|k| !k.is_ref()) {
-        control.insert(k.name().into(), json!(l.events[*k as usize]));
+        control.insert(k.name().into(), json!(l.control[*k as usize]));
     }
     let used: Vec<u32> = (0..l.asids().len())
         .filter(|&a| l.asid_used(a))
@@ -174,7 +174,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         "trace": {
             "path": trace.path,
             "format": trace.format,
-            "events": l.events.iter().sum::<u64>(),
+            "events": references + l.control.iter().sum::<u64>(),
             "references": references,
             "instructions": instructions,
             "by_kind": by_kind,

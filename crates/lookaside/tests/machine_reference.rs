@@ -153,8 +153,13 @@ const MACHINES: &[&[Spec]] = &[
     ],
 ];
 
-fn build(spec: &[Spec]) -> (Machine, RefMachine) {
+/// With `regions`, the page map gets a (4 KiB, so semantically empty) region, which turns off
+/// the machine's uniform-page fast path: both paths must match the model.
+fn build(spec: &[Spec], regions: bool) -> (Machine, RefMachine) {
     let mut toml = String::from("[machine]\nglobal_above = \"0xffff000000000000\"\n");
+    if regions {
+        toml += "[pages]\nregions = [{ start = 0x1000, end = 0x9000, size = '4k' }]\n";
+    }
     for (name, entries, ways, lru, tagged, serves, next) in spec {
         toml += &format!(
             "[[tlb]]\nname='{name}'\nentries={entries}\nways={ways}\npolicy='{}'\nasid={tagged}\nserves='{serves}'\n",
@@ -223,8 +228,8 @@ fn event() -> impl Strategy<Value = Event> {
     )
 }
 
-fn check(which: usize, events: &[Event]) {
-    let (mut m, mut r) = build(MACHINES[which]);
+fn check(which: usize, regions: bool, events: &[Event]) {
+    let (mut m, mut r) = build(MACHINES[which], regions);
     for chunk in events.chunks(7) {
         m.run_batch(chunk);
     }
@@ -252,8 +257,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn machine_matches_reference(which in 0..MACHINES.len(), events in prop::collection::vec(event(), 1..400)) {
-        check(which, &events);
+    fn machine_matches_reference(which in 0..MACHINES.len(), regions in any::<bool>(), events in prop::collection::vec(event(), 1..400)) {
+        check(which, regions, &events);
     }
 }
 
@@ -270,14 +275,15 @@ fn adversarial_sweeps_match_reference() {
                     )
                 })
                 .collect();
-            check(which, &events);
+            check(which, false, &events);
+            check(which, true, &events);
         }
     }
 }
 
 #[test]
 fn modes_and_address_spaces_are_counted_apart() {
-    let (mut m, _) = build(MACHINES[0]);
+    let (mut m, _) = build(MACHINES[0], false);
     m.run_batch(&[
         Event::reference(Kind::Load, 0x1000, 4),
         Event::reference(Kind::Load, 0x1000, 4)

@@ -1,0 +1,47 @@
+//! Simulation speed alone, for profiling: `cargo run --release --example simrate -- TRACE
+//! [REPEAT] [--tlb SPEC]…` loads the trace into memory and runs it REPEAT times.
+
+use std::time::Instant;
+
+use lookaside::config::MachineConfig;
+use lookaside::machine::Machine;
+use lookaside::trace;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let path = args
+        .first()
+        .ok_or("usage: simrate TRACE [REPEAT] [--tlb SPEC]…")?;
+    let repeat: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let mut flags: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--tlb")
+        .map(|w| w[1].clone())
+        .collect();
+    if flags.is_empty() {
+        flags.push("dtlb:entries=64,ways=full,policy=lru,serves=data".into());
+    }
+    let mut src = trace::open(path.as_ref(), None)?;
+    let (mut all, mut batch) = (Vec::new(), Vec::new());
+    while src.next_batch(&mut batch)? {
+        all.extend_from_slice(&batch);
+    }
+    let mut m = Machine::build(
+        MachineConfig::assemble(None, "simrate", &flags, &[])?,
+        "simrate",
+    )?;
+    let t = Instant::now();
+    for _ in 0..repeat {
+        for chunk in all.chunks(4096) {
+            m.run_batch(chunk);
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let n = (all.len() * repeat) as f64;
+    println!(
+        "{:.1} M events/s ({} events × {repeat})",
+        n / secs / 1e6,
+        all.len()
+    );
+    Ok(())
+}
