@@ -39,7 +39,9 @@ pub struct Synthetic {
 }
 
 impl Synthetic {
-    /// `total` references over a code footprint of `code_kib` KiB and a heap of `heap_kib` KiB.
+    /// `total` references over a code footprint of `code_kib` KiB and a heap of `heap_kib` KiB
+    /// (each rounded up to a power of two, so that addresses are drawn with masks, not
+    /// divisions).
     pub fn new(total: u64, seed: u64, code_kib: u64, heap_kib: u64) -> Synthetic {
         Synthetic {
             total,
@@ -47,12 +49,12 @@ impl Synthetic {
             rng: Rng(seed),
             pc: 0x40_0000,
             code_base: 0x40_0000,
-            code_bytes: code_kib.max(1) << 10,
+            code_bytes: (code_kib.max(1) << 10).next_power_of_two(),
             array: 0,
             array_base: 0x1000_0000,
             array_bytes: 64 << 20,
             heap_base: 0x7f00_0000_0000,
-            heap_bytes: heap_kib.max(1) << 10,
+            heap_bytes: (heap_kib.max(1) << 10).next_power_of_two(),
         }
     }
 }
@@ -67,7 +69,7 @@ impl TraceSource for Synthetic {
             self.pc += 4;
             if r & 0x1f == 0 {
                 // A taken branch somewhere in the code footprint.
-                self.pc = self.code_base + (((r >> 8) % self.code_bytes) & !3);
+                self.pc = self.code_base + ((r >> 8) & (self.code_bytes - 1) & !3);
             }
             self.made += 1;
             if self.made < self.total && (r >> 5) & 3 != 0 {
@@ -77,10 +79,10 @@ impl TraceSource for Synthetic {
                     Kind::Load
                 };
                 let addr = if (r >> 9) & 1 == 0 {
-                    self.array = (self.array + 8) % self.array_bytes;
+                    self.array = (self.array + 8) & (self.array_bytes - 1);
                     self.array_base + self.array
                 } else {
-                    self.heap_base + (((r >> 16) % self.heap_bytes) & !7)
+                    self.heap_base + ((r >> 16) & (self.heap_bytes - 1) & !7)
                 };
                 out.push(Event::reference(kind, addr, 8));
                 self.made += 1;
