@@ -4,7 +4,7 @@
 //! Ignored by default; run it optimised and read the rates it prints:
 //!
 //! ```text
-//! cargo test --release -p lookaside --lib trace::bench -- --ignored --nocapture
+//! cargo test --release -p lookaside --lib trace::bench -- --ignored --nocapture --test-threads=1
 //! ```
 //!
 //! No assertions on time: machines differ. Files are read from the page cache (each is read

@@ -332,17 +332,11 @@ pub(crate) fn decode(
         at,
         message: message.to_string(),
     };
-    let start = out.len();
-    // Every record takes at least one byte, so `limit - pos` bounds the events too.
-    let room = max.saturating_sub(start).min(limit.saturating_sub(pos));
-    out.reserve(room);
-    let spare = &mut out.spare_capacity_mut()[..room];
-    let mut n = 0;
     let result = loop {
         if pos >= limit {
             break Ok(Stop::Limit);
         }
-        if n >= spare.len() {
+        if out.len() >= max {
             break Ok(Stop::Full);
         }
         let Some(w) = buf
@@ -355,8 +349,7 @@ pub(crate) fn decode(
         if t & T_SPECIAL != 0 {
             match other(w, &mut asid, &mut kernel) {
                 Other::Event(e, len) => {
-                    spare[n].write(e);
-                    n += 1;
+                    out.push(e);
                     pos += len;
                 }
                 Other::State(len) => pos += len,
@@ -393,7 +386,7 @@ pub(crate) fn decode(
                 _ => break Err(bad(pos, "malformed or too large size")),
             }
         }
-        spare[n].write(Event {
+        out.push(Event {
             addr,
             paddr,
             asid,
@@ -401,13 +394,8 @@ pub(crate) fn decode(
             kind: REF_KINDS[((t >> T_KIND) & 3) as usize],
             mode: if kernel { Mode::Kernel } else { Mode::User },
         });
-        n += 1;
         pos += i;
     };
-    // SAFETY: `spare[..n]` (the `n` slots after the first `start` elements) were all written
-    // above with `MaybeUninit::write`, so the first `start + n` elements are initialised;
-    // `start + n <= start + room <= capacity` by `reserve(room)`.
-    unsafe { out.set_len(start + n) };
     st.regs = regs;
     st.pregs = pregs;
     st.asid = asid;
