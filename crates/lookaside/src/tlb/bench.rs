@@ -218,6 +218,29 @@ fn quick() {
         ("realistic", 64, 4, Policy::Lru, &real),
         ("scattered", 64, 64, Policy::Lru, &scat),
     ];
+    // TLB_BENCH_CFG=entries,ways,policy,lookup (lookup: auto, scan or index) runs just that
+    // configuration on the realistic stream.
+    if let Ok(cfg) = std::env::var("TLB_BENCH_CFG") {
+        let f: Vec<&str> = cfg.split(',').collect();
+        let p = TlbParams::new(
+            f[0].parse().unwrap(),
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+        );
+        let lookup = match f[3] {
+            "scan" => Lookup::Scan,
+            "index" => Lookup::Index,
+            _ => Lookup::Auto,
+        };
+        let mut t = Tlb::with_lookup(&p, lookup).unwrap();
+        let (rate, miss) = measure(&mut t, &real, reps);
+        println!(
+            "{cfg:<24} {:>7.1} M acc/s  miss {:.3}%",
+            rate / 1e6,
+            100.0 * miss
+        );
+        return;
+    }
     let only: Option<usize> = std::env::var("TLB_BENCH_ONLY")
         .ok()
         .and_then(|v| v.parse().ok());
