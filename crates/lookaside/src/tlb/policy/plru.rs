@@ -220,7 +220,7 @@ mod tests {
         fn touch(&mut self, way: usize) {
             let mut node = self.leaves + way;
             while node > 1 {
-                self.bits[node / 2] = node % 2 == 0;
+                self.bits[node / 2] = node.is_multiple_of(2);
                 node /= 2;
             }
         }
