@@ -9,8 +9,7 @@
 //!   none. [`NO_CTX`] is never stored, so it never matches anything.
 //!
 //! It is kept this small so that the hot path — one call per simulated reference — is a few
-//! compares on flat arrays, with no allocation, hashing or dynamic dispatch unless the
-//! associativity makes a hash index pay (see *Speed* below).
+//! loads and compares, with no allocation and no dynamic dispatch (see *Speed* below).
 //!
 //! # Semantics
 //!
@@ -73,10 +72,11 @@
 //!
 //! Otherwise the set is scanned, or, for `ways >= INDEX_MIN_WAYS`, probed through a per-set
 //! hash index (`index.rs`). Replacement state is updated through an enum over the policies
-//! (`policy/`); every policy's hit, fill and invalidate hooks are O(1) (PLRU O(1) up to 64
-//! ways, O(log ways) beyond) and its victim choice O(1) for sets of more than 64 ways (LRU
-//! keeps a list there) or amortised O(1) (NRU), so a 1024-entry fully associative TLB costs
-//! about what a 64-entry one does.
+//! (`policy/`), matched once per call. Hit, fill and invalidate hooks are O(1) (PLRU: one
+//! and-or per six tree levels); victim choice is O(1) for FIFO, Random and LRU above 64 ways
+//! (a recency list), a branch-free pass over at most 64 timestamps for smaller LRU sets,
+//! O(log ways) for PLRU and amortised O(1) for NRU — so a 1024-entry fully associative TLB
+//! costs about what a 64-entry one does (`bench.rs`).
 
 mod hint;
 mod index;
