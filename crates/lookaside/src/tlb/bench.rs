@@ -18,7 +18,8 @@
 //! instruction and (simulated) misprediction counts instead, with
 //! `valgrind --tool=callgrind --branch-sim=yes --collect-atstart=no --toggle-collect='*measure*'`
 //! on [`quick`] (`TLB_BENCH_REFS`, `TLB_BENCH_REPS`, `TLB_BENCH_ONLY=<row>` and
-//! `TLB_BENCH_CFG=<entries>,<ways>,<policy>,<auto|scan|index>` narrow it down).
+//! `TLB_BENCH_CFG=<entries>,<ways>,<policy>,<auto|scan|index>` narrow it down;
+//! `TLB_BENCH_ADDRS=<file>` replaces the synthetic stream by a real one, see [`trace`]).
 
 use super::*;
 use std::time::Instant;
@@ -96,7 +97,8 @@ fn measure(t: &mut Tlb, addrs: &[u64], reps: usize) -> (f64, f64) {
         let start = Instant::now();
         let mut m = 0usize;
         for &a in addrs {
-            m += !t.access(a >> PAGE_SHIFT, 1, NO_CTX, Part::Lower) as usize;
+            // Upper: the random part of a MIPS-style partitioned TLB (ignored otherwise).
+            m += !t.access(a >> PAGE_SHIFT, 1, NO_CTX, Part::Upper) as usize;
         }
         best = best.min(start.elapsed().as_secs_f64());
         misses = m;
@@ -183,6 +185,50 @@ fn throughput() {
     }
 }
 
+/// The headline configurations on a real trace: `TLB_BENCH_ADDRS` names a file of raw
+/// little-endian `u64` virtual addresses, one per reference (e.g. converted from
+/// `valgrind --tool=lackey --trace-mem=yes` output).
+#[test]
+#[ignore]
+fn trace() {
+    let Ok(path) = std::env::var("TLB_BENCH_ADDRS") else {
+        println!("set TLB_BENCH_ADDRS to a file of little-endian u64 addresses");
+        return;
+    };
+    let addrs = read_addrs(&path);
+    let same_page = addrs
+        .windows(2)
+        .filter(|w| w[0] >> PAGE_SHIFT == w[1] >> PAGE_SHIFT)
+        .count();
+    println!(
+        "trace: {} refs, {:.1}% on the page of the previous reference",
+        addrs.len(),
+        100.0 * same_page as f64 / addrs.len() as f64
+    );
+    for &policy in Policy::ALL {
+        for entries in [64, 1024] {
+            let p = TlbParams::new(entries, entries, policy);
+            row("trace", &p, Lookup::Auto, &addrs, 5);
+        }
+    }
+    row(
+        "trace",
+        &TlbParams::new(1536, 12, Policy::Lru),
+        Lookup::Auto,
+        &addrs,
+        5,
+    );
+}
+
+/// The addresses in a file of raw little-endian `u64`s.
+fn read_addrs(path: &str) -> Vec<u64> {
+    let bytes = std::fs::read(path).unwrap();
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
 /// Scan versus hash index per associativity (fully associative LRU). With the hint table in
 /// front, the lookup structure is only used on hint misses and TLB misses, where the index
 /// pays its upkeep and the scan its length; `INDEX_MIN_WAYS` comes from here (and from the
@@ -215,7 +261,10 @@ fn quick() {
     let reps = env("TLB_BENCH_REPS")
         .and_then(|v| v.parse().ok())
         .unwrap_or(9);
-    let real = realistic(n, 1);
+    let real = match env("TLB_BENCH_ADDRS") {
+        Some(path) => read_addrs(&path),
+        None => realistic(n, 1),
+    };
     if let Some(cfg) = env("TLB_BENCH_CFG") {
         let f: Vec<&str> = cfg.split(',').collect();
         let p = TlbParams::new(
