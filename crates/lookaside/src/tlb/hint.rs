@@ -3,8 +3,8 @@
 //!
 //! Reference streams keep coming back to a handful of pages — the code page, the stack page,
 //! a few data pages — interleaved, so remembering only the last entry used misses most of
-//! them, and a scan or hash probe per reference costs more than everything else the simulator
-//! does. This table remembers, for [`HINTS`] page-number buckets, the set and way where the
+//! them, and a scan or hash probe per reference would cost several times the rest of a hit.
+//! This table remembers, for [`HINTS`] page-number buckets, the set and way where the
 //! entry of that page was last found or filled, so a hit costs one bucket check and one tag
 //! check. The policy is still told about every hit; only the search is skipped.
 //!

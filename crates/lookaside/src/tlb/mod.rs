@@ -9,8 +9,7 @@
 //!   none. [`NO_CTX`] is never stored, so it never matches anything.
 //!
 //! It is kept this small so that the hot path — one call per simulated reference — is a few
-//! compares on flat arrays, with no allocation, hashing or dynamic dispatch unless the
-//! associativity makes a hash index pay (see *Speed* below).
+//! loads and compares, with no allocation and no dynamic dispatch (see *Speed* below).
 //!
 //! # Semantics
 //!
@@ -59,24 +58,27 @@
 //! # Speed
 //!
 //! Tags live in two flat arrays (`vpn`, `ctx`, struct of arrays); an invalid way has
-//! `ctx == NO_CTX`. Every lookup first consults a small direct-mapped table of *hints*
-//! (`hint.rs`, 256 buckets by a hash of the vpn) saying in which set and way the entry of a
-//! page was last found or filled; if the bucket names an entry the query hits and the tags at
-//! that way still hold it, the hit costs a bucket check, a tag check and the policy's hit hook.
-//! This generalises an MRU fast path: the entry of the last hit or fill is always in its
-//! bucket, but so are the entries of the other pages in use (code, stack, data pages
-//! interleave in real streams). The policy is told about every hit, even a repeat of the last
-//! one — every hit hook is cheap and idempotent on a repeat (LRU: the MRU stays MRU; FIFO and
-//! Random: nothing; PLRU: the same bits set again; NRU: the bit already set), and the
-//! data-dependent "same as last time?" branch measured slower than the hook. Hints need no
-//! maintenance on eviction, invalidation or flush (the tag check catches them).
+//! `ctx == NO_CTX`. A lookup goes through up to three levels, each exact:
 //!
-//! Otherwise the set is scanned, or, for `ways >= INDEX_MIN_WAYS`, probed through a per-set
-//! hash index (`index.rs`). Replacement state is updated through an enum over the policies
-//! (`policy/`); every policy's hit, fill and invalidate hooks are O(1) (PLRU O(1) up to 64
-//! ways, O(log ways) beyond) and its victim choice O(1) for sets of more than 64 ways (LRU
-//! keeps a list there) or amortised O(1) (NRU), so a 1024-entry fully associative TLB costs
-//! about what a 64-entry one does.
+//! 1. The *MRU entry* — the entry of the last hit or fill, with the context of the query that
+//!    hit it. Another hit on it changes no policy state (LRU: the MRU stays MRU; FIFO and
+//!    Random: hits change nothing; PLRU: the same bits would be set again; NRU: its bit is
+//!    already set, and only victim choices, which come with fills, clear bits), so it returns
+//!    at once. Forgotten on every invalidation and flush; every fill makes the new entry MRU.
+//! 2. A small direct-mapped table of *hints* (`hint.rs`, 256 buckets by a hash of the vpn)
+//!    saying in which set and way the entry of a page was last found or filled. If the bucket
+//!    names an entry the query hits and the tags there still hold it, the hit costs a bucket
+//!    check, a tag check and the policy's hit hook. Real streams interleave a few pages (code,
+//!    stack, data), which the MRU entry alone would miss. Hints need no maintenance on
+//!    eviction, invalidation or flush: the tag check catches them.
+//! 3. A scan of the set, or for `ways >= INDEX_MIN_WAYS` a per-set hash index (`index.rs`).
+//!
+//! Replacement state is updated through an enum over the policies (`policy/`), matched once
+//! per call. Hit, fill and invalidate hooks are O(1) (PLRU: one and-or per six tree levels);
+//! victim choice is O(1) for FIFO, Random and LRU above 64 ways (a recency list), a
+//! branch-free pass over at most 64 timestamps for smaller LRU sets, O(log ways) for PLRU and
+//! amortised O(1) for NRU — so a 1024-entry fully associative TLB costs about what a 64-entry
+//! one does (`bench.rs`).
 
 mod hint;
 mod index;
@@ -100,7 +102,8 @@ use std::fmt;
 pub const NO_CTX: u64 = u64::MAX;
 
 /// With [`Lookup::Auto`], sets of at least this many ways are looked up through a hash index
-/// instead of a scan (measured crossover, see `bench.rs`).
+/// instead of a scan. Measured crossover (`bench.rs`, fully associative LRU on the realistic
+/// stream): equal at 24 ways, the index ahead from 32.
 pub const INDEX_MIN_WAYS: usize = 32;
 
 /// Largest `entries` (and so `ways`) accepted: far beyond any real TLB, small enough that the
@@ -248,6 +251,12 @@ fn scan(vs: &[u64], cs: &[u64], vpn: u64, c: u64, g: u64) -> Option<usize> {
 /// One set-associative TLB (see the module documentation for the exact semantics).
 #[derive(Clone)]
 pub struct Tlb {
+    /// The MRU entry: the entry last hit or filled, `(mru_vpn, mru_ctx)`, and the query
+    /// context `mru_query` known to hit it (see [`Hint`]). `mru_ctx == mru_query == NO_CTX`
+    /// when there is none.
+    mru_vpn: u64,
+    mru_ctx: u64,
+    mru_query: u64,
     hints: Hints,
     vpn: Vec<u64>,
     /// `NO_CTX` marks an invalid way.
@@ -318,6 +327,9 @@ impl Tlb {
         };
         let words = ways.div_ceil(64);
         Ok(Tlb {
+            mru_vpn: 0,
+            mru_ctx: NO_CTX,
+            mru_query: NO_CTX,
             hints: Hints::new(),
             vpn: vec![0; p.entries],
             ctx: vec![NO_CTX; p.entries],
@@ -382,23 +394,36 @@ impl Tlb {
         }
     }
 
-    /// The hot path: if the hint of `vpn` names an entry that `(vpn, ctx, gctx)` hits (with
-    /// `ctx != NO_CTX`) and that entry is still in place, tell its policy and return true.
+    /// The hot path, for `ctx != NO_CTX`: a hit on the MRU entry (nothing to update), or on
+    /// the entry the hint of `vpn` names if it is still in place (tell its policy).
     #[inline(always)]
-    fn hinted_hit(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
+    fn fast_hit(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
+        // With `ctx != NO_CTX` and `mru_query == NO_CTX` whenever `mru_ctx` is, a forgotten
+        // MRU entry never matches, even when `gctx == NO_CTX`.
+        if vpn == self.mru_vpn
+            && (ctx == self.mru_ctx || (gctx == self.mru_ctx && ctx == self.mru_query))
+        {
+            return true;
+        }
         let h = *self.hints.get(vpn);
         let slot = h.slot as usize;
         if h.matches(vpn, ctx, gctx) && self.vpn[slot] == vpn && self.ctx[slot] == h.ctx {
             self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize);
+            self.mru_vpn = vpn;
+            self.mru_ctx = h.ctx;
+            self.mru_query = h.query;
             return true;
         }
         false
     }
 
     /// Remember that a query with context `query` hits `way` of `set`, which holds
-    /// `(vpn, ctx)`.
+    /// `(vpn, ctx)` and was just touched: make it the MRU entry and its bucket's hint.
     #[inline]
     fn hint(&mut self, vpn: u64, ctx: u64, query: u64, set: usize, way: usize) {
+        self.mru_vpn = vpn;
+        self.mru_ctx = ctx;
+        self.mru_query = query;
         let (p, lo) = self.part_of(way);
         self.hints.record(Hint {
             vpn,
@@ -440,7 +465,7 @@ impl Tlb {
     /// and return false.
     #[inline]
     pub fn lookup(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
-        if ctx != NO_CTX && self.hinted_hit(vpn, ctx, gctx) {
+        if ctx != NO_CTX && self.fast_hit(vpn, ctx, gctx) {
             return true;
         }
         self.lookup_slow(vpn, ctx, gctx)
@@ -490,7 +515,7 @@ impl Tlb {
     /// On a miss with `ctx == NO_CTX`.
     #[inline]
     pub fn access(&mut self, vpn: u64, ctx: u64, gctx: u64, part: Part) -> bool {
-        if ctx != NO_CTX && self.hinted_hit(vpn, ctx, gctx) {
+        if ctx != NO_CTX && self.fast_hit(vpn, ctx, gctx) {
             return true;
         }
         self.access_slow(vpn, ctx, gctx, part)
@@ -587,9 +612,17 @@ impl Tlb {
         }
     }
 
+    /// Forget the MRU entry (its policy state may be about to change other than by a touch).
+    #[inline]
+    fn forget_mru(&mut self) {
+        self.mru_ctx = NO_CTX;
+        self.mru_query = NO_CTX;
+    }
+
     /// Make the valid `way` of `set` invalid. (Hints of it die by themselves: its tags no
     /// longer match.)
     fn remove(&mut self, set: usize, way: usize) {
+        self.forget_mru();
         let base = set * self.ways;
         let slot = base + way;
         if let Some(ix) = &mut self.index {
@@ -610,6 +643,7 @@ impl Tlb {
 
     /// Remove every entry.
     pub fn flush_all(&mut self) {
+        self.forget_mru();
         if self.valid == 0 {
             return;
         }

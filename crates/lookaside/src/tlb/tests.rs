@@ -245,6 +245,41 @@ fn filling_no_ctx_panics() {
     fa(4, Policy::Lru).fill(A, NO_CTX, Part::Lower);
 }
 
+#[test]
+fn accessors_and_lookup_structure() {
+    let t = Tlb::new(&TlbParams::new(1536, 12, Policy::Lru)).unwrap();
+    assert_eq!(
+        (t.entries(), t.sets(), t.ways(), t.is_indexed()),
+        (1536, 128, 12, false)
+    );
+    let t = Tlb::new(&TlbParams::new(64, INDEX_MIN_WAYS, Policy::Lru)).unwrap();
+    assert!(t.is_indexed());
+    assert_eq!(t.params(), &TlbParams::new(64, INDEX_MIN_WAYS, Policy::Lru));
+    let t = Tlb::with_lookup(&TlbParams::new(8, 8, Policy::Lru), Lookup::Index).unwrap();
+    assert!(t.is_indexed());
+    assert!(format!("{t:?}").contains("indexed: true"));
+}
+
+#[test]
+fn clones_evolve_identically() {
+    let p = TlbParams {
+        seed: 3,
+        ..TlbParams::new(64, 64, Policy::Random)
+    };
+    let mut a = Tlb::new(&p).unwrap();
+    let mut rng = SplitMix64::new(9);
+    let step = |t: &mut Tlb, r: u64| t.access(r % 200, r % 2, NO_CTX, Part::Lower);
+    for _ in 0..1000 {
+        step(&mut a, rng.next_u64());
+    }
+    let mut b = a.clone();
+    for _ in 0..5000 {
+        let r = rng.next_u64();
+        assert_eq!(step(&mut a, r), step(&mut b, r));
+    }
+    assert!(a.entries_iter().eq(b.entries_iter()));
+}
+
 // ----- partitions ------------------------------------------------------------------------------
 
 #[test]

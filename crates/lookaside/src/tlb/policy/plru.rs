@@ -14,74 +14,113 @@
 //! * Invalidation changes no bit (the TLB refills invalid ways first, lowest first, whatever
 //!   the tree says).
 //! * All bits start at 0; flushes do not reset them.
+//!
+//! The bits are stored in 6-level blocks (see [`Plru`]), so that a touch is one and-or per
+//! six levels and a 1024-way tree costs little more than a 64-way one.
 
 use super::{Replacement, SplitMix64};
 
+/// Levels of the tree held in one word (a 6-level subtree has 63 nodes).
+const BLOCK_LEVELS: u32 = 6;
+
+/// The tree's bits are stored in *blocks*: the tree's `D = log2 P` levels are cut, from the
+/// top, into a first band of `D - 6 * (bands - 1)` levels and then bands of 6 levels; each
+/// subtree of a band is one `u64` holding its nodes in heap order (bit `i` is the subtree's
+/// node `i`). A touch is then one and-or per band with a precomputed path mask — one for up
+/// to 64 ways, two for up to 4096 — and a victim walk reads one word per band.
 #[derive(Clone)]
 pub(crate) struct Plru {
-    /// `words` words per set; bit `i` of a set's bit string is node `i` (bit 0 unused).
     bits: Vec<u64>,
+    /// Words per set.
     words: usize,
-    /// `P`: the number of leaves.
-    leaves: usize,
     ways: usize,
-    /// When the whole tree fits in one word (`P <= 64`): for each way, the mask of the nodes
-    /// on its path and the values a touch gives them, so a touch is one and-or.
-    path: Vec<(u64, u64)>,
+    /// `D`.
+    depth: u32,
+    bands: [Band; MAX_BANDS],
+    nbands: usize,
+    /// Path masks of the first band's subtree and of a 6-level subtree: `[leaf] = (nodes on
+    /// the path to the leaf, the values a touch of it gives them)`; only the first
+    /// `2^levels` entries of `top` are used.
+    top: Box<[(u64, u64); 64]>,
+    full: Box<[(u64, u64); 64]>,
 }
 
-impl Plru {
-    #[inline(always)]
-    fn bit(&self, set: usize, node: usize) -> usize {
-        (self.bits[set * self.words + node / 64] >> (node % 64) & 1) as usize
+/// Bands of a tree of at most 2^24 leaves (the TLB's entry limit).
+const MAX_BANDS: usize = 4;
+
+#[derive(Clone, Copy, Default)]
+struct Band {
+    levels: u32,
+    /// `D` minus the depth of the band's bottom: shifting a way number right by this leaves
+    /// the path down to the band's bottom.
+    below: u32,
+    /// Index (within a set's words) of the band's first block.
+    first: usize,
+}
+
+/// For a subtree of `d <= 6` levels (`2^d` leaves), the nodes on the path to each leaf and the
+/// values a touch of that leaf gives them (padded to 64 entries).
+fn paths(d: u32) -> Box<[(u64, u64); 64]> {
+    let leaves = 1usize << d;
+    let mut out = Box::new([(0, 0); 64]);
+    for (leaf, slot) in out.iter_mut().enumerate().take(leaves) {
+        let (mut mask, mut val) = (0u64, 0u64);
+        let mut node = leaves + leaf;
+        while node > 1 {
+            let parent = node >> 1;
+            mask |= 1 << parent;
+            // Came from the left child (even) -> point right (1); else left (0).
+            val |= ((node & 1 == 0) as u64) << parent;
+            node = parent;
+        }
+        *slot = (mask, val);
     }
+    out
 }
 
 impl Replacement for Plru {
     fn new(sets: usize, ways: usize) -> Self {
-        let leaves = ways.next_power_of_two();
-        let words = leaves.div_ceil(64);
-        let mut path = Vec::new();
-        if leaves <= 64 {
-            for w in 0..ways {
-                let (mut mask, mut val) = (0u64, 0u64);
-                let mut node = leaves + w;
-                while node > 1 {
-                    let parent = node >> 1;
-                    mask |= 1 << parent;
-                    // Came from the left child (even) -> point right (1); else left (0).
-                    val |= ((node & 1 == 0) as u64) << parent;
-                    node = parent;
-                }
-                path.push((mask, val));
-            }
+        let depth = ways.next_power_of_two().trailing_zeros();
+        let nbands = depth.div_ceil(BLOCK_LEVELS).max(1) as usize;
+        assert!(nbands <= MAX_BANDS, "too many ways for PLRU");
+        let mut bands = [Band::default(); MAX_BANDS];
+        let (mut top_depth, mut first) = (0, 0);
+        for (b, band) in bands.iter_mut().enumerate().take(nbands) {
+            let levels = if b == 0 {
+                depth - BLOCK_LEVELS * (nbands as u32 - 1)
+            } else {
+                BLOCK_LEVELS
+            };
+            *band = Band {
+                levels,
+                below: depth - top_depth - levels,
+                first,
+            };
+            first += 1 << top_depth; // one block per subtree rooted at the band's top
+            top_depth += levels;
         }
         Plru {
-            bits: vec![0; sets * words],
-            words,
-            leaves,
+            bits: vec![0; sets * first],
+            words: first,
             ways,
-            path,
+            depth,
+            bands,
+            nbands,
+            top: paths(bands[0].levels),
+            full: paths(BLOCK_LEVELS),
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_hit(&mut self, set: usize, way: usize) {
-        if let Some(&(mask, val)) = self.path.get(way) {
+        if self.words == 1 {
+            // One band, one block: one and-or.
+            let (mask, val) = self.top[way & 63];
             let word = &mut self.bits[set];
             *word = (*word & !mask) | val;
             return;
         }
-        let base = set * self.words;
-        let mut node = self.leaves + way;
-        while node > 1 {
-            let parent = node >> 1;
-            let word = &mut self.bits[base + parent / 64];
-            let sh = parent % 64;
-            // Came from the left child (even) -> point right (1); from the right -> left (0).
-            *word = (*word & !(1 << sh)) | (((node & 1) ^ 1) as u64) << sh;
-            node = parent;
-        }
+        self.touch_bands(set, way);
     }
 
     #[inline]
@@ -93,17 +132,37 @@ impl Replacement for Plru {
     fn on_invalidate(&mut self, _set: usize, _way: usize) {}
 
     fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
-        let mut node = 1;
+        let bits = &self.bits[set * self.words..(set + 1) * self.words];
         let mut lo = 0;
-        let mut half = self.leaves / 2;
-        while half > 0 {
-            // The left subtree always holds way `lo` (< ways); the right one may be empty.
-            let right = self.bit(set, node) & (lo + half < self.ways) as usize;
-            node = 2 * node + right;
-            lo += half * right;
-            half /= 2;
+        let mut half = (1usize << self.depth) / 2;
+        for band in &self.bands[..self.nbands] {
+            // The block of the subtree whose leftmost leaf is `lo`.
+            let word = bits[band.first + (lo >> (band.below + band.levels))];
+            let mut node = 1;
+            for _ in 0..band.levels {
+                // The left subtree always holds way `lo` (< ways); the right may be empty.
+                let right = (word >> node & 1) as usize & (lo + half < self.ways) as usize;
+                node = 2 * node + right;
+                lo += half * right;
+                half /= 2;
+            }
         }
         lo
+    }
+}
+
+impl Plru {
+    /// A touch of a tree of more than one band (more than 64 ways).
+    fn touch_bands(&mut self, set: usize, way: usize) {
+        let bits = &mut self.bits[set * self.words..(set + 1) * self.words];
+        // The first band is one block, the root's.
+        let (mask, val) = self.top[(way >> self.bands[0].below) & 63];
+        bits[0] = (bits[0] & !mask) | val;
+        for band in &self.bands[1..self.nbands] {
+            let block = band.first + (way >> (band.below + BLOCK_LEVELS));
+            let (mask, val) = self.full[(way >> band.below) & 63];
+            bits[block] = (bits[block] & !mask) | val;
+        }
     }
 }
 
@@ -147,6 +206,68 @@ mod tests {
             let v = victim(&mut p);
             assert!(v < 3);
             p.on_hit(0, v);
+        }
+    }
+
+    /// The same tree kept naively: a heap-ordered `Vec<bool>`, one bit per node.
+    struct Naive {
+        bits: Vec<bool>,
+        leaves: usize,
+        ways: usize,
+    }
+
+    impl Naive {
+        fn touch(&mut self, way: usize) {
+            let mut node = self.leaves + way;
+            while node > 1 {
+                self.bits[node / 2] = node.is_multiple_of(2);
+                node /= 2;
+            }
+        }
+
+        fn victim(&self) -> usize {
+            let (mut node, mut lo, mut size) = (1, 0, self.leaves);
+            while size > 1 {
+                if self.bits[node] && lo + size / 2 < self.ways {
+                    node = 2 * node + 1;
+                    lo += size / 2;
+                } else {
+                    node *= 2;
+                }
+                size /= 2;
+            }
+            lo
+        }
+    }
+
+    #[test]
+    fn blocked_layout_matches_a_naive_tree() {
+        let mut rng = SplitMix64::new(5);
+        for ways in [
+            1usize, 2, 3, 63, 64, 65, 100, 128, 1000, 1024, 4096, 5000, 300_000,
+        ] {
+            let leaves = ways.next_power_of_two();
+            let mut naive = Naive {
+                bits: vec![false; leaves],
+                leaves,
+                ways,
+            };
+            let mut p = Plru::new(2, ways);
+            for i in 0..2000 {
+                let way = if i % 3 == 0 {
+                    naive.victim()
+                } else {
+                    rng.below(ways)
+                };
+                naive.touch(way);
+                p.on_hit(1, way);
+                assert_eq!(
+                    p.victim(1, &mut rng),
+                    naive.victim(),
+                    "{ways} ways, step {i}"
+                );
+            }
+            assert_eq!(p.victim(0, &mut rng), 0);
         }
     }
 
