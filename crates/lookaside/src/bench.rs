@@ -2,7 +2,8 @@
 //!
 //! From one input trace it writes the same references in each format (repeated until the
 //! stream is long enough to time), then measures per format: parsing alone, and parsing plus
-//! simulation of a 64-entry fully associative LRU data TLB. Simulation alone is measured on
+//! simulation of a 64-entry fully associative LRU data TLB, on one core and with reading on
+//! a second thread. Simulation alone is measured on
 //! events already in memory, for 64- and 1024-entry fully associative TLBs and a two-level
 //! hierarchy. Peak memory is read after synthetic streams of growing length to show that it
 //! does not grow with trace length. Wall-clock figures are data for a person, never an
@@ -17,7 +18,7 @@ use crate::config::MachineConfig;
 use crate::error::{Error, Result};
 use crate::event::{Event, BATCH};
 use crate::machine::Machine;
-use crate::run::{drain, run};
+use crate::run::{drain, run, run_pipelined};
 use crate::trace::{self, Format, Metadata};
 use crate::workload::Synthetic;
 
@@ -119,10 +120,21 @@ pub fn run_suite(
         })?;
         let both = t.elapsed().as_secs_f64();
         let misses = m.ledger().total(0, |_, _, _| true).misses;
+
+        let mut m2 = machine(&[DTLB64])?;
+        let t = Instant::now();
+        run_pipelined(trace::open(&path, Some(fmt))?, &mut m2, &mut |_| true)?;
+        let piped = t.elapsed().as_secs_f64();
+        if m2.ledger().total(0, |_, _, _| true).misses != misses {
+            return Err(Error::Usage(
+                "bench: the pipelined run disagrees with the serial one".into(),
+            ));
+        }
         formats.push(json!({
             "format": fmt.name(), "file_bytes": bytes, "events": n,
             "parse_events_per_s": rate(n, parse),
             "parse_and_simulate_events_per_s": rate(p.events, both),
+            "parse_and_simulate_pipelined_events_per_s": rate(p.events, piped),
             "dtlb64_misses": misses,
         }));
         let _ = std::fs::remove_file(&path);

@@ -405,7 +405,11 @@ impl Machine {
         let mut level = self.roots[kind as usize];
         while let Some(i) = level {
             let u = &mut self.units[i];
-            let s = u.shift_for(shift);
+            let s = if Some(shift) == self.pages.default {
+                self.default_shift[i]
+            } else {
+                u.shift_for(shift)
+            };
             let ctx = u.ctx(self.cur_asid, s, global);
             let part = match u.placement {
                 Placement::KernelLower if mode == Mode::Kernel => Part::Lower,
