@@ -503,3 +503,103 @@ fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
         regions,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Mode;
+
+    fn build(toml: &str) -> Result<Machine> {
+        Machine::build(MachineConfig::from_toml(toml, "m.toml")?, "m.toml")
+    }
+
+    fn misses(m: &Machine, s: usize) -> (u64, u64) {
+        let c = m.ledger().total(s, |_, _, _| true);
+        (c.accesses, c.misses)
+    }
+
+    fn load(addr: u64) -> Event {
+        Event::reference(Kind::Load, addr, 8)
+    }
+
+    #[test]
+    fn page_size_map_backs_regions_with_large_pages() {
+        let pages = "[pages]\nregions = [{ start = 0x200000, end = 0x600000, size = '2M' },\n  { start = 0x80000000, end = 0xc0000000, size = 'unmapped' }]\n";
+        let both = build(&format!(
+            "{pages}[[tlb]]\nname='d'\nentries=8\npage=['4k','2M']\n"
+        ))
+        .unwrap();
+        let small = build(&format!("{pages}[[tlb]]\nname='d'\nentries=8\npage='4k'\n")).unwrap();
+        let trace = [
+            load(0x200000),
+            load(0x3ff000),
+            load(0x201000),
+            load(0x8000_1000),
+            load(0x1000),
+        ];
+        for (mut m, expect) in [(both, (4, 2)), (small, (4, 4))] {
+            m.run_batch(&trace);
+            // A 2 MiB page is one entry where it can be held, and 4 KiB fragments otherwise.
+            assert_eq!(misses(&m, 0), expect);
+            assert_eq!(m.ledger().unmapped, 1);
+        }
+    }
+
+    #[test]
+    fn kernel_fills_go_to_the_lower_partition() {
+        let mut m = build(
+            "[[tlb]]\nname='t'\nentries=4\npolicy='lru'\nplacement='kernel-lower'\npartition={lower=1, lower_policy='fifo', upper_policy='lru'}\n",
+        )
+        .unwrap();
+        let k = |a| load(a).with_mode(Mode::Kernel);
+        // Two kernel pages share the one lower slot; the user page keeps its upper slot.
+        m.run_batch(&[load(0x9000), k(0x1000), k(0x2000), k(0x1000), load(0x9000)]);
+        assert_eq!(misses(&m, 0), (5, 4));
+    }
+
+    #[test]
+    fn global_pages_are_shared_by_address_spaces() {
+        let mut m = build(
+            "[machine]\nglobal_above = 0x80000000\n[[tlb]]\nname='t'\nentries=8\nasid=false\n",
+        )
+        .unwrap();
+        m.run_batch(&[
+            load(0x8000_0000),
+            load(0x1000),
+            load(0x8000_0000).with_asid(1),
+            load(0x1000).with_asid(1),
+        ]);
+        // The switch flushed the untagged user entry but kept the global one.
+        assert_eq!(misses(&m, 0), (4, 3));
+    }
+
+    #[test]
+    fn bad_machines_name_the_key() {
+        let e = |t: &str| build(t).unwrap_err().to_string();
+        assert!(e("").contains("no TLB"));
+        assert!(
+            e("[machine]\nglobal_above = 0x1234\n[[tlb]]\nname='t'\nentries=4\n")
+                .contains("machine.global_above")
+        );
+        assert!(e(
+            "[[tlb]]\nname='a'\nentries=4\nnext='b'\n[[tlb]]\nname='b'\nentries=4\nnext='a'\n"
+        )
+        .contains("cycle"));
+        assert!(
+            e("[[tlb]]\nname='a'\nentries=4\n[[tlb]]\nname='b'\nentries=4\n")
+                .contains("tlb.b.serves")
+        );
+        assert!(e(
+            "[[tlb]]\nname='a'\nentries=4\nnext='b'\n[[tlb]]\nname='b'\nentries=4\nserves='data'\n"
+        )
+        .contains("tlb.a.next"));
+        assert!(e("[[tlb]]\nname='a'\nentries=4\nnext='x'\n").contains("no TLB named 'x'"));
+        assert!(
+            e("[[tlb]]\nname='a'\nentries=4\nplacement='kernel-lower'\n")
+                .contains("tlb.a.placement")
+        );
+        assert!(e("[[tlb]]\nname='a'\nentries=4\npartition={lower=4}\n")
+            .contains("tlb.a.partition.lower"));
+        assert!(e("[[tlb]]\nname='a b'\nentries=4\n").contains("tlb[0].name"));
+    }
+}
