@@ -53,7 +53,7 @@ fn counter_json(c: Counter, instructions: u64) -> Map<String, Value> {
 }
 
 /// Breakdowns of structure `s` by kind, mode and address space.
-fn breakdowns(l: &Ledger, s: usize, instructions: u64, m: &mut Map<String, Value>) {
+fn breakdowns(l: &Ledger, s: usize, m: &mut Map<String, Value>) {
     let mut by_kind = Map::new();
     for k in REF_KINDS {
         let c = l.total(s, |_, _, kk| kk == k);
@@ -75,7 +75,6 @@ fn breakdowns(l: &Ledger, s: usize, instructions: u64, m: &mut Map<String, Value
             by_asid.insert(asid.to_string(), Value::Object(counter_json(c, 0)));
         }
     }
-    let _ = instructions;
     m.insert("by_kind".into(), Value::Object(by_kind));
     m.insert("by_mode".into(), Value::Object(by_mode));
     m.insert("by_asid".into(), Value::Object(by_asid));
@@ -134,7 +133,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
             json!(t.next.clone().unwrap_or_else(|| "walk".into())),
         );
         m.insert("geometry".into(), Value::Object(g));
-        breakdowns(l, s, instructions, &mut m);
+        breakdowns(l, s, &mut m);
         structures.insert(t.name.clone(), Value::Object(m));
     }
     let w = l.walk_index();
@@ -146,7 +145,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
             json!(l.total(w, |_, _, _| true).misses as f64 * 1000.0 / instructions as f64),
         );
     }
-    breakdowns(l, w, instructions, &mut walk);
+    breakdowns(l, w, &mut walk);
 
     let mut rows = Vec::new();
     for (ai, asid) in l.asids().iter().enumerate() {
