@@ -1,5 +1,6 @@
 //! Simulation speed alone, for profiling: `cargo run --release --example simrate -- TRACE
-//! [REPEAT] [--tlb SPEC]…` loads the trace into memory and runs it REPEAT times.
+//! [REPEAT] [--tlb SPEC]… [--stream]` loads the trace into memory and runs it REPEAT times;
+//! with `--stream` it reads and simulates the file once on one thread instead.
 
 use std::time::Instant;
 
@@ -20,6 +21,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     if flags.is_empty() {
         flags.push("dtlb:entries=64,ways=full,policy=lru,serves=data".into());
+    }
+    if args.iter().any(|a| a == "--stream") {
+        let mut m = Machine::build(
+            MachineConfig::assemble(None, "simrate", &flags, &[])?,
+            "simrate",
+        )?;
+        let t = Instant::now();
+        let p = lookaside::run::run(
+            trace::open(path.as_ref(), None)?.as_mut(),
+            &mut m,
+            &mut |_| true,
+        )?;
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "{:.1} M events/s read and simulated ({} events)",
+            p.events as f64 / secs / 1e6,
+            p.events
+        );
+        return Ok(());
     }
     let mut src = trace::open(path.as_ref(), None)?;
     let (mut all, mut batch) = (Vec::new(), Vec::new());
