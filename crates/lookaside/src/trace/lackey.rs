@@ -264,14 +264,7 @@ mod tests {
     use crate::event::Mode;
 
     fn parse(text: &str) -> Result<Vec<Event>, LineError> {
-        let mut t = text.as_bytes().to_vec();
-        if t.last() != Some(&b'\n') {
-            t.push(b'\n');
-        }
-        let mut out = Vec::new();
-        let (used, _) = Lackey::default().parse(&t, &mut out, usize::MAX)?;
-        assert_eq!(used, t.len());
-        Ok(out)
+        crate::trace::textio::parse_all::<Lackey>(text).map(|(events, _)| events)
     }
 
     #[test]

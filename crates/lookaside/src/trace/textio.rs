@@ -363,6 +363,23 @@ pub(crate) fn push_dec(buf: &mut Vec<u8>, v: u64) {
     buf.extend_from_slice(&tmp[i..]);
 }
 
+/// Parses all of `text` (a newline is added if missing) with a fresh `F`, checking that
+/// every byte was consumed; returns the events and the records skipped. For the formats' tests.
+#[cfg(test)]
+pub(crate) fn parse_all<F: LineFormat + Default>(
+    text: &str,
+) -> Result<(Vec<Event>, u64), LineError> {
+    let mut t = text.as_bytes().to_vec();
+    if t.last() != Some(&b'\n') {
+        t.push(b'\n');
+    }
+    let mut out = Vec::new();
+    let mut f = F::default();
+    let (used, _) = f.parse(&t, &mut out, usize::MAX)?;
+    assert_eq!(used, t.len());
+    Ok((out, f.skipped()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -245,15 +245,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<(Vec<Event>, u64), LineError> {
-        let mut t = text.as_bytes().to_vec();
-        if t.last() != Some(&b'\n') {
-            t.push(b'\n');
-        }
-        let mut out = Vec::new();
-        let mut x = XDin::default();
-        let (used, _) = x.parse(&t, &mut out, usize::MAX)?;
-        assert_eq!(used, t.len());
-        Ok((out, x.skipped()))
+        crate::trace::textio::parse_all::<XDin>(text)
     }
 
     #[test]
