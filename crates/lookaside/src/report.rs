@@ -222,7 +222,10 @@ fn get_f64(v: &Value, path: &[&str]) -> Option<f64> {
 /// A readable table of a result (as made by [`result_json`]).
 pub fn table(r: &Value) -> String {
     let mut out = String::new();
-    let name = r["machine"]["name"].as_str().filter(|n| !n.is_empty()).unwrap_or("(unnamed)");
+    let name = r["machine"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("(unnamed)");
     let path = r["trace"]["path"].as_str().unwrap_or("");
     let format = r["trace"]["format"].as_str().unwrap_or("");
     out.push_str(&format!("machine {name}   trace {path} ({format})\n"));
