@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use lookaside::config::MachineConfig;
 use lookaside::machine::Machine;
 use lookaside::run::Progress;
 use lookaside::trace::Format;
@@ -55,8 +54,7 @@ fn format_arg(format: Option<&str>) -> PyResult<Option<Format>> {
 }
 
 fn machine(text: Option<&str>, name: &str, tlb: &[String], set: &[String]) -> PyResult<Machine> {
-    let cfg = MachineConfig::assemble(text, name, tlb, set).map_err(to_py)?;
-    Machine::build(cfg, name).map_err(to_py)
+    Machine::assemble(text, name, tlb, set).map_err(to_py)
 }
 
 /// Simulate a trace file; returns the result as JSON text. `progress(events, bytes)` is

@@ -4,7 +4,6 @@
 
 use std::time::Instant;
 
-use lookaside::config::MachineConfig;
 use lookaside::machine::Machine;
 use lookaside::trace;
 
@@ -23,10 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         flags.push("dtlb:entries=64,ways=full,policy=lru,serves=data".into());
     }
     if args.iter().any(|a| a == "--stream") {
-        let mut m = Machine::build(
-            MachineConfig::assemble(None, "simrate", &flags, &[])?,
-            "simrate",
-        )?;
+        let mut m = Machine::assemble(None, "simrate", &flags, &[])?;
         let t = Instant::now();
         let p = lookaside::run::run(
             trace::open(path.as_ref(), None)?.as_mut(),
@@ -46,10 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while src.next_batch(&mut batch)? {
         all.extend_from_slice(&batch);
     }
-    let mut m = Machine::build(
-        MachineConfig::assemble(None, "simrate", &flags, &[])?,
-        "simrate",
-    )?;
+    let mut m = Machine::assemble(None, "simrate", &flags, &[])?;
     let t = Instant::now();
     for _ in 0..repeat {
         for chunk in all.chunks(4096) {

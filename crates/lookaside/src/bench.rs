@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::config::MachineConfig;
 use crate::error::{Error, Result};
 use crate::event::{Event, BATCH};
 use crate::machine::Machine;
@@ -24,10 +23,7 @@ use crate::workload::Synthetic;
 
 fn machine(flags: &[&str]) -> Result<Machine> {
     let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
-    Machine::build(
-        MachineConfig::assemble(None, "bench", &flags, &[])?,
-        "bench",
-    )
+    Machine::assemble(None, "bench", &flags, &[])
 }
 
 const DTLB64: &str = "dtlb:entries=64,ways=full,policy=lru,page=4k,serves=data";

@@ -326,6 +326,17 @@ impl Machine {
         })
     }
 
+    /// Assemble a config from its sources (see [`MachineConfig::assemble`]) and build it.
+    pub fn assemble(
+        text: Option<&str>,
+        source_name: &str,
+        tlb_flags: &[String],
+        overrides: &[String],
+    ) -> Result<Machine> {
+        let config = MachineConfig::assemble(text, source_name, tlb_flags, overrides)?;
+        Machine::build(config, source_name)
+    }
+
     /// The configuration this machine was built from.
     pub fn config(&self) -> &MachineConfig {
         &self.config
@@ -510,7 +521,7 @@ mod tests {
     use crate::event::Mode;
 
     fn build(toml: &str) -> Result<Machine> {
-        Machine::build(MachineConfig::from_toml(toml, "m.toml")?, "m.toml")
+        Machine::assemble(Some(toml), "m.toml", &[], &[])
     }
 
     fn misses(m: &Machine, s: usize) -> (u64, u64) {

@@ -137,12 +137,13 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         structures.insert(t.name.clone(), Value::Object(m));
     }
     let w = l.walk_index();
+    let walks = l.total(w, |_, _, _| true).misses;
     let mut walk = Map::new();
-    walk.insert("count".into(), json!(l.total(w, |_, _, _| true).misses));
+    walk.insert("count".into(), json!(walks));
     if instructions > 0 {
         walk.insert(
             "per_1000_instructions".into(),
-            json!(l.total(w, |_, _, _| true).misses as f64 * 1000.0 / instructions as f64),
+            json!(walks as f64 * 1000.0 / instructions as f64),
         );
     }
     breakdowns(l, w, &mut walk);

@@ -121,6 +121,15 @@ pub fn format_of(path: &Path, format: Option<Format>) -> Result<Format> {
     }
 }
 
+/// Open the trace at `path`, settling its format (given, or detected) once.
+fn open_detected(
+    path: &Path,
+    format: Option<Format>,
+) -> Result<(Box<dyn TraceSource + Send>, Format)> {
+    let format = format_of(path, format)?;
+    Ok((crate::trace::open(path, Some(format))?, format))
+}
+
 /// Simulate the trace file at `path` (format detected unless given) on `machine` and return
 /// the result as JSON (schema in [`crate::report`]). Reading overlaps simulation on a second
 /// thread when the machine has more than one core; results do not depend on it.
@@ -130,8 +139,7 @@ pub fn simulate_path(
     machine: &mut Machine,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<serde_json::Value> {
-    let format = format_of(path, format)?;
-    let source = crate::trace::open(path, Some(format))?;
+    let (source, format) = open_detected(path, format)?;
     if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
         run_pipelined(source, machine, progress)?;
     } else {
@@ -147,8 +155,7 @@ pub fn simulate_path(
 
 /// What `lookaside info` shows: the trace's summary, format and metadata, as JSON.
 pub fn info_json(path: &Path, format: Option<Format>) -> Result<serde_json::Value> {
-    let format = format_of(path, format)?;
-    let mut source = crate::trace::open(path, Some(format))?;
+    let (mut source, format) = open_detected(path, format)?;
     let summary = crate::trace::summarize(source.as_mut())?;
     let mut v = serde_json::json!({ "path": path.display().to_string(), "format": format.name() });
     if let (Some(o), Ok(serde_json::Value::Object(s))) =
@@ -168,7 +175,6 @@ pub fn info_json(path: &Path, format: Option<Format>) -> Result<serde_json::Valu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::MachineConfig;
     use crate::error::Error;
     use crate::workload::Synthetic;
 
@@ -178,11 +184,7 @@ mod tests {
             "d:entries=8,ways=full,next=l2".into(),
             "l2:entries=64,ways=8,policy=random".into(),
         ];
-        Machine::build(
-            MachineConfig::assemble(None, "t", &flags, &[]).unwrap(),
-            "t",
-        )
-        .unwrap()
+        Machine::assemble(None, "t", &flags, &[]).unwrap()
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! flushes and shootdowns — against a brute-force model written from the semantics in
 //! `machine.rs`'s module doc, on random and adversarial event streams.
 
-use lookaside::config::MachineConfig;
 use lookaside::event::{Event, Kind, Mode, FLUSH_ALL};
 use lookaside::machine::Machine;
 use proptest::prelude::*;
@@ -169,7 +168,7 @@ fn build(spec: &[Spec], regions: bool) -> (Machine, RefMachine) {
             toml += &format!("next='{n}'\n");
         }
     }
-    let m = Machine::build(MachineConfig::from_toml(&toml, "test").unwrap(), "test").unwrap();
+    let m = Machine::assemble(Some(&toml), "test", &[], &[]).unwrap();
     let tlbs = spec
         .iter()
         .map(|(name, entries, ways, lru, tagged, serves, next)| RefTlb {
