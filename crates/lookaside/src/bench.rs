@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::error::{Error, Result};
 use crate::event::{Event, BATCH};
 use crate::machine::Machine;
-use crate::run::{drain, run, run_pipelined};
+use crate::run::{drain, run, run_path, Reading};
 use crate::trace::{self, Format, Metadata};
 use crate::workload::Synthetic;
 
@@ -111,15 +111,13 @@ pub fn run_suite(
 
         let mut m = machine(&[DTLB64])?;
         let t = Instant::now();
-        let p = run(trace::open(&path, Some(fmt))?.as_mut(), &mut m, &mut |_| {
-            true
-        })?;
+        let p = run_path(&path, fmt, &mut m, Reading::OneThread, &mut |_| true)?;
         let both = t.elapsed().as_secs_f64();
         let misses = m.ledger().total(0, |_, _, _| true).misses;
 
         let mut m2 = machine(&[DTLB64])?;
         let t = Instant::now();
-        run_pipelined(trace::open(&path, Some(fmt))?, &mut m2, &mut |_| true)?;
+        run_path(&path, fmt, &mut m2, Reading::Pipelined, &mut |_| true)?;
         let piped = t.elapsed().as_secs_f64();
         if m2.ledger().total(0, |_, _, _| true).misses != misses {
             return Err(Error::Usage(

@@ -162,6 +162,21 @@ impl Event {
 /// Events a reader puts in one batch (a batch is a reused `Vec<Event>` of about this length).
 pub const BATCH: usize = 4096;
 
+/// A consumer of events one at a time, in stream order: what a decoder hands each event to
+/// when it need not fill a batch first (the machine's [`crate::machine::Feed`], or a batch).
+/// A trait rather than a closure so that implementations can promise inlining into the
+/// decoder's loop.
+pub trait EventSink {
+    fn event(&mut self, e: &Event);
+}
+
+impl EventSink for Vec<Event> {
+    #[inline(always)]
+    fn event(&mut self, e: &Event) {
+        self.push(*e);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,10 +98,17 @@ impl Ledger {
         self.ref_base = i * MODES * REF_KINDS;
     }
 
-    /// Count one reference of the stream (before it is simulated).
-    #[inline(always)]
-    pub fn reference(&mut self, mode: Mode, kind: Kind) {
-        self.refs[self.ref_base + mode as usize * REF_KINDS + kind as usize] += 1;
+    /// Count `n` references of the stream at once.
+    #[inline]
+    pub fn add_references(&mut self, mode: Mode, kind: Kind, n: u64) {
+        self.refs[self.ref_base + mode as usize * REF_KINDS + kind as usize] += n;
+    }
+
+    /// Count `n` hits in structure `s` at once.
+    #[inline]
+    pub fn add_hits(&mut self, s: usize, mode: Mode, kind: Kind, n: u64) {
+        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        self.cells[i].accesses += n;
     }
 
     /// Count one control event.

@@ -22,7 +22,7 @@
 
 use crate::config::{MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
 use crate::error::{Error, Result};
-use crate::event::{Event, Kind, Mode, FLUSH_ALL};
+use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
@@ -38,9 +38,22 @@ struct Unit {
     shifts: Vec<u32>,
     tagged: bool,
     placement: Placement,
+    /// Context tags of an entry for the default page size under the running address space,
+    /// non-global and global (kept current by [`Machine::switch_to`] for the fast path).
+    ctx_now: u64,
+    ctx_global: u64,
 }
 
 impl Unit {
+    /// The partition a new entry goes to, by the mode of the reference that missed.
+    #[inline(always)]
+    fn part(&self, mode: Mode) -> Part {
+        match self.placement {
+            Placement::KernelLower if mode == Mode::Kernel => Part::Lower,
+            _ => Part::Upper,
+        }
+    }
+
     /// The page shift an entry for a page of `backing` shift has here: the largest size held
     /// that is not larger than the page (a larger page is cached as fragments).
     #[inline(always)]
@@ -113,11 +126,108 @@ pub struct Machine {
     last_page: Vec<u64>,
     /// Per structure, its page shift for the default page size.
     default_shift: Vec<u32>,
+    /// Per reference kind, what the fast path does (derived from `roots` and the page map).
+    fast: [Fast; 3],
     ledger: Ledger,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it.
 const NO_PAGE: u64 = u64::MAX;
+
+/// Simulates events one at a time on a machine (see [`Machine::feed`]).
+///
+/// The fast path: a reference to the page its first-level structure was last accessed with
+/// is a hit that changes no replacement state (repeating the last access is idempotent for
+/// every policy, see [`crate::tlb`]), so it is only counted — in a [`Tally`] of locals,
+/// settled into the ledger before anything that changes the running address space and when
+/// the feed ends. `last_page` is kept only while the page map is uniform, and forgotten
+/// whenever entries can change otherwise (flushes, shootdowns, switches).
+pub struct Feed<'m> {
+    m: &'m mut Machine,
+    tally: Tally,
+}
+
+impl EventSink for Feed<'_> {
+    /// Simulate the next event of the stream.
+    #[inline(always)]
+    fn event(&mut self, e: &Event) {
+        let m = &mut *self.m;
+        if !e.kind.is_ref() {
+            m.settle(&mut self.tally);
+            m.ledger.control(e.kind);
+            m.control(e);
+            return;
+        }
+        if e.asid != m.cur_asid {
+            m.settle(&mut self.tally);
+            m.switch_to(e.asid);
+        }
+        let cell = Tally::cell(e.mode, e.kind);
+        self.tally.refs[cell] += 1;
+        match m.fast[e.kind as usize] {
+            Fast::Untranslated => return,
+            Fast::Root(r, shift) => {
+                let page = e.addr >> shift;
+                let last = e.addr.wrapping_add(e.size.saturating_sub(1) as u64) >> shift;
+                if last == page || !m.split {
+                    if page == m.last_page[r] {
+                        self.tally.hits[cell] += 1;
+                        return;
+                    }
+                    // The first level, inline: most references hit it.
+                    m.last_page[r] = page;
+                    let u = &mut m.units[r];
+                    let ctx = if e.addr >= m.global_above {
+                        u.ctx_global
+                    } else {
+                        u.ctx_now
+                    };
+                    if u.tlb.access(page, ctx, NO_CTX, u.part(e.mode)) {
+                        self.tally.hits[cell] += 1;
+                    } else {
+                        m.root_missed(e, r);
+                    }
+                    return;
+                }
+            }
+            Fast::Slow => {}
+        }
+        m.reference(e);
+    }
+}
+
+impl Drop for Feed<'_> {
+    fn drop(&mut self) {
+        self.m.settle(&mut self.tally);
+    }
+}
+
+/// What the fast path of [`EventSink::event`] does with a reference of one kind.
+#[derive(Clone, Copy, Debug)]
+enum Fast {
+    /// No structure translates it: only count it.
+    Untranslated,
+    /// Compare its page (at this shift) with the last page of this root structure.
+    Root(usize, u32),
+    /// The page map has regions: always take the full path.
+    Slow,
+}
+
+/// Counts of one batch's fast path, per mode × reference kind (see [`Tally::cell`]): kept in
+/// locals so that the common case touches no ledger memory.
+#[derive(Default)]
+struct Tally {
+    refs: [u64; 8],
+    hits: [u64; 8],
+}
+
+impl Tally {
+    /// The cell of `(mode, kind)`; masked so that indexing needs no bounds check.
+    #[inline(always)]
+    fn cell(mode: Mode, kind: Kind) -> usize {
+        (mode as usize * 3 + kind as usize) & 7
+    }
+}
 
 fn key(t: &TlbConfig, field: &str) -> String {
     format!("tlb.{}.{}", t.name, field)
@@ -230,6 +340,8 @@ impl Machine {
                 shifts,
                 tagged: t.asid,
                 placement: t.placement,
+                ctx_now: NO_CTX,
+                ctx_global: NO_CTX,
             });
         }
         // Wire `next` and find the roots.
@@ -297,10 +409,14 @@ impl Machine {
             }
         }
         let ledger = Ledger::new(config.tlbs.iter().map(|t| t.name.clone()).collect());
-        let default_shift = match pages.default {
+        let default_shift: Vec<u32> = match pages.default {
             Some(d) => units.iter().map(|u| u.shift_for(d)).collect(),
             None => vec![0; units.len()],
         };
+        for (u, &s) in units.iter_mut().zip(&default_shift) {
+            u.ctx_now = u.ctx(0, s, false);
+            u.ctx_global = u.ctx(0, s, true);
+        }
         if let (Some(g), Some(d)) = (config.machine.global_above, pages.default) {
             if g & ((1u64 << d) - 1) != 0 {
                 return Err(err(
@@ -312,7 +428,14 @@ impl Machine {
                 ));
             }
         }
+        let uniform = pages.regions.is_empty() && pages.default.is_some();
+        let fast = roots.map(|r| match r {
+            None => Fast::Untranslated,
+            Some(r) if uniform => Fast::Root(r, default_shift[r]),
+            Some(_) => Fast::Slow,
+        });
         Ok(Machine {
+            fast,
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
@@ -356,42 +479,39 @@ impl Machine {
     }
 
     /// Simulate a batch of events, in order.
-    ///
-    /// The fast path: a reference to the page its first-level structure was last accessed
-    /// with is a hit that changes no replacement state (repeating the last access is
-    /// idempotent for every policy, see [`crate::tlb`]), so it is only counted. `last_page`
-    /// is kept only while the page map is uniform, and forgotten whenever entries can change
-    /// otherwise (flushes, shootdowns, switches).
     pub fn run_batch(&mut self, events: &[Event]) {
-        let uniform = self.pages.regions.is_empty() && self.pages.default.is_some();
+        let mut feed = self.feed();
         for e in events {
-            if !e.kind.is_ref() {
-                self.ledger.control(e.kind);
-                self.control(e);
-                continue;
-            }
-            if e.asid != self.cur_asid {
-                self.switch_to(e.asid);
-            }
-            self.ledger.reference(e.mode, e.kind);
-            // No structure translates this kind of reference.
-            let Some(r) = self.roots[e.kind as usize] else {
-                continue;
-            };
-            if uniform {
-                let shift = self.default_shift[r];
-                let page = e.addr >> shift;
-                let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1) >> shift;
-                if page == self.last_page[r] && (last == page || !self.split) {
-                    self.ledger.access(r, e.mode, e.kind, false);
-                    continue;
-                }
-            }
-            self.reference(e);
+            feed.event(e);
         }
     }
 
-    #[inline(always)]
+    /// A handle that simulates events handed to it one at a time ([`EventSink::event`]), with the
+    /// same results as [`Machine::run_batch`] over the same events; for decoders that can
+    /// hand each event over while it is still in registers. Counts reach the ledger when the
+    /// handle is dropped.
+    pub fn feed(&mut self) -> Feed<'_> {
+        Feed {
+            m: self,
+            tally: Tally::default(),
+        }
+    }
+
+    /// Move the counts of `tally` into the ledger (under the running address space).
+    fn settle(&mut self, tally: &mut Tally) {
+        for mode in [Mode::User, Mode::Kernel] {
+            for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
+                let cell = Tally::cell(mode, kind);
+                self.ledger.add_references(mode, kind, tally.refs[cell]);
+                if let Fast::Root(r, _) = self.fast[kind as usize] {
+                    self.ledger.add_hits(r, mode, kind, tally.hits[cell]);
+                }
+            }
+        }
+        *tally = Tally::default();
+    }
+
+    #[inline(never)]
     fn reference(&mut self, e: &Event) {
         let Some(shift) = self.pages.backing(e.addr, e.asid) else {
             self.ledger.unmapped += 1;
@@ -409,11 +529,33 @@ impl Machine {
         }
     }
 
+    /// The fast path's first-level structure `r` missed (and was filled) on `e`: count the
+    /// miss and go on to the next levels.
+    #[inline(never)]
+    fn root_missed(&mut self, e: &Event, r: usize) {
+        self.ledger.access(r, e.mode, e.kind, true);
+        if let Some(backing) = self.pages.default {
+            self.translate_from(self.units[r].next, e.addr, e.kind, e.mode, backing);
+        }
+    }
+
     /// One translation of the page of `addr` (backed by pages of `shift`) through the hierarchy.
     #[inline(always)]
     fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) {
+        self.translate_from(self.roots[kind as usize], addr, kind, mode, shift);
+    }
+
+    /// [`Machine::translate`] from structure `level` down.
+    #[inline(always)]
+    fn translate_from(
+        &mut self,
+        mut level: Option<usize>,
+        addr: u64,
+        kind: Kind,
+        mode: Mode,
+        shift: u32,
+    ) {
         let global = addr >= self.global_above;
-        let mut level = self.roots[kind as usize];
         while let Some(i) = level {
             let u = &mut self.units[i];
             let s = if Some(shift) == self.pages.default {
@@ -422,11 +564,7 @@ impl Machine {
                 u.shift_for(shift)
             };
             let ctx = u.ctx(self.cur_asid, s, global);
-            let part = match u.placement {
-                Placement::KernelLower if mode == Mode::Kernel => Part::Lower,
-                _ => Part::Upper,
-            };
-            let hit = u.tlb.access(addr >> s, ctx, NO_CTX, part);
+            let hit = u.tlb.access(addr >> s, ctx, NO_CTX, u.part(mode));
             let next = u.next;
             // Only meaningful while the page map is uniform (then s is the default shift).
             self.last_page[i] = addr >> s;
@@ -448,8 +586,11 @@ impl Machine {
         self.cur_asid = asid;
         self.ledger.set_asid(asid);
         self.forget_pages();
-        for u in self.units.iter_mut().filter(|u| !u.tagged) {
-            u.tlb.flush_if(|_, ctx| ctx & GLOBAL == 0);
+        for (u, &s) in self.units.iter_mut().zip(&self.default_shift) {
+            u.ctx_now = u.ctx(asid, s, false);
+            if !u.tagged {
+                u.tlb.flush_if(|_, ctx| ctx & GLOBAL == 0);
+            }
         }
     }
 

@@ -37,7 +37,7 @@
 //! physical address is [`NO_PADDR`]. The trailer's count catches a stream cut at a record
 //! boundary, its CRC any change to the record bytes (independently of zstd's own checksum).
 
-use crate::event::{Event, Kind, Mode, NO_PADDR};
+use crate::event::{Event, EventSink, Kind, Mode, NO_PADDR};
 
 /// Bytes readable from any record start (the longest record, a control event, is 25 bytes).
 pub(crate) const WINDOW: usize = 32;
@@ -312,18 +312,23 @@ fn varint_long(w: &[u8; WINDOW], mut i: usize) -> Option<(u64, usize)> {
 /// Reference kinds by class (the fourth entry is never used: class 3 is special).
 const REF_KINDS: [Kind; 4] = [Kind::Fetch, Kind::Load, Kind::Store, Kind::Fetch];
 
-/// Decodes records from `buf[pos..]` into `out` while `pos < limit` and `out` holds fewer than
-/// `max` events. The caller guarantees `buf.len() >= limit + WINDOW`. Returns the position
-/// after the last record decoded; it may pass `limit` (and the real end of the data, if
-/// `limit` is it: the caller checks).
+/// Decodes records from `buf[pos..]`, handing each event to `sink` in order, while
+/// `pos < limit` and fewer than `max` events were handed over. The caller guarantees
+/// `buf.len() >= limit + WINDOW`. Returns the position after the last record decoded (it may
+/// pass `limit`, and the real end of the data if `limit` is it: the caller checks) and the
+/// number of events emitted.
+///
+/// `sink` is generic, not a batch, so that a consumer can take each event while it is still
+/// in registers (the machine simulates it right away) instead of through memory.
+#[inline(always)]
 pub(crate) fn decode(
     buf: &[u8],
     mut pos: usize,
     limit: usize,
     st: &mut DecodeState,
-    out: &mut Vec<Event>,
     max: usize,
-) -> Result<(usize, Stop), DecodeError> {
+    sink: &mut impl EventSink,
+) -> Result<(usize, usize, Stop), DecodeError> {
     let mut regs = st.regs;
     let mut pregs = st.pregs;
     let mut asid = st.asid;
@@ -332,11 +337,12 @@ pub(crate) fn decode(
         at,
         message: message.to_string(),
     };
+    let mut n = 0;
     let result = loop {
         if pos >= limit {
             break Ok(Stop::Limit);
         }
-        if out.len() >= max {
+        if n >= max {
             break Ok(Stop::Full);
         }
         let Some(w) = buf
@@ -349,7 +355,8 @@ pub(crate) fn decode(
         if t & T_SPECIAL != 0 {
             match other(w, &mut asid, &mut kernel) {
                 Other::Event(e, len) => {
-                    out.push(e);
+                    sink.event(&e);
+                    n += 1;
                     pos += len;
                 }
                 Other::State(len) => pos += len,
@@ -386,7 +393,7 @@ pub(crate) fn decode(
                 _ => break Err(bad(pos, "malformed or too large size")),
             }
         }
-        out.push(Event {
+        sink.event(&Event {
             addr,
             paddr,
             asid,
@@ -394,13 +401,14 @@ pub(crate) fn decode(
             kind: REF_KINDS[((t >> T_KIND) & 3) as usize],
             mode: if kernel { Mode::Kernel } else { Mode::User },
         });
+        n += 1;
         pos += i;
     };
     st.regs = regs;
     st.pregs = pregs;
     st.asid = asid;
     st.kernel = kernel;
-    result.map(|stop| (pos, stop))
+    result.map(|stop| (pos, n, stop))
 }
 
 /// A record that is not a plain reference, decoded.
@@ -519,15 +527,16 @@ mod tests {
         let crc = crc32fast::hash(&bytes[..len - END_LEN]);
         bytes.resize(len + WINDOW, 0);
         let mut out = Vec::new();
-        let (pos, stop) = decode(
+        let (pos, n, stop) = decode(
             &bytes,
             0,
             len,
             &mut DecodeState::default(),
-            &mut out,
             usize::MAX,
+            &mut out,
         )
         .unwrap();
+        assert_eq!(n, out.len());
         assert_eq!(pos, len);
         assert_eq!(
             stop,
@@ -657,8 +666,15 @@ mod tests {
             let mut b = bytes.to_vec();
             let len = b.len();
             b.resize(len + WINDOW, 0);
-            let mut out = Vec::new();
-            decode(&b, 0, len, &mut DecodeState::default(), &mut out, 100).map(|(_, s)| s)
+            decode(
+                &b,
+                0,
+                len,
+                &mut DecodeState::default(),
+                100,
+                &mut Vec::new(),
+            )
+            .map(|(_, _, s)| s)
         };
         let msg = |bytes: &[u8]| run(bytes).unwrap_err().message;
         assert_eq!(msg(&[0x40, 0]), "reserved bit set in record header 0x40");

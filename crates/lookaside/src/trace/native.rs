@@ -32,7 +32,7 @@ use super::codec::{decode, DecodeState, Encoder, Stop, Trailer, END_LEN, WINDOW}
 use super::compress::{Input, Output};
 use super::{TraceSink, TraceSource};
 use crate::error::{Error, Location, Result};
-use crate::event::{Event, BATCH};
+use crate::event::{Event, EventSink, BATCH};
 
 /// The first bytes of every native trace.
 pub const MAGIC: &[u8; 8] = b"LKSTRACE";
@@ -313,13 +313,19 @@ impl NativeReader {
     }
 }
 
-impl TraceSource for NativeReader {
-    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
-        out.clear();
+impl NativeReader {
+    /// Decode up to `max` events, handing each to `sink` in order as it is decoded (no batch
+    /// in between); returns how many, 0 at the end of the trace. [`TraceSource::next_batch`]
+    /// is this with the batch as the sink; a simulation calls it directly so that each event
+    /// goes from the decoder to the machine in registers.
+    ///
+    /// On an error, events of this call before the bad record may already have been emitted.
+    #[inline]
+    pub fn decode_with(&mut self, max: usize, sink: &mut impl EventSink) -> Result<usize> {
         if self.done {
-            return Ok(false);
+            return Ok(0);
         }
-        out.reserve(BATCH);
+        let mut total = 0;
         let trailer = loop {
             let limit = if self.eof {
                 self.filled
@@ -328,20 +334,19 @@ impl TraceSource for NativeReader {
             };
             if self.pos >= limit {
                 if self.eof {
-                    out.clear();
                     return Err(self.truncated(self.base + self.filled as u64));
                 }
                 self.refill()?;
                 continue;
             }
             let at = self.pos;
-            match decode(&self.buf, at, limit, &mut self.state, out, BATCH) {
-                Ok((pos, stop)) => {
+            match decode(&self.buf, at, limit, &mut self.state, max - total, sink) {
+                Ok((pos, n, stop)) => {
                     if pos > self.filled {
                         // A record runs into the zero padding: the data ends inside it.
-                        out.clear();
                         return Err(self.truncated(self.base + self.filled as u64));
                     }
+                    total += n;
                     self.pos = pos;
                     match stop {
                         Stop::Full => {
@@ -356,7 +361,6 @@ impl TraceSource for NativeReader {
                     }
                 }
                 Err(e) => {
-                    out.clear();
                     return Err(Error::trace(
                         &self.path,
                         Location::Byte(self.base + e.at as u64),
@@ -366,16 +370,27 @@ impl TraceSource for NativeReader {
                 }
             }
         };
-        self.count += out.len() as u64;
+        self.count += total as u64;
         if let Some(t) = trailer {
             let end_at = self.base + (self.pos - END_LEN) as u64;
-            if let Err(e) = self.finish(t, end_at) {
-                out.clear();
-                return Err(e);
-            }
+            self.finish(t, end_at)?;
             self.done = true;
         }
-        Ok(!out.is_empty())
+        Ok(total)
+    }
+}
+
+impl TraceSource for NativeReader {
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        out.clear();
+        out.reserve(BATCH);
+        match self.decode_with(BATCH, out) {
+            Ok(n) => Ok(n > 0),
+            Err(e) => {
+                out.clear();
+                Err(e)
+            }
+        }
     }
 
     fn bytes_read(&self) -> u64 {
