@@ -155,6 +155,7 @@ def simulate(
     tlb: Sequence[str] = (),
     format: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
+    reading: str = "auto",
     **kwargs: Any,
 ) -> Result:
     """Simulate ``trace`` on a machine and return its :class:`Result`.
@@ -162,7 +163,10 @@ def simulate(
     ``config`` is a preset name (see :func:`preset_names`), a TOML file, or ``None`` for a
     machine made only of ``tlb`` flags (``"dtlb:entries=64,ways=full,policy=lru,page=4k"``).
     ``overrides`` (a mapping or ``key=value`` strings) and keyword arguments with ``__`` for
-    dots (``tlb__dtlb__entries=128``) change single keys, like ``--set``.
+    dots (``tlb__dtlb__entries=128``) change single keys, like ``--set``. ``reading`` is
+    where the trace is read: ``"one-thread"`` (with the simulation), ``"pipelined"`` (on a
+    second thread) or ``"auto"`` (pipelined when there is a second core); results never
+    depend on it. The GIL is released while the simulation runs.
     """
     if config == DEFAULT_PRESET and tlb:
         config = None
@@ -175,6 +179,7 @@ def simulate(
         _overrides(overrides, kwargs),
         format,
         progress,
+        reading,
     )
     return Result(json.loads(raw))
 

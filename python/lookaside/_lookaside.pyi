@@ -16,7 +16,8 @@ def simulate(
     tlb: list[str] = ...,
     set: list[str] = ...,
     format: str | None = ...,
-    progress: Callable[[int, int | None, Any]] = ...,
+    progress: Callable[[int, int], Any] | None = ...,
+    reading: str | None = ...,
 ) -> str: ...
 def check_config(
     config_text: str | None, config_name: str, tlb: list[str] = ..., set: list[str] = ...

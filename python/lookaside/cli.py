@@ -101,7 +101,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     prog = Progress(args.trace, not args.quiet)
     try:
         r = simulate(args.trace, machine_of(args), args.set, tlb=args.tlb, format=args.format,
-                     progress=prog)
+                     progress=prog, reading=args.reading)
     finally:
         prog.done()
     emit(r.to_json() if args.json else r.table(), args.output)
@@ -195,6 +195,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .report import write_report
+    from .sweep import load_spec, run_sweep
+
+    spec = load_spec(args.spec)
+    out = args.out or f"sweep-{spec.name}"
+    where = f"Dask scheduler {args.scheduler}" if args.scheduler else (
+        f"{args.workers or os.cpu_count()} local workers")
+    print(f"sweep {spec.name}: {len(spec.expand())} points on {where} → {out}/", file=sys.stderr)
+    o = run_sweep(spec, out, workers=args.workers, scheduler=args.scheduler,
+                  progress=None if not args.quiet else False)
+    print(f"{o.total} points ({o.ran} run, {o.reused} already done): "
+          f"{out}/results.csv, {out}/results.parquet", file=sys.stderr)
+    if not args.no_report:
+        print(f"report: {write_report(out)}", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    print(write_report(args.dir, args.output, metric=args.metric))
+    return 0
+
+
 def not_yet(what: str):
     def run(args: argparse.Namespace) -> int:
         raise NotYetError(f"`lookaside {what}` is not built yet")
@@ -216,6 +241,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.add_argument("-o", "--output", metavar="FILE", help="write the result here")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    s.add_argument("--reading", choices=["auto", "one-thread", "pipelined"], default="auto",
+                   help="read the trace on the simulating thread or a second one (default: "
+                        "a second one when there are two cores); results never differ")
     s.set_defaults(run=cmd_simulate)
 
     s = sub.add_parser("demo", help="simulate the shipped demo trace on the default preset")
@@ -255,7 +283,24 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", metavar="FILE")
     s.set_defaults(run=cmd_bench)
 
-    for name, what in [("sweep", "sweep"), ("trace", "trace"), ("reproduce", "reproduce")]:
+    s = sub.add_parser("sweep", help="run a design-space sweep (a TOML spec of axes × traces)")
+    s.add_argument("spec", help="sweep file; see `lookaside.sweep` or the README")
+    s.add_argument("-o", "--out", metavar="DIR",
+                   help="results directory (default sweep-NAME); rerunning resumes")
+    s.add_argument("-j", "--workers", type=int, help="local worker threads (default: cores)")
+    s.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the points on this Dask distributed scheduler instead")
+    s.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(run=cmd_sweep)
+
+    s = sub.add_parser("report", help="write the HTML report of a finished sweep")
+    s.add_argument("dir", help="the sweep's results directory")
+    s.add_argument("-o", "--output", metavar="FILE", help="default DIR/report.html")
+    s.add_argument("--metric", default="miss_ratio", choices=["miss_ratio", "mpki", "misses"])
+    s.set_defaults(run=cmd_report)
+
+    for name, what in [("trace", "trace"), ("reproduce", "reproduce")]:
         s = sub.add_parser(name, help=f"(not built yet) {what}")
         s.add_argument("rest", nargs=argparse.REMAINDER)
         s.set_defaults(run=not_yet(what))

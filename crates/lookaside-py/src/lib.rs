@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use lookaside::machine::Machine;
-use lookaside::run::Progress;
+use lookaside::run::{Progress, Reading};
 use lookaside::trace::Format;
 use lookaside::Error;
 use pyo3::exceptions::PyException;
@@ -60,7 +60,7 @@ fn machine(text: Option<&str>, name: &str, tlb: &[String], set: &[String]) -> Py
 /// Simulate a trace file; returns the result as JSON text. `progress(events, bytes)` is
 /// called now and then; Ctrl-C stops the run.
 #[pyfunction]
-#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None))]
+#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None, reading=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -71,9 +71,15 @@ fn simulate(
     set: Vec<String>,
     format: Option<String>,
     progress: Option<Py<PyAny>>,
+    reading: Option<String>,
 ) -> PyResult<String> {
     let mut m = machine(config_text.as_deref(), &config_name, &tlb, &set)?;
     let format = format_arg(format.as_deref())?;
+    let reading: Reading = reading
+        .as_deref()
+        .unwrap_or("auto")
+        .parse()
+        .map_err(|m: String| to_py(lookaside::Error::Usage(m)))?;
     let mut interrupted = false;
     let result = py.detach(|| {
         let mut cb = |p: Progress| {
@@ -88,7 +94,7 @@ fn simulate(
                 }
             })
         };
-        lookaside::run::simulate_path(&trace, format, &mut m, &mut cb)
+        lookaside::run::simulate_path(&trace, format, &mut m, reading, &mut cb)
     });
     if interrupted {
         return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(

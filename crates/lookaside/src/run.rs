@@ -165,6 +165,21 @@ pub enum Reading {
     Pipelined,
 }
 
+impl std::str::FromStr for Reading {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Reading, String> {
+        match s {
+            "one-thread" => Ok(Reading::OneThread),
+            "pipelined" => Ok(Reading::Pipelined),
+            "auto" => Ok(Reading::best()),
+            _ => Err(format!(
+                "unknown reading '{s}' (expected one-thread, pipelined or auto)"
+            )),
+        }
+    }
+}
+
 impl Reading {
     /// The faster choice on this machine: a second thread when there is a second core.
     pub fn best() -> Reading {
@@ -200,17 +215,17 @@ pub fn run_path(
     }
 }
 
-/// Simulate the trace file at `path` (format detected unless given) on `machine` and return
-/// the result as JSON (schema in [`crate::report`]). Reading overlaps simulation on a second
-/// thread when the machine has more than one core; results do not depend on it.
+/// Simulate the trace file at `path` (format detected unless given) on `machine`, reading
+/// as `reading` says, and return the result as JSON (schema in [`crate::report`]).
 pub fn simulate_path(
     path: &Path,
     format: Option<Format>,
     machine: &mut Machine,
+    reading: Reading,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<serde_json::Value> {
     let format = format_of(path, format)?;
-    run_path(path, format, machine, Reading::best(), progress)?;
+    run_path(path, format, machine, reading, progress)?;
     let info = TraceInfo {
         path: path.display().to_string(),
         format: format.name().into(),

@@ -1,0 +1,169 @@
+"""HTML reports of sweeps: plots a person would rather look at than read.
+
+``write_report(DIR)`` reads a sweep's tidy table (``DIR/results.csv``) and writes
+``DIR/report.html``: one self-contained page (plots embedded as SVG, no server and no
+network needed) with, per structure, the miss ratio against each numeric axis (one line per
+combination of the other axes, log-2 x axis for sizes), a heat map over every pair of axes,
+and the table itself. Plot files are also written as ``DIR/plots/*.svg`` and ``*.png``.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import numbers
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _numeric(values: list[Any]) -> bool:
+    return all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values)
+
+
+def _label(v: Any) -> str:
+    return "—" if v is None else str(v)
+
+
+def _save(fig: Any, plots: Path, name: str) -> str:
+    """Write the figure as SVG and PNG; return the SVG text for embedding."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    fig.savefig(plots / f"{name}.png", dpi=110, bbox_inches="tight")
+    svg = buf.getvalue()
+    (plots / f"{name}.svg").write_text(svg, encoding="utf-8")
+    _plt().close(fig)
+    return svg[svg.index("<svg"):]
+
+
+def _line_plots(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple[str, str]]:
+    out = []
+    for x in keys:
+        xs = sorted(v for v in df[x].dropna().unique())
+        if len(xs) < 2 or not _numeric(xs):
+            continue
+        others = [k for k in keys if k != x and df[k].nunique(dropna=False) > 1]
+        for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
+            plt = _plt()
+            fig, ax = plt.subplots(figsize=(6.4, 4))
+            groups = g.groupby(others, dropna=False, sort=True) if others else [((), g)]
+            for key, h in groups:
+                h = h.sort_values(x)
+                key = key if isinstance(key, tuple) else (key,)
+                label = ", ".join(f"{k}={_label(v)}" for k, v in zip(others, key)) or metric
+                ax.plot(h[x], h[metric], marker="o", label=label)
+            if max(xs) / max(min(xs), 1e-12) >= 8:
+                ax.set_xscale("log", base=2)
+            ax.set_xlabel(x)
+            ax.set_ylabel(f"{structure} {metric.replace('_', ' ')}")
+            ax.set_title(f"{structure} — {trace}")
+            ax.grid(True, alpha=0.3)
+            if others:
+                ax.legend(fontsize=7)
+            name = f"line-{structure}-{x}-{trace}".replace("/", "_").replace(".", "_")
+            out.append((f"{structure}: {metric} vs {x} ({trace})", _save(fig, plots, name)))
+    return out
+
+
+def _heat_maps(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple[str, str]]:
+    out = []
+    varying = [k for k in keys if df[k].nunique(dropna=False) > 1]
+    for i, a in enumerate(varying):
+        for b in varying[i + 1:]:
+            rest = [k for k in varying if k not in (a, b)]
+            for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
+                # One map per pair, at the most common value of every other axis.
+                for k in rest:
+                    text = g[k].map(str)
+                    g = g[text == text.value_counts().idxmax()]
+                table = g.pivot_table(index=a, columns=b, values=metric, aggfunc="first")
+                if table.size < 2:
+                    continue
+                plt = _plt()
+                fig, ax = plt.subplots(figsize=(6.4, 4.4))
+                im = ax.imshow(table.to_numpy(dtype=float), aspect="auto", cmap="viridis")
+                ax.set_xticks(range(len(table.columns)), [_label(c) for c in table.columns])
+                ax.set_yticks(range(len(table.index)), [_label(r) for r in table.index])
+                ax.set_xlabel(b)
+                ax.set_ylabel(a)
+                ax.set_title(f"{structure} {metric.replace('_', ' ')} — {trace}")
+                fig.colorbar(im, ax=ax)
+                name = f"heat-{structure}-{a}-{b}-{trace}".replace("/", "_").replace(".", "_")
+                title = f"{structure}: {metric} over {a} × {b} ({trace})"
+                out.append((title, _save(fig, plots, name)))
+    return out
+
+
+def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[str] | None = None,
+                 metric: str = "miss_ratio") -> Path:
+    """Write the HTML report of the sweep in `sweep_dir`; returns its path."""
+    import pandas as pd
+
+    d = Path(sweep_dir)
+    try:
+        meta = json.loads((d / "sweep.json").read_text(encoding="utf-8"))
+        df = pd.read_csv(d / "results.csv")
+    except FileNotFoundError as e:
+        from . import LookasideError
+
+        raise LookasideError(f"{e.filename}: not found (is {d} a finished sweep?)") from None
+    keys = [k for k in meta["keys"] if k in df.columns]
+    # CSV reads "full" next to numbers as text: give numbers back their type per column.
+    for k in keys:
+        df[k] = df[k].map(_typed)
+    plots = d / "plots"
+    plots.mkdir(exist_ok=True)
+    figures = _line_plots(df[df["structure"] != "walk"], keys, metric, plots)
+    figures += _heat_maps(df[df["structure"] != "walk"], keys, metric, plots)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>Lookaside sweep {html.escape(meta['name'])}</title>",
+        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
+        "figure{display:inline-block;margin:1em;vertical-align:top}"
+        "figcaption{font-size:90%;color:#444}table{border-collapse:collapse;font-size:85%}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>",
+        f"<h1>Sweep {html.escape(meta['name'])}</h1>",
+        f"<p>{meta['points']} points from <code>{html.escape(meta['spec'])}</code>; "
+        f"axes: {html.escape(', '.join(keys) or '(none)')}; metric: {metric}.</p>",
+    ]
+    if not figures:
+        parts.append("<p>No axis has two or more values to plot.</p>")
+    for title, svg in figures:
+        parts.append(f"<figure>{svg}<figcaption>{html.escape(title)}</figcaption></figure>")
+    parts.append("<h2>Results</h2>")
+    parts.append(df.to_html(index=False, float_format=lambda v: f"{v:.6g}", na_rep="—"))
+    parts.append("</body></html>")
+    target = Path(output) if output else d / "report.html"
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("\n".join(parts))
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def _typed(v: Any) -> Any:
+    if isinstance(v, str):
+        for conv in (int, float):
+            try:
+                return conv(v)
+            except ValueError:
+                pass
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v

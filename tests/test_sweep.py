@@ -1,0 +1,153 @@
+"""Sweeps: expansion, equality with single runs, worker-count independence, resume after a
+kill, a real Dask cluster, the report, and errors that name the file and key."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import lookaside
+from lookaside.sweep import load_spec, run_sweep
+
+SPEC = """
+[sweep]
+name = "t"
+tlb = ["dtlb:entries=64,ways=full,policy=lru,page=4k,serves=data"]
+traces = ["demo", "{lackey}"]
+
+[axes]
+"tlb.dtlb.entries" = [4, 16, 64]
+"tlb.dtlb.policy" = ["lru", "fifo"]
+
+[[points]]
+"tlb.dtlb.entries" = 8
+"tlb.dtlb.ways" = 2
+"""
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path, lackey_trace: Path) -> Path:
+    p = tmp_path / "t.toml"
+    p.write_text(SPEC.replace("{lackey}", str(lackey_trace)))
+    return p
+
+
+def table(out: Path) -> pd.DataFrame:
+    df = pd.read_csv(out / "results.csv")
+    return df.sort_values(["point", "structure"]).reset_index(drop=True)
+
+
+def test_points_are_the_product_plus_the_list(spec_file: Path):
+    spec = load_spec(spec_file)
+    pts = spec.expand()
+    assert len(pts) == 2 * (3 * 2 + 1)
+    assert spec.keys == ["tlb.dtlb.entries", "tlb.dtlb.policy", "tlb.dtlb.ways"]
+    assert len({spec.point_id(p) for p in pts}) == len(pts)
+
+
+def test_every_point_equals_its_own_simulation(spec_file: Path, tmp_path: Path, demo: Path):
+    o = run_sweep(load_spec(spec_file), tmp_path / "out", workers=2, progress=False)
+    assert (o.total, o.ran, o.reused) == (14, 14, 0)
+    df = o.table
+    row = df[(df.trace == "demo") & (df["tlb.dtlb.entries"] == 16)
+             & (df["tlb.dtlb.policy"] == "fifo") & (df.structure == "dtlb")]
+    assert len(row) == 1
+    r = lookaside.simulate(demo, None, {"tlb.dtlb.entries": 16, "tlb.dtlb.policy": "fifo"},
+                           tlb=["dtlb:entries=64,ways=full,policy=lru,page=4k,serves=data"])
+    assert int(row.misses.iloc[0]) == r["dtlb"]["misses"]
+    assert int(row.accesses.iloc[0]) == r["dtlb"]["accesses"]
+    # Larger fully associative LRU TLBs never miss more (inclusion), on both traces.
+    lru = df[(df["tlb.dtlb.policy"] == "lru") & (df.structure == "dtlb")]
+    for _, g in lru.groupby("trace"):
+        assert g.sort_values("tlb.dtlb.entries").misses.is_monotonic_decreasing
+    pq = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert len(pq) == len(df)
+
+
+def test_results_do_not_depend_on_the_worker_count(spec_file: Path, tmp_path: Path):
+    spec = load_spec(spec_file)
+    run_sweep(spec, tmp_path / "one", workers=1, progress=False)
+    run_sweep(spec, tmp_path / "three", workers=3, progress=False)
+    pd.testing.assert_frame_equal(table(tmp_path / "one"), table(tmp_path / "three"))
+
+
+def test_a_killed_sweep_resumes_without_loss_or_duplication(tmp_path: Path, demo: Path):
+    spec = tmp_path / "many.toml"
+    spec.write_text(
+        '[sweep]\ntlb = ["dtlb:entries=4,ways=full,page=4k"]\ntraces = ["demo"]\n'
+        '[axes]\n"tlb.dtlb.entries" = [' + ", ".join(str(n) for n in range(1, 41)) + "]\n")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "lookaside.cli", "sweep", str(spec), "-o", str(out), "-j", "1",
+           "-q", "--no-report"]
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        deadline = time.monotonic() + 120
+        while len(list((out / "points").glob("*.json"))) < 3:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    done = list((out / "points").glob("*.json"))
+    assert 3 <= len(done) < 40, "the sweep finished before it could be killed"
+    for f in done:  # every stored point is complete
+        assert json.loads(f.read_text())["result"]["structures"]["dtlb"]["accesses"] > 0
+    assert not (out / "results.csv").exists()
+    o = run_sweep(load_spec(spec), out, workers=2, progress=False)
+    assert o.reused == len(done) and o.ran == 40 - len(done)
+    assert len(list((out / "points").glob("*.json"))) == 40
+    clean = run_sweep(load_spec(spec), tmp_path / "clean", workers=2, progress=False)
+    pd.testing.assert_frame_equal(table(out), table(clean.out))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_real_dask_cluster_gives_the_same_table(spec_file: Path, tmp_path: Path):
+    distributed = pytest.importorskip("distributed")
+    spec = load_spec(spec_file)
+    run_sweep(spec, tmp_path / "local", workers=2, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        o = run_sweep(spec, tmp_path / "dask", scheduler=cluster.scheduler_address,
+                      progress=False)
+    assert o.ran == o.total == 14
+    pd.testing.assert_frame_equal(table(tmp_path / "local"), table(tmp_path / "dask"))
+
+
+def test_cli_sweep_writes_the_report(cli, spec_file: Path, tmp_path: Path):
+    out = tmp_path / "cli"
+    p = cli("sweep", spec_file, "-o", out, "-q")
+    assert "14 points" in p.stderr
+    html = (out / "report.html").read_text()
+    assert html.count("<svg") >= 4  # miss ratio vs entries and a heat map, per trace
+    assert (out / "plots" / "line-dtlb-tlb_dtlb_entries-demo.png").stat().st_size > 1000
+    again = cli("report", out, "--metric", "mpki")
+    assert again.stdout.strip().endswith("report.html")
+
+
+@pytest.mark.parametrize("body, words", [
+    ('[sweep]\ntraces = ["demo"]\ntlb = ["d:entries=4"]\nspeed = 1\n', ["sweep.speed", "unknown"]),
+    ('[sweep]\ntraces = ["nope.lks"]\ntlb = ["d:entries=4"]\n', ["sweep.traces", "nope.lks"]),
+    ('[sweep]\ntraces = ["demo"]\n', ["sweep.machine"]),
+    ('[sweep]\ntraces = ["demo"]\ntlb = ["d:entries=4"]\n[axes]\n"tlb.d.policy" = ["lfu"]\n',
+     ["tlb.d.policy='lfu'", "policy"]),
+    ('[sweep]\ntraces = ["demo"]\ntlb = ["d:entries=4"]\n[axes]\n"tlb.d.entries" = []\n',
+     ["axes.tlb.d.entries", "non-empty"]),
+    ('[sweep\n', ["bad.toml"]),
+])
+def test_bad_specs_name_the_file_and_key(cli, tmp_path: Path, body: str, words: list[str]):
+    f = tmp_path / "bad.toml"
+    f.write_text(body)
+    p = cli("sweep", f, "-o", tmp_path / "o", check=False)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr
+    assert str(f) in p.stderr
+    for w in words:
+        assert w in p.stderr, p.stderr
