@@ -85,10 +85,11 @@ struct RawStats {
     failed: AtomicBool,
 }
 
-/// The file as stored on disk, counting what is read from it (for progress reports) and
-/// remembering whether an error came from the file rather than from a decompressor above it.
+/// The file as stored on disk (or any byte source), counting what is read from it (for
+/// progress reports) and remembering whether an error came from the file rather than from a
+/// decompressor above it.
 struct RawFile {
-    file: File,
+    file: Box<dyn Read + Send>,
     stats: Arc<RawStats>,
 }
 
@@ -135,6 +136,17 @@ impl Input {
     pub fn open(path: &Path) -> Result<Input> {
         let name = display(path);
         let file = File::open(path).map_err(|e| Error::io(&name, e))?;
+        Input::from_reader(&name, Box::new(file))
+    }
+
+    /// An input reading the bytes `bytes`, named `name` in messages (for tests and fuzzing).
+    pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<Input> {
+        Input::from_reader(name, Box::new(io::Cursor::new(bytes)))
+    }
+
+    /// An input over any byte stream (a file, a pipe), named `name` in messages.
+    pub fn from_reader(name: &str, file: Box<dyn Read + Send>) -> Result<Input> {
+        let name = name.to_string();
         let stats = Arc::new(RawStats::default());
         let mut raw = BufReader::with_capacity(
             RAW_BUF,

@@ -93,8 +93,8 @@ fn open_input(path: &Path, format: Option<Format>) -> Result<(compress::Input, F
     Ok((input, format))
 }
 
-/// The reader of `format` over `input`.
-fn reader(input: compress::Input, format: Format) -> Result<Box<dyn TraceSource + Send>> {
+/// The reader of `format` over `input` (any byte source, see [`compress::Input`]).
+pub fn reader(input: compress::Input, format: Format) -> Result<Box<dyn TraceSource + Send>> {
     Ok(match format {
         Format::Lackey => Box::new(lackey::reader(input)),
         Format::Din => Box::new(din::reader(input)),
