@@ -57,14 +57,19 @@ class Progress:
 def write_atomically(path: str, text: str) -> None:
     """Write ``text`` so that ``path`` appears only complete (temp file + rename)."""
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".lookaside-", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".lookaside-", suffix=".tmp")
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise OSError(e.errno, e.strerror, path) from None
         raise
 
 
