@@ -1,0 +1,162 @@
+"""``lookaside reproduce``: each seed study as a recipe that runs, compares with the paper and
+says so.
+
+A recipe returns :class:`Check` rows — a claim of the paper, the published value or trend,
+ours, and whether they agree — plus tables (pandas) and figures. :func:`reproduce` writes them
+into ``OUT/NAME/``: ``verdict.csv``, ``verdict.json``, one CSV per table, the plots (SVG and
+PNG) and ``report.html``, a self-contained page that opens without a server.
+
+Exact checks are numbers that follow from published data (they must match to the printed
+digit); trend checks compare shapes (a minimum moves right, one policy is far worse) with
+the comparison shown in the row.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import NotYetError
+
+#: name → (title, module under lookaside.reproduce, or None while the models it needs are
+#: not built yet: the string then says what is missing).
+RECIPES: dict[str, tuple[str, str | None, str]] = {
+    "uhlig94": ("Uhlig et al., Design Tradeoffs for Software-Managed TLBs (TOCS 1994)",
+                "uhlig94", ""),
+    "bala94": ("Bala, Kaashoek, Weihl, Software Prefetching and Caching for TLBs (OSDI 1994)",
+               "bala94", ""),
+    "huck93": ("Huck & Hays, Translation Table Management in Large Address Space Machines "
+               "(ISCA 1993)", None, "the page-table organisations (forward-mapped, inverted, "
+               "hashed, hybrid) and their walkers"),
+    "chen94": ("Chen, Impact of Software Structure and Policy on CPU and Memory System "
+               "Performance (CMU 1994)", None, "the cache, write-buffer and MCPI models"),
+    "inouye92": ("Inouye et al., Effects of Virtually Addressed Caches on VM Design (1992)",
+                 None, "the virtually addressed cache and its alias policies"),
+}
+
+
+@dataclass
+class Check:
+    """One comparison with the paper."""
+
+    claim: str
+    published: str
+    ours: str
+    ok: bool
+    exact: bool = False
+    note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.ok:
+            return "exact" if self.exact else "holds"
+        return "MISMATCH" if self.exact else "differs"
+
+
+@dataclass
+class Outcome:
+    """What a recipe produced."""
+
+    name: str
+    title: str
+    checks: list[Check] = field(default_factory=list)
+    tables: dict[str, Any] = field(default_factory=dict)  # name → pandas.DataFrame
+    figures: list[tuple[str, Path]] = field(default_factory=list)  # (caption, SVG path)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def recipe_module(name: str) -> Any:
+    if name not in RECIPES:
+        raise NotYetError(f"no recipe named '{name}' (have: {', '.join(RECIPES)})")
+    _, module, missing = RECIPES[name]
+    if module is None:
+        raise NotYetError(f"reproduce {name}: not built yet — it needs {missing}")
+    return importlib.import_module(f"{__name__}.{module}")
+
+
+def reproduce(name: str, out: str | Path = "reproduce",
+              progress: Callable[[str], None] | None = None) -> Outcome:
+    """Run recipe `name`, writing its results into ``out/name``."""
+    mod = recipe_module(name)
+    d = Path(out) / name
+    (d / "plots").mkdir(parents=True, exist_ok=True)
+    outcome: Outcome = mod.run(d, progress or (lambda _msg: None))
+    write(outcome, d)
+    return outcome
+
+
+def verdict_table(o: Outcome) -> str:
+    """The verdict as plain text, one row per check."""
+    rows = [("claim", "published", "ours", "verdict")]
+    rows += [(c.claim, c.published, c.ours, c.verdict) for c in o.checks]
+    widths = [min(max(len(r[i]) for r in rows), (52, 26, 26, 9)[i]) for i in range(4)]
+
+    def cut(s: str, w: int) -> str:
+        return s if len(s) <= w else s[: w - 1] + "…"
+
+    lines = [f"{o.title}", ""]
+    for i, r in enumerate(rows):
+        lines.append("  ".join(cut(v, w).ljust(w) for v, w in zip(r, widths)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    n_ok = sum(c.ok for c in o.checks)
+    lines += ["", f"{n_ok} of {len(o.checks)} checks agree"]
+    return "\n".join(lines)
+
+
+def write(o: Outcome, d: Path) -> None:
+    import pandas as pd
+
+    checks = [{**asdict(c), "verdict": c.verdict} for c in o.checks]
+    pd.DataFrame(checks).to_csv(d / "verdict.csv", index=False)
+    (d / "verdict.json").write_text(json.dumps(
+        {"recipe": o.name, "title": o.title, "ok": o.ok, "checks": checks}, indent=2))
+    for name, df in o.tables.items():
+        df.to_csv(d / f"{name}.csv", index=False)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>lookaside reproduce {html.escape(o.name)}</title>",
+        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
+        "table{border-collapse:collapse;font-size:85%}td,th{border:1px solid #ccc;"
+        "padding:2px 6px}.ok{color:#186a18}.bad{color:#b00;font-weight:bold}"
+        "figure{display:inline-block;margin:1em;vertical-align:top}"
+        "figcaption{font-size:90%;color:#444}</style></head><body>",
+        f"<h1>{html.escape(o.title)}</h1>",
+        f"<p>{sum(c.ok for c in o.checks)} of {len(o.checks)} checks agree.</p>",
+        "<table><tr><th>claim</th><th>published</th><th>ours</th><th>verdict</th>"
+        "<th>note</th></tr>",
+    ]
+    for c in o.checks:
+        cls = "ok" if c.ok else "bad"
+        parts.append(f"<tr><td>{html.escape(c.claim)}</td><td>{html.escape(c.published)}</td>"
+                     f"<td>{html.escape(c.ours)}</td><td class='{cls}'>{c.verdict}</td>"
+                     f"<td>{html.escape(c.note)}</td></tr>")
+    parts.append("</table>")
+    for caption, svg in o.figures:
+        text = Path(svg).read_text(encoding="utf-8")
+        parts.append(f"<figure>{text[text.index('<svg'):]}"
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    for name, df in o.tables.items():
+        parts.append(f"<h2>{html.escape(name)}</h2>")
+        parts.append(df.to_html(index=False, na_rep="—"))
+    parts.append("</body></html>")
+    (d / "report.html").write_text("\n".join(parts), encoding="utf-8")
+
+
+def save_figure(fig: Any, d: Path, name: str) -> Path:
+    """Write a matplotlib figure as ``plots/NAME.svg`` and ``.png``; returns the SVG path."""
+    import matplotlib.pyplot as plt
+
+    svg = d / "plots" / f"{name}.svg"
+    fig.savefig(svg, bbox_inches="tight")
+    fig.savefig(d / "plots" / f"{name}.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return svg
