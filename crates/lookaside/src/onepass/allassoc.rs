@@ -1,0 +1,333 @@
+//! All-associativity simulation (Mattson et al. 1970; Hill & Smith 1989): one pass gives the
+//! misses of set-associative LRU structures of every set count `1, 2, 4, …, max_sets` and
+//! every associativity `1..=WAYS`.
+//!
+//! # Why this way
+//!
+//! With the set chosen by the low bits of the page number (`vpn mod sets`, exactly
+//! [`crate::tlb::Tlb::set_of`] for a power-of-two set count), each set of an `S`-set LRU
+//! structure is a small LRU stack, and a reference at depth `d` of its set's stack hits in
+//! every `S`-set structure of more than `d` ways. So one stack per set, per set count,
+//! truncated at [`WAYS`] (deeper positions never matter for `WAYS` ways or fewer), gives
+//! every associativity at once; the set counts are `log2(max_sets) + 1` such passes over the
+//! same reference, fused into one loop. Hill & Smith's forest shares the stacks of different
+//! set counts, but a truncated stack here is one cache line of `u32` page ids, found with one
+//! vectorised compare and updated with one short move, so the simple layout is the fast one.
+//!
+//! Shortcuts, all exact:
+//! * Page ids: the one-set stack keeps page numbers and contexts alongside its ids, so a page
+//!   among the 16 most recently used finds its dense `u32` id there; only other pages go
+//!   through the hash map ([`PageMap`]).
+//! * Depth 0 is inherited: a page on top of its set's stack for `S` sets was the last one used
+//!   among the pages of its set, so it is on top for every larger set count (whose sets are
+//!   subsets); the loop stops there and counts depth 0 for the remaining set counts at once.
+//! * Repeating the last page (depth 0 everywhere) touches no stack. Returning to the page
+//!   used just before the last one (code and data pages alternate) is at depth 1 for the set
+//!   counts where both share a set (`S <= 2^tz(vpn ^ last)`) and 0 elsewhere, and only those
+//!   sets swap their top two entries.
+//!
+//! Invalidation leaves a hole in every stack that held the page, and a reference fills the
+//! topmost hole above it instead of evicting (see [`super::stack`] for why this is exact);
+//! flushing empties every stack.
+
+use super::map::PageMap;
+use super::Engine;
+use crate::tlb::NO_CTX;
+use serde::Serialize;
+
+/// Associativities answered: `1..=WAYS`.
+pub const WAYS: usize = 16;
+
+/// Default largest set count (set counts `1, 2, 4, …, 1024`: 11 × 16 = 176 configurations).
+pub const DEFAULT_MAX_SETS: usize = 1024;
+
+/// A hole (free entry) in a set's stack.
+const HOLE: u32 = u32::MAX;
+
+/// No page (for the last-two-pages shortcut).
+const NONE: (u64, u64) = (0, NO_CTX);
+
+/// The all-associativity engine (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct AllAssoc {
+    levels: usize,
+    /// Level `l` (`2^l` sets) starts at `(2^l - 1) * WAYS`; `WAYS` ids per set, MRU first.
+    ids: Vec<u32>,
+    /// Page numbers and contexts of the one-set stack (`ids[0..WAYS]`); `NO_CTX` = hole.
+    kv: [u64; WAYS],
+    kc: [u64; WAYS],
+    map: PageMap,
+    next_id: u32,
+    /// `hist[l][d]`: accesses at depth `d` at level `l` found by a search; `WAYS` = deeper
+    /// or absent.
+    hist: Vec<[u64; WAYS + 1]>,
+    /// `zero_from[l]`: accesses at depth 0 for every level `>= l` not counted in `hist`.
+    zero_from: Vec<u64>,
+    /// The last page accessed and the one before it (different pages), while no stack has
+    /// changed otherwise.
+    last: (u64, u64),
+    before: (u64, u64),
+    accesses: u64,
+}
+
+/// What an all-associativity pass found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AllAssocResult {
+    /// Translations looked up (references, plus the second page of straddling ones).
+    pub accesses: u64,
+    /// The set counts, `1, 2, 4, …`.
+    pub sets: Vec<usize>,
+    /// Associativities `1..=ways`.
+    pub ways: usize,
+    /// `misses[i][w - 1]`: misses with `sets[i]` sets of `w` ways.
+    pub misses: Vec<Vec<u64>>,
+}
+
+impl AllAssocResult {
+    /// Misses of the structure with `sets` sets of `ways` ways, if it was simulated.
+    pub fn misses(&self, sets: usize, ways: usize) -> Option<u64> {
+        let i = self.sets.iter().position(|&s| s == sets)?;
+        (1..=self.ways)
+            .contains(&ways)
+            .then(|| self.misses[i][ways - 1])
+    }
+
+    /// The result as JSON: the counts, and `configs` = one `{sets, ways, entries, misses}`
+    /// per configuration.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut configs = Vec::new();
+        for (i, &s) in self.sets.iter().enumerate() {
+            for w in 1..=self.ways {
+                configs.push(serde_json::json!({
+                    "sets": s, "ways": w, "entries": s * w, "misses": self.misses[i][w - 1]
+                }));
+            }
+        }
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("configs".into(), configs.into());
+        }
+        v
+    }
+}
+
+impl Default for AllAssoc {
+    fn default() -> AllAssoc {
+        AllAssoc::new(DEFAULT_MAX_SETS)
+    }
+}
+
+/// Bit `i` set where `slots[i] == x`.
+#[inline(always)]
+fn mask(slots: &[u32; WAYS], x: u32) -> u32 {
+    let mut m = 0u32;
+    for (i, &s) in slots.iter().enumerate() {
+        m |= ((s == x) as u32) << i;
+    }
+    m
+}
+
+/// Where a reference at depth `d` (`WAYS` = absent) moves things in a stack whose holes are
+/// `holes`: positions `0..j` shift down one (onto `j`), and `hole` becomes a hole.
+#[inline(always)]
+fn plan(holes: u32, d: usize) -> (usize, Option<usize>) {
+    let above = holes & ((1u32 << d) - 1);
+    if above != 0 {
+        (above.trailing_zeros() as usize, (d < WAYS).then_some(d))
+    } else {
+        (d.min(WAYS - 1), None)
+    }
+}
+
+impl AllAssoc {
+    /// Every set count `1, 2, 4, …, max_sets` (a power of two, at most 2^20) and every
+    /// associativity `1..=WAYS`.
+    ///
+    /// # Panics
+    /// If `max_sets` is not a power of two or above 2^20.
+    pub fn new(max_sets: usize) -> AllAssoc {
+        assert!(
+            max_sets.is_power_of_two() && max_sets <= 1 << 20,
+            "AllAssoc: max_sets must be a power of two up to 2^20"
+        );
+        let levels = max_sets.trailing_zeros() as usize + 1;
+        AllAssoc {
+            levels,
+            ids: vec![HOLE; (2 * max_sets - 1) * WAYS],
+            kv: [0; WAYS],
+            kc: [NO_CTX; WAYS],
+            map: PageMap::new(),
+            next_id: 0,
+            hist: vec![[0; WAYS + 1]; levels],
+            zero_from: vec![0; levels + 1],
+            last: NONE,
+            before: NONE,
+            accesses: 0,
+        }
+    }
+
+    /// The counts so far.
+    pub fn result(&self) -> AllAssocResult {
+        let mut misses = Vec::with_capacity(self.levels);
+        let mut zeros = 0;
+        for l in 0..self.levels {
+            zeros += self.zero_from[l];
+            let mut hits = zeros;
+            let mut row = Vec::with_capacity(WAYS);
+            for w in 1..=WAYS {
+                hits += self.hist[l][w - 1];
+                row.push(self.accesses - hits);
+            }
+            misses.push(row);
+        }
+        AllAssocResult {
+            accesses: self.accesses,
+            sets: (0..self.levels).map(|l| 1 << l).collect(),
+            ways: WAYS,
+            misses,
+        }
+    }
+
+    /// The stack of `vpn`'s set at level `l` (`2^l` sets).
+    #[inline(always)]
+    fn set_mut(ids: &mut [u32], l: usize, vpn: u64) -> &mut [u32; WAYS] {
+        let sets = 1usize << l;
+        let base = (sets - 1 + (vpn as usize & (sets - 1))) * WAYS;
+        (&mut ids[base..base + WAYS]).try_into().unwrap()
+    }
+
+    /// Forget the last-two-pages shortcut (a stack changed other than by an access).
+    fn forget_last(&mut self) {
+        self.last = NONE;
+        self.before = NONE;
+    }
+
+    /// The general path: search every level from the one-set stack down.
+    fn search(&mut self, vpn: u64, ctx: u64) {
+        // Level 0: by key, which also yields the page's id.
+        let mut m = 0u32;
+        let mut holes = 0u32;
+        for i in 0..WAYS {
+            m |= (((self.kv[i] == vpn) & (self.kc[i] == ctx)) as u32) << i;
+            holes |= ((self.kc[i] == NO_CTX) as u32) << i;
+        }
+        let d = if m != 0 {
+            m.trailing_zeros() as usize
+        } else {
+            WAYS
+        };
+        if d == 0 {
+            self.zero_from[0] += 1;
+            return;
+        }
+        let id = if d < WAYS {
+            self.ids[d]
+        } else {
+            let (s, new) = self.map.entry(vpn, ctx, self.next_id);
+            if new {
+                self.next_id += 1;
+            }
+            self.map.get(s)
+        };
+        let (j, hole) = plan(holes, d);
+        self.kv.copy_within(0..j, 1);
+        self.kc.copy_within(0..j, 1);
+        self.kv[0] = vpn;
+        self.kc[0] = ctx;
+        let top: &mut [u32; WAYS] = (&mut self.ids[0..WAYS]).try_into().unwrap();
+        top.copy_within(0..j, 1);
+        top[0] = id;
+        if let Some(p) = hole {
+            top[p] = HOLE;
+            self.kc[p] = NO_CTX;
+            self.kv[p] = 0;
+        }
+        self.hist[0][d] += 1;
+        for l in 1..self.levels {
+            let set = Self::set_mut(&mut self.ids, l, vpn);
+            let m = mask(set, id);
+            let d = if m != 0 {
+                m.trailing_zeros() as usize
+            } else {
+                WAYS
+            };
+            if d == 0 {
+                self.zero_from[l] += 1;
+                return;
+            }
+            let (j, hole) = plan(mask(set, HOLE), d);
+            set.copy_within(0..j, 1);
+            set[0] = id;
+            if let Some(p) = hole {
+                set[p] = HOLE;
+            }
+            self.hist[l][d] += 1;
+        }
+    }
+
+    /// Back to the page used just before the last one: depth 1 where both share a set, 0
+    /// elsewhere.
+    #[inline(always)]
+    fn back(&mut self, vpn: u64) {
+        let shared = ((vpn ^ self.last.0).trailing_zeros() as usize + 1).min(self.levels);
+        self.kv.swap(0, 1);
+        self.kc.swap(0, 1);
+        self.ids.swap(0, 1);
+        self.hist[0][1] += 1;
+        for l in 1..shared {
+            let set = Self::set_mut(&mut self.ids, l, vpn);
+            set.swap(0, 1);
+            self.hist[l][1] += 1;
+        }
+        self.zero_from[shared] += 1;
+    }
+}
+
+impl Engine for AllAssoc {
+    #[inline]
+    fn access(&mut self, vpn: u64, ctx: u64) {
+        debug_assert!(ctx != NO_CTX);
+        self.accesses += 1;
+        if (vpn, ctx) == self.last {
+            self.zero_from[0] += 1;
+            return;
+        }
+        if (vpn, ctx) == self.before {
+            self.back(vpn);
+        } else {
+            self.search(vpn, ctx);
+        }
+        self.before = self.last;
+        self.last = (vpn, ctx);
+    }
+
+    fn invalidate(&mut self, vpn: u64, ctx: u64) {
+        self.forget_last();
+        let id = match (0..WAYS).find(|&i| self.kv[i] == vpn && self.kc[i] == ctx) {
+            Some(i) => self.ids[i],
+            None => match self.map.find(vpn, ctx) {
+                Some(s) => self.map.get(s),
+                None => return,
+            },
+        };
+        for l in 0..self.levels {
+            let set = Self::set_mut(&mut self.ids, l, vpn);
+            let m = mask(set, id);
+            if m != 0 {
+                let i = m.trailing_zeros() as usize;
+                set[i] = HOLE;
+                if l == 0 {
+                    self.kc[i] = NO_CTX;
+                    self.kv[i] = 0;
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        self.forget_last();
+        self.ids.fill(HOLE);
+        self.kc = [NO_CTX; WAYS];
+        self.kv = [0; WAYS];
+    }
+}

@@ -1,0 +1,211 @@
+//! One-pass engines: a whole sweep of LRU structures answered by one pass over the events.
+//!
+//! * [`StackDistance`] — LRU stack distances: the misses of a fully associative LRU
+//!   structure of every size `1..=max_distance` (default 16384).
+//! * [`AllAssoc`] — all-associativity simulation: the misses of set-associative LRU
+//!   structures of every set count `1, 2, 4, …, max_sets` (default 1024) and every
+//!   associativity `1..=16` (176 configurations by default).
+//!
+//! Both give exactly the counts a [`Machine`](crate::machine::Machine) with one LRU TLB of
+//! that geometry gives for the same events ([`Options`] says which machine), and both consume
+//! the same event batches ([`feed`], [`run`]). The tests compare every count with per-config
+//! simulation on random, adversarial and real traces.
+//!
+//! # Which machine
+//!
+//! One TLB, LRU, entries of one page size ([`Options::page_shift`]) with no regions or global
+//! pages, serving the reference kinds in [`Options::kinds`]; the engines see the page number
+//! and the context tag of every translation that TLB would look up:
+//! * an access whose last byte lies in another page looks up both pages when
+//!   [`Options::split`] (the machine's `straddle = "split"`), only the first otherwise;
+//! * the context is the address space when [`Options::tagged`] (the TLB's `asid = true`),
+//!   else 0, and then a change of the running address space (a context-switch event, or a
+//!   reference of another address space, whatever its kind) empties the structure, as the
+//!   machine flushes an untagged TLB;
+//! * `TlbFlush` with [`FLUSH_ALL`] empties it; `TlbFlush` of one page, `Unmap` and `Protect`
+//!   invalidate that page (of the event's address space when tagged), leaving a free entry —
+//!   the engines model the free entry exactly (see [`stack`]);
+//! * map events and markers change nothing.
+
+mod allassoc;
+mod fenwick;
+mod map;
+mod stack;
+
+#[cfg(test)]
+mod tests;
+
+pub use allassoc::{AllAssoc, AllAssocResult, DEFAULT_MAX_SETS, WAYS};
+pub use stack::{StackDistance, StackResult, DEFAULT_MAX_DISTANCE, FRONT};
+
+use crate::error::Result;
+use crate::event::{Event, Kind, BATCH, FLUSH_ALL, REF_KINDS};
+use crate::trace::TraceSource;
+use serde::Serialize;
+
+/// A one-pass engine: what it needs to know of the translations of one structure.
+pub trait Engine {
+    /// A lookup of page `vpn` with context tag `ctx` (never [`crate::tlb::NO_CTX`]).
+    fn access(&mut self, vpn: u64, ctx: u64);
+    /// The entry of `(vpn, ctx)`, if held, becomes free.
+    fn invalidate(&mut self, vpn: u64, ctx: u64);
+    /// Every entry becomes free.
+    fn flush(&mut self);
+}
+
+/// Both engines over one stream.
+impl<A: Engine, B: Engine> Engine for (A, B) {
+    #[inline]
+    fn access(&mut self, vpn: u64, ctx: u64) {
+        self.0.access(vpn, ctx);
+        self.1.access(vpn, ctx);
+    }
+    fn invalidate(&mut self, vpn: u64, ctx: u64) {
+        self.0.invalidate(vpn, ctx);
+        self.1.invalidate(vpn, ctx);
+    }
+    fn flush(&mut self) {
+        self.0.flush();
+        self.1.flush();
+    }
+}
+
+/// The structure the engines answer for (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Options {
+    /// log2 of the page size (12 for 4 KiB).
+    pub page_shift: u32,
+    /// Reference kinds translated, indexed by `Kind as usize` (fetch, load, store).
+    pub kinds: [bool; REF_KINDS],
+    /// Entries tagged by address space.
+    pub tagged: bool,
+    /// Straddling accesses look up both pages.
+    pub split: bool,
+}
+
+impl Default for Options {
+    /// 4 KiB pages, every reference kind, tagged, straddles split: the machine's defaults.
+    fn default() -> Options {
+        Options {
+            page_shift: 12,
+            kinds: [true; REF_KINDS],
+            tagged: true,
+            split: true,
+        }
+    }
+}
+
+/// Translates events into engine calls; keeps the running address space between batches.
+#[derive(Clone, Debug)]
+pub struct Feeder {
+    opts: Options,
+    asid: u32,
+    /// References seen (of every kind).
+    pub references: u64,
+}
+
+impl Feeder {
+    /// A feeder for `opts`; the running address space starts as 0, as in the machine.
+    ///
+    /// # Panics
+    /// If `opts.page_shift` is not below 64.
+    pub fn new(opts: Options) -> Feeder {
+        assert!(opts.page_shift < 64, "page_shift must be below 64");
+        Feeder {
+            opts,
+            asid: 0,
+            references: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn ctx(&self, asid: u32) -> u64 {
+        if self.opts.tagged {
+            asid as u64
+        } else {
+            0
+        }
+    }
+
+    #[inline]
+    fn switch<E: Engine>(&mut self, engine: &mut E, asid: u32) {
+        if asid != self.asid {
+            self.asid = asid;
+            if !self.opts.tagged {
+                engine.flush();
+            }
+        }
+    }
+
+    /// Feed one batch of events, in order.
+    pub fn feed<E: Engine>(&mut self, engine: &mut E, events: &[Event]) {
+        let shift = self.opts.page_shift;
+        for e in events {
+            if !e.kind.is_ref() {
+                match e.kind {
+                    Kind::ContextSwitch => self.switch(engine, e.asid),
+                    Kind::TlbFlush if e.addr == FLUSH_ALL => engine.flush(),
+                    Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
+                        engine.invalidate(e.addr >> shift, self.ctx(e.asid))
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            self.references += 1;
+            if e.asid != self.asid {
+                self.switch(engine, e.asid);
+            }
+            if !self.opts.kinds[e.kind as usize] {
+                continue;
+            }
+            let ctx = self.ctx(e.asid);
+            let page = e.addr >> shift;
+            engine.access(page, ctx);
+            if self.opts.split && e.size > 1 {
+                let last = e.addr.wrapping_add(e.size as u64 - 1);
+                if last >> shift != page && last > e.addr {
+                    engine.access(last >> shift, ctx);
+                }
+            }
+        }
+    }
+}
+
+/// Feed every event of `source` to `engine`; returns the number of events read.
+pub fn run<E: Engine>(source: &mut dyn TraceSource, opts: &Options, engine: &mut E) -> Result<u64> {
+    let mut feeder = Feeder::new(opts.clone());
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut n = 0;
+    while source.next_batch(&mut batch)? {
+        feeder.feed(engine, &batch);
+        n += batch.len() as u64;
+    }
+    Ok(n)
+}
+
+/// Stack distances of every access of `source` (distances below `max_distance` exact).
+pub fn run_stack(
+    source: &mut dyn TraceSource,
+    opts: &Options,
+    max_distance: usize,
+) -> Result<StackResult> {
+    let mut sd = StackDistance::new(max_distance);
+    run(source, opts, &mut sd)?;
+    Ok(sd.result())
+}
+
+/// All-associativity misses of `source` for set counts `1..=max_sets` (powers of two) and
+/// `1..=WAYS` ways.
+///
+/// # Panics
+/// If `max_sets` is not a power of two up to 2^20.
+pub fn run_all_assoc(
+    source: &mut dyn TraceSource,
+    opts: &Options,
+    max_sets: usize,
+) -> Result<AllAssocResult> {
+    let mut aa = AllAssoc::new(max_sets);
+    run(source, opts, &mut aa)?;
+    Ok(aa.result())
+}
