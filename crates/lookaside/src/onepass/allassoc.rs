@@ -31,7 +31,7 @@
 //! flushing empties every stack.
 
 use super::map::PageMap;
-use super::Engine;
+use super::{shift_in, Engine};
 use crate::tlb::NO_CTX;
 use serde::Serialize;
 
@@ -58,6 +58,10 @@ pub struct AllAssoc {
     kc: [u64; WAYS],
     map: PageMap,
     next_id: u32,
+    /// Whether a stack may hold a hole above a page (an invalidation since the last flush);
+    /// otherwise holes are only unused positions at the end of a stack, and a reference can
+    /// ignore them (shifting onto the last position drops a hole as well as filling one).
+    mid_holes: bool,
     /// `hist[l][d]`: accesses at depth `d` at level `l` found by a search; `WAYS` = deeper
     /// or absent.
     hist: Vec<[u64; WAYS + 1]>,
@@ -158,6 +162,7 @@ impl AllAssoc {
             kc: [NO_CTX; WAYS],
             map: PageMap::new(),
             next_id: 0,
+            mid_holes: false,
             hist: vec![[0; WAYS + 1]; levels],
             zero_from: vec![0; levels + 1],
             last: NONE,
@@ -206,10 +211,8 @@ impl AllAssoc {
     fn search(&mut self, vpn: u64, ctx: u64) {
         // Level 0: by key, which also yields the page's id.
         let mut m = 0u32;
-        let mut holes = 0u32;
         for i in 0..WAYS {
             m |= (((self.kv[i] == vpn) & (self.kc[i] == ctx)) as u32) << i;
-            holes |= ((self.kc[i] == NO_CTX) as u32) << i;
         }
         let d = if m != 0 {
             m.trailing_zeros() as usize
@@ -229,14 +232,20 @@ impl AllAssoc {
             }
             self.map.get(s)
         };
+        let holes = if self.mid_holes {
+            let mut h = 0u32;
+            for i in 0..WAYS {
+                h |= ((self.kc[i] == NO_CTX) as u32) << i;
+            }
+            h
+        } else {
+            0
+        };
         let (j, hole) = plan(holes, d);
-        self.kv.copy_within(0..j, 1);
-        self.kc.copy_within(0..j, 1);
-        self.kv[0] = vpn;
-        self.kc[0] = ctx;
+        shift_in(&mut self.kv, j, vpn);
+        shift_in(&mut self.kc, j, ctx);
         let top: &mut [u32; WAYS] = (&mut self.ids[0..WAYS]).try_into().unwrap();
-        top.copy_within(0..j, 1);
-        top[0] = id;
+        shift_in(top, j, id);
         if let Some(p) = hole {
             top[p] = HOLE;
             self.kc[p] = NO_CTX;
@@ -255,9 +264,9 @@ impl AllAssoc {
                 self.zero_from[l] += 1;
                 return;
             }
-            let (j, hole) = plan(mask(set, HOLE), d);
-            set.copy_within(0..j, 1);
-            set[0] = id;
+            let holes = if self.mid_holes { mask(set, HOLE) } else { 0 };
+            let (j, hole) = plan(holes, d);
+            shift_in(set, j, id);
             if let Some(p) = hole {
                 set[p] = HOLE;
             }
@@ -301,6 +310,11 @@ impl Engine for AllAssoc {
         self.last = (vpn, ctx);
     }
 
+    #[inline(always)]
+    fn prefetch(&self, vpn: u64, ctx: u64) {
+        self.map.prefetch(vpn, ctx);
+    }
+
     fn invalidate(&mut self, vpn: u64, ctx: u64) {
         self.forget_last();
         let id = match (0..WAYS).find(|&i| self.kv[i] == vpn && self.kc[i] == ctx) {
@@ -316,6 +330,7 @@ impl Engine for AllAssoc {
             if m != 0 {
                 let i = m.trailing_zeros() as usize;
                 set[i] = HOLE;
+                self.mid_holes = true;
                 if l == 0 {
                     self.kc[i] = NO_CTX;
                     self.kv[i] = 0;
@@ -326,6 +341,7 @@ impl Engine for AllAssoc {
 
     fn flush(&mut self) {
         self.forget_last();
+        self.mid_holes = false;
         self.ids.fill(HOLE);
         self.kc = [NO_CTX; WAYS];
         self.kv = [0; WAYS];

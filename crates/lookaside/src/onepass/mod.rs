@@ -43,6 +43,20 @@ use crate::event::{Event, Kind, BATCH, FLUSH_ALL, REF_KINDS};
 use crate::trace::TraceSource;
 use serde::Serialize;
 
+/// Shift positions `0..j` of a small stack down by one (onto `j`, `j < N`) and put `x` on
+/// top. Written as a select over the whole array rather than a `copy_within` of a variable
+/// length, so that it compiles to a few vector moves instead of a call to `memmove`.
+#[inline(always)]
+pub(crate) fn shift_in<T: Copy, const N: usize>(stack: &mut [T; N], j: usize, x: T) {
+    let old = *stack;
+    let mut down = old;
+    down[0] = x;
+    down[1..].copy_from_slice(&old[..N - 1]);
+    for k in 0..N {
+        stack[k] = if k <= j { down[k] } else { old[k] };
+    }
+}
+
 /// A one-pass engine: what it needs to know of the translations of one structure.
 pub trait Engine {
     /// A lookup of page `vpn` with context tag `ctx` (never [`crate::tlb::NO_CTX`]).
@@ -51,6 +65,10 @@ pub trait Engine {
     fn invalidate(&mut self, vpn: u64, ctx: u64);
     /// Every entry becomes free.
     fn flush(&mut self);
+    /// A hint that `(vpn, ctx)` will be accessed soon (the driver calls it a few references
+    /// ahead); never changes results.
+    #[inline(always)]
+    fn prefetch(&self, _vpn: u64, _ctx: u64) {}
 }
 
 /// Both engines over one stream.
@@ -67,6 +85,11 @@ impl<A: Engine, B: Engine> Engine for (A, B) {
     fn flush(&mut self) {
         self.0.flush();
         self.1.flush();
+    }
+    #[inline(always)]
+    fn prefetch(&self, vpn: u64, ctx: u64) {
+        self.0.prefetch(vpn, ctx);
+        self.1.prefetch(vpn, ctx);
     }
 }
 
@@ -94,6 +117,9 @@ impl Default for Options {
         }
     }
 }
+
+/// How many events ahead of the one being simulated the driver prefetches.
+const AHEAD: usize = 8;
 
 /// Translates events into engine calls; keeps the running address space between batches.
 #[derive(Clone, Debug)]
@@ -140,7 +166,12 @@ impl Feeder {
     /// Feed one batch of events, in order.
     pub fn feed<E: Engine>(&mut self, engine: &mut E, events: &[Event]) {
         let shift = self.opts.page_shift;
-        for e in events {
+        for (i, e) in events.iter().enumerate() {
+            if let Some(n) = events.get(i + AHEAD) {
+                if n.kind.is_ref() {
+                    engine.prefetch(n.addr >> shift, self.ctx(n.asid));
+                }
+            }
             if !e.kind.is_ref() {
                 match e.kind {
                     Kind::ContextSwitch => self.switch(engine, e.asid),

@@ -7,11 +7,13 @@
 //!
 //! # Representation
 //!
-//! * The top [`FRONT`] positions of the stack are kept explicitly, in order, in small arrays
-//!   (the *front*). Almost every reference of a real program lands there (the page of the
-//!   instruction stream, of the stack, of the data being walked), and then the depth is the
-//!   index found by one vectorised compare and the update a 16-element shift: no hashing, no
-//!   tree.
+//! * The top [`FRONT`] positions of the stack are kept explicitly in small arrays (the
+//!   *front*). Almost every reference of a real program lands there (the page of the
+//!   instruction stream, of the stack, of the data being walked), and then costs no hashing
+//!   and no tree: the page is found by one vectorised compare of 32-bit fingerprints (then
+//!   checked in full), and its depth is its slot's *rank*. Pages do not move between slots;
+//!   moving a page to the top is one vector operation on the 16 one-byte ranks (every rank
+//!   below the page's goes up by one, the page's becomes 0).
 //! * Deeper positions are timestamps: a page leaving the front gets the next value of a
 //!   counter, so deeper pages are ordered by timestamp, and the depth of a page with time `t`
 //!   is `FRONT + #{elements with time > t}`, a prefix sum over a Fenwick tree indexed by time
@@ -63,16 +65,30 @@ const IN_FRONT: u32 = u32::MAX;
 /// Smallest Fenwick tree length.
 const MIN_TREE: usize = 1 << 12;
 
+/// A 32-bit fingerprint of a page key, compared before the key itself.
+#[inline(always)]
+fn fingerprint(vpn: u64, ctx: u64) -> u32 {
+    (vpn ^ (vpn >> 32) ^ ctx.rotate_left(16)) as u32
+}
+
 /// The stack-distance engine (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct StackDistance {
     max: usize,
-    /// The front, most recent first: page numbers, contexts (`NO_CTX` = a hole), and each
-    /// page's slot in `map` (valid for map generation `map_gen`).
+    /// The front, in no order: page numbers, contexts (`NO_CTX` = a hole), fingerprints, each
+    /// page's slot in `map` (valid for map generation `map_gen`), and each slot's position in
+    /// the stack (a permutation of `0..FRONT`; holes have positions too).
     fv: [u64; FRONT],
     fc: [u64; FRONT],
+    ftag: [u32; FRONT],
     fslot: [u32; FRONT],
+    rank: [u8; FRONT],
+    /// The slot of rank 0.
+    top: usize,
     map_gen: u32,
+    /// Whether the front may hold a hole above a page (an invalidation hit it since the last
+    /// flush); otherwise its holes are only the unused positions at the end.
+    front_mid_holes: bool,
     /// Page → time (`ABSENT`, `IN_FRONT`, or a time in the trees).
     map: PageMap,
     /// Stack elements (pages and holes) deeper than the front, by time.
@@ -160,8 +176,12 @@ impl StackDistance {
             max,
             fv: [0; FRONT],
             fc: [NO_CTX; FRONT],
+            ftag: [0; FRONT],
             fslot: [0; FRONT],
+            rank: std::array::from_fn(|i| i as u8),
+            top: 0,
             map_gen: 0,
+            front_mid_holes: false,
             map: PageMap::new(),
             count: Fenwick::new(MIN_TREE),
             holes: Fenwick::new(MIN_TREE),
@@ -218,35 +238,56 @@ impl StackDistance {
         }
     }
 
-    /// Bit `i` set where front position `i` holds `(vpn, ctx)`.
+    /// The front slot holding `(vpn, ctx)`.
     #[inline(always)]
-    fn front_mask(&self, vpn: u64, ctx: u64) -> u32 {
+    fn front_find(&self, vpn: u64, ctx: u64) -> Option<usize> {
+        let fp = fingerprint(vpn, ctx);
         let mut m = 0u32;
         for i in 0..FRONT {
-            m |= (((self.fv[i] == vpn) & (self.fc[i] == ctx)) as u32) << i;
+            m |= ((self.ftag[i] == fp) as u32) << i;
         }
-        m
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            if self.fv[i] == vpn && self.fc[i] == ctx {
+                return Some(i);
+            }
+            m &= m - 1;
+        }
+        None
     }
 
-    /// Bit `i` set where front position `i` is a hole.
-    #[inline(always)]
-    fn front_holes(&self) -> u32 {
-        let mut m = 0u32;
+    /// The hole slot of smallest rank, if its rank is below `below`.
+    #[inline]
+    fn top_hole(&self, below: u8) -> Option<usize> {
+        let mut best: Option<usize> = None;
         for i in 0..FRONT {
-            m |= ((self.fc[i] == NO_CTX) as u32) << i;
+            if self.fc[i] == NO_CTX
+                && self.rank[i] < below
+                && best.is_none_or(|b| self.rank[i] < self.rank[b])
+            {
+                best = Some(i);
+            }
         }
-        m
+        best
     }
 
-    /// Shift front positions `0..j` down by one (overwriting `j`) and put the page at the top.
+    /// Put the page in `slot`, whose rank is `j`, at the top: ranks below `j` go down one.
     #[inline(always)]
-    fn push_front(&mut self, j: usize, vpn: u64, ctx: u64, slot: u32) {
-        self.fv.copy_within(0..j, 1);
-        self.fc.copy_within(0..j, 1);
-        self.fslot.copy_within(0..j, 1);
-        self.fv[0] = vpn;
-        self.fc[0] = ctx;
-        self.fslot[0] = slot;
+    fn promote(&mut self, slot: usize, j: u8) {
+        for r in self.rank.iter_mut() {
+            *r += (*r < j) as u8;
+        }
+        self.rank[slot] = 0;
+        self.top = slot;
+    }
+
+    /// Store a page in front slot `i`.
+    #[inline(always)]
+    fn put(&mut self, i: usize, vpn: u64, ctx: u64, slot: u32) {
+        self.fv[i] = vpn;
+        self.fc[i] = ctx;
+        self.ftag[i] = fingerprint(vpn, ctx);
+        self.fslot[i] = slot;
     }
 
     /// Front slots refer to map slots; refresh them after the map moved its entries.
@@ -259,20 +300,27 @@ impl StackDistance {
         self.map_gen = self.map.generation();
     }
 
-    /// A reference to the page at front position `i`.
+    /// A reference to the page in front slot `i`.
     #[inline(always)]
     fn hit_front(&mut self, i: usize) {
-        let (vpn, ctx, slot) = (self.fv[i], self.fc[i], self.fslot[i]);
-        let above = self.front_holes() & ((1u32 << i) - 1);
-        if above != 0 {
-            let h = above.trailing_zeros() as usize;
-            self.push_front(h, vpn, ctx, slot);
-            self.fc[i] = NO_CTX;
-            self.fv[i] = 0;
+        let d = self.rank[i];
+        let hole = if self.front_mid_holes {
+            self.top_hole(d)
         } else {
-            self.push_front(i, vpn, ctx, slot);
+            None
+        };
+        match hole {
+            Some(h) => {
+                // The hole above takes the page; the page's slot becomes the hole.
+                let j = self.rank[h];
+                self.put(h, self.fv[i], self.fc[i], self.fslot[i]);
+                self.fc[i] = NO_CTX;
+                self.fv[i] = 0;
+                self.promote(h, j);
+            }
+            None => self.promote(i, d),
         }
-        self.record(i);
+        self.record(d as usize);
     }
 
     /// A reference to a page deeper than the front, or not in the stack.
@@ -293,14 +341,15 @@ impl StackDistance {
         } else {
             self.cold += 1;
         }
-        let fh = self.front_holes();
-        if fh != 0 {
+        if let Some(h) = self.top_hole(FRONT as u8) {
             // The topmost hole is in the front: it takes the page's place at the top, and
             // the page's old place (if any) becomes a hole.
             if live {
                 self.add_hole(t);
             }
-            self.push_front(fh.trailing_zeros() as usize, vpn, ctx, s as u32);
+            let j = self.rank[h];
+            self.put(h, vpn, ctx, s as u32);
+            self.promote(h, j);
         } else {
             let mut consumed = false;
             if self.holes_live > 0 {
@@ -327,8 +376,12 @@ impl StackDistance {
             self.now += 1;
             self.count.inc(n as usize);
             self.count_total += 1;
-            self.map.set(self.fslot[FRONT - 1] as usize, n);
-            self.push_front(FRONT - 1, vpn, ctx, s as u32);
+            let last = (0..FRONT)
+                .find(|&i| self.rank[i] == FRONT as u8 - 1)
+                .unwrap_or(0);
+            self.map.set(self.fslot[last] as usize, n);
+            self.put(last, vpn, ctx, s as u32);
+            self.promote(last, FRONT as u8 - 1);
         }
         self.map.set(s, IN_FRONT);
     }
@@ -393,25 +446,27 @@ impl Engine for StackDistance {
     fn access(&mut self, vpn: u64, ctx: u64) {
         debug_assert!(ctx != NO_CTX);
         self.accesses += 1;
-        if self.fv[0] == vpn && self.fc[0] == ctx {
+        if self.fv[self.top] == vpn && self.fc[self.top] == ctx {
             self.hist[0] += 1;
             return;
         }
-        let m = self.front_mask(vpn, ctx);
-        if m != 0 {
-            self.hit_front(m.trailing_zeros() as usize);
-        } else {
-            self.deep(vpn, ctx);
+        match self.front_find(vpn, ctx) {
+            Some(i) => self.hit_front(i),
+            None => self.deep(vpn, ctx),
         }
     }
 
+    #[inline(always)]
+    fn prefetch(&self, vpn: u64, ctx: u64) {
+        self.map.prefetch(vpn, ctx);
+    }
+
     fn invalidate(&mut self, vpn: u64, ctx: u64) {
-        let m = self.front_mask(vpn, ctx);
-        if m != 0 {
-            let i = m.trailing_zeros() as usize;
+        if let Some(i) = self.front_find(vpn, ctx) {
             self.map.set(self.fslot[i] as usize, ABSENT);
             self.fc[i] = NO_CTX;
             self.fv[i] = 0;
+            self.front_mid_holes = true;
             return;
         }
         if let Some(s) = self.map.find(vpn, ctx) {
@@ -433,5 +488,6 @@ impl Engine for StackDistance {
         self.fv = [0; FRONT];
         self.floor = self.now;
         self.holes_live = 0;
+        self.front_mid_holes = false;
     }
 }
