@@ -15,9 +15,8 @@
 //! vectorised compare and updated with one short move, so the simple layout is the fast one.
 //!
 //! Shortcuts, all exact:
-//! * Page ids: the one-set stack keeps page numbers and contexts alongside its ids, so a page
-//!   among the 16 most recently used finds its dense `u32` id there; only other pages go
-//!   through the hash map ([`PageMap`]).
+//! * Stacks hold dense `u32` page ids (from a [`PageMap`], prefetched a few references
+//!   ahead), so a set is one cache line and one vectorised compare finds a page.
 //! * Depth 0 is inherited: a page on top of its set's stack for `S` sets was the last one used
 //!   among the pages of its set, so it is on top for every larger set count (whose sets are
 //!   subsets); the loop stops there and counts depth 0 for the remaining set counts at once.
@@ -53,9 +52,6 @@ pub struct AllAssoc {
     levels: usize,
     /// Level `l` (`2^l` sets) starts at `(2^l - 1) * WAYS`; `WAYS` ids per set, MRU first.
     ids: Vec<u32>,
-    /// Page numbers and contexts of the one-set stack (`ids[0..WAYS]`); `NO_CTX` = hole.
-    kv: [u64; WAYS],
-    kc: [u64; WAYS],
     map: PageMap,
     next_id: u32,
     /// Whether a stack may hold a hole above a page (an invalidation since the last flush);
@@ -158,8 +154,6 @@ impl AllAssoc {
         AllAssoc {
             levels,
             ids: vec![HOLE; (2 * max_sets - 1) * WAYS],
-            kv: [0; WAYS],
-            kc: [NO_CTX; WAYS],
             map: PageMap::new(),
             next_id: 0,
             mid_holes: false,
@@ -207,52 +201,14 @@ impl AllAssoc {
         self.before = NONE;
     }
 
-    /// The general path: search every level from the one-set stack down.
+    /// The general path: the page's id, then every level from one set up.
     fn search(&mut self, vpn: u64, ctx: u64) {
-        // Level 0: by key, which also yields the page's id.
-        let mut m = 0u32;
-        for i in 0..WAYS {
-            m |= (((self.kv[i] == vpn) & (self.kc[i] == ctx)) as u32) << i;
+        let (s, new) = self.map.entry(vpn, ctx, self.next_id);
+        if new {
+            self.next_id += 1;
         }
-        let d = if m != 0 {
-            m.trailing_zeros() as usize
-        } else {
-            WAYS
-        };
-        if d == 0 {
-            self.zero_from[0] += 1;
-            return;
-        }
-        let id = if d < WAYS {
-            self.ids[d]
-        } else {
-            let (s, new) = self.map.entry(vpn, ctx, self.next_id);
-            if new {
-                self.next_id += 1;
-            }
-            self.map.get(s)
-        };
-        let holes = if self.mid_holes {
-            let mut h = 0u32;
-            for i in 0..WAYS {
-                h |= ((self.kc[i] == NO_CTX) as u32) << i;
-            }
-            h
-        } else {
-            0
-        };
-        let (j, hole) = plan(holes, d);
-        shift_in(&mut self.kv, j, vpn);
-        shift_in(&mut self.kc, j, ctx);
-        let top: &mut [u32; WAYS] = (&mut self.ids[0..WAYS]).try_into().unwrap();
-        shift_in(top, j, id);
-        if let Some(p) = hole {
-            top[p] = HOLE;
-            self.kc[p] = NO_CTX;
-            self.kv[p] = 0;
-        }
-        self.hist[0][d] += 1;
-        for l in 1..self.levels {
+        let id = self.map.get(s);
+        for l in 0..self.levels {
             let set = Self::set_mut(&mut self.ids, l, vpn);
             let m = mask(set, id);
             let d = if m != 0 {
@@ -279,11 +235,7 @@ impl AllAssoc {
     #[inline(always)]
     fn back(&mut self, vpn: u64) {
         let shared = ((vpn ^ self.last.0).trailing_zeros() as usize + 1).min(self.levels);
-        self.kv.swap(0, 1);
-        self.kc.swap(0, 1);
-        self.ids.swap(0, 1);
-        self.hist[0][1] += 1;
-        for l in 1..shared {
+        for l in 0..shared {
             let set = Self::set_mut(&mut self.ids, l, vpn);
             set.swap(0, 1);
             self.hist[l][1] += 1;
@@ -317,13 +269,10 @@ impl Engine for AllAssoc {
 
     fn invalidate(&mut self, vpn: u64, ctx: u64) {
         self.forget_last();
-        let id = match (0..WAYS).find(|&i| self.kv[i] == vpn && self.kc[i] == ctx) {
-            Some(i) => self.ids[i],
-            None => match self.map.find(vpn, ctx) {
-                Some(s) => self.map.get(s),
-                None => return,
-            },
+        let Some(s) = self.map.find(vpn, ctx) else {
+            return;
         };
+        let id = self.map.get(s);
         for l in 0..self.levels {
             let set = Self::set_mut(&mut self.ids, l, vpn);
             let m = mask(set, id);
@@ -331,10 +280,6 @@ impl Engine for AllAssoc {
                 let i = m.trailing_zeros() as usize;
                 set[i] = HOLE;
                 self.mid_holes = true;
-                if l == 0 {
-                    self.kc[i] = NO_CTX;
-                    self.kv[i] = 0;
-                }
             }
         }
     }
@@ -343,7 +288,5 @@ impl Engine for AllAssoc {
         self.forget_last();
         self.mid_holes = false;
         self.ids.fill(HOLE);
-        self.kc = [NO_CTX; WAYS];
-        self.kv = [0; WAYS];
     }
 }
