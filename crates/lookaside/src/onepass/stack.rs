@@ -85,6 +85,8 @@ pub struct StackDistance {
     rank: [u8; FRONT],
     /// The slot of rank 0.
     top: usize,
+    /// Holes in the front (unused slots included).
+    front_free: u32,
     map_gen: u32,
     /// Whether the front may hold a hole above a page (an invalidation hit it since the last
     /// flush); otherwise its holes are only the unused positions at the end.
@@ -180,6 +182,7 @@ impl StackDistance {
             fslot: [0; FRONT],
             rank: std::array::from_fn(|i| i as u8),
             top: 0,
+            front_free: FRONT as u32,
             map_gen: 0,
             front_mid_holes: false,
             map: PageMap::new(),
@@ -341,7 +344,13 @@ impl StackDistance {
         } else {
             self.cold += 1;
         }
-        if let Some(h) = self.top_hole(FRONT as u8) {
+        let hole = if self.front_free > 0 {
+            self.top_hole(FRONT as u8)
+        } else {
+            None
+        };
+        if let Some(h) = hole {
+            self.front_free -= 1;
             // The topmost hole is in the front: it takes the page's place at the top, and
             // the page's old place (if any) becomes a hole.
             if live {
@@ -376,9 +385,11 @@ impl StackDistance {
             self.now += 1;
             self.count.inc(n as usize);
             self.count_total += 1;
-            let last = (0..FRONT)
-                .find(|&i| self.rank[i] == FRONT as u8 - 1)
-                .unwrap_or(0);
+            let mut m = 0u32;
+            for (i, &r) in self.rank.iter().enumerate() {
+                m |= ((r == FRONT as u8 - 1) as u32) << i;
+            }
+            let last = m.trailing_zeros() as usize % FRONT;
             self.map.set(self.fslot[last] as usize, n);
             self.put(last, vpn, ctx, s as u32);
             self.promote(last, FRONT as u8 - 1);
@@ -467,6 +478,7 @@ impl Engine for StackDistance {
             self.fc[i] = NO_CTX;
             self.fv[i] = 0;
             self.front_mid_holes = true;
+            self.front_free += 1;
             return;
         }
         if let Some(s) = self.map.find(vpn, ctx) {
@@ -489,5 +501,6 @@ impl Engine for StackDistance {
         self.floor = self.now;
         self.holes_live = 0;
         self.front_mid_holes = false;
+        self.front_free = FRONT as u32;
     }
 }
