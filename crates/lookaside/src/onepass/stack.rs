@@ -16,13 +16,15 @@
 //!   below the page's goes up by one, the page's becomes 0).
 //! * Deeper positions are timestamps: a page leaving the front gets the next value of a
 //!   counter, so deeper pages are ordered by timestamp, and the depth of a page with time `t`
-//!   is `FRONT + #{elements with time > t}`, a prefix sum over a Fenwick tree indexed by time
-//!   — O(log n) for a reference, plus O(log n) to remove the page's old time and to add the
-//!   time of the page that left the front. A hash map ([`PageMap`], one multiply per probe)
-//!   gives each page's time. Timestamps advance only on references deeper than the front.
+//!   is `FRONT + #{elements with time > t}`: a prefix count over the set of times in use, a
+//!   bitmap with a Fenwick tree over its words ([`BitSet`]) — O(log n) for a reference, plus
+//!   O(log n) to remove the page's old time and to add the time of the page that left the
+//!   front. The bitmap keeps it small (a bit per time, a count per 64) and so in cache. A
+//!   hash map ([`PageMap`], one multiply per probe) gives each page's time. Timestamps
+//!   advance only on references deeper than the front.
 //! * Compaction keeps memory bounded by the live pages, not the trace length: when the
-//!   counter reaches the tree's length, live elements are renumbered `1..=live` in order, the
-//!   tree is rebuilt at four times their number (so the next compaction is at least `3 ×
+//!   counter reaches the set's length, live elements are renumbered `1..=live` in order, the
+//!   set is rebuilt at four times their number (so the next compaction is at least `3 ×
 //!   live` deep references away: amortised O(1) per reference), and dropped pages leave the
 //!   map.
 //!
@@ -40,13 +42,13 @@
 //!   structures of `N > d` entries hit, keeping their free entry);
 //! * otherwise the ordinary move to front.
 //!
-//! Holes in the front are marked in place; deeper ones are timestamps counted in a second
-//! Fenwick tree, which finds the topmost one (the largest time) in O(log n). Without
+//! Holes in the front are marked in place; deeper ones are timestamps kept in a second
+//! [`BitSet`], which finds the topmost one (the largest time) in O(log n). Without
 //! invalidations none of this runs. Flushing everything empties the stack: an empty stack
-//! behaves as one made of holes, and the next references are cold (the Fenwick trees keep the
+//! behaves as one made of holes, and the next references are cold (the sets keep the
 //! old times, below a *floor* that no live page is under, until the next compaction).
 
-use super::fenwick::Fenwick;
+use super::fenwick::BitSet;
 use super::map::PageMap;
 use super::Engine;
 use crate::tlb::NO_CTX;
@@ -62,7 +64,7 @@ pub const DEFAULT_MAX_DISTANCE: usize = 16384;
 const ABSENT: u32 = 0;
 /// Map value of a page in the front.
 const IN_FRONT: u32 = u32::MAX;
-/// Smallest Fenwick tree length.
+/// Smallest length of the sets of times.
 const MIN_TREE: usize = 1 << 12;
 
 /// A 32-bit fingerprint of a page key, compared before the key itself.
@@ -94,9 +96,9 @@ pub struct StackDistance {
     /// Page → time (`ABSENT`, `IN_FRONT`, or a time in the trees).
     map: PageMap,
     /// Stack elements (pages and holes) deeper than the front, by time.
-    count: Fenwick,
+    count: BitSet,
     /// The holes among them.
-    holes: Fenwick,
+    holes: BitSet,
     /// Elements in `count` and in `holes`, including those below `floor`.
     count_total: u32,
     holes_total: u32,
@@ -186,8 +188,8 @@ impl StackDistance {
             map_gen: 0,
             front_mid_holes: false,
             map: PageMap::new(),
-            count: Fenwick::new(MIN_TREE),
-            holes: Fenwick::new(MIN_TREE),
+            count: BitSet::new(MIN_TREE),
+            holes: BitSet::new(MIN_TREE),
             count_total: 0,
             holes_total: 0,
             holes_live: 0,
@@ -219,7 +221,7 @@ impl StackDistance {
             - self.dead_below_floor_pages() as usize
     }
 
-    /// (Fenwick tree length, pages in the map), to check that memory follows the footprint.
+    /// (length of the sets of times, pages in the map), to check that memory follows the footprint.
     #[cfg(test)]
     pub(crate) fn footprint(&self) -> (usize, usize) {
         (self.count.len(), self.map.len())
@@ -365,9 +367,9 @@ impl StackDistance {
                 let th = self.holes.kth(self.holes_total) as u32;
                 debug_assert!(th >= self.floor);
                 if !live || th > t {
-                    self.count.dec(th as usize);
+                    self.count.remove(th as usize);
                     self.count_total -= 1;
-                    self.holes.dec(th as usize);
+                    self.holes.remove(th as usize);
                     self.holes_total -= 1;
                     self.holes_live -= 1;
                     if live {
@@ -377,13 +379,13 @@ impl StackDistance {
                 }
             }
             if live && !consumed {
-                self.count.dec(t as usize);
+                self.count.remove(t as usize);
                 self.count_total -= 1;
             }
             // The last front page moves into the trees, newer than everything there.
             let n = self.now;
             self.now += 1;
-            self.count.inc(n as usize);
+            self.count.insert(n as usize);
             self.count_total += 1;
             let mut m = 0u32;
             for (i, &r) in self.rank.iter().enumerate() {
@@ -400,7 +402,7 @@ impl StackDistance {
     /// The element at time `t` (counted in `count`) becomes a hole.
     #[inline]
     fn add_hole(&mut self, t: u32) {
-        self.holes.inc(t as usize);
+        self.holes.insert(t as usize);
         self.holes_total += 1;
         self.holes_live += 1;
     }
@@ -408,34 +410,28 @@ impl StackDistance {
     /// Renumber the live elements `1..=live` in order, resize the trees to them and drop dead
     /// pages from the map.
     fn compact(&mut self) {
-        let len = self.count.len();
-        let count = std::mem::replace(&mut self.count, Fenwick::new(2)).into_points();
-        let holes = std::mem::replace(&mut self.holes, Fenwick::new(2)).into_points();
         let (floor, now) = (self.floor as usize, self.now as usize);
-        // rank[t]: the new time of the live element at old time t.
-        let mut rank = vec![0u32; len];
-        let mut live = 0u32;
-        for t in floor..now {
-            if count[t] != 0 {
-                live += 1;
-                rank[t] = live;
-            }
-        }
+        let live = (floor..now).filter(|&t| self.count.contains(t)).count() as u32;
         let size = (4 * (live as usize + 1)).next_power_of_two().max(MIN_TREE);
-        let mut c = vec![0u32; size];
-        let mut h = vec![0u32; size];
-        let mut nholes = 0;
+        // rank[t]: the new time of the live element at old time t.
+        let mut rank = vec![0u32; now];
+        let mut c = vec![0u64; size / 64];
+        let mut h = vec![0u64; size / 64];
+        let (mut r, mut nholes) = (0u32, 0u32);
         for t in floor..now {
-            if count[t] != 0 {
-                c[rank[t] as usize] = 1;
-                if holes[t] != 0 {
-                    h[rank[t] as usize] = 1;
+            if self.count.contains(t) {
+                r += 1;
+                rank[t] = r;
+                let i = r as usize;
+                c[i >> 6] |= 1 << (i & 63);
+                if self.holes.contains(t) {
+                    h[i >> 6] |= 1 << (i & 63);
                     nholes += 1;
                 }
             }
         }
-        self.count = Fenwick::from_points(c);
-        self.holes = Fenwick::from_points(h);
+        self.count = BitSet::from_bits(c);
+        self.holes = BitSet::from_bits(h);
         self.count_total = live;
         self.holes_total = nholes;
         self.holes_live = nholes;
