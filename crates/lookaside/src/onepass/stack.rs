@@ -418,10 +418,10 @@ impl StackDistance {
         let mut c = vec![0u64; size / 64];
         let mut h = vec![0u64; size / 64];
         let (mut r, mut nholes) = (0u32, 0u32);
-        for t in floor..now {
+        for (t, rt) in rank.iter_mut().enumerate().take(now).skip(floor) {
             if self.count.contains(t) {
                 r += 1;
-                rank[t] = r;
+                *rt = r;
                 let i = r as usize;
                 c[i >> 6] |= 1 << (i & 63);
                 if self.holes.contains(t) {
