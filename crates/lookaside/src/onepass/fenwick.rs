@@ -187,9 +187,9 @@ mod tests {
             }
         }
         let t = BitSet::from_bits(s.bits.clone());
-        for j in 0..n {
+        for (j, &p) in plain.iter().enumerate() {
             assert_eq!(t.prefix(j), s.prefix(j));
-            assert_eq!(t.contains(j), plain[j]);
+            assert_eq!(t.contains(j), p);
         }
     }
 
