@@ -11,8 +11,9 @@
 //! truncated at [`WAYS`] (deeper positions never matter for `WAYS` ways or fewer), gives
 //! every associativity at once; the set counts are `log2(max_sets) + 1` such passes over the
 //! same reference, fused into one loop. Hill & Smith's forest shares the stacks of different
-//! set counts, but a truncated stack here is one cache line of `u32` page ids, found with one
-//! vectorised compare and updated with one short move, so the simple layout is the fast one.
+//! set counts, but a truncated stack here is one cache line of `u32` page ids, in no order,
+//! found with one vectorised compare, plus 16 one-byte ranks (positions in the stack) updated
+//! with one vector operation — so the simple layout is the fast one.
 //!
 //! Shortcuts, all exact:
 //! * Stacks hold dense `u32` page ids (from a [`PageMap`], prefetched a few references
@@ -30,7 +31,7 @@
 //! flushing empties every stack.
 
 use super::map::PageMap;
-use super::{shift_in, Engine};
+use super::Engine;
 use crate::tlb::NO_CTX;
 use serde::Serialize;
 
@@ -50,8 +51,11 @@ const NONE: (u64, u64) = (0, NO_CTX);
 #[derive(Clone, Debug)]
 pub struct AllAssoc {
     levels: usize,
-    /// Level `l` (`2^l` sets) starts at `(2^l - 1) * WAYS`; `WAYS` ids per set, MRU first.
+    /// Set `i` of level `l` (`2^l` sets) is set number `2^l - 1 + i` overall; its ids are
+    /// `ids[WAYS * n..WAYS * (n + 1)]`, in no order, and `ranks[n]` gives each one's position
+    /// in the set's stack (a permutation of `0..WAYS`; holes have positions too).
     ids: Vec<u32>,
+    ranks: Vec<[u8; WAYS]>,
     map: PageMap,
     next_id: u32,
     /// Whether a stack may hold a hole above a page (an invalidation since the last flush);
@@ -127,15 +131,63 @@ fn mask(slots: &[u32; WAYS], x: u32) -> u32 {
     m
 }
 
-/// Where a reference at depth `d` (`WAYS` = absent) moves things in a stack whose holes are
-/// `holes`: positions `0..j` shift down one (onto `j`), and `hole` becomes a hole.
+/// Bit `i` set where `ranks[i] == r`.
 #[inline(always)]
-fn plan(holes: u32, d: usize) -> (usize, Option<usize>) {
-    let above = holes & ((1u32 << d) - 1);
-    if above != 0 {
-        (above.trailing_zeros() as usize, (d < WAYS).then_some(d))
+fn rank_mask(ranks: &[u8; WAYS], r: u8) -> u32 {
+    let mut m = 0u32;
+    for (i, &x) in ranks.iter().enumerate() {
+        m |= ((x == r) as u32) << i;
+    }
+    m
+}
+
+/// Move the entry of rank `j` to the top: every rank below `j` goes down one, `slot`'s (which
+/// was `j`) becomes 0. One vector operation on 16 bytes; the ids do not move.
+#[inline(always)]
+fn promote(ranks: &mut [u8; WAYS], slot: usize, j: u8) {
+    for r in ranks.iter_mut() {
+        *r += (*r < j) as u8;
+    }
+    ranks[slot] = 0;
+}
+
+/// One reference to page `id` in a set (`ids`, `ranks`) at depth `d` (`WAYS` = absent)
+/// found in `slot` (meaningless when absent), updating the stack. With `mid_holes`, the
+/// topmost hole above the page takes it and the page's slot becomes the hole.
+#[inline(always)]
+fn reference(
+    ids: &mut [u32; WAYS],
+    ranks: &mut [u8; WAYS],
+    id: u32,
+    slot: usize,
+    d: usize,
+    mid_holes: bool,
+) {
+    if mid_holes {
+        let mut hole: Option<usize> = None;
+        for k in 0..WAYS {
+            if ids[k] == HOLE && (ranks[k] as usize) < d && hole.is_none_or(|h| ranks[k] < ranks[h])
+            {
+                hole = Some(k);
+            }
+        }
+        if let Some(h) = hole {
+            let j = ranks[h];
+            ids[h] = id;
+            if d < WAYS {
+                ids[slot] = HOLE;
+            }
+            promote(ranks, h, j);
+            return;
+        }
+    }
+    if d < WAYS {
+        promote(ranks, slot, d as u8);
     } else {
-        (d.min(WAYS - 1), None)
+        // The last position leaves the stack (a page, or an unused position).
+        let last = rank_mask(ranks, WAYS as u8 - 1).trailing_zeros() as usize % WAYS;
+        ids[last] = id;
+        promote(ranks, last, WAYS as u8 - 1);
     }
 }
 
@@ -154,6 +206,7 @@ impl AllAssoc {
         AllAssoc {
             levels,
             ids: vec![HOLE; (2 * max_sets - 1) * WAYS],
+            ranks: vec![std::array::from_fn(|i| i as u8); 2 * max_sets - 1],
             map: PageMap::new(),
             next_id: 0,
             mid_holes: false,
@@ -187,12 +240,25 @@ impl AllAssoc {
         }
     }
 
-    /// The stack of `vpn`'s set at level `l` (`2^l` sets).
+    /// The number of `vpn`'s set at level `l` (`2^l` sets) among all sets.
     #[inline(always)]
-    fn set_mut(ids: &mut [u32], l: usize, vpn: u64) -> &mut [u32; WAYS] {
+    fn set_of(l: usize, vpn: u64) -> usize {
         let sets = 1usize << l;
-        let base = (sets - 1 + (vpn as usize & (sets - 1))) * WAYS;
-        (&mut ids[base..base + WAYS]).try_into().unwrap()
+        sets - 1 + (vpn as usize & (sets - 1))
+    }
+
+    /// The ids and ranks of set number `n`.
+    #[inline(always)]
+    fn set_mut<'a>(
+        ids: &'a mut [u32],
+        ranks: &'a mut [[u8; WAYS]],
+        n: usize,
+    ) -> (&'a mut [u32; WAYS], &'a mut [u8; WAYS]) {
+        let base = n * WAYS;
+        (
+            (&mut ids[base..base + WAYS]).try_into().unwrap(),
+            &mut ranks[n],
+        )
     }
 
     /// Forget the last-two-pages shortcut (a stack changed other than by an access).
@@ -209,23 +275,16 @@ impl AllAssoc {
         }
         let id = self.map.get(s);
         for l in 0..self.levels {
-            let set = Self::set_mut(&mut self.ids, l, vpn);
-            let m = mask(set, id);
-            let d = if m != 0 {
-                m.trailing_zeros() as usize
-            } else {
-                WAYS
-            };
+            let n = Self::set_of(l, vpn);
+            let (ids, ranks) = Self::set_mut(&mut self.ids, &mut self.ranks, n);
+            let m = mask(ids, id);
+            let slot = m.trailing_zeros() as usize % WAYS;
+            let d = if m != 0 { ranks[slot] as usize } else { WAYS };
             if d == 0 {
                 self.zero_from[l] += 1;
                 return;
             }
-            let holes = if self.mid_holes { mask(set, HOLE) } else { 0 };
-            let (j, hole) = plan(holes, d);
-            shift_in(set, j, id);
-            if let Some(p) = hole {
-                set[p] = HOLE;
-            }
+            reference(ids, ranks, id, slot, d, self.mid_holes);
             self.hist[l][d] += 1;
         }
     }
@@ -236,8 +295,10 @@ impl AllAssoc {
     fn back(&mut self, vpn: u64) {
         let shared = ((vpn ^ self.last.0).trailing_zeros() as usize + 1).min(self.levels);
         for l in 0..shared {
-            let set = Self::set_mut(&mut self.ids, l, vpn);
-            set.swap(0, 1);
+            // Ranks 0 and 1 trade places.
+            for r in self.ranks[Self::set_of(l, vpn)].iter_mut() {
+                *r ^= (*r < 2) as u8;
+            }
             self.hist[l][1] += 1;
         }
         self.zero_from[shared] += 1;
@@ -274,11 +335,11 @@ impl Engine for AllAssoc {
         };
         let id = self.map.get(s);
         for l in 0..self.levels {
-            let set = Self::set_mut(&mut self.ids, l, vpn);
-            let m = mask(set, id);
+            let n = Self::set_of(l, vpn);
+            let (ids, _) = Self::set_mut(&mut self.ids, &mut self.ranks, n);
+            let m = mask(ids, id);
             if m != 0 {
-                let i = m.trailing_zeros() as usize;
-                set[i] = HOLE;
+                ids[m.trailing_zeros() as usize] = HOLE;
                 self.mid_holes = true;
             }
         }

@@ -43,20 +43,6 @@ use crate::event::{Event, Kind, BATCH, FLUSH_ALL, REF_KINDS};
 use crate::trace::TraceSource;
 use serde::Serialize;
 
-/// Shift positions `0..j` of a small stack down by one (onto `j`, `j < N`) and put `x` on
-/// top. Written as a select over the whole array rather than a `copy_within` of a variable
-/// length, so that it compiles to a few vector moves instead of a call to `memmove`.
-#[inline(always)]
-pub(crate) fn shift_in<T: Copy, const N: usize>(stack: &mut [T; N], j: usize, x: T) {
-    let old = *stack;
-    let mut down = old;
-    down[0] = x;
-    down[1..].copy_from_slice(&old[..N - 1]);
-    for k in 0..N {
-        stack[k] = if k <= j { down[k] } else { old[k] };
-    }
-}
-
 /// A one-pass engine: what it needs to know of the translations of one structure.
 pub trait Engine {
     /// A lookup of page `vpn` with context tag `ctx` (never [`crate::tlb::NO_CTX`]).
