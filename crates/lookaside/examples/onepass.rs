@@ -1,10 +1,11 @@
 //! Speed of the one-pass engines: `cargo run --release --example onepass -- [TRACE]
-//! [--repeat N] [--synthetic N]`.
+//! [--repeat N] [--synthetic N] [--heap-kib K] [--only stack|assoc|both]`.
 //!
 //! Measures, on events already in memory, the stack-distance engine (every fully associative
 //! LRU size up to 16384), the all-associativity engine (1…1024 sets × 1…16 ways, 176
 //! configurations) and both in one pass, over the synthetic stream of `lookaside bench`
-//! (seed 1, 256 KiB of code, 64 MiB of heap) and over TRACE if given (repeated N times, by
+//! (seed 1, 256 KiB of code, 64 MiB of heap — a random working set of 16 Ki pages, so about
+//! a quarter of the references are far down the stack; `--heap-kib` changes it) and over TRACE if given (repeated N times, by
 //! default often enough to reach 20 M events). Prints references per second.
 
 use std::time::Instant;
@@ -54,13 +55,16 @@ fn time<E: Engine>(mut engine: E, events: &[Event], repeat: usize) -> (f64, f64,
     (n / secs, if cpu > 0.0 { n / cpu } else { 0.0 }, engine)
 }
 
-fn measure(label: &str, events: &[Event], repeat: usize) {
+fn measure(label: &str, events: &[Event], repeat: usize, only: Option<&str>) {
     let refs = events.iter().filter(|e| e.kind.is_ref()).count() * repeat;
     println!(
         "{label}: {} events × {repeat} ({:.1} M references)",
         events.len(),
         refs as f64 / 1e6
     );
+    if only.is_some_and(|o| o != "stack") {
+        return measure_assoc(events, repeat, only);
+    }
     let (r, c, sd) = time(StackDistance::new(16384), events, repeat);
     let s = sd.result();
     println!(
@@ -75,6 +79,15 @@ fn measure(label: &str, events: &[Event], repeat: usize) {
         100.0 * (s.accesses - front) as f64 / s.accesses as f64,
         lookaside::onepass::FRONT
     );
+    if only.is_none() {
+        measure_assoc(events, repeat, only);
+    }
+}
+
+fn measure_assoc(events: &[Event], repeat: usize, only: Option<&str>) {
+    if only.is_some_and(|o| o != "assoc") {
+        return measure_both(events, repeat);
+    }
     let (r, c, aa) = time(AllAssoc::new(1024), events, repeat);
     let a = aa.result();
     println!(
@@ -83,6 +96,12 @@ fn measure(label: &str, events: &[Event], repeat: usize) {
         c / 1e6,
         a.misses(16, 4).unwrap_or(0)
     );
+    if only.is_none() {
+        measure_both(events, repeat);
+    }
+}
+
+fn measure_both(events: &[Event], repeat: usize) {
     let (r, c, _) = time(
         (StackDistance::new(16384), AllAssoc::new(1024)),
         events,
@@ -103,8 +122,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|w| w[1].parse::<usize>().ok())
     };
     let synthetic = opt("--synthetic").unwrap_or(4_000_000);
-    let events = load(&mut Synthetic::new(synthetic as u64, 1, 256, 64 << 10))?;
-    measure("synthetic", &events, 5);
+    let heap_kib = opt("--heap-kib").unwrap_or(64 << 10);
+    let events = load(&mut Synthetic::new(
+        synthetic as u64,
+        1,
+        256,
+        heap_kib as u64,
+    ))?;
+    let only = args
+        .windows(2)
+        .find(|w| w[0] == "--only")
+        .map(|w| w[1].as_str());
+    measure(
+        &format!("synthetic (256 KiB code, {heap_kib} KiB heap)"),
+        &events,
+        5,
+        only,
+    );
     let path = args
         .iter()
         .enumerate()
@@ -113,7 +147,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = path {
         let events = load(trace::open(path.as_ref(), None)?.as_mut())?;
         let repeat = opt("--repeat").unwrap_or((20_000_000 / events.len().max(1)).max(1));
-        measure(&path, &events, repeat);
+        measure(&path, &events, repeat, only);
     }
     Ok(())
 }

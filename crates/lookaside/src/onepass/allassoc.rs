@@ -351,3 +351,18 @@ impl Engine for AllAssoc {
         self.ids.fill(HOLE);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_have_a_bit_per_way() {
+        for bits in [0u32, 1, 0x8000, 0xffff, 0x1234, 0xa5a5, 0x8001] {
+            let ids: [u32; WAYS] = std::array::from_fn(|i| if bits >> i & 1 == 1 { 7 } else { 3 });
+            assert_eq!(mask(&ids, 7), bits);
+            let ranks: [u8; WAYS] = std::array::from_fn(|i| if bits >> i & 1 == 1 { 9 } else { 2 });
+            assert_eq!(rank_mask(&ranks, 9), bits);
+        }
+    }
+}
