@@ -27,8 +27,8 @@
 //!   sets swap their top two entries.
 //!
 //! Invalidation leaves a hole in every stack that held the page, and a reference fills the
-//! topmost hole above it instead of evicting (see [`super::stack`] for why this is exact);
-//! flushing empties every stack.
+//! topmost hole above it instead of evicting (see [`super::StackDistance`] for why this is
+//! exact); flushing empties every stack.
 
 use super::map::PageMap;
 use super::Engine;

@@ -8,7 +8,7 @@
 //!
 //! Both give exactly the counts a [`Machine`](crate::machine::Machine) with one LRU TLB of
 //! that geometry gives for the same events ([`Options`] says which machine), and both consume
-//! the same event batches ([`feed`], [`run`]). The tests compare every count with per-config
+//! the same event batches ([`Feeder::feed`], [`run`]). The tests compare every count with per-config
 //! simulation on random, adversarial and real traces.
 //!
 //! # Which machine
@@ -24,7 +24,7 @@
 //!   machine flushes an untagged TLB;
 //! * `TlbFlush` with [`FLUSH_ALL`] empties it; `TlbFlush` of one page, `Unmap` and `Protect`
 //!   invalidate that page (of the event's address space when tagged), leaving a free entry —
-//!   the engines model the free entry exactly (see [`stack`]);
+//!   the engines model the free entry exactly (see [`StackDistance`]);
 //! * map events and markers change nothing.
 
 mod allassoc;
