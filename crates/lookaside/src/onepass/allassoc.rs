@@ -31,6 +31,7 @@
 //! exact); flushing empties every stack.
 
 use super::map::PageMap;
+use super::mask;
 use super::Engine;
 use crate::tlb::NO_CTX;
 use serde::Serialize;
@@ -119,40 +120,6 @@ impl Default for AllAssoc {
     fn default() -> AllAssoc {
         AllAssoc::new(DEFAULT_MAX_SETS)
     }
-}
-
-/// Bit `i` set where `slots[i] == x`.
-///
-/// On x86-64 with SSE2 (every x86-64 processor): four compares, two packs and a `movemask`.
-/// Compilers turn the portable loop below into about three times as many instructions, and
-/// this runs once per set count for most references.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn mask(slots: &[u32; WAYS], x: u32) -> u32 {
-    use std::arch::x86_64::*;
-    // SAFETY: SSE2 is part of the x86-64 baseline; the four unaligned 16-byte loads read
-    // exactly the 64 bytes of `slots`.
-    unsafe {
-        let p = slots.as_ptr() as *const __m128i;
-        let k = _mm_set1_epi32(x as i32);
-        let a = _mm_cmpeq_epi32(_mm_loadu_si128(p), k);
-        let b = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(1)), k);
-        let c = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(2)), k);
-        let d = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(3)), k);
-        let bytes = _mm_packs_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d));
-        _mm_movemask_epi8(bytes) as u32
-    }
-}
-
-/// Bit `i` set where `slots[i] == x`.
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-fn mask(slots: &[u32; WAYS], x: u32) -> u32 {
-    let mut m = 0u32;
-    for (i, &s) in slots.iter().enumerate() {
-        m |= ((s == x) as u32) << i;
-    }
-    m
 }
 
 /// Bit `i` set where `ranks[i] == r` (one compare and a `movemask` on x86-64).

@@ -50,7 +50,7 @@
 
 use super::fenwick::BitSet;
 use super::map::PageMap;
-use super::Engine;
+use super::{mask, Engine};
 use crate::tlb::NO_CTX;
 use serde::Serialize;
 
@@ -246,11 +246,7 @@ impl StackDistance {
     /// The front slot holding `(vpn, ctx)`.
     #[inline(always)]
     fn front_find(&self, vpn: u64, ctx: u64) -> Option<usize> {
-        let fp = fingerprint(vpn, ctx);
-        let mut m = 0u32;
-        for i in 0..FRONT {
-            m |= ((self.ftag[i] == fp) as u32) << i;
-        }
+        let mut m = mask(&self.ftag, fingerprint(vpn, ctx));
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             if self.fv[i] == vpn && self.fc[i] == ctx {
