@@ -31,8 +31,8 @@
 //! exact); flushing empties every stack.
 
 use super::map::PageMap;
-use super::mask;
 use super::Engine;
+use super::{mask, rank_mask};
 use crate::tlb::NO_CTX;
 use serde::Serialize;
 
@@ -120,30 +120,6 @@ impl Default for AllAssoc {
     fn default() -> AllAssoc {
         AllAssoc::new(DEFAULT_MAX_SETS)
     }
-}
-
-/// Bit `i` set where `ranks[i] == r` (one compare and a `movemask` on x86-64).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn rank_mask(ranks: &[u8; WAYS], r: u8) -> u32 {
-    use std::arch::x86_64::*;
-    // SAFETY: SSE2 is part of the x86-64 baseline; the unaligned load reads exactly the 16
-    // bytes of `ranks`.
-    unsafe {
-        let v = _mm_loadu_si128(ranks.as_ptr() as *const __m128i);
-        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(r as i8))) as u32
-    }
-}
-
-/// Bit `i` set where `ranks[i] == r`.
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-fn rank_mask(ranks: &[u8; WAYS], r: u8) -> u32 {
-    let mut m = 0u32;
-    for (i, &x) in ranks.iter().enumerate() {
-        m |= ((x == r) as u32) << i;
-    }
-    m
 }
 
 /// Move the entry of rank `j` to the top: every rank below `j` goes down one, `slot`'s (which

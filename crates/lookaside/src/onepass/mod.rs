@@ -77,6 +77,30 @@ pub(crate) fn mask(slots: &[u32; 16], x: u32) -> u32 {
     m
 }
 
+/// Bit `i` set where `ranks[i] == r` (one compare and a `movemask` on x86-64).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn rank_mask(ranks: &[u8; 16], r: u8) -> u32 {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of the x86-64 baseline; the unaligned load reads exactly the 16
+    // bytes of `ranks`.
+    unsafe {
+        let v = _mm_loadu_si128(ranks.as_ptr() as *const __m128i);
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(r as i8))) as u32
+    }
+}
+
+/// Bit `i` set where `ranks[i] == r`.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub(crate) fn rank_mask(ranks: &[u8; 16], r: u8) -> u32 {
+    let mut m = 0u32;
+    for (i, &x) in ranks.iter().enumerate() {
+        m |= ((x == r) as u32) << i;
+    }
+    m
+}
+
 /// A one-pass engine: what it needs to know of the translations of one structure.
 pub trait Engine {
     /// A lookup of page `vpn` with context tag `ctx` (never [`crate::tlb::NO_CTX`]).

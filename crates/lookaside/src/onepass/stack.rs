@@ -50,7 +50,7 @@
 
 use super::fenwick::BitSet;
 use super::map::PageMap;
-use super::{mask, Engine};
+use super::{mask, rank_mask, Engine};
 use crate::tlb::NO_CTX;
 use serde::Serialize;
 
@@ -383,11 +383,7 @@ impl StackDistance {
             self.now += 1;
             self.count.insert(n as usize);
             self.count_total += 1;
-            let mut m = 0u32;
-            for (i, &r) in self.rank.iter().enumerate() {
-                m |= ((r == FRONT as u8 - 1) as u32) << i;
-            }
-            let last = m.trailing_zeros() as usize % FRONT;
+            let last = rank_mask(&self.rank, FRONT as u8 - 1).trailing_zeros() as usize % FRONT;
             self.map.set(self.fslot[last] as usize, n);
             self.put(last, vpn, ctx, s as u32);
             self.promote(last, FRONT as u8 - 1);
