@@ -38,7 +38,7 @@ mod tests;
 pub use allassoc::{AllAssoc, AllAssocResult, DEFAULT_MAX_SETS, WAYS};
 pub use stack::{StackDistance, StackResult, DEFAULT_MAX_DISTANCE, FRONT};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::event::{Event, Kind, BATCH, FLUSH_ALL, REF_KINDS};
 use crate::trace::TraceSource;
 use serde::Serialize;
@@ -165,6 +165,24 @@ impl Default for Options {
 /// How many events ahead of the one being simulated the driver prefetches.
 const AHEAD: usize = 8;
 
+impl Options {
+    /// A usage error naming the field if these options describe no structure.
+    pub fn check(&self) -> Result<()> {
+        if !(1..64).contains(&self.page_shift) {
+            return Err(Error::Usage(format!(
+                "page_shift: {} is not between 1 and 63",
+                self.page_shift
+            )));
+        }
+        if !self.kinds.iter().any(|&k| k) {
+            return Err(Error::Usage(
+                "kinds: no reference kind is translated".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Translates events into engine calls; keeps the running address space between batches.
 #[derive(Clone, Debug)]
 pub struct Feeder {
@@ -249,6 +267,7 @@ impl Feeder {
 
 /// Feed every event of `source` to `engine`; returns the number of events read.
 pub fn run<E: Engine>(source: &mut dyn TraceSource, opts: &Options, engine: &mut E) -> Result<u64> {
+    opts.check()?;
     let mut feeder = Feeder::new(opts.clone());
     let mut batch = Vec::with_capacity(BATCH);
     let mut n = 0;
@@ -259,27 +278,39 @@ pub fn run<E: Engine>(source: &mut dyn TraceSource, opts: &Options, engine: &mut
     Ok(n)
 }
 
-/// Stack distances of every access of `source` (distances below `max_distance` exact).
+/// Largest `max_distance` [`run_stack`] accepts (its histogram is `8 × max_distance` bytes).
+pub const MAX_DISTANCE_LIMIT: usize = 1 << 26;
+
+/// Stack distances of every access of `source` (distances below `max_distance` exact); a
+/// usage error for `max_distance` outside `1..=MAX_DISTANCE_LIMIT`.
 pub fn run_stack(
     source: &mut dyn TraceSource,
     opts: &Options,
     max_distance: usize,
 ) -> Result<StackResult> {
+    if max_distance == 0 || max_distance > MAX_DISTANCE_LIMIT {
+        return Err(Error::Usage(format!(
+            "max_distance: {max_distance} is not between 1 and {MAX_DISTANCE_LIMIT}"
+        )));
+    }
     let mut sd = StackDistance::new(max_distance);
     run(source, opts, &mut sd)?;
     Ok(sd.result())
 }
 
 /// All-associativity misses of `source` for set counts `1..=max_sets` (powers of two) and
-/// `1..=WAYS` ways.
-///
-/// # Panics
-/// If `max_sets` is not a power of two up to 2^20.
+/// `1..=WAYS` ways; a usage error unless `max_sets` is a power of two up to 2^20.
 pub fn run_all_assoc(
     source: &mut dyn TraceSource,
     opts: &Options,
     max_sets: usize,
 ) -> Result<AllAssocResult> {
+    if !max_sets.is_power_of_two() || max_sets > 1 << 20 {
+        return Err(Error::Usage(format!(
+            "max_sets: {max_sets} is not a power of two between 1 and {}",
+            1 << 20
+        )));
+    }
     let mut aa = AllAssoc::new(max_sets);
     run(source, opts, &mut aa)?;
     Ok(aa.result())

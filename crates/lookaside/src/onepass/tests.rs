@@ -458,3 +458,22 @@ fn run_helpers_read_a_trace() {
     assert_eq!(j["configs"].as_array().unwrap().len(), 176);
     assert_eq!(j["configs"][0]["misses"], a.misses(1, 1).unwrap());
 }
+
+#[test]
+fn run_helpers_refuse_bad_arguments() {
+    let mut src = crate::workload::Synthetic::new(10, 1, 4, 4);
+    let opts = Options::default();
+    let e = |r: crate::Result<()>| r.unwrap_err().to_string();
+    assert!(e(run_stack(&mut src, &opts, 0).map(|_| ())).contains("max_distance"));
+    assert!(e(run_all_assoc(&mut src, &opts, 48).map(|_| ())).contains("max_sets"));
+    let bad = Options {
+        page_shift: 64,
+        ..Options::default()
+    };
+    assert!(e(run_stack(&mut src, &bad, 16).map(|_| ())).contains("page_shift"));
+    let none = Options {
+        kinds: [false; 3],
+        ..Options::default()
+    };
+    assert!(e(run_all_assoc(&mut src, &none, 16).map(|_| ())).contains("kinds"));
+}
