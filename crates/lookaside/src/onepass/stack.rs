@@ -221,7 +221,7 @@ impl StackDistance {
             - self.dead_below_floor_pages() as usize
     }
 
-    /// (length of the sets of times, pages in the map), to check that memory follows the footprint.
+    /// (length of the sets of times, pages in the map): memory follows the footprint.
     #[cfg(test)]
     pub(crate) fn footprint(&self) -> (usize, usize) {
         (self.count.len(), self.map.len())

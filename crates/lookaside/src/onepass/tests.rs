@@ -477,3 +477,27 @@ fn run_helpers_refuse_bad_arguments() {
     };
     assert!(e(run_all_assoc(&mut src, &none, 16).map(|_| ())).contains("kinds"));
 }
+
+#[test]
+fn pages_counts_the_stack_through_invalidations_and_flushes() {
+    let mut sd = StackDistance::new(64);
+    for p in 0..100 {
+        sd.access(p, 0);
+    }
+    assert_eq!(sd.pages(), 100);
+    sd.invalidate(99, 0); // in the front
+    sd.invalidate(3, 0); // deep
+    sd.invalidate(3, 1); // not there
+    assert_eq!(sd.pages(), 98);
+    sd.access(3, 0);
+    assert_eq!(sd.pages(), 99);
+    sd.flush();
+    assert_eq!(sd.pages(), 0);
+    sd.access(5, 0);
+    sd.access(6, 0);
+    assert_eq!(sd.pages(), 2);
+    let r = sd.result();
+    // Every access so far was the first to its page since the start, its invalidation or
+    // the flush.
+    assert_eq!(r.cold, r.accesses);
+}
