@@ -5,7 +5,8 @@
 //! simulation of a 64-entry fully associative LRU data TLB, on one core and with reading on
 //! a second thread. Simulation alone is measured on
 //! events already in memory, for 64- and 1024-entry fully associative TLBs and a two-level
-//! hierarchy. Peak memory is read after synthetic streams of growing length to show that it
+//! hierarchy, and so are the one-pass engines (every fully associative LRU size up to 16384
+//! by stack distance; 1…1024 sets × 1…16 ways of set-associative LRU). Peak memory is read after synthetic streams of growing length to show that it
 //! does not grow with trace length. Wall-clock figures are data for a person, never an
 //! assertion in a test.
 
@@ -17,6 +18,7 @@ use serde_json::{json, Value};
 use crate::error::{Error, Result};
 use crate::event::{Event, BATCH};
 use crate::machine::Machine;
+use crate::onepass::{self, AllAssoc, Engine, Feeder, StackDistance};
 use crate::run::{drain, run, run_path, Reading};
 use crate::trace::{self, Format, Metadata};
 use crate::workload::Synthetic;
@@ -163,12 +165,42 @@ pub fn run_suite(
         );
     }
 
+    let mut one = Vec::new();
+    let sd = StackDistance::new(onepass::DEFAULT_MAX_DISTANCE);
+    let secs = time_engine(sd, &events, repeat);
+    one.push(
+        json!({"engine": "stack distance: FA LRU, every size 1..16384",
+                    "events": repeat * events.len() as u64,
+                    "events_per_s": rate(repeat * events.len() as u64, secs)}),
+    );
+    let aa = AllAssoc::new(onepass::DEFAULT_MAX_SETS);
+    let secs = time_engine(aa, &events, repeat);
+    one.push(
+        json!({"engine": "all-associativity: LRU, 1..1024 sets x 1..16 ways",
+                    "events": repeat * events.len() as u64,
+                    "events_per_s": rate(repeat * events.len() as u64, secs)}),
+    );
+
     Ok(json!({
         "input": input.display().to_string(),
         "input_events": events.len(),
         "repeat": repeat,
         "formats": formats,
         "simulate_only": sim,
+        "onepass": one,
         "scale": scale,
     }))
+}
+
+/// Seconds to feed `events`, `repeat` times, to `engine` (default options: every reference
+/// kind, 4 KiB pages).
+fn time_engine<E: Engine>(mut engine: E, events: &[Event], repeat: u64) -> f64 {
+    let mut feeder = Feeder::new(onepass::Options::default());
+    let t = Instant::now();
+    for _ in 0..repeat {
+        for chunk in events.chunks(BATCH) {
+            feeder.feed(&mut engine, chunk);
+        }
+    }
+    t.elapsed().as_secs_f64()
 }

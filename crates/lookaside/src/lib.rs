@@ -3,7 +3,8 @@
 //! Data flows one way: a [`trace`] reader or a [`workload`] model produces
 //! [`event::Event`] batches, a [`machine::Machine`] built from a [`config`] consumes them
 //! (its structures live in [`tlb`]), its [`ledger`] counts what happened, and [`report`]
-//! turns the counts into JSON and tables. [`run`] drives the loop.
+//! turns the counts into JSON and tables. [`run`] drives the loop. The [`onepass`] engines
+//! consume the same batches and answer a whole sweep of LRU structures in one pass.
 
 pub mod bench;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod ledger;
 pub mod machine;
+pub mod onepass;
 pub mod report;
 pub mod run;
 pub mod tlb;
