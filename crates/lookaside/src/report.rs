@@ -33,7 +33,9 @@ fn ratio(n: u64, d: u64) -> Value {
     }
 }
 
-fn counter_json(c: Counter, instructions: u64) -> Map<String, Value> {
+/// The fields of one counter in a result (`accesses`, `hits`, `misses`, `miss_ratio`, and
+/// with instructions `mpki`, `instructions_per_miss`): one home, for every engine.
+pub(crate) fn counter_json(c: Counter, instructions: u64) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("accesses".into(), json!(c.accesses));
     m.insert("hits".into(), json!(c.hits()));

@@ -35,6 +35,7 @@
 //! among the 16 most recent) needs no hashing and no tree, see each engine's documentation.
 
 mod allassoc;
+mod family;
 mod fenwick;
 mod map;
 mod stack;
@@ -43,6 +44,7 @@ mod stack;
 mod tests;
 
 pub use allassoc::{AllAssoc, AllAssocResult, DEFAULT_MAX_SETS, WAYS};
+pub use family::{answer_path, Geometry, MAX_SETS};
 pub use stack::{StackDistance, StackResult, DEFAULT_MAX_DISTANCE, FRONT};
 
 use crate::error::{Error, Result};
