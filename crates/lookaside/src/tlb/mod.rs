@@ -87,7 +87,7 @@ mod policy;
 #[cfg(test)]
 mod bench;
 #[cfg(test)]
-mod reference;
+pub(crate) mod reference;
 #[cfg(test)]
 mod tests;
 
@@ -610,6 +610,48 @@ impl Tlb {
             }
             None => false,
         }
+    }
+
+    /// Change the context tag of the entry `(vpn, ctx)` to `new_ctx` in place, as a MIPS
+    /// `tlbwi` rewrites a slot after the OS changed bits of its PTE (the Modify handler
+    /// setting the dirty bit): same set and way, replacement state untouched. Returns whether
+    /// the entry was present. If `(vpn, new_ctx)` is present too, the entry `(vpn, ctx)` is
+    /// removed instead, so keys stay unique.
+    ///
+    /// # Panics
+    /// If `new_ctx == NO_CTX`, which is never stored.
+    pub fn retag(&mut self, vpn: u64, ctx: u64, new_ctx: u64) -> bool {
+        assert!(
+            new_ctx != NO_CTX,
+            "Tlb::retag: NO_CTX is not a storable context"
+        );
+        if ctx == NO_CTX {
+            return false;
+        }
+        let set = self.set_of(vpn);
+        let Some(way) = self.find(set, vpn, ctx, ctx) else {
+            return false;
+        };
+        if ctx == new_ctx {
+            return true;
+        }
+        if self.find(set, vpn, new_ctx, new_ctx).is_some() {
+            self.remove(set, way);
+            return true;
+        }
+        self.forget_mru();
+        let base = set * self.ways;
+        if let Some(ix) = &mut self.index {
+            let (vs, cs) = (
+                &self.vpn[base..base + self.ways],
+                &self.ctx[base..base + self.ways],
+            );
+            ix.remove(set, way, vpn, ctx, vs, cs);
+            ix.insert(set, way, vpn, new_ctx);
+        }
+        // Hints naming this slot die by themselves: its context tag no longer matches them.
+        self.ctx[base + way] = new_ctx;
+        true
     }
 
     /// Forget the MRU entry (its policy state may be about to change other than by a touch).

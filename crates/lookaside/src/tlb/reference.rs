@@ -277,6 +277,22 @@ impl RefTlb {
         }
     }
 
+    /// Change the context of `(vpn, ctx)` to `new_ctx` in place (see `Tlb::retag`).
+    pub fn retag(&mut self, vpn: u64, ctx: u64, new_ctx: u64) -> bool {
+        let Some((set, way)) = self.find(vpn, ctx, NO_CTX) else {
+            return false;
+        };
+        if ctx == new_ctx {
+            return true;
+        }
+        if self.find(vpn, new_ctx, NO_CTX).is_some() {
+            self.remove(set, way);
+        } else {
+            self.slots[set][way] = Some((vpn, new_ctx));
+        }
+        true
+    }
+
     pub fn flush_if(&mut self, mut pred: impl FnMut(u64, u64) -> bool) -> usize {
         let mut n = 0;
         for set in 0..self.sets {
