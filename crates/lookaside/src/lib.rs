@@ -11,6 +11,7 @@ pub mod error;
 pub mod event;
 pub mod ledger;
 pub mod machine;
+pub mod mmu;
 pub mod report;
 pub mod run;
 pub mod tlb;

@@ -24,6 +24,7 @@ use crate::config::{MachineConfig, PageSize, Placement, Straddle, TlbConfig, Way
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
+use crate::mmu::SoftwareManagedTlb;
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
 /// Context-tag bit of a global entry.
@@ -114,6 +115,9 @@ pub struct Machine {
     /// Per structure, its page shift for the default page size.
     default_shift: Vec<u32>,
     ledger: Ledger,
+    /// The software-refill model, when the config has `[refill]`: it owns the (one) TLB and
+    /// takes every batch instead of the hierarchy below.
+    refill: Option<Box<SoftwareManagedTlb>>,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it.
@@ -312,7 +316,16 @@ impl Machine {
                 ));
             }
         }
+        let refill = match &config.refill {
+            Some(_) => Some(Box::new(SoftwareManagedTlb::from_config(
+                &config,
+                units[0].tlb.params(),
+                source_name,
+            )?)),
+            None => None,
+        };
         Ok(Machine {
+            refill,
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
@@ -347,6 +360,11 @@ impl Machine {
         &self.ledger
     }
 
+    /// The software-refill model, when the machine has one (its trap counts and costs).
+    pub fn refill(&self) -> Option<&SoftwareManagedTlb> {
+        self.refill.as_deref()
+    }
+
     /// (sets, ways) of each structure, in config order.
     pub fn geometry(&self) -> Vec<(usize, usize)> {
         self.units
@@ -363,6 +381,9 @@ impl Machine {
     /// is kept only while the page map is uniform, and forgotten whenever entries can change
     /// otherwise (flushes, shootdowns, switches).
     pub fn run_batch(&mut self, events: &[Event]) {
+        if let Some(r) = self.refill.as_deref_mut() {
+            return r.run_batch(events, &mut self.ledger);
+        }
         let uniform = self.pages.regions.is_empty() && self.pages.default.is_some();
         for e in events {
             if !e.kind.is_ref() {

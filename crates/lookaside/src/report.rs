@@ -168,7 +168,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         }
     }
 
-    json!({
+    let mut result = json!({
         "schema": SCHEMA,
         "lookaside_version": env!("CARGO_PKG_VERSION"),
         "trace": {
@@ -192,7 +192,11 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         "structures": structures,
         "walk": walk,
         "rows": rows,
-    })
+    });
+    if let Some(r) = machine.refill() {
+        result["traps"] = crate::mmu::report::traps_json(r);
+    }
+    result
 }
 
 fn fmt_int(n: u64) -> String {

@@ -1,0 +1,106 @@
+//! The `traps` section of the result JSON (present when the machine has a `[refill]`
+//! section): every trap by type, how many were nested, their cycles and seconds under the
+//! configured cost table, and the handlers' PTE loads and TLB writes.
+//!
+//! ```text
+//! traps.model     levels, placement, lower_slots, upper_slots, costs (table name), cycle_ns
+//! traps.cycles_per_trap  {L1U, L1K, L2, L3, Modify, Invalid}: the cost table (null: none)
+//! traps.counts    {L1U, …, Invalid, total}: traps of each type, nested ones included
+//! traps.nested    {L1U, …}: of those, taken inside another trap's handler
+//! traps.by_depth  [{L1U, …}, …]: per depth (0: the reference's own trap, 1, 2)
+//! traps.cycles    {L1U, …, total}: counts × cycles (null: counted but no cost in the table)
+//! traps.seconds   {L1U, …, total}: cycles × cycle_ns
+//! traps.handler   pte_loads_mapped, pte_loads_unmapped, fills {L1U, L1K, L2, L3},
+//!                 fills_lower, evicted {L1U, L1K, L2, L3}
+//! traps.address_errors   references outside the segments their mode may use (not translated)
+//! ```
+//!
+//! Costs are counts × the table, so re-pricing a stored result needs only `counts` and a
+//! table ([`super::CostTable::apply`]).
+
+use serde_json::{json, Map, Value};
+
+use super::cost::{ALL_TRAPS, DEPTHS};
+use super::refill::{SoftwareManagedTlb, PTE_CLASSES};
+
+fn by_trap<T: Into<Value> + Copy>(v: &[T; 6]) -> Map<String, Value> {
+    ALL_TRAPS
+        .iter()
+        .map(|t| (t.name().to_string(), v[*t as usize].into()))
+        .collect()
+}
+
+fn by_class(v: &[u64; 4]) -> Map<String, Value> {
+    PTE_CLASSES
+        .iter()
+        .map(|c| (c.name().to_string(), json!(v[*c as usize])))
+        .collect()
+}
+
+/// The `traps` object for a model's counts so far.
+pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
+    let p = m.params();
+    let counts = m.counts();
+    let service = m.service();
+    let mut c = by_trap(&counts.totals());
+    c.insert("total".into(), json!(counts.all()));
+    let nested = by_trap(&ALL_TRAPS.map(|t| counts.nested(t)));
+    let by_depth: Vec<Value> = (0..DEPTHS)
+        .map(|d| Value::Object(by_trap(&counts.by_depth[d])))
+        .collect();
+    let mut cycles: Map<String, Value> = ALL_TRAPS
+        .iter()
+        .map(|t| {
+            (
+                t.name().to_string(),
+                service.cycles[*t as usize].map_or(Value::Null, |c| json!(c)),
+            )
+        })
+        .collect();
+    cycles.insert("total".into(), json!(service.total_cycles));
+    let mut seconds: Map<String, Value> = ALL_TRAPS
+        .iter()
+        .map(|t| {
+            (
+                t.name().to_string(),
+                service.seconds()[*t as usize].map_or(Value::Null, |s| json!(s)),
+            )
+        })
+        .collect();
+    seconds.insert("total".into(), json!(service.total_seconds()));
+    let per_trap: Map<String, Value> = ALL_TRAPS
+        .iter()
+        .map(|t| {
+            (
+                t.name().to_string(),
+                p.costs.cycles_of(*t).map_or(Value::Null, |c| json!(c)),
+            )
+        })
+        .collect();
+    let h = m.handler();
+    let entries = m.tlb().entries();
+    json!({
+        "model": {
+            "levels": p.levels,
+            "placement": format!("{:?}", p.placement),
+            "lower_slots": m.lower_slots(),
+            "upper_slots": entries - m.lower_slots(),
+            "costs": p.costs.name,
+            "cycle_ns": p.costs.cycle_ns,
+        },
+        "cycles_per_trap": per_trap,
+        "counts": c,
+        "nested": nested,
+        "by_depth": by_depth,
+        "cycles": cycles,
+        "seconds": seconds,
+        "handler": {
+            "pte_loads_mapped": h.pte_loads_mapped,
+            "pte_loads_unmapped": h.pte_loads_unmapped,
+            "fills": by_class(&h.fills),
+            "fills_lower": h.fills_lower,
+            "evicted": by_class(&h.evicted),
+        },
+        "address_errors": m.address_errors(),
+    })
+}
