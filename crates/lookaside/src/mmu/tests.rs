@@ -584,3 +584,27 @@ proptest! {
         prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
     }
 }
+
+/// The shipped machine presets (in the Python package) that use the model build, and run it.
+#[test]
+fn the_decstation_presets_build_with_software_refill() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/lookaside/presets");
+    for (name, levels, costs) in [
+        ("decstation3100-mach3", 3, "mach3"),
+        ("decstation3100-osf1", 3, "osf1"),
+        ("decstation3100-ultrix", 2, "ultrix"),
+    ] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap();
+        let mut m = Machine::assemble(Some(&text), name, &[], &[]).unwrap();
+        let r = m.refill().expect("software refill");
+        assert_eq!(
+            (r.params().levels, r.params().costs.name.as_str()),
+            (levels, costs)
+        );
+        assert_eq!(r.lower_slots(), 8);
+        m.run_batch(&[load(0x40_0000, 1)]);
+        let t = m.refill().unwrap().counts().totals();
+        assert_eq!(t, [1, 0, 1, (levels == 3) as u64, 0, 1], "{name}");
+    }
+}
