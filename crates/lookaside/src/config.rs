@@ -428,6 +428,56 @@ pub struct RefillConfig {
     /// counted as address errors and not translated.
     #[serde(default)]
     pub fold_user_addresses: bool,
+    /// A software TLB of kernel translations in unmapped memory (Bala et al. 1994).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stlb: Option<StlbConfig>,
+    /// Prefetching on the IPC path (Bala et al. 1994).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<PrefetchConfig>,
+}
+
+/// Bala's software TLB: kernel translations cached in unmapped memory, looked up at the start
+/// of the generic miss handler (hit: a fast path with no nested traps; miss: the normal
+/// handler, then a fill).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StlbConfig {
+    /// Entries in all (indexed by the low bits of the page number).
+    #[serde(default = "default_stlb_entries")]
+    pub entries: usize,
+    /// 1 (direct-mapped) or 2.
+    #[serde(default = "one")]
+    pub ways: usize,
+    /// PTE classes it caches, of L1K, L2, L3.
+    #[serde(default = "default_stlb_classes")]
+    pub classes: Vec<String>,
+}
+
+fn default_stlb_entries() -> usize {
+    1024
+}
+
+fn one() -> usize {
+    1
+}
+
+fn default_stlb_classes() -> Vec<String> {
+    vec!["L1K".into(), "L2".into(), "L3".into()]
+}
+
+/// Bala's IPC-path prefetching: when the running address space changes (the IPC hand-off),
+/// probe the TLB for the L2 PTEs of the receiver's most recently used L1 page-table pages and
+/// insert those that are absent.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PrefetchConfig {
+    /// L2 PTEs prefetched per switch (the receiver's text, data and stack: 3), at most 8.
+    #[serde(default = "three_entries")]
+    pub l2_entries: usize,
+}
+
+fn three_entries() -> usize {
+    3
 }
 
 fn default_levels() -> u8 {
@@ -449,6 +499,8 @@ impl Default for RefillConfig {
             invalid_on_first_touch: FirstTouch::default(),
             read_fault_maps: ReadFaultMaps::default(),
             fold_user_addresses: false,
+            stlb: None,
+            prefetch: None,
         }
     }
 }
@@ -507,6 +559,15 @@ pub struct TrapCycles {
     pub modify: Option<u32>,
     #[serde(rename = "Invalid", default, skip_serializing_if = "Option::is_none")]
     pub invalid: Option<u32>,
+    /// A kernel miss served by the software TLB's fast path (instead of its type's cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stlb_hit: Option<u32>,
+    /// Added to a kernel miss that looked in the software TLB in vain (lookup and fill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stlb_miss: Option<u32>,
+    /// One IPC-path prefetch: probe the TLB for an entry and, if absent, load and insert it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<u32>,
 }
 
 impl TrapCycles {
@@ -523,7 +584,7 @@ impl TrapCycles {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.to_array().iter().all(Option::is_none)
+        *self == TrapCycles::default()
     }
 }
 

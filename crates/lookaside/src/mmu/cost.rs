@@ -67,6 +67,8 @@ impl Trap {
 pub struct TrapCounts {
     /// `by_depth[d][t]`: traps of type `t` taken at depth `d`.
     pub by_depth: [[u64; TRAPS]; DEPTHS],
+    /// Of those, traps served by the software TLB's fast path, by type.
+    pub fast: [u64; TRAPS],
 }
 
 impl TrapCounts {
@@ -106,6 +108,33 @@ pub struct CostTable {
     pub cycle_ns: f64,
     /// Cycles per trap, in Table III order; `None` where the table has no cost (Ultrix L3).
     pub cycles: [Option<u32>; TRAPS],
+    /// A kernel miss served by the software TLB's fast path (Bala et al. assume about
+    /// 20-40 cycles; default 40, like Uhlig's dedicated L2 vector).
+    pub stlb_hit: u32,
+    /// Lookup-and-fill overhead added to a kernel miss the software TLB did not hold
+    /// (default 10).
+    pub stlb_miss: u32,
+    /// One IPC-path prefetch: a probe, and for an absent entry a PTE load and a write
+    /// (default 10).
+    pub prefetch: u32,
+}
+
+/// Default cycles of the Bala extensions, when a table does not give them.
+pub const DEFAULT_STLB_HIT: u32 = 40;
+pub const DEFAULT_STLB_MISS: u32 = 10;
+pub const DEFAULT_PREFETCH: u32 = 10;
+
+/// Everything a run did that the cost model prices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Traps by type (Table III order).
+    pub traps: [u64; TRAPS],
+    /// Of those, traps served by the software TLB's fast path.
+    pub stlb_hits: [u64; TRAPS],
+    /// Kernel misses the software TLB did not hold.
+    pub stlb_misses: u64,
+    /// IPC-path prefetch probes.
+    pub prefetches: u64,
 }
 
 #[derive(Deserialize)]
@@ -122,7 +151,11 @@ struct CostFile {
 pub struct Service {
     /// Cycles per type; `None` where the table has no cost for a type that was counted.
     pub cycles: [Option<u64>; TRAPS],
-    /// Sum of the priced types.
+    /// Software-TLB misses × `stlb_miss`.
+    pub stlb_cycles: u64,
+    /// Prefetch probes × `prefetch`.
+    pub prefetch_cycles: u64,
+    /// Sum of the priced types, the software-TLB overhead and the prefetches.
     pub total_cycles: u64,
     pub cycle_ns: f64,
 }
@@ -190,6 +223,9 @@ impl CostTable {
             description: f.description,
             cycle_ns: f.cycle_ns,
             cycles: f.cycles.to_array(),
+            stlb_hit: f.cycles.stlb_hit.unwrap_or(DEFAULT_STLB_HIT),
+            stlb_miss: f.cycles.stlb_miss.unwrap_or(DEFAULT_STLB_MISS),
+            prefetch: f.cycles.prefetch.unwrap_or(DEFAULT_PREFETCH),
         })
     }
 
@@ -200,6 +236,9 @@ impl CostTable {
                 *c = o;
             }
         }
+        self.stlb_hit = overrides.stlb_hit.unwrap_or(self.stlb_hit);
+        self.stlb_miss = overrides.stlb_miss.unwrap_or(self.stlb_miss);
+        self.prefetch = overrides.prefetch.unwrap_or(self.prefetch);
         self
     }
 
@@ -211,19 +250,33 @@ impl CostTable {
     /// Price per-type counts (Table III order). A type with a count but no cost is `None`
     /// and left out of the total; a type with no count costs 0.
     pub fn apply(&self, counts: &[u64; TRAPS]) -> Service {
-        let mut cycles = [Some(0); TRAPS];
-        let mut total = 0;
-        for i in 0..TRAPS {
-            cycles[i] = match (counts[i], self.cycles[i]) {
+        self.price(&Work {
+            traps: *counts,
+            ..Work::default()
+        })
+    }
+
+    /// Price a run's work: each trap at its type's cost, except those the software TLB
+    /// served (at `stlb_hit`); plus the software-TLB misses and the prefetches.
+    pub fn price(&self, w: &Work) -> Service {
+        let cycles: [Option<u64>; TRAPS] = std::array::from_fn(|i| {
+            let fast = w.stlb_hits[i].min(w.traps[i]);
+            let slow = w.traps[i] - fast;
+            match (slow, self.cycles[i]) {
                 (0, _) => Some(0),
                 (n, Some(c)) => Some(n * c as u64),
                 (_, None) => None,
-            };
-            total += cycles[i].unwrap_or(0);
-        }
+            }
+            .map(|c| c + fast * self.stlb_hit as u64)
+        });
+        let total: u64 = cycles.iter().flatten().sum();
+        let stlb_cycles = w.stlb_misses * self.stlb_miss as u64;
+        let prefetch_cycles = w.prefetches * self.prefetch as u64;
         Service {
             cycles,
-            total_cycles: total,
+            stlb_cycles,
+            prefetch_cycles,
+            total_cycles: total + stlb_cycles + prefetch_cycles,
             cycle_ns: self.cycle_ns,
         }
     }
@@ -294,8 +347,21 @@ mod tests {
             .unwrap()
             .with_overrides(&TrapCycles {
                 l2: Some(40),
+                stlb_hit: Some(30),
                 ..TrapCycles::default()
             });
+        assert_eq!((over.stlb_hit, over.stlb_miss, over.prefetch), (30, 10, 10));
+        // Two L1K traps, one served by the software TLB, one missing in it; three prefetches.
+        let w = Work {
+            traps: [0, 2, 0, 0, 0, 0],
+            stlb_hits: [0, 1, 0, 0, 0, 0],
+            stlb_misses: 1,
+            prefetches: 3,
+        };
+        let s = over.price(&w);
+        assert_eq!(s.cycles[1], Some(294 + 30));
+        assert_eq!((s.stlb_cycles, s.prefetch_cycles), (10, 30));
+        assert_eq!(s.total_cycles, 294 + 30 + 10 + 30);
         assert_eq!(over.cycles_of(Trap::L2), Some(40));
         assert_eq!(over.cycles_of(Trap::L1K), Some(294));
     }

@@ -9,6 +9,8 @@
 //!   Modify traps; driven by events like a [`crate::machine::Machine`] (which delegates to it
 //!   when the config has a `[refill]` section).
 //! * [`CostTable`], [`TrapCounts`] — the cost model, applied to counts after the run.
+//! * [`stlb`] — Bala et al.'s software TLB of kernel translations (a fast path for kernel
+//!   misses); the IPC-path prefetcher lives in [`SoftwareManagedTlb`].
 //! * [`uhlig94`] — Tables VI and VII of the paper, exactly, from Tables V and III.
 //! * [`report`] — the `traps` section of the result JSON.
 
@@ -16,6 +18,7 @@ mod cost;
 pub mod layout;
 mod refill;
 pub mod report;
+pub mod stlb;
 pub mod uhlig94;
 
 #[cfg(test)]
@@ -23,7 +26,8 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cost::{CostTable, Service, Trap, TrapCounts, ALL_TRAPS, DEPTHS, TRAPS};
+pub use cost::{CostTable, Service, Trap, TrapCounts, Work, ALL_TRAPS, DEPTHS, TRAPS};
 pub use refill::{
-    placement_parts, HandlerWork, PteClass, RefillParams, SoftwareManagedTlb, PTE_CLASSES,
+    placement_parts, HandlerWork, PrefetchWork, PteClass, RefillParams, SoftwareManagedTlb,
+    StlbParams, MAX_PREFETCH, PTE_CLASSES,
 };

@@ -59,8 +59,9 @@ use crate::event::{Event, Kind, Mode, FLUSH_ALL, NO_PADDR};
 use crate::ledger::Ledger;
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
-use super::cost::{CostTable, Service, Trap, TrapCounts};
+use super::cost::{CostTable, Service, Trap, TrapCounts, Work};
 use super::layout::{self, Segment, PAGE_SHIFT};
+use super::stlb::Stlb;
 
 /// The class of a PTE, which decides the partition it is placed in.
 #[repr(usize)]
@@ -118,6 +119,30 @@ pub struct HandlerWork {
     pub evicted: [u64; 4],
 }
 
+/// What the IPC-path prefetcher did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefetchWork {
+    /// TLB probes (one per L2 PTE considered at a switch).
+    pub probes: u64,
+    /// Entries absent and so inserted.
+    pub inserted: u64,
+    /// Valid entries those insertions evicted (the pollution).
+    pub evicted: u64,
+}
+
+/// A software TLB's shape (see [`super::stlb`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StlbParams {
+    pub entries: usize,
+    /// 1 or 2.
+    pub ways: usize,
+    /// Which PTE classes it caches (L1U is never a kernel miss, so its flag is ignored).
+    pub classes: [bool; 4],
+}
+
+/// Most L2 PTEs the prefetcher can consider per switch.
+pub const MAX_PREFETCH: usize = 8;
+
 /// The parameters of a [`SoftwareManagedTlb`], validated by [`SoftwareManagedTlb::new`].
 #[derive(Clone, Debug)]
 pub struct RefillParams {
@@ -134,6 +159,11 @@ pub struct RefillParams {
     pub fold_user_addresses: bool,
     /// An access crossing a page boundary translates both pages.
     pub split_straddles: bool,
+    /// Bala's software TLB of kernel translations, if any.
+    pub stlb: Option<StlbParams>,
+    /// Bala's IPC-path prefetching: L2 PTEs of the receiver probed (and inserted if absent)
+    /// at every switch of address space; 0 = off.
+    pub prefetch_l2: usize,
 }
 
 impl RefillParams {
@@ -160,6 +190,8 @@ impl RefillParams {
             read_fault_maps: ReadFaultMaps::Clean,
             fold_user_addresses: false,
             split_straddles: true,
+            stlb: None,
+            prefetch_l2: 0,
         }
     }
 }
@@ -168,6 +200,8 @@ impl RefillParams {
 const DIRTY: u64 = 1 << 40;
 /// Context tag of every kseg2 entry: global (the G bit), always dirty.
 const GLOBAL: u64 = 1 << 41;
+/// No page (in the prefetcher's lists).
+const NO_VPN: u64 = u64::MAX;
 
 /// The state of a page's PTE as the OS keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,6 +270,13 @@ pub struct SoftwareManagedTlb {
     handler: HandlerWork,
     address_errors: u64,
     handler_refs: Option<Vec<Event>>,
+    stlb: Option<Stlb>,
+    stlb_misses: u64,
+    /// The running address space's most recently used L1 page-table pages (most recent
+    /// first), kept for the prefetcher; the other spaces' lists wait in `recent_pt`.
+    cur_recent: [u64; MAX_PREFETCH],
+    recent_pt: HashMap<u32, [u64; MAX_PREFETCH]>,
+    prefetch: PrefetchWork,
 }
 
 impl SoftwareManagedTlb {
@@ -271,6 +312,16 @@ impl SoftwareManagedTlb {
                 p.placement
             ));
         }
+        if p.prefetch_l2 > MAX_PREFETCH {
+            return Err(format!(
+                "prefetch.l2_entries: {} is more than {MAX_PREFETCH}",
+                p.prefetch_l2
+            ));
+        }
+        let stlb = match &p.stlb {
+            Some(s) => Some(Stlb::new(s.entries, s.ways).map_err(|e| format!("stlb.{e}"))?),
+            None => None,
+        };
         let tlb = Tlb::new(&p.tlb)?;
         let mut m = SoftwareManagedTlb {
             parts: placement_parts(p.placement),
@@ -288,6 +339,11 @@ impl SoftwareManagedTlb {
             handler: HandlerWork::default(),
             address_errors: 0,
             handler_refs: None,
+            stlb,
+            stlb_misses: 0,
+            cur_recent: [NO_VPN; MAX_PREFETCH],
+            recent_pt: HashMap::new(),
+            prefetch: PrefetchWork::default(),
         };
         m.enter(0);
         Ok(m)
@@ -357,7 +413,34 @@ impl SoftwareManagedTlb {
             }
             costs.cycle_ns = ns;
         }
+        let stlb = match &r.stlb {
+            None => None,
+            Some(s) => {
+                let mut classes = [false; 4];
+                for c in &s.classes {
+                    let i = match c.as_str() {
+                        "L1K" => 1,
+                        "L2" => 2,
+                        "L3" => 3,
+                        _ => {
+                            return Err(err(
+                                "refill.stlb.classes",
+                                format!("'{c}' is not a kernel PTE class (L1K, L2, L3)"),
+                            ))
+                        }
+                    };
+                    classes[i] = true;
+                }
+                Some(StlbParams {
+                    entries: s.entries,
+                    ways: s.ways,
+                    classes,
+                })
+            }
+        };
         let params = RefillParams {
+            stlb,
+            prefetch_l2: r.prefetch.as_ref().map_or(0, |p| p.l2_entries),
             tlb: tlb.clone(),
             tagged: t.asid,
             levels: r.levels,
@@ -372,7 +455,12 @@ impl SoftwareManagedTlb {
             let (field, msg) = m.split_once(": ").unwrap_or(("", &m));
             let k = match field {
                 "placement" | "levels" => format!("refill.{field}"),
-                f if f.starts_with("cycles.") => format!("refill.{f}"),
+                f if f.starts_with("cycles.")
+                    || f.starts_with("stlb.")
+                    || f.starts_with("prefetch.") =>
+                {
+                    format!("refill.{f}")
+                }
                 _ => key("geometry"),
             };
             err(&k, msg.to_string())
@@ -410,9 +498,32 @@ impl SoftwareManagedTlb {
         self.params.tlb.partition.map_or(0, |p| p.lower_ways)
     }
 
-    /// The counts priced by the configured cost table.
+    /// What the cost model prices: traps, those the software TLB served, its misses, and
+    /// the prefetch probes.
+    pub fn work(&self) -> Work {
+        Work {
+            traps: self.counts.totals(),
+            stlb_hits: self.counts.fast,
+            stlb_misses: self.stlb_misses,
+            prefetches: self.prefetch.probes,
+        }
+    }
+
+    /// The work priced by the configured cost table.
     pub fn service(&self) -> Service {
-        self.params.costs.apply(&self.counts.totals())
+        self.params.costs.price(&self.work())
+    }
+
+    /// Kernel misses the software TLB served (by trap type) and missed; `None` without one.
+    pub fn stlb_counts(&self) -> Option<([u64; super::TRAPS], u64)> {
+        self.stlb
+            .as_ref()
+            .map(|_| (self.counts.fast, self.stlb_misses))
+    }
+
+    /// What the IPC-path prefetcher did.
+    pub fn prefetch_work(&self) -> &PrefetchWork {
+        &self.prefetch
     }
 
     /// Start (or stop) recording every handler PTE load as an event (kernel mode, 4-byte
@@ -521,6 +632,9 @@ impl SoftwareManagedTlb {
         // lw k0, 0(k0): the L1U PTE at its virtual address, through the TLB.
         let pte = layout::l1u_pte_addr(self.ptebase, vpn << PAGE_SHIFT);
         self.record(pte, false);
+        if self.params.prefetch_l2 > 0 {
+            self.note_page_table_page(pte >> PAGE_SHIFT);
+        }
         if !self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
             // The nested L2 trap (generic vector); Mach's handler then loads the L1U PTE
             // itself, through the L2 entry it just wrote, and inserts it.
@@ -578,6 +692,20 @@ impl SoftwareManagedTlb {
             _ => (Trap::L1K, PteClass::L1K),
         };
         self.counts.add(trap, depth);
+        if self.stlb_serves(class) {
+            // Bala's fast path: the software TLB, in unmapped memory, before any state is
+            // saved; a hit is inserted at once and cannot nest.
+            let stlb = self.stlb.as_mut().expect("stlb_serves");
+            let hit = stlb.lookup(vpn);
+            let entry = stlb.entry_addr(vpn);
+            self.record_stlb(entry);
+            if hit {
+                self.counts.fast[trap as usize] += 1;
+                self.fill(vpn, GLOBAL, class);
+                return;
+            }
+            self.stlb_misses += 1;
+        }
         if trap == Trap::L3 {
             // The root of the hierarchy, in kseg0: never through the TLB.
             self.record(layout::l3_pte_addr(addr), true);
@@ -602,19 +730,79 @@ impl SoftwareManagedTlb {
                 self.pages.insert(key, PageState::Dirty);
             }
         }
+        if self.stlb_serves(class) {
+            if let Some(s) = &mut self.stlb {
+                s.fill(vpn);
+            }
+        }
         self.fill(vpn, GLOBAL, class);
     }
 
-    /// Write the PTE of class `class` into the partition its placement says.
+    /// Does the software TLB cache PTEs of `class`?
     #[inline]
-    fn fill(&mut self, vpn: u64, ctx: u64, class: PteClass) {
+    fn stlb_serves(&self, class: PteClass) -> bool {
+        self.params
+            .stlb
+            .as_ref()
+            .is_some_and(|s| s.classes[class as usize])
+    }
+
+    /// Write the PTE of class `class` into the partition its placement says; true if a
+    /// valid entry was evicted.
+    #[inline]
+    fn fill(&mut self, vpn: u64, ctx: u64, class: PteClass) -> bool {
         let part = self.parts[class as usize];
-        if let Some((v, c)) = self.tlb.fill(vpn, ctx, part) {
+        let evicted = self.tlb.fill(vpn, ctx, part);
+        if let Some((v, c)) = evicted {
             self.handler.evicted[self.class_of_entry(v, c) as usize] += 1;
         }
         self.handler.fills[class as usize] += 1;
         if self.partitioned && part == Part::Lower {
             self.handler.fills_lower += 1;
+        }
+        evicted.is_some()
+    }
+
+    /// Remember that the running address space's uTLB handler used L1 page-table page `vpn`
+    /// (most recent first, no repeats).
+    fn note_page_table_page(&mut self, vpn: u64) {
+        let n = self.params.prefetch_l2;
+        let r = &mut self.cur_recent[..n];
+        let at = r.iter().position(|&v| v == vpn).unwrap_or(n - 1);
+        r.copy_within(0..at, 1);
+        r[0] = vpn;
+    }
+
+    /// Bala's IPC-path prefetch into the address space just entered: probe the TLB for the L2
+    /// PTE of each of its recent L1 page-table pages and insert those absent (their PTEs are
+    /// read through unmapped memory, so the prefetch itself cannot fault).
+    fn prefetch_l2(&mut self) {
+        for i in 0..self.params.prefetch_l2 {
+            let vpn = self.cur_recent[i];
+            if vpn == NO_VPN {
+                break;
+            }
+            self.prefetch.probes += 1;
+            if self.tlb.probe(vpn, GLOBAL, NO_CTX).is_none() {
+                self.record(layout::kpte_addr(vpn << PAGE_SHIFT), true);
+                self.prefetch.inserted += 1;
+                if self.fill(vpn, GLOBAL, PteClass::L2) {
+                    self.prefetch.evicted += 1;
+                }
+            }
+        }
+    }
+
+    /// Record (if asked) the software-TLB probe of the entry at `addr`.
+    #[inline]
+    fn record_stlb(&mut self, addr: u64) {
+        if let Some(v) = &mut self.handler_refs {
+            v.push(
+                Event::reference(Kind::Load, addr, 8)
+                    .with_mode(Mode::Kernel)
+                    .with_asid(self.cur_asid)
+                    .with_paddr(addr - layout::KSEG0),
+            );
         }
     }
 
@@ -651,7 +839,18 @@ impl SoftwareManagedTlb {
         if !self.params.tagged {
             self.tlb.flush_if(|_, c| c & GLOBAL == 0);
         }
+        if self.params.prefetch_l2 > 0 {
+            self.recent_pt.insert(self.cur_asid, self.cur_recent);
+            self.cur_recent = self
+                .recent_pt
+                .get(&asid)
+                .copied()
+                .unwrap_or([NO_VPN; MAX_PREFETCH]);
+        }
         self.enter(asid);
+        if self.params.prefetch_l2 > 0 {
+            self.prefetch_l2();
+        }
     }
 
     /// Set the running address space and find (or give) it a page-table slot.
@@ -703,6 +902,9 @@ impl SoftwareManagedTlb {
                         self.pages.insert(kernel_key(vpn), state);
                     }
                     _ => {}
+                }
+                if let Some(s) = &mut self.stlb {
+                    s.invalidate(vpn);
                 }
             }
             _ => {}

@@ -13,7 +13,14 @@
 //! traps.handler   pte_loads_mapped, pte_loads_unmapped, fills {L1U, L1K, L2, L3},
 //!                 fills_lower, evicted {L1U, L1K, L2, L3}
 //! traps.address_errors   references outside the segments their mode may use (not translated)
+//! traps.stlb      (with a software TLB) entries, ways, hits {L1U, …} (traps served by the
+//!                 fast path, charged stlb_hit cycles each), misses, hit_ratio
+//! traps.prefetch  (with IPC-path prefetching) l2_entries, probes, inserted, evicted
 //! ```
+//!
+//! `cycles_per_trap` also has `stlb_hit`, `stlb_miss` and `prefetch`; `cycles` and `seconds`
+//! have `stlb_miss` (the software TLB's overhead on its misses) and `prefetch` (the probes),
+//! both in `total`.
 //!
 //! Costs are counts × the table, so re-pricing a stored result needs only `counts` and a
 //! table ([`super::CostTable::apply`]).
@@ -57,6 +64,8 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             )
         })
         .collect();
+    cycles.insert("stlb_miss".into(), json!(service.stlb_cycles));
+    cycles.insert("prefetch".into(), json!(service.prefetch_cycles));
     cycles.insert("total".into(), json!(service.total_cycles));
     let mut seconds: Map<String, Value> = ALL_TRAPS
         .iter()
@@ -67,6 +76,9 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             )
         })
         .collect();
+    let secs = |c: u64| c as f64 * service.cycle_ns * 1e-9;
+    seconds.insert("stlb_miss".into(), json!(secs(service.stlb_cycles)));
+    seconds.insert("prefetch".into(), json!(secs(service.prefetch_cycles)));
     seconds.insert("total".into(), json!(service.total_seconds()));
     let per_trap: Map<String, Value> = ALL_TRAPS
         .iter()
@@ -77,9 +89,13 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             )
         })
         .collect();
+    let mut per_trap = per_trap;
+    per_trap.insert("stlb_hit".into(), json!(p.costs.stlb_hit));
+    per_trap.insert("stlb_miss".into(), json!(p.costs.stlb_miss));
+    per_trap.insert("prefetch".into(), json!(p.costs.prefetch));
     let h = m.handler();
     let entries = m.tlb().entries();
-    json!({
+    let mut out = json!({
         "model": {
             "levels": p.levels,
             "placement": format!("{:?}", p.placement),
@@ -102,5 +118,30 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             "evicted": by_class(&h.evicted),
         },
         "address_errors": m.address_errors(),
-    })
+    });
+    if let (Some((fast, misses)), Some(s)) = (m.stlb_counts(), p.stlb) {
+        let hits: u64 = fast.iter().sum();
+        let ratio = if hits + misses == 0 {
+            Value::Null
+        } else {
+            json!(hits as f64 / (hits + misses) as f64)
+        };
+        out["stlb"] = json!({
+            "entries": s.entries,
+            "ways": s.ways,
+            "hits": by_trap(&fast),
+            "misses": misses,
+            "hit_ratio": ratio,
+        });
+    }
+    if p.prefetch_l2 > 0 {
+        let w = m.prefetch_work();
+        out["prefetch"] = json!({
+            "l2_entries": p.prefetch_l2,
+            "probes": w.probes,
+            "inserted": w.inserted,
+            "evicted": w.evicted,
+        });
+    }
+    out
 }

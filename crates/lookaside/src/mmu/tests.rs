@@ -608,3 +608,112 @@ fn the_decstation_presets_build_with_software_refill() {
         assert_eq!(t, [1, 0, 1, (levels == 3) as u64, 0, 1], "{name}");
     }
 }
+
+// ----- Bala: the software TLB and IPC-path prefetching -------------------------------------
+
+fn with_stlb() -> SoftwareManagedTlb {
+    let mut p = RefillParams::r2000_mach3();
+    p.first_touch = FirstTouch::None;
+    p.stlb = Some(StlbParams {
+        entries: 1024,
+        ways: 1,
+        classes: [false, true, true, true],
+    });
+    SoftwareManagedTlb::new(p).unwrap()
+}
+
+#[test]
+fn the_stlb_serves_kernel_misses_without_nesting() {
+    let mut m = with_stlb();
+    let mut l = Ledger::new(vec!["tlb".into()]);
+    let flush = Event::control(Kind::TlbFlush, FLUSH_ALL, 1);
+    // Cold: L1K misses in the STLB, runs the slow path, whose L3 misses in it too.
+    assert_eq!(
+        run(&mut m, &mut l, &[kload(0xC000_0000)]),
+        [0, 1, 0, 1, 0, 0]
+    );
+    assert_eq!(m.stlb_counts(), Some(([0; 6], 2)));
+    // The TLB loses everything; the STLB keeps the translation: a fast L1K, no nested L3.
+    assert_eq!(
+        run(&mut m, &mut l, &[flush, kload(0xC000_0000)]),
+        [0, 2, 0, 1, 0, 0]
+    );
+    assert_eq!(m.stlb_counts(), Some(([0, 1, 0, 0, 0, 0], 2)));
+    // Priced: one slow L1K (294), one fast (40), the L3 (286), two STLB misses (10 each).
+    let s = m.service();
+    assert_eq!((s.total_cycles, s.stlb_cycles), (294 + 40 + 286 + 20, 20));
+    // A user miss: the nested L2 is served fast after the first time, and its L3 vanishes.
+    run(&mut m, &mut l, &[load(0x40_0000, 1)]);
+    assert_eq!(m.counts().totals(), [1, 2, 1, 2, 0, 0]);
+    assert_eq!(
+        run(&mut m, &mut l, &[flush, load(0x40_0000, 1)]),
+        [2, 2, 2, 2, 0, 0]
+    );
+    assert_eq!(m.counts().fast, [0, 1, 1, 0, 0, 0]);
+    // Unmapping a kernel page drops it from the STLB too.
+    let unmap = Event::control(Kind::Unmap, 0xC000_0000, 1);
+    run(&mut m, &mut l, &[unmap, kload(0xC000_0000)]);
+    assert_eq!(m.counts().fast[Trap::L1K as usize], 1);
+    let j = crate::mmu::report::traps_json(&m);
+    assert_eq!(j["stlb"]["hits"]["L2"], 1);
+    assert_eq!(j["cycles_per_trap"]["stlb_hit"], 40);
+}
+
+#[test]
+fn ipc_prefetch_brings_back_the_receivers_l2_ptes() {
+    let seq = [
+        load(0x40_0000, 1),
+        load(0x40_0000, 2),
+        Event::control(Kind::TlbFlush, 0x40_0000, 1),
+        load(0x40_0000, 1),
+    ];
+    let mut got = Vec::new();
+    for prefetch in [0, 3] {
+        let mut p = RefillParams::r2000_mach3();
+        p.first_touch = FirstTouch::None;
+        p.prefetch_l2 = prefetch;
+        // One lower slot: the two tasks' L2 PTEs evict each other.
+        p.tlb.partition = Some(Partition {
+            lower_ways: 1,
+            lower_policy: Policy::Fifo,
+            upper_policy: Policy::Random,
+        });
+        let mut m = SoftwareManagedTlb::new(p).unwrap();
+        let mut l = Ledger::new(vec!["tlb".into()]);
+        got.push((run(&mut m, &mut l, &seq), *m.prefetch_work()));
+    }
+    assert_eq!(got[0].0, [3, 0, 3, 2, 0, 0]);
+    // Back in task 1, its L2 PTE was prefetched (evicting task 2's): no L2 trap.
+    assert_eq!(got[1].0, [3, 0, 2, 2, 0, 0]);
+    assert_eq!(
+        got[1].1,
+        PrefetchWork {
+            probes: 1,
+            inserted: 1,
+            evicted: 1
+        }
+    );
+}
+
+#[test]
+fn bala_config_and_errors() {
+    let m = machine(
+        "[refill.stlb]\nentries = 2048\nways = 2\nclasses = ['L1K', 'L2']\n[refill.prefetch]\n",
+    )
+    .unwrap();
+    let p = m.refill().unwrap().params();
+    assert_eq!(
+        p.stlb,
+        Some(StlbParams {
+            entries: 2048,
+            ways: 2,
+            classes: [false, true, true, false]
+        })
+    );
+    assert_eq!(p.prefetch_l2, 3);
+    let e = |extra: &str| machine(extra).unwrap_err().to_string();
+    assert!(e("[refill.stlb]\nways = 4\n").contains("refill.stlb.ways"));
+    assert!(e("[refill.stlb]\nentries = 0\n").contains("refill.stlb.entries"));
+    assert!(e("[refill.stlb]\nclasses = ['L1U']\n").contains("refill.stlb.classes"));
+    assert!(e("[refill.prefetch]\nl2_entries = 9\n").contains("refill.prefetch.l2_entries"));
+}
