@@ -40,6 +40,13 @@
 //! read_fault_maps = "clean"         # clean | dirty: a page first read is mapped clean, so its
 //!                                   # first write raises a Modify trap
 //! fold_user_addresses = false       # fold user addresses above kuseg into it (64-bit traces)
+//! [refill.stlb]            # Bala's software TLB of kernel translations (unmapped memory)
+//! entries = 1024
+//! ways = 1                 # 1 or 2
+//! index = "low"            # low page-number bits, or "hash"
+//! classes = ["L1K", "L2", "L3"]
+//! [refill.prefetch]        # Bala's IPC-path prefetch, at every switch of address space
+//! l2_entries = 3           # the receiver's most recent L1 page-table pages (at most 8)
 //! ```
 
 use serde::de::{self, Deserializer};
@@ -451,6 +458,13 @@ pub struct StlbConfig {
     /// PTE classes it caches, of L1K, L2, L3.
     #[serde(default = "default_stlb_classes")]
     pub classes: Vec<String>,
+    /// How a page number picks its set: `low` (its low bits) or `hash`.
+    #[serde(default = "default_stlb_index")]
+    pub index: String,
+}
+
+fn default_stlb_index() -> String {
+    "low".into()
 }
 
 fn default_stlb_entries() -> usize {

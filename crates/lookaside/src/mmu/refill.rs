@@ -138,6 +138,8 @@ pub struct StlbParams {
     pub ways: usize,
     /// Which PTE classes it caches (L1U is never a kernel miss, so its flag is ignored).
     pub classes: [bool; 4],
+    /// Index by a hash of the page number instead of its low bits.
+    pub hashed: bool,
 }
 
 /// Most L2 PTEs the prefetcher can consider per switch.
@@ -319,7 +321,9 @@ impl SoftwareManagedTlb {
             ));
         }
         let stlb = match &p.stlb {
-            Some(s) => Some(Stlb::new(s.entries, s.ways).map_err(|e| format!("stlb.{e}"))?),
+            Some(s) => {
+                Some(Stlb::new(s.entries, s.ways, s.hashed).map_err(|e| format!("stlb.{e}"))?)
+            }
             None => None,
         };
         let tlb = Tlb::new(&p.tlb)?;
@@ -431,10 +435,21 @@ impl SoftwareManagedTlb {
                     };
                     classes[i] = true;
                 }
+                let hashed = match s.index.as_str() {
+                    "low" => false,
+                    "hash" => true,
+                    other => {
+                        return Err(err(
+                            "refill.stlb.index",
+                            format!("'{other}' is not an index (low, hash)"),
+                        ))
+                    }
+                };
                 Some(StlbParams {
                     entries: s.entries,
                     ways: s.ways,
                     classes,
+                    hashed,
                 })
             }
         };

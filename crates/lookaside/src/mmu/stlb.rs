@@ -5,8 +5,12 @@
 //! nested) handler and then fills the table.
 //!
 //! Direct-mapped or 2-way set associative (LRU within a set), indexed by the low bits of the
-//! virtual page number, tagged by the whole page number. Kernel translations are global, so
-//! no address-space tag is needed.
+//! virtual page number (or, optionally, by a hash of all of them), tagged by the whole page
+//! number. Kernel translations are global, so no address-space tag is needed.
+//!
+//! The low-bit index has a pathology on Mach's layout: the tasks' linear page tables are
+//! 2 MB (512 pages) apart, so the page-table pages of the same region of every task — and
+//! kernel data 4 MB apart — fall into the same few sets of a 512- or 1024-set table.
 
 /// An empty slot (no kseg2 page number reaches it).
 const EMPTY: u64 = u64::MAX;
@@ -22,11 +26,13 @@ pub struct Stlb {
     ways: usize,
     /// Per set: the way used last (2-way LRU).
     last: Vec<u8>,
+    hashed: bool,
 }
 
 impl Stlb {
-    /// `entries` entries of `ways` ways (1 or 2; `ways` must divide `entries`).
-    pub fn new(entries: usize, ways: usize) -> Result<Stlb, String> {
+    /// `entries` entries of `ways` ways (1 or 2; `ways` must divide `entries`), indexed by the
+    /// low page-number bits or (`hashed`) by a hash of the page number.
+    pub fn new(entries: usize, ways: usize, hashed: bool) -> Result<Stlb, String> {
         if ways != 1 && ways != 2 {
             return Err(format!("ways: {ways} is not 1 or 2"));
         }
@@ -40,6 +46,7 @@ impl Stlb {
             sets: entries / ways,
             ways,
             last: vec![0; entries / ways],
+            hashed,
         })
     }
 
@@ -48,10 +55,16 @@ impl Stlb {
         self.tags.len()
     }
 
-    /// The set of page `vpn`: its low page-number bits (modulo the sets).
+    /// The set of page `vpn`: its low page-number bits (modulo the sets), or a hash of it.
     #[inline]
     fn set(&self, vpn: u64) -> usize {
-        (vpn % self.sets as u64) as usize
+        let key = if self.hashed {
+            let z = vpn.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            z ^ (z >> 32)
+        } else {
+            vpn
+        };
+        (key % self.sets as u64) as usize
     }
 
     /// Address of the first entry of `vpn`'s set (8 bytes per entry).
@@ -111,12 +124,12 @@ mod tests {
 
     #[test]
     fn direct_mapped_and_two_way() {
-        let mut d = Stlb::new(4, 1).unwrap();
+        let mut d = Stlb::new(4, 1, false).unwrap();
         d.fill(1);
         assert!(d.lookup(1));
         d.fill(5); // same set as 1
         assert!(!d.lookup(1) && d.lookup(5));
-        let mut t = Stlb::new(4, 2).unwrap();
+        let mut t = Stlb::new(4, 2, false).unwrap();
         t.fill(0);
         t.fill(2);
         assert!(t.lookup(0)); // 2 is now the least recent of set 0
@@ -124,7 +137,14 @@ mod tests {
         assert!(t.lookup(0) && t.lookup(4) && !t.lookup(2));
         t.invalidate(4);
         assert!(!t.lookup(4));
-        assert!(Stlb::new(4, 3).unwrap_err().starts_with("ways"));
-        assert!(Stlb::new(5, 2).unwrap_err().starts_with("entries"));
+        assert!(Stlb::new(4, 3, false).unwrap_err().starts_with("ways"));
+        assert!(Stlb::new(5, 2, false).unwrap_err().starts_with("entries"));
+        // Pages 512 apart share a set of a low-bit-indexed 512-set table, not of a hashed one.
+        let pages = [0xC8201, 0xC8401, 0xC8601, 0xC8801];
+        for (hashed, held) in [(false, 2), (true, 4)] {
+            let mut s = Stlb::new(1024, 2, hashed).unwrap();
+            pages.iter().for_each(|&p| s.fill(p));
+            assert_eq!(pages.iter().filter(|&&p| s.lookup(p)).count(), held);
+        }
     }
 }

@@ -618,6 +618,7 @@ fn with_stlb() -> SoftwareManagedTlb {
         entries: 1024,
         ways: 1,
         classes: [false, true, true, true],
+        hashed: false,
     });
     SoftwareManagedTlb::new(p).unwrap()
 }
@@ -707,7 +708,8 @@ fn bala_config_and_errors() {
         Some(StlbParams {
             entries: 2048,
             ways: 2,
-            classes: [false, true, true, false]
+            classes: [false, true, true, false],
+            hashed: false,
         })
     );
     assert_eq!(p.prefetch_l2, 3);
@@ -715,5 +717,6 @@ fn bala_config_and_errors() {
     assert!(e("[refill.stlb]\nways = 4\n").contains("refill.stlb.ways"));
     assert!(e("[refill.stlb]\nentries = 0\n").contains("refill.stlb.entries"));
     assert!(e("[refill.stlb]\nclasses = ['L1U']\n").contains("refill.stlb.classes"));
+    assert!(e("[refill.stlb]\nindex = 'mid'\n").contains("refill.stlb.index"));
     assert!(e("[refill.prefetch]\nl2_entries = 9\n").contains("refill.prefetch.l2_entries"));
 }
