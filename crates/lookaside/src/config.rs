@@ -47,6 +47,11 @@
 //! classes = ["L1K", "L2", "L3"]
 //! [refill.prefetch]        # Bala's IPC-path prefetch, at every switch of address space
 //! l2_entries = 3           # the receiver's most recent L1 page-table pages (at most 8)
+//! [refill.dynamic]         # Uhlig's dynamic partitioning by hill climbing
+//! period = 1000            # traps between decisions
+//! threshold = 0.05         # relative cost change that counts
+//! step = 1                 # slots per move
+//! min_lower = 1            # bounds of the lower partition (max_lower: default ways - 1)
 //! ```
 
 use serde::de::{self, Deserializer};
@@ -441,6 +446,40 @@ pub struct RefillConfig {
     /// Prefetching on the IPC path (Bala et al. 1994).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch: Option<PrefetchConfig>,
+    /// Dynamic partitioning by hill climbing (Uhlig et al. 1994, section 5.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<DynamicConfig>,
+}
+
+/// Uhlig's dynamic partitioning: every `period` traps, compare the handling cost of the last
+/// interval with the one before; a significant fall keeps the partition point moving the
+/// same way, a significant rise reverses it, anything else leaves it. The paper gives no
+/// values for these parameters.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DynamicConfig {
+    /// Traps (of every type) between decisions.
+    #[serde(default = "default_period")]
+    pub period: u64,
+    /// Relative change of the interval's cost that counts as significant.
+    #[serde(default = "default_threshold")]
+    pub threshold: f64,
+    /// Slots the partition point moves per decision.
+    #[serde(default = "one")]
+    pub step: usize,
+    /// Bounds of the lower partition (default 1 and ways - 1).
+    #[serde(default = "one")]
+    pub min_lower: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lower: Option<usize>,
+}
+
+fn default_period() -> u64 {
+    1000
+}
+
+fn default_threshold() -> f64 {
+    0.05
 }
 
 /// Bala's software TLB: kernel translations cached in unmapped memory, looked up at the start
@@ -515,6 +554,7 @@ impl Default for RefillConfig {
             fold_user_addresses: false,
             stlb: None,
             prefetch: None,
+            dynamic: None,
         }
     }
 }
@@ -582,6 +622,9 @@ pub struct TrapCycles {
     /// One IPC-path prefetch: probe the TLB for an entry and, if absent, load and insert it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch: Option<u32>,
+    /// Counting one L1U miss for dynamic partitioning (a memory-resident counter: 4-10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l1u_count: Option<u32>,
 }
 
 impl TrapCycles {

@@ -154,3 +154,42 @@ fn bala_prefetching_and_the_software_tlb_on_the_ring() {
         }
     }
 }
+
+/// Dynamic partitioning (Uhlig Table IX): starting from the R2000's fixed 8 lower slots, hill
+/// climbing finds the ring's knee by itself: far better than fixed 8, close to the best
+/// static partition (it pays for counting L1U misses and for its excursions).
+#[test]
+fn dynamic_partitioning_tracks_the_best_static_partition() {
+    let events = ring(3, 0);
+    let total = |extra: &str, lower: usize| {
+        let cfg = format!(
+            "[[tlb]]\nname = 'tlb'\nentries = 64\nways = 'full'\n\
+             partition = {{ lower = {lower}, lower_policy = 'fifo', upper_policy = 'random' }}\n\
+             [refill]\nplacement = 'A'\n{extra}"
+        );
+        let mut m = Machine::assemble(Some(&cfg), "dynamic", &[], &[]).unwrap();
+        for chunk in events.chunks(4096) {
+            m.run_batch(chunk);
+        }
+        let r = m.refill().unwrap();
+        (
+            r.service().total_seconds(),
+            r.current_lower_slots(),
+            r.dynamic_work().copied(),
+        )
+    };
+    let fixed8 = total("", 8).0;
+    let best = (4..=24)
+        .map(|l| total("", l).0)
+        .fold(f64::INFINITY, f64::min);
+    let (dynamic, end, work) = total("[refill.dynamic]\nperiod = 200\nthreshold = 0.05\n", 8);
+    eprintln!(
+        "dynamic {dynamic:.4} s (ends at {end}, {work:?}); fixed 8 {fixed8:.4}, best static {best:.4}"
+    );
+    let work = work.unwrap();
+    assert!(work.max_seen >= 12, "never reached the knee: {work:?}");
+    assert!(dynamic < 0.75 * fixed8, "dynamic {dynamic} fixed {fixed8}");
+    // Uhlig found dynamic 0-13% below the best static point on phased workloads; on this
+    // stationary ring it cannot beat it, and lands within 25% of it.
+    assert!(dynamic < 1.25 * best, "dynamic {dynamic} best {best}");
+}

@@ -117,12 +117,16 @@ pub struct CostTable {
     /// One IPC-path prefetch: a probe, and for an absent entry a PTE load and a write
     /// (default 10).
     pub prefetch: u32,
+    /// Counting one L1U miss for dynamic partitioning (Uhlig: 4-10 cycles for a counter in
+    /// memory; default 6).
+    pub l1u_count: u32,
 }
 
 /// Default cycles of the Bala extensions, when a table does not give them.
 pub const DEFAULT_STLB_HIT: u32 = 40;
 pub const DEFAULT_STLB_MISS: u32 = 10;
 pub const DEFAULT_PREFETCH: u32 = 10;
+pub const DEFAULT_L1U_COUNT: u32 = 6;
 
 /// Everything a run did that the cost model prices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -135,6 +139,8 @@ pub struct Work {
     pub stlb_misses: u64,
     /// IPC-path prefetch probes.
     pub prefetches: u64,
+    /// L1U misses counted for dynamic partitioning.
+    pub l1u_counted: u64,
 }
 
 #[derive(Deserialize)]
@@ -155,6 +161,8 @@ pub struct Service {
     pub stlb_cycles: u64,
     /// Prefetch probes × `prefetch`.
     pub prefetch_cycles: u64,
+    /// Counted L1U misses × `l1u_count`.
+    pub count_cycles: u64,
     /// Sum of the priced types, the software-TLB overhead and the prefetches.
     pub total_cycles: u64,
     pub cycle_ns: f64,
@@ -226,6 +234,7 @@ impl CostTable {
             stlb_hit: f.cycles.stlb_hit.unwrap_or(DEFAULT_STLB_HIT),
             stlb_miss: f.cycles.stlb_miss.unwrap_or(DEFAULT_STLB_MISS),
             prefetch: f.cycles.prefetch.unwrap_or(DEFAULT_PREFETCH),
+            l1u_count: f.cycles.l1u_count.unwrap_or(DEFAULT_L1U_COUNT),
         })
     }
 
@@ -239,6 +248,7 @@ impl CostTable {
         self.stlb_hit = overrides.stlb_hit.unwrap_or(self.stlb_hit);
         self.stlb_miss = overrides.stlb_miss.unwrap_or(self.stlb_miss);
         self.prefetch = overrides.prefetch.unwrap_or(self.prefetch);
+        self.l1u_count = overrides.l1u_count.unwrap_or(self.l1u_count);
         self
     }
 
@@ -272,11 +282,13 @@ impl CostTable {
         let total: u64 = cycles.iter().flatten().sum();
         let stlb_cycles = w.stlb_misses * self.stlb_miss as u64;
         let prefetch_cycles = w.prefetches * self.prefetch as u64;
+        let count_cycles = w.l1u_counted * self.l1u_count as u64;
         Service {
             cycles,
             stlb_cycles,
             prefetch_cycles,
-            total_cycles: total + stlb_cycles + prefetch_cycles,
+            count_cycles,
+            total_cycles: total + stlb_cycles + prefetch_cycles + count_cycles,
             cycle_ns: self.cycle_ns,
         }
     }
@@ -357,6 +369,7 @@ mod tests {
             stlb_hits: [0, 1, 0, 0, 0, 0],
             stlb_misses: 1,
             prefetches: 3,
+            l1u_counted: 0,
         };
         let s = over.price(&w);
         assert_eq!(s.cycles[1], Some(294 + 30));

@@ -28,6 +28,6 @@ mod tests;
 
 pub use cost::{CostTable, Service, Trap, TrapCounts, Work, ALL_TRAPS, DEPTHS, TRAPS};
 pub use refill::{
-    placement_parts, HandlerWork, PrefetchWork, PteClass, RefillParams, SoftwareManagedTlb,
-    StlbParams, MAX_PREFETCH, PTE_CLASSES,
+    placement_parts, DynamicParams, DynamicWork, HandlerWork, PrefetchWork, PteClass, RefillParams,
+    SoftwareManagedTlb, StlbParams, MAX_PREFETCH, PTE_CLASSES,
 };

@@ -142,6 +142,45 @@ pub struct StlbParams {
     pub hashed: bool,
 }
 
+/// Uhlig's dynamic partitioning (see [`crate::config::DynamicConfig`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DynamicParams {
+    /// Traps between decisions.
+    pub period: u64,
+    /// Relative change of an interval's cost that counts as significant.
+    pub threshold: f64,
+    pub step: usize,
+    pub min_lower: usize,
+    /// `None`: ways - 1.
+    pub max_lower: Option<usize>,
+}
+
+/// What dynamic partitioning did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DynamicWork {
+    pub decisions: u64,
+    pub moves_up: u64,
+    pub moves_down: u64,
+    /// Lowest and highest lower-partition sizes used.
+    pub min_seen: usize,
+    pub max_seen: usize,
+}
+
+/// The hill climber's state.
+#[derive(Clone, Debug)]
+struct Climber {
+    p: DynamicParams,
+    max: usize,
+    /// +1 (grow the lower partition) or -1.
+    dir: i64,
+    /// Trap total at which the next decision is due.
+    next: u64,
+    /// Cycles (all work priced) at the start of the interval, and the last interval's cost.
+    start_cycles: u64,
+    prev_cost: Option<u64>,
+    work: DynamicWork,
+}
+
 /// Most L2 PTEs the prefetcher can consider per switch.
 pub const MAX_PREFETCH: usize = 8;
 
@@ -166,6 +205,8 @@ pub struct RefillParams {
     /// Bala's IPC-path prefetching: L2 PTEs of the receiver probed (and inserted if absent)
     /// at every switch of address space; 0 = off.
     pub prefetch_l2: usize,
+    /// Uhlig's dynamic partitioning, if any.
+    pub dynamic: Option<DynamicParams>,
 }
 
 impl RefillParams {
@@ -194,6 +235,7 @@ impl RefillParams {
             split_straddles: true,
             stlb: None,
             prefetch_l2: 0,
+            dynamic: None,
         }
     }
 }
@@ -279,6 +321,7 @@ pub struct SoftwareManagedTlb {
     cur_recent: [u64; MAX_PREFETCH],
     recent_pt: HashMap<u32, [u64; MAX_PREFETCH]>,
     prefetch: PrefetchWork,
+    climber: Option<Climber>,
 }
 
 impl SoftwareManagedTlb {
@@ -326,6 +369,47 @@ impl SoftwareManagedTlb {
             }
             None => None,
         };
+        let climber = match (&p.dynamic, &p.tlb.partition) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err("dynamic: dynamic partitioning needs a partition (not policy D)".into())
+            }
+            (Some(d), Some(q)) => {
+                let max = d.max_lower.unwrap_or(p.tlb.ways - 1);
+                if d.period == 0 || d.step == 0 {
+                    return Err("dynamic.period: period and step must be at least 1".into());
+                }
+                if !(d.threshold.is_finite() && d.threshold >= 0.0) {
+                    return Err("dynamic.threshold: must be a number >= 0".into());
+                }
+                if d.min_lower == 0 || d.min_lower > max || max >= p.tlb.ways {
+                    return Err(format!(
+                        "dynamic.min_lower: the bounds {}..={max} must lie in 1..={} ",
+                        d.min_lower,
+                        p.tlb.ways - 1
+                    ));
+                }
+                if q.lower_ways < d.min_lower || q.lower_ways > max {
+                    return Err(format!(
+                        "dynamic.min_lower: the starting lower partition ({}) is outside {}..={max}",
+                        q.lower_ways, d.min_lower
+                    ));
+                }
+                Some(Climber {
+                    p: *d,
+                    max,
+                    dir: 1,
+                    next: d.period,
+                    start_cycles: 0,
+                    prev_cost: None,
+                    work: DynamicWork {
+                        min_seen: q.lower_ways,
+                        max_seen: q.lower_ways,
+                        ..DynamicWork::default()
+                    },
+                })
+            }
+        };
         let tlb = Tlb::new(&p.tlb)?;
         let mut m = SoftwareManagedTlb {
             parts: placement_parts(p.placement),
@@ -348,6 +432,7 @@ impl SoftwareManagedTlb {
             cur_recent: [NO_VPN; MAX_PREFETCH],
             recent_pt: HashMap::new(),
             prefetch: PrefetchWork::default(),
+            climber,
         };
         m.enter(0);
         Ok(m)
@@ -453,7 +538,15 @@ impl SoftwareManagedTlb {
                 })
             }
         };
+        let dynamic = r.dynamic.as_ref().map(|d| DynamicParams {
+            period: d.period,
+            threshold: d.threshold,
+            step: d.step,
+            min_lower: d.min_lower,
+            max_lower: d.max_lower,
+        });
         let params = RefillParams {
+            dynamic,
             stlb,
             prefetch_l2: r.prefetch.as_ref().map_or(0, |p| p.l2_entries),
             tlb: tlb.clone(),
@@ -472,7 +565,8 @@ impl SoftwareManagedTlb {
                 "placement" | "levels" => format!("refill.{field}"),
                 f if f.starts_with("cycles.")
                     || f.starts_with("stlb.")
-                    || f.starts_with("prefetch.") =>
+                    || f.starts_with("prefetch.")
+                    || f.starts_with("dynamic") =>
                 {
                     format!("refill.{f}")
                 }
@@ -521,7 +615,78 @@ impl SoftwareManagedTlb {
             stlb_hits: self.counts.fast,
             stlb_misses: self.stlb_misses,
             prefetches: self.prefetch.probes,
+            l1u_counted: if self.climber.is_some() {
+                self.counts.of(Trap::L1U)
+            } else {
+                0
+            },
         }
+    }
+
+    /// What dynamic partitioning did; `None` without it.
+    pub fn dynamic_work(&self) -> Option<&DynamicWork> {
+        self.climber.as_ref().map(|c| &c.work)
+    }
+
+    /// The lower partition's size now (it moves under dynamic partitioning).
+    pub fn current_lower_slots(&self) -> usize {
+        self.tlb.params().partition.map_or(0, |p| p.lower_ways)
+    }
+
+    /// After a refill: if a decision is due, price the interval and move the partition
+    /// point (Uhlig's hill climbing).
+    #[inline]
+    fn after_refill(&mut self) {
+        if let Some(c) = &self.climber {
+            if self.counts.all() >= c.next {
+                self.climb();
+            }
+        }
+    }
+
+    #[cold]
+    fn climb(&mut self) {
+        let now = self.service().total_cycles;
+        let lower = self.current_lower_slots();
+        let traps = self.counts.all();
+        let c = self.climber.as_mut().expect("climbing");
+        let cost = now - c.start_cycles;
+        let th = c.p.threshold;
+        let move_dir = match c.prev_cost {
+            // The first interval: probe in the starting direction.
+            None => Some(c.dir),
+            Some(prev) if (cost as f64) < prev as f64 * (1.0 - th) => Some(c.dir),
+            Some(prev) if cost as f64 > prev as f64 * (1.0 + th) => {
+                c.dir = -c.dir;
+                Some(c.dir)
+            }
+            Some(_) => None,
+        };
+        c.prev_cost = Some(cost);
+        c.start_cycles = now;
+        c.next = traps + c.p.period;
+        c.work.decisions += 1;
+        let Some(d) = move_dir else {
+            return;
+        };
+        let target =
+            (lower as i64 + d * c.p.step as i64).clamp(c.p.min_lower as i64, c.max as i64) as usize;
+        if target == lower {
+            // At a bound: turn round for next time.
+            c.dir = -c.dir;
+            return;
+        }
+        if target > lower {
+            c.work.moves_up += 1;
+        } else {
+            c.work.moves_down += 1;
+        }
+        c.work.min_seen = c.work.min_seen.min(target);
+        c.work.max_seen = c.work.max_seen.max(target);
+        self.tlb
+            .repartition(target)
+            .expect("target within the validated bounds");
+        self.params.tlb.partition = self.tlb.params().partition;
     }
 
     /// The work priced by the configured cost table.
@@ -636,6 +801,7 @@ impl SoftwareManagedTlb {
             return true;
         }
         self.kernel_miss(addr, 0);
+        self.after_refill();
         false
     }
 
@@ -686,6 +852,7 @@ impl SoftwareManagedTlb {
         if store && state == PageState::Clean {
             self.modify(vpn);
         }
+        self.after_refill();
     }
 
     /// A Modify trap: the store hit the clean entry of user page `vpn`; `tlb_mod` sets the

@@ -16,11 +16,14 @@
 //! traps.stlb      (with a software TLB) entries, ways, hits {L1U, …} (traps served by the
 //!                 fast path, charged stlb_hit cycles each), misses, hit_ratio
 //! traps.prefetch  (with IPC-path prefetching) l2_entries, probes, inserted, evicted
+//! traps.dynamic   (with dynamic partitioning) period, threshold, step, decisions, moves_up,
+//!                 moves_down, min_lower, max_lower (sizes used), final_lower
 //! ```
 //!
-//! `cycles_per_trap` also has `stlb_hit`, `stlb_miss` and `prefetch`; `cycles` and `seconds`
-//! have `stlb_miss` (the software TLB's overhead on its misses) and `prefetch` (the probes),
-//! both in `total`.
+//! `cycles_per_trap` also has `stlb_hit`, `stlb_miss`, `prefetch` and `l1u_count`; `cycles`
+//! and `seconds` have `stlb_miss` (the software TLB's overhead on its misses), `prefetch`
+//! (the probes) and `l1u_count` (counting L1U misses for dynamic partitioning), all in
+//! `total`.
 //!
 //! Costs are counts × the table, so re-pricing a stored result needs only `counts` and a
 //! table ([`super::CostTable::apply`]).
@@ -66,6 +69,7 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
         .collect();
     cycles.insert("stlb_miss".into(), json!(service.stlb_cycles));
     cycles.insert("prefetch".into(), json!(service.prefetch_cycles));
+    cycles.insert("l1u_count".into(), json!(service.count_cycles));
     cycles.insert("total".into(), json!(service.total_cycles));
     let mut seconds: Map<String, Value> = ALL_TRAPS
         .iter()
@@ -79,6 +83,7 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
     let secs = |c: u64| c as f64 * service.cycle_ns * 1e-9;
     seconds.insert("stlb_miss".into(), json!(secs(service.stlb_cycles)));
     seconds.insert("prefetch".into(), json!(secs(service.prefetch_cycles)));
+    seconds.insert("l1u_count".into(), json!(secs(service.count_cycles)));
     seconds.insert("total".into(), json!(service.total_seconds()));
     let per_trap: Map<String, Value> = ALL_TRAPS
         .iter()
@@ -93,6 +98,7 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
     per_trap.insert("stlb_hit".into(), json!(p.costs.stlb_hit));
     per_trap.insert("stlb_miss".into(), json!(p.costs.stlb_miss));
     per_trap.insert("prefetch".into(), json!(p.costs.prefetch));
+    per_trap.insert("l1u_count".into(), json!(p.costs.l1u_count));
     let h = m.handler();
     let entries = m.tlb().entries();
     let mut out = json!({
@@ -132,6 +138,19 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             "hits": by_trap(&fast),
             "misses": misses,
             "hit_ratio": ratio,
+        });
+    }
+    if let (Some(w), Some(d)) = (m.dynamic_work(), p.dynamic) {
+        out["dynamic"] = json!({
+            "period": d.period,
+            "threshold": d.threshold,
+            "step": d.step,
+            "decisions": w.decisions,
+            "moves_up": w.moves_up,
+            "moves_down": w.moves_down,
+            "min_lower": w.min_seen,
+            "max_lower": w.max_seen,
+            "final_lower": m.current_lower_slots(),
         });
     }
     if p.prefetch_l2 > 0 {

@@ -720,3 +720,49 @@ fn bala_config_and_errors() {
     assert!(e("[refill.stlb]\nindex = 'mid'\n").contains("refill.stlb.index"));
     assert!(e("[refill.prefetch]\nl2_entries = 9\n").contains("refill.prefetch.l2_entries"));
 }
+
+// ----- dynamic partitioning ----------------------------------------------------------------
+
+#[test]
+fn hill_climbing_moves_the_partition_point() {
+    let mut p = RefillParams::r2000_mach3();
+    p.first_touch = FirstTouch::None;
+    p.dynamic = Some(DynamicParams {
+        period: 4,
+        threshold: 0.05,
+        step: 2,
+        min_lower: 4,
+        max_lower: Some(12),
+    });
+    let mut m = SoftwareManagedTlb::new(p).unwrap();
+    let mut l = Ledger::new(vec!["tlb".into()]);
+    // 4 traps (L1U, L2, L3, then L1U): the first decision probes upwards by 2.
+    run(&mut m, &mut l, &[load(0x40_0000, 1), load(0x40_1000, 1)]);
+    assert_eq!(m.current_lower_slots(), 10);
+    let w = *m.dynamic_work().unwrap();
+    assert_eq!((w.decisions, w.moves_up, w.max_seen), (1, 1, 10));
+    // The L1U misses were counted (6 cycles each) for the climber.
+    assert_eq!(m.service().count_cycles, 2 * 6);
+    let j = crate::mmu::report::traps_json(&m);
+    assert_eq!(j["dynamic"]["final_lower"], 10);
+    // Bad bounds and policy D are refused.
+    let mut bad = RefillParams::r2000_mach3();
+    bad.dynamic = Some(DynamicParams {
+        period: 4,
+        threshold: 0.05,
+        step: 1,
+        min_lower: 9,
+        max_lower: None,
+    });
+    assert!(SoftwareManagedTlb::new(bad.clone())
+        .unwrap_err()
+        .starts_with("dynamic.min_lower"));
+    bad.placement = PlacementPolicy::D;
+    assert!(SoftwareManagedTlb::new(bad)
+        .unwrap_err()
+        .starts_with("dynamic"));
+    let e = machine("[refill.dynamic]\nperiod = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("refill.dynamic.period"), "{e}");
+}

@@ -654,6 +654,45 @@ impl Tlb {
         true
     }
 
+    /// Move the partition point to `lower_ways` (as the OS rewrites the R2000's wired/Random
+    /// boundary): every entry stays in its way, and ways now on the other side of the point
+    /// belong to the other partition. Each partition's replacement state is rebuilt as if
+    /// its valid ways had been filled in way order (so FIFO and LRU victims come lowest way
+    /// first). The error names `partition.lower_ways` when there is no partition or the point
+    /// is out of `1..ways`.
+    pub fn repartition(&mut self, lower_ways: usize) -> Result<(), ParamError> {
+        let mut p = self.params.clone();
+        let Some(q) = &mut p.partition else {
+            return Err(ParamError {
+                field: "partition.lower_ways",
+                message: "the TLB has no partition to move".into(),
+            });
+        };
+        q.lower_ways = lower_ways;
+        p.check()?;
+        let q = p.partition.expect("checked");
+        self.params = p;
+        self.split = lower_ways;
+        self.pols = [
+            State::new(q.lower_policy, self.sets, lower_ways),
+            State::new(q.upper_policy, self.sets, self.ways - lower_ways),
+        ];
+        self.part_valid.fill(0);
+        for set in 0..self.sets {
+            for way in 0..self.ways {
+                if self.ctx[set * self.ways + way] != NO_CTX {
+                    let (pi, lo) = self.part_of(way);
+                    self.pols[pi].on_fill(set, way - lo);
+                    self.part_valid[2 * set + pi] += 1;
+                }
+            }
+        }
+        // Hints name partitions and ways within them: start afresh.
+        self.hints = Hints::new();
+        self.forget_mru();
+        Ok(())
+    }
+
     /// Forget the MRU entry (its policy state may be about to change other than by a touch).
     #[inline]
     fn forget_mru(&mut self) {
