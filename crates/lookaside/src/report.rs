@@ -301,6 +301,10 @@ pub fn table(r: &Value) -> String {
         "",
         wpki
     ));
+    if let Some(t) = r.get("traps") {
+        out.push('\n');
+        out.push_str(&crate::mmu::report::traps_table(t));
+    }
     out
 }
 

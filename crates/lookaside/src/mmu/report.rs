@@ -164,3 +164,67 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
     }
     out
 }
+
+/// The `traps` object (as made by [`traps_json`]) as a plain-text table, in the layout of
+/// Uhlig's Tables V and VI: per trap type the count, how many were nested, the cycles per
+/// trap and the seconds.
+pub fn traps_table(t: &Value) -> String {
+    let m = &t["model"];
+    let mut out = format!(
+        "traps ({}-level page table, placement {}, {} lower + {} upper slots, costs {} at {} ns/cycle)\n",
+        m["levels"],
+        m["placement"].as_str().unwrap_or("?"),
+        m["lower_slots"],
+        m["upper_slots"],
+        m["costs"].as_str().unwrap_or("?"),
+        m["cycle_ns"]
+    );
+    out.push_str(&format!(
+        "{:<10} {:>14} {:>12} {:>10} {:>12}\n",
+        "type", "count", "nested", "cycles", "seconds"
+    ));
+    let num = |v: &Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
+    let secs = |v: &Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.6}"));
+    for name in ALL_TRAPS.iter().map(|t| t.name()).chain(["total"]) {
+        out.push_str(&format!(
+            "{:<10} {:>14} {:>12} {:>10} {:>12}\n",
+            name,
+            num(&t["counts"][name]),
+            if name == "total" {
+                String::new()
+            } else {
+                num(&t["nested"][name])
+            },
+            if name == "total" {
+                String::new()
+            } else {
+                num(&t["cycles_per_trap"][name])
+            },
+            secs(&t["seconds"][name]),
+        ));
+    }
+    for extra in ["stlb_miss", "prefetch", "l1u_count"] {
+        if t["cycles"][extra].as_u64().unwrap_or(0) > 0 {
+            out.push_str(&format!(
+                "{:<10} {:>14} {:>12} {:>10} {:>12}\n",
+                extra,
+                "",
+                "",
+                num(&t["cycles_per_trap"][extra]),
+                secs(&t["seconds"][extra])
+            ));
+        }
+    }
+    if let Some(s) = t.get("stlb") {
+        out.push_str(&format!(
+            "stlb: {} entries, {}-way, {} misses, hit ratio {}\n",
+            s["entries"],
+            s["ways"],
+            s["misses"],
+            s["hit_ratio"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.3}"))
+        ));
+    }
+    out
+}

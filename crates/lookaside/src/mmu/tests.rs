@@ -414,6 +414,12 @@ fn the_machine_delegates_to_the_refill_model() {
     assert_eq!(j["traps"]["model"]["lower_slots"], 8);
     assert_eq!(j["structures"]["tlb"]["misses"], 1);
     assert_eq!(j["walk"]["count"], 1);
+    let text = crate::report::table(&j);
+    assert!(
+        text.contains("traps (3-level page table, placement A, 8 lower + 56 upper"),
+        "{text}"
+    );
+    assert!(text.contains("total"), "{text}");
     // Costs re-applied to the stored counts: Table VII's vectors.
     let fast = CostTable::preset("mach3-new-vectors").unwrap();
     assert_eq!(fast.apply(&r.counts().totals()).total_cycles, 20 + 40 + 286);
