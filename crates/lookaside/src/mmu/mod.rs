@@ -6,8 +6,10 @@
 //!
 //! * [`layout`] — the MIPS segments and Mach's page-table layout: where each PTE lives.
 //! * [`SoftwareManagedTlb`] — the TLB, the handlers, placement policies A–D, Invalid and
-//!   Modify traps; driven by events like a [`crate::machine::Machine`] (which delegates to it
-//!   when the config has a `[refill]` section).
+//!   Modify traps, dynamic partitioning by hill climbing, IPC-path prefetching; driven by
+//!   events like a [`crate::machine::Machine`] (which delegates to it when the config has a
+//!   `[refill]` section). The OS-structure workloads that exercise it are in
+//!   [`crate::workload`] (`OsWorkload`, `Multiserver`).
 //! * [`CostTable`], [`TrapCounts`] — the cost model, applied to counts after the run.
 //! * [`stlb`] — Bala et al.'s software TLB of kernel translations (a fast path for kernel
 //!   misses); the IPC-path prefetcher lives in [`SoftwareManagedTlb`].

@@ -1,5 +1,5 @@
 //! Synthetic sources: event streams made by a model instead of read from a file. They
-//! implement the same [`TraceSource`] as the readers, so everything downstream is shared.
+//! implement the same [`TraceSource`](crate::trace::TraceSource) as the readers, so everything downstream is shared.
 //! The software-managed-TLB study's OS-structure models: [`OsWorkload`] (one application
 //! under a monolithic, mapped, microkernel or decomposed OS) and [`Multiserver`] (the
 //! token-passing ring).
