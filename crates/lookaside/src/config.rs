@@ -29,6 +29,29 @@
 //! asid = true              # entries tagged by address space; false = flushed on every switch
 //! partition = { lower = 8, lower_policy = "fifo", upper_policy = "random" }
 //! placement = "upper"      # which partition a fill goes to: upper | kernel-lower
+//!
+//! [refill]                 # present: software refill of the one TLB (MIPS R2000 model)
+//! levels = 3               # 3: Mach 3.0 / OSF/1 (mapped L2 tables, unmapped L3 root); 2: Ultrix
+//! placement = "A"          # PTE placement policy (Uhlig Table VIII): A | B | C | D
+//! costs = "mach3"          # a shipped cost table (Table III column or a vector variant)
+//! cycles = { L1K = 20 }    # per-trap overrides of the cost table, in cycles
+//! # cycle_ns = 60          # override the table's cycle time
+//! invalid_on_first_touch = "user"   # user | all | none: which pages fault when first touched
+//! read_fault_maps = "clean"         # clean | dirty: a page first read is mapped clean, so its
+//!                                   # first write raises a Modify trap
+//! fold_user_addresses = false       # fold user addresses above kuseg into it (64-bit traces)
+//! [refill.stlb]            # Bala's software TLB of kernel translations (unmapped memory)
+//! entries = 1024
+//! ways = 1                 # 1 or 2
+//! index = "low"            # low page-number bits, or "hash"
+//! classes = ["L1K", "L2", "L3"]
+//! [refill.prefetch]        # Bala's IPC-path prefetch, at every switch of address space
+//! l2_entries = 3           # the receiver's most recent L1 page-table pages (at most 8)
+//! [refill.dynamic]         # Uhlig's dynamic partitioning by hill climbing
+//! period = 1000            # traps between decisions
+//! threshold = 0.05         # relative cost change that counts
+//! step = 1                 # slots per move
+//! min_lower = 1            # bounds of the lower partition (max_lower: default ways - 1)
 //! ```
 
 use serde::de::{self, Deserializer};
@@ -46,6 +69,10 @@ pub struct MachineConfig {
     pub pages: PageSection,
     #[serde(default, rename = "tlb")]
     pub tlbs: Vec<TlbConfig>,
+    /// Present: the TLB is refilled by software miss handlers over the MIPS/Mach page table
+    /// (the software-managed-TLB model of [`crate::mmu`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refill: Option<RefillConfig>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -381,6 +408,241 @@ pub enum Placement {
     Upper,
     /// Kernel-mode references fill the lower partition, user-mode ones the upper.
     KernelLower,
+}
+
+/// The software refill of a MIPS R2000-style TLB (see [`crate::mmu`]): page-table structure,
+/// PTE placement policy, cost model and the OS behaviour that raises Invalid and Modify traps.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RefillConfig {
+    /// Page-table levels: 3 (Mach 3.0, OSF/1: L1 and L2 tables mapped, L3 root unmapped) or 2
+    /// (Ultrix: the kernel page table is unmapped, so no L3 traps).
+    #[serde(default = "default_levels")]
+    pub levels: u8,
+    /// Which partition each PTE class is placed in (Uhlig et al., Table VIII).
+    #[serde(default)]
+    pub placement: PlacementPolicy,
+    /// Name of a shipped cost table (`lookaside::mmu::CostTable::PRESETS`).
+    #[serde(default = "default_costs")]
+    pub costs: String,
+    /// Per-trap cycle counts that replace the table's.
+    #[serde(default, skip_serializing_if = "TrapCycles::is_empty")]
+    pub cycles: TrapCycles,
+    /// Nanoseconds per cycle, replacing the table's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycle_ns: Option<f64>,
+    #[serde(default)]
+    pub invalid_on_first_touch: FirstTouch,
+    #[serde(default)]
+    pub read_fault_maps: ReadFaultMaps,
+    /// Fold user references above kuseg (2 GB) into it by keeping the low 31 bits, so that a
+    /// 64-bit trace can drive the 32-bit model (pages may then alias); otherwise they are
+    /// counted as address errors and not translated.
+    #[serde(default)]
+    pub fold_user_addresses: bool,
+    /// A software TLB of kernel translations in unmapped memory (Bala et al. 1994).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stlb: Option<StlbConfig>,
+    /// Prefetching on the IPC path (Bala et al. 1994).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<PrefetchConfig>,
+    /// Dynamic partitioning by hill climbing (Uhlig et al. 1994, section 5.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<DynamicConfig>,
+}
+
+/// Uhlig's dynamic partitioning: every `period` traps, compare the handling cost of the last
+/// interval with the one before; a significant fall keeps the partition point moving the
+/// same way, a significant rise reverses it, anything else leaves it. The paper gives no
+/// values for these parameters.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DynamicConfig {
+    /// Traps (of every type) between decisions.
+    #[serde(default = "default_period")]
+    pub period: u64,
+    /// Relative change of the interval's cost that counts as significant.
+    #[serde(default = "default_threshold")]
+    pub threshold: f64,
+    /// Slots the partition point moves per decision.
+    #[serde(default = "one")]
+    pub step: usize,
+    /// Bounds of the lower partition (default 1 and ways - 1).
+    #[serde(default = "one")]
+    pub min_lower: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lower: Option<usize>,
+}
+
+fn default_period() -> u64 {
+    1000
+}
+
+fn default_threshold() -> f64 {
+    0.05
+}
+
+/// Bala's software TLB: kernel translations cached in unmapped memory, looked up at the start
+/// of the generic miss handler (hit: a fast path with no nested traps; miss: the normal
+/// handler, then a fill).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StlbConfig {
+    /// Entries in all (indexed by the low bits of the page number).
+    #[serde(default = "default_stlb_entries")]
+    pub entries: usize,
+    /// 1 (direct-mapped) or 2.
+    #[serde(default = "one")]
+    pub ways: usize,
+    /// PTE classes it caches, of L1K, L2, L3.
+    #[serde(default = "default_stlb_classes")]
+    pub classes: Vec<String>,
+    /// How a page number picks its set: `low` (its low bits) or `hash`.
+    #[serde(default = "default_stlb_index")]
+    pub index: String,
+}
+
+fn default_stlb_index() -> String {
+    "low".into()
+}
+
+fn default_stlb_entries() -> usize {
+    1024
+}
+
+fn one() -> usize {
+    1
+}
+
+fn default_stlb_classes() -> Vec<String> {
+    vec!["L1K".into(), "L2".into(), "L3".into()]
+}
+
+/// Bala's IPC-path prefetching: when the running address space changes (the IPC hand-off),
+/// probe the TLB for the L2 PTEs of the receiver's most recently used L1 page-table pages and
+/// insert those that are absent.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PrefetchConfig {
+    /// L2 PTEs prefetched per switch (the receiver's text, data and stack: 3), at most 8.
+    #[serde(default = "three_entries")]
+    pub l2_entries: usize,
+}
+
+fn three_entries() -> usize {
+    3
+}
+
+fn default_levels() -> u8 {
+    3
+}
+
+fn default_costs() -> String {
+    "mach3".into()
+}
+
+impl Default for RefillConfig {
+    fn default() -> Self {
+        RefillConfig {
+            levels: default_levels(),
+            placement: PlacementPolicy::default(),
+            costs: default_costs(),
+            cycles: TrapCycles::default(),
+            cycle_ns: None,
+            invalid_on_first_touch: FirstTouch::default(),
+            read_fault_maps: ReadFaultMaps::default(),
+            fold_user_addresses: false,
+            stlb: None,
+            prefetch: None,
+            dynamic: None,
+        }
+    }
+}
+
+/// PTE placement policies of Uhlig et al., Table VIII: which partition each PTE class fills.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash)]
+pub enum PlacementPolicy {
+    /// L2 PTEs in the lower partition, all others in the upper (the baseline).
+    #[default]
+    A,
+    /// L2 and L3 PTEs in the lower partition; L1U and L1K in the upper.
+    B,
+    /// Every class in the lower partition except L1U.
+    C,
+    /// No partitioning at all: one pool of slots.
+    D,
+}
+
+/// Which pages raise an Invalid trap (a page fault) on their first reference.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FirstTouch {
+    /// User pages (demand paging); mapped kernel data is mapped when allocated.
+    #[default]
+    User,
+    /// User pages and mapped kernel data.
+    All,
+    /// None: every page is mapped before the trace starts.
+    None,
+}
+
+/// How a page is mapped by a fault taken on a read (a write fault always maps it dirty).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadFaultMaps {
+    /// Clean (dirty bit off): the first write to the page raises a Modify trap.
+    #[default]
+    Clean,
+    /// Dirty (writable): no Modify trap until the page is write-protected again.
+    Dirty,
+}
+
+/// Cycles per trap type, each optional (absent: not given).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TrapCycles {
+    #[serde(rename = "L1U", default, skip_serializing_if = "Option::is_none")]
+    pub l1u: Option<u32>,
+    #[serde(rename = "L1K", default, skip_serializing_if = "Option::is_none")]
+    pub l1k: Option<u32>,
+    #[serde(rename = "L2", default, skip_serializing_if = "Option::is_none")]
+    pub l2: Option<u32>,
+    #[serde(rename = "L3", default, skip_serializing_if = "Option::is_none")]
+    pub l3: Option<u32>,
+    #[serde(rename = "Modify", default, skip_serializing_if = "Option::is_none")]
+    pub modify: Option<u32>,
+    #[serde(rename = "Invalid", default, skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<u32>,
+    /// A kernel miss served by the software TLB's fast path (instead of its type's cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stlb_hit: Option<u32>,
+    /// Added to a kernel miss that looked in the software TLB in vain (lookup and fill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stlb_miss: Option<u32>,
+    /// One IPC-path prefetch: probe the TLB for an entry and, if absent, load and insert it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<u32>,
+    /// Counting one L1U miss for dynamic partitioning (a memory-resident counter: 4-10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l1u_count: Option<u32>,
+}
+
+impl TrapCycles {
+    /// In Table III row order: L1U, L1K, L2, L3, Modify, Invalid.
+    pub fn to_array(&self) -> [Option<u32>; 6] {
+        [
+            self.l1u,
+            self.l1k,
+            self.l2,
+            self.l3,
+            self.modify,
+            self.invalid,
+        ]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == TrapCycles::default()
+    }
 }
 
 impl MachineConfig {

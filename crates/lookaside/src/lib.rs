@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod ledger;
 pub mod machine;
+pub mod mmu;
 pub mod onepass;
 pub mod report;
 pub mod run;

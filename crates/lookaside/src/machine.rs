@@ -24,6 +24,7 @@ use crate::config::{MachineConfig, PageSize, Placement, Straddle, TlbConfig, Way
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
+use crate::mmu::SoftwareManagedTlb;
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
 /// Context-tag bit of a global entry.
@@ -129,6 +130,9 @@ pub struct Machine {
     /// Per reference kind, what the fast path does (derived from `roots` and the page map).
     fast: [Fast; 3],
     ledger: Ledger,
+    /// The software-refill model, when the config has `[refill]`: it owns the (one) TLB and
+    /// takes every batch instead of the hierarchy below.
+    refill: Option<Box<SoftwareManagedTlb>>,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it.
@@ -145,6 +149,8 @@ const NO_PAGE: u64 = u64::MAX;
 pub struct Feed<'m> {
     m: &'m mut Machine,
     tally: Tally,
+    /// The machine refills by software: every event goes to its model instead.
+    refilled: bool,
 }
 
 impl EventSink for Feed<'_> {
@@ -152,6 +158,12 @@ impl EventSink for Feed<'_> {
     #[inline(always)]
     fn event(&mut self, e: &Event) {
         let m = &mut *self.m;
+        if self.refilled {
+            if let Some(r) = m.refill.as_deref_mut() {
+                r.run_batch(std::slice::from_ref(e), &mut m.ledger);
+            }
+            return;
+        }
         if !e.kind.is_ref() {
             m.settle(&mut self.tally);
             m.ledger.control(e.kind);
@@ -434,8 +446,17 @@ impl Machine {
             Some(r) if uniform => Fast::Root(r, default_shift[r]),
             Some(_) => Fast::Slow,
         });
+        let refill = match &config.refill {
+            Some(_) => Some(Box::new(SoftwareManagedTlb::from_config(
+                &config,
+                units[0].tlb.params(),
+                source_name,
+            )?)),
+            None => None,
+        };
         Ok(Machine {
             fast,
+            refill,
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
@@ -470,6 +491,11 @@ impl Machine {
         &self.ledger
     }
 
+    /// The software-refill model, when the machine has one (its trap counts and costs).
+    pub fn refill(&self) -> Option<&SoftwareManagedTlb> {
+        self.refill.as_deref()
+    }
+
     /// (sets, ways) of each structure, in config order.
     pub fn geometry(&self) -> Vec<(usize, usize)> {
         self.units
@@ -480,6 +506,9 @@ impl Machine {
 
     /// Simulate a batch of events, in order.
     pub fn run_batch(&mut self, events: &[Event]) {
+        if let Some(r) = self.refill.as_deref_mut() {
+            return r.run_batch(events, &mut self.ledger);
+        }
         let mut feed = self.feed();
         for e in events {
             feed.event(e);
@@ -492,6 +521,7 @@ impl Machine {
     /// handle is dropped.
     pub fn feed(&mut self) -> Feed<'_> {
         Feed {
+            refilled: self.refill.is_some(),
             m: self,
             tally: Tally::default(),
         }

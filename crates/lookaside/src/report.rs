@@ -170,7 +170,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         }
     }
 
-    json!({
+    let mut result = json!({
         "schema": SCHEMA,
         "lookaside_version": env!("CARGO_PKG_VERSION"),
         "trace": {
@@ -194,7 +194,11 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         "structures": structures,
         "walk": walk,
         "rows": rows,
-    })
+    });
+    if let Some(r) = machine.refill() {
+        result["traps"] = crate::mmu::report::traps_json(r);
+    }
+    result
 }
 
 fn fmt_int(n: u64) -> String {
@@ -299,6 +303,10 @@ pub fn table(r: &Value) -> String {
         "",
         wpki
     ));
+    if let Some(t) = r.get("traps") {
+        out.push('\n');
+        out.push_str(&crate::mmu::report::traps_table(t));
+    }
     out
 }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::{AllAssoc, Feeder, Options, StackDistance, WAYS};
-use crate::config::{MachineConfig, Placement, Straddle, Ways};
+use crate::config::{MachineConfig, Placement, Straddle};
 use crate::error::{Error, Result};
 use crate::event::{Kind, BATCH};
 use crate::ledger::Counter;
@@ -24,6 +24,9 @@ impl Options {
     /// The options under which the engines count exactly what `config` counts, or why they
     /// cannot (the message names the config key).
     pub fn for_machine(config: &MachineConfig) -> std::result::Result<Options, String> {
+        if config.refill.is_some() {
+            return Err("refill: software refill is not one LRU structure".into());
+        }
         let [t] = config.tlbs.as_slice() else {
             return Err(format!(
                 "tlb: the one-pass engines answer one structure, the machine has {}",

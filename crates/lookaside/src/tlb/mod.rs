@@ -87,7 +87,7 @@ mod policy;
 #[cfg(test)]
 mod bench;
 #[cfg(test)]
-mod reference;
+pub(crate) mod reference;
 #[cfg(test)]
 mod tests;
 
@@ -610,6 +610,87 @@ impl Tlb {
             }
             None => false,
         }
+    }
+
+    /// Change the context tag of the entry `(vpn, ctx)` to `new_ctx` in place, as a MIPS
+    /// `tlbwi` rewrites a slot after the OS changed bits of its PTE (the Modify handler
+    /// setting the dirty bit): same set and way, replacement state untouched. Returns whether
+    /// the entry was present. If `(vpn, new_ctx)` is present too, the entry `(vpn, ctx)` is
+    /// removed instead, so keys stay unique.
+    ///
+    /// # Panics
+    /// If `new_ctx == NO_CTX`, which is never stored.
+    pub fn retag(&mut self, vpn: u64, ctx: u64, new_ctx: u64) -> bool {
+        assert!(
+            new_ctx != NO_CTX,
+            "Tlb::retag: NO_CTX is not a storable context"
+        );
+        if ctx == NO_CTX {
+            return false;
+        }
+        let set = self.set_of(vpn);
+        let Some(way) = self.find(set, vpn, ctx, ctx) else {
+            return false;
+        };
+        if ctx == new_ctx {
+            return true;
+        }
+        if self.find(set, vpn, new_ctx, new_ctx).is_some() {
+            self.remove(set, way);
+            return true;
+        }
+        self.forget_mru();
+        let base = set * self.ways;
+        if let Some(ix) = &mut self.index {
+            let (vs, cs) = (
+                &self.vpn[base..base + self.ways],
+                &self.ctx[base..base + self.ways],
+            );
+            ix.remove(set, way, vpn, ctx, vs, cs);
+            ix.insert(set, way, vpn, new_ctx);
+        }
+        // Hints naming this slot die by themselves: its context tag no longer matches them.
+        self.ctx[base + way] = new_ctx;
+        true
+    }
+
+    /// Move the partition point to `lower_ways` (as the OS rewrites the R2000's wired/Random
+    /// boundary): every entry stays in its way, and ways now on the other side of the point
+    /// belong to the other partition. Each partition's replacement state is rebuilt as if
+    /// its valid ways had been filled in way order (so FIFO and LRU victims come lowest way
+    /// first). The error names `partition.lower_ways` when there is no partition or the point
+    /// is out of `1..ways`.
+    pub fn repartition(&mut self, lower_ways: usize) -> Result<(), ParamError> {
+        let mut p = self.params.clone();
+        let Some(q) = &mut p.partition else {
+            return Err(ParamError {
+                field: "partition.lower_ways",
+                message: "the TLB has no partition to move".into(),
+            });
+        };
+        q.lower_ways = lower_ways;
+        p.check()?;
+        let q = p.partition.expect("checked");
+        self.params = p;
+        self.split = lower_ways;
+        self.pols = [
+            State::new(q.lower_policy, self.sets, lower_ways),
+            State::new(q.upper_policy, self.sets, self.ways - lower_ways),
+        ];
+        self.part_valid.fill(0);
+        for set in 0..self.sets {
+            for way in 0..self.ways {
+                if self.ctx[set * self.ways + way] != NO_CTX {
+                    let (pi, lo) = self.part_of(way);
+                    self.pols[pi].on_fill(set, way - lo);
+                    self.part_valid[2 * set + pi] += 1;
+                }
+            }
+        }
+        // Hints name partitions and ways within them: start afresh.
+        self.hints = Hints::new();
+        self.forget_mru();
+        Ok(())
     }
 
     /// Forget the MRU entry (its policy state may be about to change other than by a touch).

@@ -156,6 +156,8 @@ pub struct RefTlb {
     slots: Vec<Vec<Option<(u64, u64)>>>,
     /// `pols[set][part]`.
     pols: Vec<Vec<Pol>>,
+    /// The policy of each partition.
+    policies: Vec<Policy>,
     rng: RefRng,
 }
 
@@ -184,6 +186,7 @@ impl RefTlb {
             parts,
             slots: vec![vec![None; p.ways]; sets],
             pols,
+            policies,
             rng: RefRng(p.seed),
         }
     }
@@ -275,6 +278,45 @@ impl RefTlb {
             }
             None => false,
         }
+    }
+
+    /// Move the partition point (see `Tlb::repartition`); false if not possible.
+    pub fn repartition(&mut self, lower_ways: usize) -> bool {
+        if self.parts.len() != 2 || lower_ways == 0 || lower_ways >= self.ways {
+            return false;
+        }
+        let policies: Vec<Policy> = (0..2).map(|i| self.policies[i]).collect();
+        self.parts = vec![(0, lower_ways), (lower_ways, self.ways)];
+        for set in 0..self.sets {
+            self.pols[set] = self
+                .parts
+                .iter()
+                .zip(&policies)
+                .map(|(r, &pol)| Pol::new(pol, r.1 - r.0))
+                .collect();
+            for way in 0..self.ways {
+                if self.slots[set][way].is_some() {
+                    self.touch(set, way, true);
+                }
+            }
+        }
+        true
+    }
+
+    /// Change the context of `(vpn, ctx)` to `new_ctx` in place (see `Tlb::retag`).
+    pub fn retag(&mut self, vpn: u64, ctx: u64, new_ctx: u64) -> bool {
+        let Some((set, way)) = self.find(vpn, ctx, NO_CTX) else {
+            return false;
+        };
+        if ctx == new_ctx {
+            return true;
+        }
+        if self.find(vpn, new_ctx, NO_CTX).is_some() {
+            self.remove(set, way);
+        } else {
+            self.slots[set][way] = Some((vpn, new_ctx));
+        }
+        true
     }
 
     pub fn flush_if(&mut self, mut pred: impl FnMut(u64, u64) -> bool) -> usize {

@@ -417,6 +417,8 @@ enum Op {
     Fill(u64, u64, Part),
     Access(u64, u64, u64, Part),
     Invalidate(u64, u64, u64),
+    Retag(u64, u64, u64),
+    Repartition(usize),
     FlushCtx(u64),
     FlushNonGlobal,
     FlushVpnMod3(u64),
@@ -491,6 +493,8 @@ fn expand(raw: &[Raw], p: &TlbParams) -> Vec<Op> {
             11 => ops.push(Op::FlushVpnMod3(y % 3)),
             12 if x % 4 == 0 => ops.push(Op::FlushAll),
             12 => ops.push(Op::FlushNonGlobal),
+            16 => ops.push(Op::Retag(vpn, ctx, CTXS[(z as usize >> 4) % 4])),
+            17 => ops.push(Op::Repartition(x as usize % (p.ways + 1))),
             13 => {
                 // Cyclic sweep of ways+1 (or +2) pages of one set, 1-3 rounds.
                 let set = x % sets;
@@ -544,6 +548,18 @@ fn differential(p: &TlbParams, lookup: Lookup, ops: &[Op]) -> Result<(), TestCas
                     op
                 )
             }
+            Op::Repartition(l) => {
+                prop_assert_eq!(
+                    t.repartition(l).is_ok(),
+                    r.repartition(l),
+                    "#{} {:?}",
+                    i,
+                    op
+                )
+            }
+            Op::Retag(v, c, n) => {
+                prop_assert_eq!(t.retag(v, c, n), r.retag(v, c, n), "#{} {:?}", i, op)
+            }
             Op::FlushCtx(k) => {
                 prop_assert_eq!(t.flush_if(|_, c| c == k), r.flush_if(|_, c| c == k))
             }
@@ -565,7 +581,7 @@ fn differential(p: &TlbParams, lookup: Lookup, ops: &[Op]) -> Result<(), TestCas
 }
 
 fn raw_ops(max: usize) -> impl Strategy<Value = Vec<Raw>> {
-    prop::collection::vec((0u8..16, any::<u32>(), any::<u32>(), any::<u8>()), 1..max)
+    prop::collection::vec((0u8..18, any::<u32>(), any::<u32>(), any::<u8>()), 1..max)
 }
 
 proptest! {

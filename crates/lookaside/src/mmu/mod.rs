@@ -1,0 +1,35 @@
+//! Refill: what happens after a TLB miss. Today, the software-managed TLB of the MIPS
+//! R2000/R3000 under Mach 3.0, OSF/1 and Ultrix (Uhlig et al., *Design Tradeoffs for
+//! Software-Managed TLBs*, TOCS 1994): miss handlers that load PTEs through the TLB itself, so
+//! that misses nest (L1U → L2 → L3, L1K → L3), each trap counted under its own type with its
+//! own cost.
+//!
+//! * [`layout`] — the MIPS segments and Mach's page-table layout: where each PTE lives.
+//! * [`SoftwareManagedTlb`] — the TLB, the handlers, placement policies A–D, Invalid and
+//!   Modify traps, dynamic partitioning by hill climbing, IPC-path prefetching; driven by
+//!   events like a [`crate::machine::Machine`] (which delegates to it when the config has a
+//!   `[refill]` section). The OS-structure workloads that exercise it are in
+//!   [`crate::workload`] (`OsWorkload`, `Multiserver`).
+//! * [`CostTable`], [`TrapCounts`] — the cost model, applied to counts after the run.
+//! * [`stlb`] — Bala et al.'s software TLB of kernel translations (a fast path for kernel
+//!   misses); the IPC-path prefetcher lives in [`SoftwareManagedTlb`].
+//! * [`uhlig94`] — Tables VI and VII of the paper, exactly, from Tables V and III.
+//! * [`report`] — the `traps` section of the result JSON.
+
+mod cost;
+pub mod layout;
+mod refill;
+pub mod report;
+pub mod stlb;
+pub mod uhlig94;
+
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use cost::{CostTable, Service, Trap, TrapCounts, Work, ALL_TRAPS, DEPTHS, TRAPS};
+pub use refill::{
+    placement_parts, DynamicParams, DynamicWork, HandlerWork, PrefetchWork, PteClass, RefillParams,
+    SoftwareManagedTlb, StlbParams, MAX_PREFETCH, PTE_CLASSES,
+};

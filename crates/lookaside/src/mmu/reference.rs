@@ -1,0 +1,272 @@
+//! A brute-force reference model of the software refill, for differential testing: Mach's
+//! `tlb_miss` transcribed as plainly as possible, over the brute-force reference TLB
+//! (`tlb/reference.rs`), with page states in a `BTreeMap`, the Context register's table base
+//! recomputed from a `Vec` of address spaces on every miss, and no fast paths.
+
+use std::collections::BTreeMap;
+
+use crate::config::{FirstTouch, PlacementPolicy, ReadFaultMaps};
+use crate::event::{Event, Kind, Mode, FLUSH_ALL};
+use crate::tlb::reference::RefTlb;
+use crate::tlb::{Part, NO_CTX};
+
+use super::refill::{HandlerWork, RefillParams};
+
+const G: u64 = 1 << 41;
+const D: u64 = 1 << 40;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum St {
+    Invalid,
+    Clean,
+    Dirty,
+}
+
+pub struct RefModel {
+    pub tlb: RefTlb,
+    levels: u8,
+    tagged: bool,
+    /// Partition per class L1U, L1K, L2, L3 (`None`: not partitioned).
+    parts: Option<[Part; 4]>,
+    first_touch: FirstTouch,
+    read_dirty: bool,
+    fold: bool,
+    split: bool,
+    asid: u32,
+    /// Address spaces in order of first appearance: the index is the page-table slot.
+    spaces: Vec<u32>,
+    /// (kernel page, asid, vpn) → state.
+    pages: BTreeMap<(bool, u32, u64), St>,
+    pub traps: [[u64; 6]; 3],
+    pub handler: HandlerWork,
+    pub address_errors: u64,
+    pub accesses: u64,
+    pub misses: u64,
+    pub unmapped: u64,
+}
+
+impl RefModel {
+    pub fn new(p: &RefillParams) -> RefModel {
+        let mut tp = p.tlb.clone();
+        use Part::{Lower as L, Upper as U};
+        let parts = match p.placement {
+            PlacementPolicy::A => Some([U, U, L, U]),
+            PlacementPolicy::B => Some([U, U, L, L]),
+            PlacementPolicy::C => Some([U, L, L, L]),
+            PlacementPolicy::D => {
+                if let Some(q) = tp.partition.take() {
+                    tp.policy = q.upper_policy;
+                }
+                None
+            }
+        };
+        RefModel {
+            tlb: RefTlb::new(&tp),
+            levels: p.levels,
+            tagged: p.tagged,
+            parts,
+            first_touch: p.first_touch,
+            read_dirty: p.read_fault_maps == ReadFaultMaps::Dirty,
+            fold: p.fold_user_addresses,
+            split: p.split_straddles,
+            asid: 0,
+            spaces: vec![0],
+            pages: BTreeMap::new(),
+            traps: [[0; 6]; 3],
+            handler: HandlerWork::default(),
+            address_errors: 0,
+            accesses: 0,
+            misses: 0,
+            unmapped: 0,
+        }
+    }
+
+    fn base(&self, asid: u32) -> u64 {
+        if self.tagged {
+            asid as u64
+        } else {
+            0
+        }
+    }
+
+    fn switch(&mut self, asid: u32) {
+        if asid == self.asid {
+            return;
+        }
+        if !self.tagged {
+            self.tlb.flush_if(|_, c| c & G == 0);
+        }
+        self.asid = asid;
+        if !self.spaces.contains(&asid) {
+            self.spaces.push(asid);
+        }
+    }
+
+    pub fn event(&mut self, e: &Event) {
+        if !e.kind.is_ref() {
+            let vpn = e.addr >> 12;
+            match e.kind {
+                Kind::ContextSwitch => self.switch(e.asid),
+                Kind::TlbFlush if e.addr == FLUSH_ALL => self.tlb.flush_all(),
+                Kind::TlbFlush | Kind::Map | Kind::Unmap | Kind::Protect => {
+                    if e.addr < 0x8000_0000 {
+                        let b = self.base(e.asid);
+                        self.tlb.invalidate(vpn, b | D, b);
+                    } else if (0xC000_0000..1 << 32).contains(&e.addr) {
+                        self.tlb.invalidate(vpn, G, NO_CTX);
+                    }
+                    let st = match e.kind {
+                        Kind::Map => St::Dirty,
+                        Kind::Unmap => St::Invalid,
+                        Kind::Protect => St::Clean,
+                        _ => return,
+                    };
+                    if e.addr < 0x8000_0000 {
+                        self.pages.insert((false, e.asid, vpn), st);
+                    } else if (0xC000_0000..0xC800_0000).contains(&e.addr) {
+                        self.pages.insert((true, 0, vpn), st);
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        self.switch(e.asid);
+        self.page(e.addr, e.kind, e.mode);
+        let last = e.addr.wrapping_add(e.size as u64 - 1);
+        if self.split && e.size > 1 && last > e.addr && last >> 12 != e.addr >> 12 {
+            self.page(last, e.kind, e.mode);
+        }
+    }
+
+    fn page(&mut self, addr: u64, kind: Kind, mode: Mode) {
+        let store = kind == Kind::Store;
+        let hit = if addr < 0x8000_0000 {
+            self.user(addr >> 12, store)
+        } else if mode == Mode::User && self.fold {
+            self.user((addr & 0x7FFF_FFFF) >> 12, store)
+        } else if mode == Mode::User || addr >= 1 << 32 {
+            self.address_errors += 1;
+            return;
+        } else if addr < 0xC000_0000 {
+            self.unmapped += 1;
+            return;
+        } else if self.tlb.lookup(addr >> 12, G, NO_CTX) {
+            true
+        } else {
+            self.kernel_miss(addr, 0);
+            false
+        };
+        self.accesses += 1;
+        self.misses += !hit as u64;
+    }
+
+    fn trap(&mut self, t: usize, depth: usize) {
+        self.traps[depth][t] += 1;
+    }
+
+    fn user(&mut self, vpn: u64, store: bool) -> bool {
+        let b = self.base(self.asid);
+        if self.tlb.lookup(vpn, b | D, NO_CTX) {
+            return true;
+        }
+        if self.tlb.lookup(vpn, b, NO_CTX) {
+            if store {
+                self.modify(vpn);
+            }
+            return true;
+        }
+        // uTLB vector: L1U.
+        self.trap(0, 0);
+        let slot = self.spaces.iter().position(|&a| a == self.asid).unwrap() as u64;
+        let pte = 0xC800_0000 + slot * (2 << 20) + vpn * 4;
+        self.handler.pte_loads_mapped += 1;
+        if !self.tlb.lookup(pte >> 12, G, NO_CTX) {
+            self.kernel_miss(pte, 1);
+            self.handler.pte_loads_mapped += 1;
+            self.tlb.lookup(pte >> 12, G, NO_CTX);
+        }
+        let default = if self.first_touch == FirstTouch::None {
+            St::Dirty
+        } else {
+            St::Invalid
+        };
+        let key = (false, self.asid, vpn);
+        let mut st = *self.pages.get(&key).unwrap_or(&default);
+        if st == St::Invalid {
+            self.trap(5, 0);
+            st = if store || self.read_dirty {
+                St::Dirty
+            } else {
+                St::Clean
+            };
+            self.pages.insert(key, st);
+        }
+        self.fill(vpn, if st == St::Dirty { b | D } else { b }, 0);
+        if store && st == St::Clean {
+            self.modify(vpn);
+        }
+        false
+    }
+
+    fn modify(&mut self, vpn: u64) {
+        self.trap(4, 0);
+        let b = self.base(self.asid);
+        self.tlb.retag(vpn, b, b | D);
+        self.pages.insert((false, self.asid, vpn), St::Dirty);
+    }
+
+    fn kernel_miss(&mut self, addr: u64, depth: usize) {
+        // Mach's tlb_miss: classify by address.
+        let class = if addr < 0xC800_0000 {
+            1
+        } else if addr < 0xFFC0_0000 {
+            2
+        } else if self.levels == 3 {
+            3
+        } else {
+            1
+        };
+        let trap = class; // L1K = 1, L2 = 2, L3 = 3 in both numberings
+        self.trap(trap, depth);
+        if class == 3 || self.levels == 2 {
+            self.handler.pte_loads_unmapped += 1;
+        } else {
+            let q = 0xFFC0_0000 + (addr >> 12) * 4;
+            self.handler.pte_loads_mapped += 1;
+            if !self.tlb.lookup(q >> 12, G, NO_CTX) {
+                self.kernel_miss(q, depth + 1);
+            }
+        }
+        if class == 1 && depth == 0 && self.first_touch == FirstTouch::All {
+            let key = (true, 0, addr >> 12);
+            if matches!(self.pages.get(&key), None | Some(St::Invalid)) {
+                self.trap(5, 0);
+                self.pages.insert(key, St::Dirty);
+            }
+        }
+        self.fill(addr >> 12, G, class);
+    }
+
+    fn fill(&mut self, vpn: u64, ctx: u64, class: usize) {
+        let part = self.parts.map_or(Part::Upper, |p| p[class]);
+        if let Some((v, c)) = self.tlb.fill(vpn, ctx, part) {
+            let ev = if c & G == 0 {
+                0
+            } else if v < 0xC8000 {
+                1
+            } else if v < 0xFFC00 {
+                2
+            } else if self.levels == 3 {
+                3
+            } else {
+                1
+            };
+            self.handler.evicted[ev] += 1;
+        }
+        self.handler.fills[class] += 1;
+        if self.parts.is_some() && part == Part::Lower {
+            self.handler.fills_lower += 1;
+        }
+    }
+}

@@ -1,0 +1,1122 @@
+//! The software-managed TLB: one MIPS R2000-style TLB refilled by the OS's miss handlers over
+//! the Mach/OSF/1 3-level (or Ultrix 2-level) page table, with nested traps.
+//!
+//! # What happens on a reference
+//!
+//! The address's segment ([`super::layout`]) decides everything. kseg0/kseg1 are unmapped.
+//! Everything else is looked up in the TLB — kuseg pages by ASID, kseg2 pages as global
+//! entries — and a miss raises a trap that runs the handler Mach 3.0 runs (`locore.s`
+//! `TRAP_tlb_umiss`, `trap.c` `tlb_miss`, `tlb_mod`):
+//!
+//! * **kuseg miss → L1U** (uTLB vector). The handler loads the L1U PTE at its *virtual*
+//!   address in the task's linear page table (kseg2, from the Context register), through the
+//!   TLB. If that load misses, a nested **L2** trap goes through the generic vector: it loads
+//!   the L2 PTE from the kernel page table — again through the TLB, so it can miss too and
+//!   nest an **L3** trap, whose handler loads the L3 PTE from the unmapped root and inserts
+//!   the kernel-page-table mapping. The L2 handler inserts the L2 PTE, loads the L1U PTE
+//!   itself (now a hit) and inserts it, returning straight to the user instruction. One user
+//!   reference can so take three traps: L1U → L2 → L3.
+//! * **kseg2 kernel-data miss → L1K**: the handler loads the L1K PTE from the kernel page
+//!   table through the TLB, which can nest an **L3**; then inserts the L1K PTE.
+//! * **Miss on a task's page table** (the kernel touching it directly) → **L2**, on the kernel
+//!   page table → **L3**, as Mach's `tlb_miss` classifies them by address.
+//! * **Invalid**: the PTE found is invalid (the page was never touched, or was unmapped); the
+//!   uTLB handler inserts it anyway, the retried reference faults, and the VM system maps the
+//!   page (see [`FirstTouch`]).
+//! * **Modify**: a store hits an entry whose dirty bit is off (a page mapped by a read fault,
+//!   or write-protected for copy-on-write by a `Protect` event); `tlb_mod` sets the bit and
+//!   rewrites the entry in place.
+//!
+//! With the 2-level (Ultrix) table the kernel page table is unmapped: L2 and L1K handlers load
+//! their PTE without the TLB and no L3 trap exists.
+//!
+//! Every trap is counted under its own type and nesting depth; the cost model prices them
+//! after the run ([`super::CostTable`]). The handlers' PTE loads are real references: those
+//! into kseg2 go through the TLB (that is how traps nest), all are counted, and they can be
+//! recorded as events for a cache model ([`SoftwareManagedTlb::record_handler_refs`]).
+//!
+//! # Placement
+//!
+//! Each TLB write goes to the lower or upper partition by the class of the PTE written and
+//! the placement policy (Uhlig Table VIII, [`PlacementPolicy`]); each partition has its own
+//! replacement (FIFO lower and random upper on the R2000). Policy D builds the TLB without a
+//! partition.
+//!
+//! # Speed
+//!
+//! A hit costs a segment compare chain and one [`Tlb::lookup`] (whose MRU entry and hints make
+//! repeats nearly free); the dirty bit lives in the entry's context tag, so a load accepts a
+//! clean or dirty entry in one probe and a store only a dirty one. Page states (a hash map)
+//! are consulted only on misses. Nothing is allocated per reference and nothing is
+//! dispatched dynamically.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::config::{FirstTouch, MachineConfig, PlacementPolicy, ReadFaultMaps, Straddle};
+use crate::error::{Error, Result};
+use crate::event::{Event, Kind, Mode, FLUSH_ALL, NO_PADDR};
+use crate::ledger::Ledger;
+use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
+
+use super::cost::{CostTable, Service, Trap, TrapCounts, Work};
+use super::layout::{self, Segment, PAGE_SHIFT};
+use super::stlb::Stlb;
+
+/// The class of a PTE, which decides the partition it is placed in.
+#[repr(usize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PteClass {
+    /// Maps a user page.
+    L1U = 0,
+    /// Maps a page of mapped kernel data.
+    L1K = 1,
+    /// Maps a page of a task's L1 page table.
+    L2 = 2,
+    /// Maps a page of the kernel page table.
+    L3 = 3,
+}
+
+/// PTE classes, in order.
+pub const PTE_CLASSES: [PteClass; 4] = [PteClass::L1U, PteClass::L1K, PteClass::L2, PteClass::L3];
+
+impl PteClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            PteClass::L1U => "L1U",
+            PteClass::L1K => "L1K",
+            PteClass::L2 => "L2",
+            PteClass::L3 => "L3",
+        }
+    }
+}
+
+/// The partition each PTE class goes to under a placement policy (Uhlig Table VIII); policy D
+/// has no partition (every class goes to the one pool, called upper here).
+pub fn placement_parts(p: PlacementPolicy) -> [Part; 4] {
+    use Part::{Lower as Lo, Upper as Up};
+    match p {
+        PlacementPolicy::A => [Up, Up, Lo, Up],
+        PlacementPolicy::B => [Up, Up, Lo, Lo],
+        PlacementPolicy::C => [Up, Lo, Lo, Lo],
+        PlacementPolicy::D => [Up, Up, Up, Up],
+    }
+}
+
+/// What the handlers did besides trapping: their PTE loads and TLB writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandlerWork {
+    /// PTE loads at kseg2 addresses, through the TLB (L1U PTEs, L1K and L2 PTEs of the
+    /// 3-level table).
+    pub pte_loads_mapped: u64,
+    /// PTE loads from unmapped memory (L3 PTEs; Ultrix's L2 and L1K PTEs).
+    pub pte_loads_unmapped: u64,
+    /// TLB writes by class of the PTE written.
+    pub fills: [u64; 4],
+    /// TLB writes that went to the lower partition (0 without a partition).
+    pub fills_lower: u64,
+    /// Valid entries replaced, by class of the entry evicted.
+    pub evicted: [u64; 4],
+}
+
+/// What the IPC-path prefetcher did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefetchWork {
+    /// TLB probes (one per L2 PTE considered at a switch).
+    pub probes: u64,
+    /// Entries absent and so inserted.
+    pub inserted: u64,
+    /// Valid entries those insertions evicted (the pollution).
+    pub evicted: u64,
+}
+
+/// A software TLB's shape (see [`super::stlb`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StlbParams {
+    pub entries: usize,
+    /// 1 or 2.
+    pub ways: usize,
+    /// Which PTE classes it caches (L1U is never a kernel miss, so its flag is ignored).
+    pub classes: [bool; 4],
+    /// Index by a hash of the page number instead of its low bits.
+    pub hashed: bool,
+}
+
+/// Uhlig's dynamic partitioning (see [`crate::config::DynamicConfig`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DynamicParams {
+    /// Traps between decisions.
+    pub period: u64,
+    /// Relative change of an interval's cost that counts as significant.
+    pub threshold: f64,
+    pub step: usize,
+    pub min_lower: usize,
+    /// `None`: ways - 1.
+    pub max_lower: Option<usize>,
+}
+
+/// What dynamic partitioning did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DynamicWork {
+    pub decisions: u64,
+    pub moves_up: u64,
+    pub moves_down: u64,
+    /// Lowest and highest lower-partition sizes used.
+    pub min_seen: usize,
+    pub max_seen: usize,
+}
+
+/// The hill climber's state.
+#[derive(Clone, Debug)]
+struct Climber {
+    p: DynamicParams,
+    max: usize,
+    /// +1 (grow the lower partition) or -1.
+    dir: i64,
+    /// Trap total at which the next decision is due.
+    next: u64,
+    /// Cycles (all work priced) at the start of the interval, and the last interval's cost.
+    start_cycles: u64,
+    prev_cost: Option<u64>,
+    work: DynamicWork,
+}
+
+/// Most L2 PTEs the prefetcher can consider per switch.
+pub const MAX_PREFETCH: usize = 8;
+
+/// The parameters of a [`SoftwareManagedTlb`], validated by [`SoftwareManagedTlb::new`].
+#[derive(Clone, Debug)]
+pub struct RefillParams {
+    /// The TLB: geometry, partition (lower slots) and replacement per partition.
+    pub tlb: TlbParams,
+    /// Entries tagged by ASID (else flushed of non-global entries on every switch).
+    pub tagged: bool,
+    /// 3 (Mach 3.0, OSF/1) or 2 (Ultrix).
+    pub levels: u8,
+    pub placement: PlacementPolicy,
+    pub costs: CostTable,
+    pub first_touch: FirstTouch,
+    pub read_fault_maps: ReadFaultMaps,
+    pub fold_user_addresses: bool,
+    /// An access crossing a page boundary translates both pages.
+    pub split_straddles: bool,
+    /// Bala's software TLB of kernel translations, if any.
+    pub stlb: Option<StlbParams>,
+    /// Bala's IPC-path prefetching: L2 PTEs of the receiver probed (and inserted if absent)
+    /// at every switch of address space; 0 = off.
+    pub prefetch_l2: usize,
+    /// Uhlig's dynamic partitioning, if any.
+    pub dynamic: Option<DynamicParams>,
+}
+
+impl RefillParams {
+    /// The R2000 under Mach 3.0: 64 slots fully associative, 8 lower (FIFO) + 56 upper
+    /// (random), policy A, Table III Mach 3.0 costs.
+    pub fn r2000_mach3() -> RefillParams {
+        RefillParams {
+            tlb: TlbParams {
+                entries: 64,
+                ways: 64,
+                policy: Policy::Random,
+                partition: Some(Partition {
+                    lower_ways: 8,
+                    lower_policy: Policy::Fifo,
+                    upper_policy: Policy::Random,
+                }),
+                seed: 1,
+            },
+            tagged: true,
+            levels: 3,
+            placement: PlacementPolicy::A,
+            costs: CostTable::preset("mach3").expect("shipped table"),
+            first_touch: FirstTouch::User,
+            read_fault_maps: ReadFaultMaps::Clean,
+            fold_user_addresses: false,
+            split_straddles: true,
+            stlb: None,
+            prefetch_l2: 0,
+            dynamic: None,
+        }
+    }
+}
+
+/// Context tag of a dirty user entry (or'ed with the ASID).
+const DIRTY: u64 = 1 << 40;
+/// Context tag of every kseg2 entry: global (the G bit), always dirty.
+const GLOBAL: u64 = 1 << 41;
+/// No page (in the prefetcher's lists).
+const NO_VPN: u64 = u64::MAX;
+
+/// The state of a page's PTE as the OS keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PageState {
+    Invalid,
+    Clean,
+    Dirty,
+}
+
+/// A fast hasher for page keys (they are already well spread in their low bits).
+#[derive(Default, Clone, Copy)]
+struct PageHasher(u64);
+
+impl Hasher for PageHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0 ^ b as u64);
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        let mut z = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z ^= z >> 29;
+        self.0 = z;
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type PageMap = HashMap<u64, PageState, BuildHasherDefault<PageHasher>>;
+
+/// The key of a user page of address space `asid` (kuseg page numbers are below 2^19).
+#[inline]
+fn user_key(asid: u32, vpn: u64) -> u64 {
+    ((asid as u64 + 1) << 20) | vpn
+}
+
+/// The key of a kernel page (kseg2 page numbers are below 2^20).
+#[inline]
+fn kernel_key(vpn: u64) -> u64 {
+    vpn
+}
+
+/// A MIPS R2000-style TLB with software refill (see the module documentation).
+#[derive(Debug)]
+pub struct SoftwareManagedTlb {
+    tlb: Tlb,
+    parts: [Part; 4],
+    partitioned: bool,
+    params: RefillParams,
+    cur_asid: u32,
+    /// Context of the running address space's user entries (clean; or `DIRTY` for dirty).
+    uctx: u64,
+    /// `ptebase` of the running task's L1 page table.
+    ptebase: u64,
+    /// Address space → page-table slot, and slot → address space.
+    pt_slot: HashMap<u32, u64>,
+    slot_owner: Vec<Option<u32>>,
+    next_slot: u64,
+    pages: PageMap,
+    counts: TrapCounts,
+    handler: HandlerWork,
+    address_errors: u64,
+    handler_refs: Option<Vec<Event>>,
+    stlb: Option<Stlb>,
+    stlb_misses: u64,
+    /// The running address space's most recently used L1 page-table pages (most recent
+    /// first), kept for the prefetcher; the other spaces' lists wait in `recent_pt`.
+    cur_recent: [u64; MAX_PREFETCH],
+    recent_pt: HashMap<u32, [u64; MAX_PREFETCH]>,
+    prefetch: PrefetchWork,
+    climber: Option<Climber>,
+}
+
+impl SoftwareManagedTlb {
+    /// A model with an empty TLB, running address space 0. Errors name the parameter.
+    pub fn new(params: RefillParams) -> std::result::Result<SoftwareManagedTlb, String> {
+        let mut p = params;
+        if p.levels != 2 && p.levels != 3 {
+            return Err(format!("levels: {} is not 2 or 3", p.levels));
+        }
+        if p.levels == 3 && p.costs.cycles_of(Trap::L3).is_none() {
+            return Err(format!(
+                "cycles.L3: the cost table '{}' has no L3 cost, and a 3-level page table takes L3 traps",
+                p.costs.name
+            ));
+        }
+        for t in super::cost::ALL_TRAPS {
+            if t != Trap::L3 && p.costs.cycles_of(t).is_none() {
+                return Err(format!(
+                    "cycles.{}: the cost table '{}' has no cost for it",
+                    t.name(),
+                    p.costs.name
+                ));
+            }
+        }
+        if p.placement == PlacementPolicy::D {
+            // No partitioning: one pool replaced by the upper partition's policy.
+            if let Some(q) = p.tlb.partition.take() {
+                p.tlb.policy = q.upper_policy;
+            }
+        } else if p.tlb.partition.is_none() {
+            return Err(format!(
+                "placement: policy {:?} places PTEs in a lower partition, and the TLB has none",
+                p.placement
+            ));
+        }
+        if p.prefetch_l2 > MAX_PREFETCH {
+            return Err(format!(
+                "prefetch.l2_entries: {} is more than {MAX_PREFETCH}",
+                p.prefetch_l2
+            ));
+        }
+        let stlb = match &p.stlb {
+            Some(s) => {
+                Some(Stlb::new(s.entries, s.ways, s.hashed).map_err(|e| format!("stlb.{e}"))?)
+            }
+            None => None,
+        };
+        let climber = match (&p.dynamic, &p.tlb.partition) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err("dynamic: dynamic partitioning needs a partition (not policy D)".into())
+            }
+            (Some(d), Some(q)) => {
+                let max = d.max_lower.unwrap_or(p.tlb.ways - 1);
+                if d.period == 0 || d.step == 0 {
+                    return Err("dynamic.period: period and step must be at least 1".into());
+                }
+                if !(d.threshold.is_finite() && d.threshold >= 0.0) {
+                    return Err("dynamic.threshold: must be a number >= 0".into());
+                }
+                if d.min_lower == 0 || d.min_lower > max || max >= p.tlb.ways {
+                    return Err(format!(
+                        "dynamic.min_lower: the bounds {}..={max} must lie in 1..={} ",
+                        d.min_lower,
+                        p.tlb.ways - 1
+                    ));
+                }
+                if q.lower_ways < d.min_lower || q.lower_ways > max {
+                    return Err(format!(
+                        "dynamic.min_lower: the starting lower partition ({}) is outside {}..={max}",
+                        q.lower_ways, d.min_lower
+                    ));
+                }
+                Some(Climber {
+                    p: *d,
+                    max,
+                    dir: 1,
+                    next: d.period,
+                    start_cycles: 0,
+                    prev_cost: None,
+                    work: DynamicWork {
+                        min_seen: q.lower_ways,
+                        max_seen: q.lower_ways,
+                        ..DynamicWork::default()
+                    },
+                })
+            }
+        };
+        let tlb = Tlb::new(&p.tlb)?;
+        let mut m = SoftwareManagedTlb {
+            parts: placement_parts(p.placement),
+            partitioned: p.tlb.partition.is_some(),
+            tlb,
+            params: p,
+            cur_asid: 0,
+            uctx: 0,
+            ptebase: 0,
+            pt_slot: HashMap::new(),
+            slot_owner: vec![None; layout::USER_PT_SLOTS as usize],
+            next_slot: 0,
+            pages: PageMap::default(),
+            counts: TrapCounts::default(),
+            handler: HandlerWork::default(),
+            address_errors: 0,
+            handler_refs: None,
+            stlb,
+            stlb_misses: 0,
+            cur_recent: [NO_VPN; MAX_PREFETCH],
+            recent_pt: HashMap::new(),
+            prefetch: PrefetchWork::default(),
+            climber,
+        };
+        m.enter(0);
+        Ok(m)
+    }
+
+    /// The model a machine config describes: its one `[[tlb]]` and its `[refill]` section
+    /// (errors name the key).
+    pub fn from_config(
+        config: &MachineConfig,
+        tlb: &TlbParams,
+        source_name: &str,
+    ) -> Result<SoftwareManagedTlb> {
+        let err = |k: &str, m: String| Error::config(source_name, k, m);
+        let Some(r) = &config.refill else {
+            return Err(err("refill", "the machine has no [refill] section".into()));
+        };
+        if config.tlbs.len() != 1 {
+            return Err(err(
+                "tlb",
+                format!(
+                    "the software-refill model ([refill]) drives one unified TLB, the R2000's; this machine has {}",
+                    config.tlbs.len()
+                ),
+            ));
+        }
+        let t = &config.tlbs[0];
+        let key = |f: &str| format!("tlb.{}.{f}", t.name);
+        if t.serves != crate::config::Serves::Unified {
+            return Err(err(
+                &key("serves"),
+                "with [refill] the TLB must be unified".into(),
+            ));
+        }
+        if t.placement != crate::config::Placement::Upper {
+            return Err(err(
+                &key("placement"),
+                "with [refill] the placement policy is refill.placement (A, B, C or D)".into(),
+            ));
+        }
+        if !t.page.is_empty() && t.page != [crate::config::PageSize::Size(4096)] {
+            return Err(err(&key("page"), "the R2000 holds 4 KiB pages only".into()));
+        }
+        if config.pages.size != crate::config::PageSize::Size(4096) {
+            return Err(err("pages.size", "the R2000 has 4 KiB pages only".into()));
+        }
+        if !config.pages.regions.is_empty() {
+            return Err(err(
+                "pages.regions",
+                "with [refill] the MIPS segments (kseg0/kseg1 unmapped, kseg2 mapped) come from the model; remove the regions".into(),
+            ));
+        }
+        if let Some(g) = config.machine.global_above {
+            if g != layout::KSEG2 {
+                return Err(err(
+                    "machine.global_above",
+                    "with [refill] kseg2 (0xc0000000 and up) is global; leave it out or set it to 0xc0000000".into(),
+                ));
+            }
+        }
+        let costs = CostTable::preset(&r.costs)
+            .map_err(|m| err("refill.costs", m))?
+            .with_overrides(&r.cycles);
+        let mut costs = costs;
+        if let Some(ns) = r.cycle_ns {
+            if !(ns.is_finite() && ns > 0.0) {
+                return Err(err("refill.cycle_ns", "must be a positive number".into()));
+            }
+            costs.cycle_ns = ns;
+        }
+        let stlb = match &r.stlb {
+            None => None,
+            Some(s) => {
+                let mut classes = [false; 4];
+                for c in &s.classes {
+                    let i = match c.as_str() {
+                        "L1K" => 1,
+                        "L2" => 2,
+                        "L3" => 3,
+                        _ => {
+                            return Err(err(
+                                "refill.stlb.classes",
+                                format!("'{c}' is not a kernel PTE class (L1K, L2, L3)"),
+                            ))
+                        }
+                    };
+                    classes[i] = true;
+                }
+                let hashed = match s.index.as_str() {
+                    "low" => false,
+                    "hash" => true,
+                    other => {
+                        return Err(err(
+                            "refill.stlb.index",
+                            format!("'{other}' is not an index (low, hash)"),
+                        ))
+                    }
+                };
+                Some(StlbParams {
+                    entries: s.entries,
+                    ways: s.ways,
+                    classes,
+                    hashed,
+                })
+            }
+        };
+        let dynamic = r.dynamic.as_ref().map(|d| DynamicParams {
+            period: d.period,
+            threshold: d.threshold,
+            step: d.step,
+            min_lower: d.min_lower,
+            max_lower: d.max_lower,
+        });
+        let params = RefillParams {
+            dynamic,
+            stlb,
+            prefetch_l2: r.prefetch.as_ref().map_or(0, |p| p.l2_entries),
+            tlb: tlb.clone(),
+            tagged: t.asid,
+            levels: r.levels,
+            placement: r.placement,
+            costs,
+            first_touch: r.invalid_on_first_touch,
+            read_fault_maps: r.read_fault_maps,
+            fold_user_addresses: r.fold_user_addresses,
+            split_straddles: config.machine.straddle == Straddle::Split,
+        };
+        SoftwareManagedTlb::new(params).map_err(|m| {
+            let (field, msg) = m.split_once(": ").unwrap_or(("", &m));
+            let k = match field {
+                "placement" | "levels" => format!("refill.{field}"),
+                f if f.starts_with("cycles.")
+                    || f.starts_with("stlb.")
+                    || f.starts_with("prefetch.")
+                    || f.starts_with("dynamic") =>
+                {
+                    format!("refill.{f}")
+                }
+                _ => key("geometry"),
+            };
+            err(&k, msg.to_string())
+        })
+    }
+
+    /// The parameters in force (policy D: the TLB without its partition).
+    pub fn params(&self) -> &RefillParams {
+        &self.params
+    }
+
+    /// The TLB.
+    pub fn tlb(&self) -> &Tlb {
+        &self.tlb
+    }
+
+    /// Traps so far, by type and depth.
+    pub fn counts(&self) -> &TrapCounts {
+        &self.counts
+    }
+
+    /// Handler PTE loads and TLB writes so far.
+    pub fn handler(&self) -> &HandlerWork {
+        &self.handler
+    }
+
+    /// References not translated: user references outside kuseg (unless folded) and
+    /// references at or above 4 GB.
+    pub fn address_errors(&self) -> u64 {
+        self.address_errors
+    }
+
+    /// Slots in the lower partition (0 without a partition).
+    pub fn lower_slots(&self) -> usize {
+        self.params.tlb.partition.map_or(0, |p| p.lower_ways)
+    }
+
+    /// What the cost model prices: traps, those the software TLB served, its misses, and
+    /// the prefetch probes.
+    pub fn work(&self) -> Work {
+        Work {
+            traps: self.counts.totals(),
+            stlb_hits: self.counts.fast,
+            stlb_misses: self.stlb_misses,
+            prefetches: self.prefetch.probes,
+            l1u_counted: if self.climber.is_some() {
+                self.counts.of(Trap::L1U)
+            } else {
+                0
+            },
+        }
+    }
+
+    /// What dynamic partitioning did; `None` without it.
+    pub fn dynamic_work(&self) -> Option<&DynamicWork> {
+        self.climber.as_ref().map(|c| &c.work)
+    }
+
+    /// The lower partition's size now (it moves under dynamic partitioning).
+    pub fn current_lower_slots(&self) -> usize {
+        self.tlb.params().partition.map_or(0, |p| p.lower_ways)
+    }
+
+    /// After a refill: if a decision is due, price the interval and move the partition
+    /// point (Uhlig's hill climbing).
+    #[inline]
+    fn after_refill(&mut self) {
+        if let Some(c) = &self.climber {
+            if self.counts.all() >= c.next {
+                self.climb();
+            }
+        }
+    }
+
+    #[cold]
+    fn climb(&mut self) {
+        let now = self.service().total_cycles;
+        let lower = self.current_lower_slots();
+        let traps = self.counts.all();
+        let c = self.climber.as_mut().expect("climbing");
+        let cost = now - c.start_cycles;
+        let th = c.p.threshold;
+        let move_dir = match c.prev_cost {
+            // The first interval: probe in the starting direction.
+            None => Some(c.dir),
+            Some(prev) if (cost as f64) < prev as f64 * (1.0 - th) => Some(c.dir),
+            Some(prev) if cost as f64 > prev as f64 * (1.0 + th) => {
+                c.dir = -c.dir;
+                Some(c.dir)
+            }
+            Some(_) => None,
+        };
+        c.prev_cost = Some(cost);
+        c.start_cycles = now;
+        c.next = traps + c.p.period;
+        c.work.decisions += 1;
+        let Some(d) = move_dir else {
+            return;
+        };
+        let target =
+            (lower as i64 + d * c.p.step as i64).clamp(c.p.min_lower as i64, c.max as i64) as usize;
+        if target == lower {
+            // At a bound: turn round for next time.
+            c.dir = -c.dir;
+            return;
+        }
+        if target > lower {
+            c.work.moves_up += 1;
+        } else {
+            c.work.moves_down += 1;
+        }
+        c.work.min_seen = c.work.min_seen.min(target);
+        c.work.max_seen = c.work.max_seen.max(target);
+        self.tlb
+            .repartition(target)
+            .expect("target within the validated bounds");
+        self.params.tlb.partition = self.tlb.params().partition;
+    }
+
+    /// The work priced by the configured cost table.
+    pub fn service(&self) -> Service {
+        self.params.costs.price(&self.work())
+    }
+
+    /// Kernel misses the software TLB served (by trap type) and missed; `None` without one.
+    pub fn stlb_counts(&self) -> Option<([u64; super::TRAPS], u64)> {
+        self.stlb
+            .as_ref()
+            .map(|_| (self.counts.fast, self.stlb_misses))
+    }
+
+    /// What the IPC-path prefetcher did.
+    pub fn prefetch_work(&self) -> &PrefetchWork {
+        &self.prefetch
+    }
+
+    /// Start (or stop) recording every handler PTE load as an event (kernel mode, 4-byte
+    /// load; `paddr` set for unmapped ones), to feed a cache model. The caller drains them
+    /// with [`SoftwareManagedTlb::take_handler_refs`] after each batch.
+    pub fn record_handler_refs(&mut self, on: bool) {
+        self.handler_refs = on.then(Vec::new);
+    }
+
+    /// Move the recorded handler references into `out` (cleared first).
+    pub fn take_handler_refs(&mut self, out: &mut Vec<Event>) {
+        out.clear();
+        if let Some(v) = &mut self.handler_refs {
+            std::mem::swap(v, out);
+        }
+    }
+
+    /// Simulate a batch: references are counted in `ledger` under structure 0 (a miss is
+    /// also a `walk`, i.e. a refill), control events applied.
+    pub fn run_batch(&mut self, events: &[Event], ledger: &mut Ledger) {
+        for e in events {
+            if !e.kind.is_ref() {
+                ledger.control(e.kind);
+                self.control(e, ledger);
+                continue;
+            }
+            if e.asid != self.cur_asid {
+                self.switch_to(e.asid, ledger);
+            }
+            ledger.add_references(e.mode, e.kind, 1);
+            self.translate(e.addr, e.kind, e.mode, ledger);
+            if self.params.split_straddles && e.size > 1 {
+                let last = e.addr.wrapping_add(e.size as u64 - 1);
+                if last >> PAGE_SHIFT != e.addr >> PAGE_SHIFT && last > e.addr {
+                    ledger.straddles += 1;
+                    self.translate(last, e.kind, e.mode, ledger);
+                }
+            }
+        }
+    }
+
+    /// Translate one reference (one page) and count it.
+    #[inline(always)]
+    fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, ledger: &mut Ledger) {
+        let store = kind == Kind::Store;
+        let hit = match layout::segment(addr) {
+            Segment::User => self.user_ref(addr >> PAGE_SHIFT, store),
+            Segment::Unmapped if mode == Mode::Kernel => {
+                ledger.unmapped += 1;
+                return;
+            }
+            Segment::KernelData | Segment::UserPageTable | Segment::KernelPageTable
+                if mode == Mode::Kernel =>
+            {
+                self.kernel_ref(addr)
+            }
+            _ if mode == Mode::User && self.params.fold_user_addresses => {
+                self.user_ref((addr & (layout::KSEG0 - 1)) >> PAGE_SHIFT, store)
+            }
+            _ => {
+                self.address_errors += 1;
+                return;
+            }
+        };
+        ledger.access(0, mode, kind, !hit);
+        if !hit {
+            ledger.access(ledger.walk_index(), mode, kind, true);
+        }
+    }
+
+    /// A reference to user page `vpn` of the running address space; true on a TLB hit.
+    #[inline(always)]
+    fn user_ref(&mut self, vpn: u64, store: bool) -> bool {
+        let clean = self.uctx;
+        let dirty = clean | DIRTY;
+        if store {
+            if self.tlb.lookup(vpn, dirty, NO_CTX) {
+                return true;
+            }
+            if self.tlb.lookup(vpn, clean, NO_CTX) {
+                self.modify(vpn);
+                return true;
+            }
+        } else if self.tlb.lookup(vpn, dirty, clean) {
+            return true;
+        }
+        self.utlb_miss(vpn, store);
+        false
+    }
+
+    /// A reference to kseg2 address `addr`; true on a TLB hit.
+    #[inline(always)]
+    fn kernel_ref(&mut self, addr: u64) -> bool {
+        if self.tlb.lookup(addr >> PAGE_SHIFT, GLOBAL, NO_CTX) {
+            return true;
+        }
+        self.kernel_miss(addr, 0);
+        self.after_refill();
+        false
+    }
+
+    /// The L1U trap (uTLB vector) for user page `vpn`, then the retried reference's Invalid
+    /// and Modify traps if its PTE calls for them.
+    #[cold]
+    fn utlb_miss(&mut self, vpn: u64, store: bool) {
+        self.counts.add(Trap::L1U, 0);
+        // lw k0, 0(k0): the L1U PTE at its virtual address, through the TLB.
+        let pte = layout::l1u_pte_addr(self.ptebase, vpn << PAGE_SHIFT);
+        self.record(pte, false);
+        if self.params.prefetch_l2 > 0 {
+            self.note_page_table_page(pte >> PAGE_SHIFT);
+        }
+        if !self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
+            // The nested L2 trap (generic vector); Mach's handler then loads the L1U PTE
+            // itself, through the L2 entry it just wrote, and inserts it.
+            self.kernel_miss(pte, 1);
+            self.record(pte, false);
+            self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX);
+        }
+        let key = user_key(self.cur_asid, vpn);
+        let state = match self.pages.get(&key) {
+            Some(&s) => s,
+            None if self.params.first_touch != FirstTouch::None => PageState::Invalid,
+            None => PageState::Dirty,
+        };
+        let state = if state == PageState::Invalid {
+            // The entry goes in invalid; the retried reference faults and the VM system maps
+            // the page (a write fault maps it dirty).
+            self.counts.add(Trap::Invalid, 0);
+            let s = if store || self.params.read_fault_maps == ReadFaultMaps::Dirty {
+                PageState::Dirty
+            } else {
+                PageState::Clean
+            };
+            self.pages.insert(key, s);
+            s
+        } else {
+            state
+        };
+        let ctx = if state == PageState::Dirty {
+            self.uctx | DIRTY
+        } else {
+            self.uctx
+        };
+        self.fill(vpn, ctx, PteClass::L1U);
+        if store && state == PageState::Clean {
+            self.modify(vpn);
+        }
+        self.after_refill();
+    }
+
+    /// A Modify trap: the store hit the clean entry of user page `vpn`; `tlb_mod` sets the
+    /// dirty bit in the PTE and rewrites the entry in place.
+    fn modify(&mut self, vpn: u64) {
+        self.counts.add(Trap::Modify, 0);
+        self.tlb.retag(vpn, self.uctx, self.uctx | DIRTY);
+        self.pages
+            .insert(user_key(self.cur_asid, vpn), PageState::Dirty);
+    }
+
+    /// A TLB miss on kseg2 address `addr` at nesting depth `depth`: the trap its segment
+    /// calls for, its handler's PTE load (which may nest), and the TLB write.
+    fn kernel_miss(&mut self, addr: u64, depth: usize) {
+        let vpn = addr >> PAGE_SHIFT;
+        let (trap, class) = match layout::segment(addr) {
+            Segment::UserPageTable => (Trap::L2, PteClass::L2),
+            Segment::KernelPageTable if self.params.levels == 3 => (Trap::L3, PteClass::L3),
+            _ => (Trap::L1K, PteClass::L1K),
+        };
+        self.counts.add(trap, depth);
+        if self.stlb_serves(class) {
+            // Bala's fast path: the software TLB, in unmapped memory, before any state is
+            // saved; a hit is inserted at once and cannot nest.
+            let stlb = self.stlb.as_mut().expect("stlb_serves");
+            let hit = stlb.lookup(vpn);
+            let entry = stlb.entry_addr(vpn);
+            self.record_stlb(entry);
+            if hit {
+                self.counts.fast[trap as usize] += 1;
+                self.fill(vpn, GLOBAL, class);
+                return;
+            }
+            self.stlb_misses += 1;
+        }
+        if trap == Trap::L3 {
+            // The root of the hierarchy, in kseg0: never through the TLB.
+            self.record(layout::l3_pte_addr(addr), true);
+        } else if self.params.levels == 3 {
+            // pmap_pte(kernel_pmap, addr): a kseg2 load that can miss, nesting an L3.
+            let pte = layout::kpte_addr(addr);
+            self.record(pte, false);
+            if !self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
+                self.kernel_miss(pte, depth + 1);
+            }
+        } else {
+            self.record(layout::sysmap_pte_addr(addr), true);
+        }
+        if class == PteClass::L1K && depth == 0 && self.params.first_touch == FirstTouch::All {
+            let key = kernel_key(vpn);
+            if self
+                .pages
+                .get(&key)
+                .is_none_or(|&s| s == PageState::Invalid)
+            {
+                self.counts.add(Trap::Invalid, 0);
+                self.pages.insert(key, PageState::Dirty);
+            }
+        }
+        if self.stlb_serves(class) {
+            if let Some(s) = &mut self.stlb {
+                s.fill(vpn);
+            }
+        }
+        self.fill(vpn, GLOBAL, class);
+    }
+
+    /// Does the software TLB cache PTEs of `class`?
+    #[inline]
+    fn stlb_serves(&self, class: PteClass) -> bool {
+        self.params
+            .stlb
+            .as_ref()
+            .is_some_and(|s| s.classes[class as usize])
+    }
+
+    /// Write the PTE of class `class` into the partition its placement says; true if a
+    /// valid entry was evicted.
+    #[inline]
+    fn fill(&mut self, vpn: u64, ctx: u64, class: PteClass) -> bool {
+        let part = self.parts[class as usize];
+        let evicted = self.tlb.fill(vpn, ctx, part);
+        if let Some((v, c)) = evicted {
+            self.handler.evicted[self.class_of_entry(v, c) as usize] += 1;
+        }
+        self.handler.fills[class as usize] += 1;
+        if self.partitioned && part == Part::Lower {
+            self.handler.fills_lower += 1;
+        }
+        evicted.is_some()
+    }
+
+    /// Remember that the running address space's uTLB handler used L1 page-table page `vpn`
+    /// (most recent first, no repeats).
+    fn note_page_table_page(&mut self, vpn: u64) {
+        let n = self.params.prefetch_l2;
+        let r = &mut self.cur_recent[..n];
+        let at = r.iter().position(|&v| v == vpn).unwrap_or(n - 1);
+        r.copy_within(0..at, 1);
+        r[0] = vpn;
+    }
+
+    /// Bala's IPC-path prefetch into the address space just entered: probe the TLB for the L2
+    /// PTE of each of its recent L1 page-table pages and insert those absent (their PTEs are
+    /// read through unmapped memory, so the prefetch itself cannot fault).
+    fn prefetch_l2(&mut self) {
+        for i in 0..self.params.prefetch_l2 {
+            let vpn = self.cur_recent[i];
+            if vpn == NO_VPN {
+                break;
+            }
+            self.prefetch.probes += 1;
+            if self.tlb.probe(vpn, GLOBAL, NO_CTX).is_none() {
+                self.record(layout::kpte_addr(vpn << PAGE_SHIFT), true);
+                self.prefetch.inserted += 1;
+                if self.fill(vpn, GLOBAL, PteClass::L2) {
+                    self.prefetch.evicted += 1;
+                }
+            }
+        }
+    }
+
+    /// Record (if asked) the software-TLB probe of the entry at `addr`.
+    #[inline]
+    fn record_stlb(&mut self, addr: u64) {
+        if let Some(v) = &mut self.handler_refs {
+            v.push(
+                Event::reference(Kind::Load, addr, 8)
+                    .with_mode(Mode::Kernel)
+                    .with_asid(self.cur_asid)
+                    .with_paddr(addr - layout::KSEG0),
+            );
+        }
+    }
+
+    /// Count (and record, if asked) a handler PTE load.
+    #[inline]
+    fn record(&mut self, addr: u64, unmapped: bool) {
+        if unmapped {
+            self.handler.pte_loads_unmapped += 1;
+        } else {
+            self.handler.pte_loads_mapped += 1;
+        }
+        if let Some(v) = &mut self.handler_refs {
+            let paddr = if unmapped {
+                addr - layout::KSEG0
+            } else {
+                NO_PADDR
+            };
+            v.push(
+                Event::reference(Kind::Load, addr, 4)
+                    .with_mode(Mode::Kernel)
+                    .with_asid(self.cur_asid)
+                    .with_paddr(paddr),
+            );
+        }
+    }
+
+    /// Make `asid` the running address space (its page table becomes the Context register's
+    /// base); an untagged TLB loses its non-global entries.
+    fn switch_to(&mut self, asid: u32, ledger: &mut Ledger) {
+        if asid == self.cur_asid {
+            return;
+        }
+        ledger.set_asid(asid);
+        if !self.params.tagged {
+            self.tlb.flush_if(|_, c| c & GLOBAL == 0);
+        }
+        if self.params.prefetch_l2 > 0 {
+            self.recent_pt.insert(self.cur_asid, self.cur_recent);
+            self.cur_recent = self
+                .recent_pt
+                .get(&asid)
+                .copied()
+                .unwrap_or([NO_VPN; MAX_PREFETCH]);
+        }
+        self.enter(asid);
+        if self.params.prefetch_l2 > 0 {
+            self.prefetch_l2();
+        }
+    }
+
+    /// Set the running address space and find (or give) it a page-table slot.
+    fn enter(&mut self, asid: u32) {
+        self.cur_asid = asid;
+        self.uctx = if self.params.tagged { asid as u64 } else { 0 };
+        let slot = match self.pt_slot.get(&asid) {
+            Some(&s) => s,
+            None => self.new_slot(asid),
+        };
+        self.ptebase = layout::ptebase(slot);
+    }
+
+    /// A page-table slot for a new address space; past the 446 that fit, the oldest slot is
+    /// reused, its owner forgotten and the TLB entries of its page-table pages flushed.
+    #[cold]
+    fn new_slot(&mut self, asid: u32) -> u64 {
+        let slot = self.next_slot % layout::USER_PT_SLOTS;
+        self.next_slot += 1;
+        if let Some(old) = self.slot_owner[slot as usize].replace(asid) {
+            self.pt_slot.remove(&old);
+            let lo = layout::ptebase(slot) >> PAGE_SHIFT;
+            let hi = lo + (layout::UPTESIZE >> PAGE_SHIFT);
+            self.tlb
+                .flush_if(|v, c| c == GLOBAL && (lo..hi).contains(&v));
+        }
+        self.pt_slot.insert(asid, slot);
+        slot
+    }
+
+    fn control(&mut self, e: &Event, ledger: &mut Ledger) {
+        match e.kind {
+            Kind::ContextSwitch => self.switch_to(e.asid, ledger),
+            Kind::TlbFlush if e.addr == FLUSH_ALL => self.tlb.flush_all(),
+            Kind::TlbFlush => self.shoot_down(e.addr, e.asid),
+            Kind::Map | Kind::Unmap | Kind::Protect => {
+                self.shoot_down(e.addr, e.asid);
+                let state = match e.kind {
+                    Kind::Map => PageState::Dirty,
+                    Kind::Unmap => PageState::Invalid,
+                    _ => PageState::Clean,
+                };
+                let vpn = e.addr >> PAGE_SHIFT;
+                match layout::segment(e.addr) {
+                    Segment::User => {
+                        self.pages.insert(user_key(e.asid, vpn), state);
+                    }
+                    Segment::KernelData => {
+                        self.pages.insert(kernel_key(vpn), state);
+                    }
+                    _ => {}
+                }
+                if let Some(s) = &mut self.stlb {
+                    s.invalidate(vpn);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The class of a TLB entry, from its page and context.
+    fn class_of_entry(&self, vpn: u64, ctx: u64) -> PteClass {
+        if ctx & GLOBAL == 0 {
+            return PteClass::L1U;
+        }
+        match layout::segment(vpn << PAGE_SHIFT) {
+            Segment::UserPageTable => PteClass::L2,
+            Segment::KernelPageTable if self.params.levels == 3 => PteClass::L3,
+            _ => PteClass::L1K,
+        }
+    }
+
+    /// Invalidate the TLB entry of the page at `addr` of address space `asid`.
+    fn shoot_down(&mut self, addr: u64, asid: u32) {
+        let vpn = addr >> PAGE_SHIFT;
+        match layout::segment(addr) {
+            Segment::User => {
+                let base = if self.params.tagged { asid as u64 } else { 0 };
+                self.tlb.invalidate(vpn, base | DIRTY, base);
+            }
+            Segment::Unmapped | Segment::Outside => {}
+            _ => {
+                self.tlb.invalidate(vpn, GLOBAL, NO_CTX);
+            }
+        }
+    }
+}

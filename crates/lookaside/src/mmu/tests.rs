@@ -1,0 +1,774 @@
+//! Hand-computed trap counts on tiny scenarios, and the model against the brute-force
+//! reference (`reference.rs`) on random streams.
+//!
+//! Addresses used below (asid 1 gets page-table slot 1, asid 0 slot 0, in order of first
+//! appearance; slots are 2 MB, so one kernel-page-table page — one L3 PTE — maps the L1
+//! tables of two tasks):
+//!
+//! | what | address | its page's PTE | that PTE's page |
+//! |---|---|---|---|
+//! | user 0x0040_0000 of asid 1 | L1U PTE at 0xC820_1000 | L2 PTE at 0xFFF2_0804 | L3 PTE in the root |
+//! | user 0x0040_1000 of asid 1 | L1U PTE at 0xC820_1004 (same page) | | |
+//! | user 0x1000_0000 of asid 1 | L1U PTE at 0xC824_0000 (another page) | L2 PTE at 0xFFF2_0900 (same page) | |
+//! | user 0x0040_0000 of asid 0 | L1U PTE at 0xC800_1000 | L2 PTE at 0xFFF2_0004 (same page) | |
+//! | user 0x0040_0000 of asid 2 | L1U PTE at 0xC840_1000 | L2 PTE at 0xFFF2_1004 (another page) | |
+//! | kernel data 0xC000_0000 | L1K PTE at 0xFFF0_0000 | L3 PTE in the root | |
+
+use proptest::prelude::*;
+
+use super::layout::{self, KSEG0};
+use super::reference::RefModel;
+use super::*;
+use crate::config::{FirstTouch, PlacementPolicy, ReadFaultMaps};
+use crate::event::{Event, Kind, Mode, FLUSH_ALL};
+use crate::ledger::Ledger;
+use crate::machine::Machine;
+use crate::tlb::{Part, Partition, Policy, TlbParams};
+
+fn model(levels: u8, first_touch: FirstTouch) -> (SoftwareManagedTlb, Ledger) {
+    let mut p = RefillParams::r2000_mach3();
+    p.levels = levels;
+    p.first_touch = first_touch;
+    if levels == 2 {
+        p.costs = CostTable::preset("ultrix").unwrap();
+    }
+    (
+        SoftwareManagedTlb::new(p).unwrap(),
+        Ledger::new(vec!["tlb".into()]),
+    )
+}
+
+fn load(addr: u64, asid: u32) -> Event {
+    Event::reference(Kind::Load, addr, 4).with_asid(asid)
+}
+
+fn store(addr: u64, asid: u32) -> Event {
+    Event::reference(Kind::Store, addr, 4).with_asid(asid)
+}
+
+fn kload(addr: u64) -> Event {
+    Event::reference(Kind::Load, addr, 4)
+        .with_mode(Mode::Kernel)
+        .with_asid(1)
+}
+
+/// Traps as [L1U, L1K, L2, L3, Modify, Invalid] after running `events` on `m` (cumulative).
+fn run(m: &mut SoftwareManagedTlb, l: &mut Ledger, events: &[Event]) -> [u64; TRAPS] {
+    m.run_batch(events, l);
+    m.counts().totals()
+}
+
+#[test]
+fn a_cold_user_reference_cascades_l1u_l2_l3() {
+    let (mut m, mut l) = model(3, FirstTouch::None);
+    // The uTLB handler's PTE load misses (L2), whose PTE load misses (L3).
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_0000, 1)]),
+        [1, 0, 1, 1, 0, 0]
+    );
+    let c = m.counts();
+    assert_eq!(c.by_depth[0][Trap::L1U as usize], 1);
+    assert_eq!(c.by_depth[1][Trap::L2 as usize], 1);
+    assert_eq!(c.by_depth[2][Trap::L3 as usize], 1);
+    assert_eq!(
+        (c.nested(Trap::L2), c.nested(Trap::L3), c.nested(Trap::L1U)),
+        (1, 1, 0)
+    );
+    // Loads: the L1U PTE, the L2 PTE, the L1U PTE again (by the L2 handler); the L3 PTE
+    // unmapped. Writes: L3, L2, L1U.
+    let h = m.handler();
+    assert_eq!((h.pte_loads_mapped, h.pte_loads_unmapped), (3, 1));
+    assert_eq!(h.fills, [1, 0, 1, 1]);
+    assert_eq!(h.fills_lower, 1);
+    // The trace reference missed once; it is the only TLB access the ledger counts.
+    let t = l.total(0, |_, _, _| true);
+    assert_eq!((t.accesses, t.misses), (1, 1));
+    // Costs: 20 + 407 + 286 cycles under Mach 3.0.
+    assert_eq!(m.service().total_cycles, 713);
+    // Policy A: the L2 PTE (page 0xC8201) sits in the lower partition (slots 0-7), the others
+    // in the upper.
+    for (_, way, vpn, _) in m.tlb().entries_iter() {
+        assert_eq!(way < 8, vpn == 0xC8201, "vpn {vpn:#x} in way {way}");
+    }
+}
+
+#[test]
+fn first_touch_is_an_invalid_trap_and_repeats_are_free() {
+    let (mut m, mut l) = model(3, FirstTouch::User);
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_0000, 1)]),
+        [1, 0, 1, 1, 0, 1]
+    );
+    assert_eq!(m.counts().by_depth[0][Trap::Invalid as usize], 1);
+    // Same page again: a TLB hit, no trap.
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_0abc, 1)]),
+        [1, 0, 1, 1, 0, 1]
+    );
+    // Another page of the same L1 page-table page: only L1U (and its first-touch fault).
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_1000, 1)]),
+        [2, 0, 1, 1, 0, 2]
+    );
+    // Another 4 MB region: a new L1 page-table page (L2), whose L2 PTE shares the
+    // kernel-page-table page already mapped (no L3).
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x1000_0000, 1)]),
+        [3, 0, 2, 1, 0, 3]
+    );
+}
+
+#[test]
+fn read_then_write_is_a_modify_trap() {
+    let (mut m, mut l) = model(3, FirstTouch::User);
+    run(&mut m, &mut l, &[load(0x40_0000, 1)]);
+    // The read fault mapped the page clean: the first store hits a clean entry.
+    assert_eq!(
+        run(&mut m, &mut l, &[store(0x40_0004, 1)]),
+        [1, 0, 1, 1, 1, 1]
+    );
+    assert_eq!(
+        run(&mut m, &mut l, &[store(0x40_0008, 1)]),
+        [1, 0, 1, 1, 1, 1]
+    );
+    // A store that faults maps its page dirty: no Modify.
+    assert_eq!(
+        run(&mut m, &mut l, &[store(0x40_1000, 1)]),
+        [2, 0, 1, 1, 1, 2]
+    );
+    // With read faults mapping pages dirty there is no Modify either.
+    let mut p = RefillParams::r2000_mach3();
+    p.read_fault_maps = ReadFaultMaps::Dirty;
+    let mut d = SoftwareManagedTlb::new(p).unwrap();
+    run(&mut d, &mut l, &[load(0x40_0000, 1), store(0x40_0000, 1)]);
+    assert_eq!(d.counts().of(Trap::Modify), 0);
+}
+
+#[test]
+fn copy_on_write_protect_and_unmap() {
+    let (mut m, mut l) = model(3, FirstTouch::User);
+    run(&mut m, &mut l, &[store(0x40_0000, 1)]);
+    assert_eq!(m.counts().totals(), [1, 0, 1, 1, 0, 1]);
+    // Write-protected for copy-on-write: the entry is shot down; the next store refills it
+    // (L1U, its L2 entry still cached) clean and takes a Modify trap.
+    let protect = Event::control(Kind::Protect, 0x40_0000, 1);
+    assert_eq!(
+        run(&mut m, &mut l, &[protect, store(0x40_0000, 1)]),
+        [2, 0, 1, 1, 1, 1]
+    );
+    // Unmapped: the next touch faults again.
+    let unmap = Event::control(Kind::Unmap, 0x40_0000, 1);
+    assert_eq!(
+        run(&mut m, &mut l, &[unmap, load(0x40_0000, 1)]),
+        [3, 0, 1, 1, 1, 2]
+    );
+    // Mapped by the OS: present without a fault, and writable.
+    let map = Event::control(Kind::Map, 0x40_5000, 1);
+    assert_eq!(
+        run(&mut m, &mut l, &[map, store(0x40_5000, 1)]),
+        [4, 0, 1, 1, 1, 2]
+    );
+}
+
+#[test]
+fn kernel_data_misses_nest_an_l3() {
+    let (mut m, mut l) = model(3, FirstTouch::User);
+    assert_eq!(
+        run(&mut m, &mut l, &[kload(0xC000_0000)]),
+        [0, 1, 0, 1, 0, 0]
+    );
+    assert_eq!(m.counts().by_depth[1][Trap::L3 as usize], 1);
+    // The next kernel page's L1K PTE is in the same kernel-page-table page.
+    assert_eq!(
+        run(&mut m, &mut l, &[kload(0xC000_1000)]),
+        [0, 2, 0, 1, 0, 0]
+    );
+    // Unmapped kseg0 and kseg1: no TLB, no trap.
+    run(&mut m, &mut l, &[kload(KSEG0 + 0x1234), kload(0xA000_0000)]);
+    assert_eq!(m.counts().all(), 3);
+    assert_eq!(l.unmapped, 2);
+    // The kernel touching a task's page table directly: an L2 miss (placed in the lower
+    // partition), and the kernel page table itself: an L3.
+    let pt = layout::ptebase(5) + 0x1000;
+    assert_eq!(run(&mut m, &mut l, &[kload(pt)]), [0, 2, 1, 2, 0, 0]);
+    assert_eq!(
+        run(&mut m, &mut l, &[kload(0xFFC0_0000)]),
+        [0, 2, 1, 3, 0, 0]
+    );
+    // Kernel data faults on first touch only when asked.
+    let (mut a, mut la) = model(3, FirstTouch::All);
+    assert_eq!(
+        run(&mut a, &mut la, &[kload(0xC000_0000), kload(0xC000_0000)]),
+        [0, 1, 0, 1, 0, 1]
+    );
+}
+
+#[test]
+fn address_spaces_share_kernel_page_table_pages_in_pairs() {
+    let (mut m, mut l) = model(3, FirstTouch::None);
+    run(&mut m, &mut l, &[load(0x40_0000, 1)]);
+    // asid 0's table (slot 0) shares the kernel-page-table page of asid 1's (slot 1): no L3.
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_0000, 0)]),
+        [2, 0, 2, 1, 0, 0]
+    );
+    // asid 2 (slot 2) needs another one.
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_0000, 2)]),
+        [3, 0, 3, 2, 0, 0]
+    );
+    // Tagged entries survive switches: back to asid 1, no trap.
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_0000, 1)]),
+        [3, 0, 3, 2, 0, 0]
+    );
+    assert_eq!(l.asids(), &[0, 1, 2]);
+}
+
+#[test]
+fn ultrix_has_two_levels_and_no_l3() {
+    let (mut m, mut l) = model(2, FirstTouch::None);
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_0000, 1)]),
+        [1, 0, 1, 0, 0, 0]
+    );
+    assert_eq!(
+        run(&mut m, &mut l, &[kload(0xC000_0000)]),
+        [1, 1, 1, 0, 0, 0]
+    );
+    // The L2 and L1K PTEs come from unmapped memory.
+    let h = m.handler();
+    assert_eq!((h.pte_loads_mapped, h.pte_loads_unmapped), (2, 2));
+}
+
+#[test]
+fn placement_policies_choose_partitions() {
+    assert_eq!(
+        placement_parts(PlacementPolicy::B),
+        [Part::Upper, Part::Upper, Part::Lower, Part::Lower]
+    );
+    for (policy, lower) in [
+        (PlacementPolicy::A, vec![0xC8201]),
+        (PlacementPolicy::B, vec![0xC8201, 0xFFF00, 0xFFF20]),
+        (PlacementPolicy::C, vec![0xC0000, 0xC8201, 0xFFF00, 0xFFF20]),
+    ] {
+        let mut p = RefillParams::r2000_mach3();
+        p.placement = policy;
+        p.first_touch = FirstTouch::None;
+        let mut m = SoftwareManagedTlb::new(p).unwrap();
+        let mut l = Ledger::new(vec!["tlb".into()]);
+        run(&mut m, &mut l, &[load(0x40_0000, 1), kload(0xC000_0000)]);
+        let mut got: Vec<u64> = m
+            .tlb()
+            .entries_iter()
+            .filter(|e| e.1 < 8)
+            .map(|e| e.2)
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, lower, "{policy:?}");
+    }
+    // D: no partition at all, every slot replaced at random.
+    let mut p = RefillParams::r2000_mach3();
+    p.placement = PlacementPolicy::D;
+    let m = SoftwareManagedTlb::new(p).unwrap();
+    assert_eq!(m.tlb().params().partition, None);
+    assert_eq!(m.tlb().params().policy, Policy::Random);
+    assert_eq!(m.lower_slots(), 0);
+    // A-C need a partition.
+    let mut p = RefillParams::r2000_mach3();
+    p.tlb.partition = None;
+    assert!(SoftwareManagedTlb::new(p)
+        .unwrap_err()
+        .starts_with("placement:"));
+}
+
+#[test]
+fn l2_entries_thrash_a_small_lower_partition() {
+    // Touch one page in each of 9 different 4 MB regions, round robin. With 8 FIFO lower
+    // slots the 9 L2 PTEs evict each other every round; with 9 slots they all fit.
+    let pages: Vec<Event> = (0..9u64).map(|i| load(0x40_0000 + (i << 22), 1)).collect();
+    let mut l2 = Vec::new();
+    for lower in [8, 9] {
+        let mut p = RefillParams::r2000_mach3();
+        p.first_touch = FirstTouch::None;
+        p.tlb.partition = Some(Partition {
+            lower_ways: lower,
+            lower_policy: Policy::Fifo,
+            upper_policy: Policy::Random,
+        });
+        let mut m = SoftwareManagedTlb::new(p).unwrap();
+        let mut l = Ledger::new(vec!["tlb".into()]);
+        for _ in 0..10 {
+            // A flush of the one user page each time forces the uTLB handler to run.
+            for e in &pages {
+                let flush = Event::control(Kind::TlbFlush, e.addr, 1);
+                m.run_batch(&[flush, *e], &mut l);
+            }
+        }
+        assert_eq!(m.counts().of(Trap::L1U), 90);
+        l2.push(m.counts().of(Trap::L2));
+    }
+    // FIFO over 8 slots with 9 keys cycling: every L2 PTE load misses.
+    assert_eq!(l2, vec![90, 9]);
+}
+
+#[test]
+fn handler_references_are_recorded_in_order() {
+    let (mut m, mut l) = model(3, FirstTouch::None);
+    m.record_handler_refs(true);
+    run(&mut m, &mut l, &[load(0x40_0000, 1)]);
+    let mut refs = Vec::new();
+    m.take_handler_refs(&mut refs);
+    let addrs: Vec<u64> = refs.iter().map(|e| e.addr).collect();
+    assert_eq!(
+        addrs,
+        [
+            0xC820_1000,
+            0xFFF2_0804,
+            layout::l3_pte_addr(0xFFF2_0804),
+            0xC820_1000
+        ]
+    );
+    assert!(refs
+        .iter()
+        .all(|e| e.mode == Mode::Kernel && e.kind == Kind::Load));
+    assert_eq!(refs[2].paddr, layout::l3_pte_addr(0xFFF2_0804) - KSEG0);
+    m.take_handler_refs(&mut refs);
+    assert!(refs.is_empty());
+}
+
+#[test]
+fn untagged_tlb_loses_user_entries_on_a_switch_and_flushes_work() {
+    let mut p = RefillParams::r2000_mach3();
+    p.tagged = false;
+    p.first_touch = FirstTouch::None;
+    let mut m = SoftwareManagedTlb::new(p).unwrap();
+    let mut l = Ledger::new(vec!["tlb".into()]);
+    run(
+        &mut m,
+        &mut l,
+        &[
+            load(0x40_0000, 1),
+            Event::control(Kind::ContextSwitch, 0, 2),
+        ],
+    );
+    // The user entry went; the global L2 entry of asid 1's table stayed.
+    assert_eq!(
+        run(&mut m, &mut l, &[load(0x40_0000, 1)]),
+        [2, 0, 1, 1, 0, 0]
+    );
+    run(
+        &mut m,
+        &mut l,
+        &[Event::control(Kind::TlbFlush, FLUSH_ALL, 1)],
+    );
+    assert_eq!(m.tlb().valid_entries(), 0);
+}
+
+#[test]
+fn addresses_outside_the_mips_space() {
+    let (mut m, mut l) = model(3, FirstTouch::None);
+    // A user reference to kseg2 and a reference above 4 GB are address errors.
+    run(
+        &mut m,
+        &mut l,
+        &[load(0xC000_0000, 1), load(0x7fff_0000_0000, 1)],
+    );
+    assert_eq!((m.address_errors(), m.counts().all()), (2, 0));
+    // Folded, a 64-bit user address lands in kuseg.
+    let mut p = RefillParams::r2000_mach3();
+    p.fold_user_addresses = true;
+    let mut f = SoftwareManagedTlb::new(p).unwrap();
+    run(&mut f, &mut l, &[load(0x7fff_0040_0000, 1)]);
+    assert_eq!((f.address_errors(), f.counts().of(Trap::L1U)), (0, 1));
+}
+
+#[test]
+fn a_straddling_access_translates_both_pages() {
+    let (mut m, mut l) = model(3, FirstTouch::None);
+    let e = Event::reference(Kind::Load, 0x40_0ffc, 8).with_asid(1);
+    run(&mut m, &mut l, &[e]);
+    assert_eq!(m.counts().of(Trap::L1U), 2);
+    assert_eq!(l.straddles, 1);
+}
+
+// ----- the machine with a [refill] section -------------------------------------------------
+
+const R2000: &str = "[[tlb]]\nname = 'tlb'\nentries = 64\nways = 'full'\npolicy = 'random'\npartition = { lower = 8, lower_policy = 'fifo', upper_policy = 'random' }\n";
+
+fn machine(extra: &str) -> crate::Result<Machine> {
+    Machine::assemble(Some(&format!("{R2000}{extra}")), "m.toml", &[], &[])
+}
+
+#[test]
+fn the_machine_delegates_to_the_refill_model() {
+    let mut m = machine("[refill]\ninvalid_on_first_touch = 'none'\n").unwrap();
+    m.run_batch(&[load(0x40_0000, 1), load(0x40_0000, 1)]);
+    let r = m.refill().unwrap();
+    assert_eq!(r.counts().totals(), [1, 0, 1, 1, 0, 0]);
+    let j = crate::report::result_json(&m, &crate::report::TraceInfo::default());
+    assert_eq!(j["traps"]["counts"]["L3"], 1);
+    assert_eq!(j["traps"]["nested"]["L2"], 1);
+    assert_eq!(j["traps"]["cycles"]["total"], 713);
+    assert_eq!(j["traps"]["model"]["placement"], "A");
+    assert_eq!(j["traps"]["model"]["lower_slots"], 8);
+    assert_eq!(j["structures"]["tlb"]["misses"], 1);
+    assert_eq!(j["walk"]["count"], 1);
+    let text = crate::report::table(&j);
+    assert!(
+        text.contains("traps (3-level page table, placement A, 8 lower + 56 upper"),
+        "{text}"
+    );
+    assert!(text.contains("total"), "{text}");
+    // Costs re-applied to the stored counts: Table VII's vectors.
+    let fast = CostTable::preset("mach3-new-vectors").unwrap();
+    assert_eq!(fast.apply(&r.counts().totals()).total_cycles, 20 + 40 + 286);
+    // The config round-trips with its [refill] section.
+    let text = m.config().to_toml();
+    assert!(text.contains("[refill]"), "{text}");
+    assert!(machine("").unwrap().refill().is_none());
+}
+
+#[test]
+fn refill_config_errors_name_the_key() {
+    let e = |extra: &str| machine(extra).unwrap_err().to_string();
+    assert!(e("[refill]\ncosts = 'vax'\n").contains("refill.costs: no cost table named 'vax'"));
+    assert!(e("[refill]\nlevels = 4\n").contains("refill.levels"));
+    assert!(e("[refill]\ncosts = 'ultrix'\n").contains("refill.cycles.L3"));
+    assert!(e("[refill]\ncycle_ns = 0\n").contains("refill.cycle_ns"));
+    assert!(e("[refill]\nplacement = 'E'\n").contains("placement"));
+    assert!(e("[refill]\ncycles = { L4 = 3 }\n").contains("L4"));
+    assert!(
+        e("[pages]\nregions = [{ start = 0, end = 4096, size = 'unmapped' }]\n[refill]\n")
+            .contains("pages.regions")
+    );
+    assert!(e("[machine]\nglobal_above = 0x1000\n[refill]\n").contains("machine.global_above"));
+    let two = "[[tlb]]\nname = 'b'\nentries = 8\nnext = 'tlb'\n[refill]\n";
+    assert!(e(two).contains("m.toml: tlb: the software-refill model"));
+    let nopart = Machine::assemble(
+        Some("[[tlb]]\nname = 't'\nentries = 64\n[refill]\n"),
+        "m.toml",
+        &[],
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(nopart.contains("refill.placement"), "{nopart}");
+    // Ultrix: two levels and its own costs are fine; so is policy D without a partition.
+    machine("[refill]\nlevels = 2\ncosts = 'ultrix'\n").unwrap();
+    Machine::assemble(
+        Some("[[tlb]]\nname = 't'\nentries = 64\n[refill]\nplacement = 'D'\n"),
+        "m.toml",
+        &[],
+        &[],
+    )
+    .unwrap();
+    // Overrides of single costs.
+    let m = machine("[refill]\ncycles = { L1K = 20 }\ncycle_ns = 30\n").unwrap();
+    let c = &m.refill().unwrap().params().costs;
+    assert_eq!((c.cycles_of(Trap::L1K), c.cycle_ns), (Some(20), 30.0));
+}
+
+// ----- differential: the model against the brute-force reference ---------------------------
+
+/// A user page of one of a few 4 MB regions, a kernel page, a page-table page, kseg0.
+fn address(sel: u8, x: u16) -> (u64, Mode) {
+    let x = x as u64;
+    match sel % 8 {
+        0..=3 => ((x % 12) << 22 | (x / 12 % 6) << 12 | (x & 0xff), Mode::User),
+        4 => (layout::KSEG2 + ((x % 10) << 12), Mode::Kernel),
+        5 => (((x % 5) << 22) | ((x / 5 % 3) << 12), Mode::Kernel),
+        6 => (layout::ptebase(x % 4) + ((x / 4 % 3) << 12), Mode::Kernel),
+        _ => (KSEG0 + (x << 4), Mode::Kernel),
+    }
+}
+
+fn events(raw: &[(u8, u8, u16, u8)]) -> Vec<Event> {
+    raw.iter()
+        .map(|&(op, sel, x, asid)| {
+            let asid = asid as u32 % 4;
+            let (addr, mode) = address(sel, x);
+            match op % 16 {
+                0..=5 => Event::reference(Kind::Load, addr, 4)
+                    .with_mode(mode)
+                    .with_asid(asid),
+                6..=9 => Event::reference(Kind::Store, addr, 4)
+                    .with_mode(mode)
+                    .with_asid(asid),
+                10 => Event::reference(Kind::Fetch, addr | 0xffe, 4)
+                    .with_mode(mode)
+                    .with_asid(asid),
+                11 => Event::control(Kind::ContextSwitch, 0, asid),
+                12 => Event::control(Kind::Protect, addr, asid),
+                13 => Event::control(Kind::Unmap, addr, asid),
+                14 if x % 8 == 0 => Event::control(Kind::TlbFlush, FLUSH_ALL, asid),
+                14 => Event::control(Kind::TlbFlush, addr, asid),
+                _ => Event::control(Kind::Map, addr, asid),
+            }
+        })
+        .collect()
+}
+
+fn params_strategy() -> impl Strategy<Value = RefillParams> {
+    (
+        prop::sample::select(&[(4usize, 4usize), (8, 8), (16, 16), (16, 4), (64, 64)][..]),
+        any::<u16>(),
+        prop::sample::select(&[Policy::Fifo, Policy::Random, Policy::Lru][..]),
+        prop::sample::select(&[Policy::Fifo, Policy::Random, Policy::Lru][..]),
+        prop::sample::select(
+            &[
+                PlacementPolicy::A,
+                PlacementPolicy::B,
+                PlacementPolicy::C,
+                PlacementPolicy::D,
+            ][..],
+        ),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            0u8..3,
+            any::<bool>(),
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |(geom, lower, lp, up, placement, (tagged, two, ft, dirty, seed))| {
+                let mut p = RefillParams::r2000_mach3();
+                p.tlb = TlbParams {
+                    entries: geom.0,
+                    ways: geom.1,
+                    policy: up,
+                    partition: Some(Partition {
+                        lower_ways: 1 + lower as usize % (geom.1 - 1),
+                        lower_policy: lp,
+                        upper_policy: up,
+                    }),
+                    seed,
+                };
+                p.placement = placement;
+                p.tagged = tagged;
+                if two {
+                    p.levels = 2;
+                    p.costs = CostTable::preset("ultrix").unwrap();
+                }
+                p.first_touch = [FirstTouch::User, FirstTouch::All, FirstTouch::None][ft as usize];
+                if dirty {
+                    p.read_fault_maps = ReadFaultMaps::Dirty;
+                }
+                p
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Trap counts per type and depth, handler work, ledger counts and the final TLB
+    /// contents agree with the brute-force model on random streams over a small footprint.
+    #[test]
+    fn matches_the_reference_model(
+        p in params_strategy(),
+        raw in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>()), 1..400),
+    ) {
+        let evs = events(&raw);
+        let mut m = SoftwareManagedTlb::new(p.clone()).unwrap();
+        let mut l = Ledger::new(vec!["tlb".into()]);
+        let mut r = RefModel::new(&p);
+        // In batches of uneven sizes, to cross batch boundaries anywhere.
+        for chunk in evs.chunks(37) {
+            m.run_batch(chunk, &mut l);
+        }
+        for e in &evs {
+            r.event(e);
+        }
+        prop_assert_eq!(m.counts().by_depth, r.traps);
+        prop_assert_eq!(*m.handler(), r.handler);
+        prop_assert_eq!(m.address_errors(), r.address_errors);
+        let t = l.total(0, |_, _, _| true);
+        prop_assert_eq!((t.accesses, t.misses), (r.accesses, r.misses));
+        prop_assert_eq!(l.unmapped, r.unmapped);
+        prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
+    }
+}
+
+/// The shipped machine presets (in the Python package) that use the model build, and run it.
+#[test]
+fn the_decstation_presets_build_with_software_refill() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/lookaside/presets");
+    for (name, levels, costs) in [
+        ("decstation3100-mach3", 3, "mach3"),
+        ("decstation3100-osf1", 3, "osf1"),
+        ("decstation3100-ultrix", 2, "ultrix"),
+    ] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap();
+        let mut m = Machine::assemble(Some(&text), name, &[], &[]).unwrap();
+        let r = m.refill().expect("software refill");
+        assert_eq!(
+            (r.params().levels, r.params().costs.name.as_str()),
+            (levels, costs)
+        );
+        assert_eq!(r.lower_slots(), 8);
+        m.run_batch(&[load(0x40_0000, 1)]);
+        let t = m.refill().unwrap().counts().totals();
+        assert_eq!(t, [1, 0, 1, (levels == 3) as u64, 0, 1], "{name}");
+    }
+}
+
+// ----- Bala: the software TLB and IPC-path prefetching -------------------------------------
+
+fn with_stlb() -> SoftwareManagedTlb {
+    let mut p = RefillParams::r2000_mach3();
+    p.first_touch = FirstTouch::None;
+    p.stlb = Some(StlbParams {
+        entries: 1024,
+        ways: 1,
+        classes: [false, true, true, true],
+        hashed: false,
+    });
+    SoftwareManagedTlb::new(p).unwrap()
+}
+
+#[test]
+fn the_stlb_serves_kernel_misses_without_nesting() {
+    let mut m = with_stlb();
+    let mut l = Ledger::new(vec!["tlb".into()]);
+    let flush = Event::control(Kind::TlbFlush, FLUSH_ALL, 1);
+    // Cold: L1K misses in the STLB, runs the slow path, whose L3 misses in it too.
+    assert_eq!(
+        run(&mut m, &mut l, &[kload(0xC000_0000)]),
+        [0, 1, 0, 1, 0, 0]
+    );
+    assert_eq!(m.stlb_counts(), Some(([0; 6], 2)));
+    // The TLB loses everything; the STLB keeps the translation: a fast L1K, no nested L3.
+    assert_eq!(
+        run(&mut m, &mut l, &[flush, kload(0xC000_0000)]),
+        [0, 2, 0, 1, 0, 0]
+    );
+    assert_eq!(m.stlb_counts(), Some(([0, 1, 0, 0, 0, 0], 2)));
+    // Priced: one slow L1K (294), one fast (40), the L3 (286), two STLB misses (10 each).
+    let s = m.service();
+    assert_eq!((s.total_cycles, s.stlb_cycles), (294 + 40 + 286 + 20, 20));
+    // A user miss: the nested L2 is served fast after the first time, and its L3 vanishes.
+    run(&mut m, &mut l, &[load(0x40_0000, 1)]);
+    assert_eq!(m.counts().totals(), [1, 2, 1, 2, 0, 0]);
+    assert_eq!(
+        run(&mut m, &mut l, &[flush, load(0x40_0000, 1)]),
+        [2, 2, 2, 2, 0, 0]
+    );
+    assert_eq!(m.counts().fast, [0, 1, 1, 0, 0, 0]);
+    // Unmapping a kernel page drops it from the STLB too.
+    let unmap = Event::control(Kind::Unmap, 0xC000_0000, 1);
+    run(&mut m, &mut l, &[unmap, kload(0xC000_0000)]);
+    assert_eq!(m.counts().fast[Trap::L1K as usize], 1);
+    let j = crate::mmu::report::traps_json(&m);
+    assert_eq!(j["stlb"]["hits"]["L2"], 1);
+    assert_eq!(j["cycles_per_trap"]["stlb_hit"], 40);
+}
+
+#[test]
+fn ipc_prefetch_brings_back_the_receivers_l2_ptes() {
+    let seq = [
+        load(0x40_0000, 1),
+        load(0x40_0000, 2),
+        Event::control(Kind::TlbFlush, 0x40_0000, 1),
+        load(0x40_0000, 1),
+    ];
+    let mut got = Vec::new();
+    for prefetch in [0, 3] {
+        let mut p = RefillParams::r2000_mach3();
+        p.first_touch = FirstTouch::None;
+        p.prefetch_l2 = prefetch;
+        // One lower slot: the two tasks' L2 PTEs evict each other.
+        p.tlb.partition = Some(Partition {
+            lower_ways: 1,
+            lower_policy: Policy::Fifo,
+            upper_policy: Policy::Random,
+        });
+        let mut m = SoftwareManagedTlb::new(p).unwrap();
+        let mut l = Ledger::new(vec!["tlb".into()]);
+        got.push((run(&mut m, &mut l, &seq), *m.prefetch_work()));
+    }
+    assert_eq!(got[0].0, [3, 0, 3, 2, 0, 0]);
+    // Back in task 1, its L2 PTE was prefetched (evicting task 2's): no L2 trap.
+    assert_eq!(got[1].0, [3, 0, 2, 2, 0, 0]);
+    assert_eq!(
+        got[1].1,
+        PrefetchWork {
+            probes: 1,
+            inserted: 1,
+            evicted: 1
+        }
+    );
+}
+
+#[test]
+fn bala_config_and_errors() {
+    let m = machine(
+        "[refill.stlb]\nentries = 2048\nways = 2\nclasses = ['L1K', 'L2']\n[refill.prefetch]\n",
+    )
+    .unwrap();
+    let p = m.refill().unwrap().params();
+    assert_eq!(
+        p.stlb,
+        Some(StlbParams {
+            entries: 2048,
+            ways: 2,
+            classes: [false, true, true, false],
+            hashed: false,
+        })
+    );
+    assert_eq!(p.prefetch_l2, 3);
+    let e = |extra: &str| machine(extra).unwrap_err().to_string();
+    assert!(e("[refill.stlb]\nways = 4\n").contains("refill.stlb.ways"));
+    assert!(e("[refill.stlb]\nentries = 0\n").contains("refill.stlb.entries"));
+    assert!(e("[refill.stlb]\nclasses = ['L1U']\n").contains("refill.stlb.classes"));
+    assert!(e("[refill.stlb]\nindex = 'mid'\n").contains("refill.stlb.index"));
+    assert!(e("[refill.prefetch]\nl2_entries = 9\n").contains("refill.prefetch.l2_entries"));
+}
+
+// ----- dynamic partitioning ----------------------------------------------------------------
+
+#[test]
+fn hill_climbing_moves_the_partition_point() {
+    let mut p = RefillParams::r2000_mach3();
+    p.first_touch = FirstTouch::None;
+    p.dynamic = Some(DynamicParams {
+        period: 4,
+        threshold: 0.05,
+        step: 2,
+        min_lower: 4,
+        max_lower: Some(12),
+    });
+    let mut m = SoftwareManagedTlb::new(p).unwrap();
+    let mut l = Ledger::new(vec!["tlb".into()]);
+    // 4 traps (L1U, L2, L3, then L1U): the first decision probes upwards by 2.
+    run(&mut m, &mut l, &[load(0x40_0000, 1), load(0x40_1000, 1)]);
+    assert_eq!(m.current_lower_slots(), 10);
+    let w = *m.dynamic_work().unwrap();
+    assert_eq!((w.decisions, w.moves_up, w.max_seen), (1, 1, 10));
+    // The L1U misses were counted (6 cycles each) for the climber.
+    assert_eq!(m.service().count_cycles, 2 * 6);
+    let j = crate::mmu::report::traps_json(&m);
+    assert_eq!(j["dynamic"]["final_lower"], 10);
+    // Bad bounds and policy D are refused.
+    let mut bad = RefillParams::r2000_mach3();
+    bad.dynamic = Some(DynamicParams {
+        period: 4,
+        threshold: 0.05,
+        step: 1,
+        min_lower: 9,
+        max_lower: None,
+    });
+    assert!(SoftwareManagedTlb::new(bad.clone())
+        .unwrap_err()
+        .starts_with("dynamic.min_lower"));
+    bad.placement = PlacementPolicy::D;
+    assert!(SoftwareManagedTlb::new(bad)
+        .unwrap_err()
+        .starts_with("dynamic"));
+    let e = machine("[refill.dynamic]\nperiod = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("refill.dynamic.period"), "{e}");
+}
