@@ -215,8 +215,9 @@ pub fn run_path(
     }
 }
 
-/// Simulate the trace file at `path` (format detected unless given) on `machine`, reading
-/// as `reading` says, and return the result as JSON (schema in [`crate::report`]).
+/// Simulate the trace file at `path` (format detected unless given) — or the workload a
+/// `workload:…` spec names (see [`crate::workload::from_spec`]) — on `machine`, reading as
+/// `reading` says, and return the result as JSON (schema in [`crate::report`]).
 pub fn simulate_path(
     path: &Path,
     format: Option<Format>,
@@ -224,10 +225,23 @@ pub fn simulate_path(
     reading: Reading,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<serde_json::Value> {
+    let name = path.display().to_string();
+    // A workload spec (`workload:multiserver,servers=3`) stands wherever a trace path does.
+    if let Some(mut source) = crate::workload::from_spec(&name)? {
+        match reading {
+            Reading::OneThread => run(source.as_mut(), machine, progress)?,
+            Reading::Pipelined => run_pipelined(source, machine, progress)?,
+        };
+        let info = TraceInfo {
+            path: name,
+            format: "workload".into(),
+        };
+        return Ok(crate::report::result_json(machine, &info));
+    }
     let format = format_of(path, format)?;
     run_path(path, format, machine, reading, progress)?;
     let info = TraceInfo {
-        path: path.display().to_string(),
+        path: name,
         format: format.name().into(),
     };
     Ok(crate::report::result_json(machine, &info))

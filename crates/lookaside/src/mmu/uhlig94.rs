@@ -195,6 +195,93 @@ pub fn table_vii(
     })
 }
 
+/// Every cell of Tables VI, VII and Table II's ratios, ours beside the published value:
+/// `[{table, row, column, published, ours}]` with seconds (or %, or ratios) as printed. What
+/// `lookaside reproduce uhlig94` compares; the tests below assert the same equalities.
+pub fn cells_json() -> Value {
+    let p = published();
+    let vi = &p["table_VI_service_time_s"];
+    let mut cells = Vec::new();
+    let mut cell = |table: &str, row: &str, column: &str, published: &Value, ours: Option<i64>| {
+        cells.push(serde_json::json!({
+            "table": table, "row": row, "column": column,
+            "published": published.as_f64(),
+            "ours": ours.map(|h| h as f64 / 100.0),
+        }));
+    };
+    let mut totals = Vec::new();
+    for r in table_v() {
+        let Ok(costs) = CostTable::preset(r.cost_table) else {
+            continue;
+        };
+        let row = table_vi_row(&r.counts, &costs, r.run_time_s);
+        let want = &vi[&r.system];
+        for t in ALL_TRAPS {
+            cell(
+                "VI",
+                &r.system,
+                t.name(),
+                &want[t.name()],
+                row.cells[t as usize],
+            );
+        }
+        cell("VI", &r.system, "Total", &want["Total"], Some(row.total));
+        cell(
+            "VI",
+            &r.system,
+            "% of run time",
+            &want["pct_run_time"],
+            Some(row.pct_run_time),
+        );
+        totals.push((r.system.clone(), row.total));
+    }
+    let base = totals.first().map_or(1, |t| t.1);
+    let published_ratio = [1.0, 4.39, 6.77, 9.02, 11.40];
+    for ((system, total), want) in totals.iter().zip(published_ratio) {
+        cell(
+            "II",
+            system,
+            "ratio to Ultrix",
+            &Value::from(want),
+            Some(ratio_hundredths(*total, base)),
+        );
+    }
+    let vii = &p["table_VII_Mach3+AFSin_new_costs"];
+    if let (Some(afsin), Ok(before), Ok(after)) = (
+        table_v().into_iter().find(|r| r.system == "Mach3+AFSin"),
+        CostTable::preset("mach3"),
+        CostTable::preset("mach3-new-vectors"),
+    ) {
+        let counts = afsin.counts.map(|c| c.unwrap_or(0));
+        if let Ok(t) = table_vii(&counts, &before, &after) {
+            for r in &t.rows {
+                let name = r.trap.name();
+                cell("VII", name, "new", &vii["new_total_s"][name], Some(r.new));
+                let saved = vii["time_saved_s"]
+                    .get(name)
+                    .cloned()
+                    .unwrap_or(Value::from(0.0));
+                cell("VII", name, "saved", &saved, Some(r.saved));
+            }
+            cell(
+                "VII",
+                "Total",
+                "new",
+                &vii["new_total_s"]["Total"],
+                Some(t.new),
+            );
+            cell(
+                "VII",
+                "Total",
+                "saved",
+                &vii["time_saved_s"]["Total"],
+                Some(t.saved),
+            );
+        }
+    }
+    Value::from(cells)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +383,10 @@ mod tests {
         assert_eq!(t.previous, 10_656);
         assert_eq!(t.new, h(&vii["new_total_s"]["Total"]));
         assert_eq!(t.saved, h(&vii["time_saved_s"]["Total"]));
+        // What `reproduce uhlig94` shows agrees cell by cell.
+        for c in cells_json().as_array().unwrap() {
+            assert_eq!(c["published"], c["ours"], "{c}");
+        }
         assert!(
             table_vii(&counts, &CostTable::preset("ultrix").unwrap(), &after)
                 .unwrap_err()

@@ -11,3 +11,134 @@ mod synthetic;
 pub use multiserver::{Multiserver, MultiserverParams};
 pub use osstructure::{OsStructure, OsWorkload, OsWorkloadParams};
 pub use synthetic::Synthetic;
+
+use crate::error::{Error, Result};
+use crate::trace::TraceSource;
+
+/// The prefix that names a workload where a trace path is expected.
+pub const PREFIX: &str = "workload:";
+
+/// The source a workload spec names, DineroIV-style like `--tlb`:
+/// `workload:multiserver,servers=3,pages_per_hop=24,hops=2000,seed=0`,
+/// `workload:os,structure=microkernel,syscalls=5000` or `workload:synthetic,refs=1e7,seed=1`.
+/// `Ok(None)` when `spec` is not a workload spec (it does not start with [`PREFIX`]); an
+/// error naming the bad key otherwise.
+pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
+    let Some(rest) = spec.strip_prefix(PREFIX) else {
+        return Ok(None);
+    };
+    let mut parts = rest.split(',');
+    let name = parts.next().unwrap_or("");
+    let err = |key: &str, msg: String| Error::config(spec, key, msg);
+    let mut kv = Vec::new();
+    for p in parts.filter(|p| !p.is_empty()) {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| err(p, "expected key=value".into()))?;
+        kv.push((k.trim(), v.trim()));
+    }
+    let num = |k: &str, v: &str| -> Result<u64> {
+        v.parse::<u64>()
+            .ok()
+            .or_else(|| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|f| *f >= 0.0)
+                    .map(|f| f as u64)
+            })
+            .ok_or_else(|| err(k, format!("'{v}' is not a non-negative number")))
+    };
+    let small = |k: &str, v: &str| -> Result<u32> {
+        u32::try_from(num(k, v)?).map_err(|_| err(k, format!("{v} is too large")))
+    };
+    match name {
+        "multiserver" => {
+            let mut p = MultiserverParams::default();
+            for (k, v) in kv {
+                match k {
+                    "servers" => p.servers = small(k, v)?,
+                    "pages_per_hop" => p.pages_per_hop = small(k, v)?,
+                    "kernel_pages" => p.kernel_pages = small(k, v)?,
+                    "kernel_regions" => p.kernel_regions = small(k, v)?,
+                    "refs_per_page" => p.refs_per_page = small(k, v)?,
+                    "data_pages" => p.data_pages = small(k, v)?,
+                    "hops" => p.hops = num(k, v)?,
+                    "seed" => p.seed = num(k, v)?,
+                    _ => return Err(err(k, "unknown key (servers, pages_per_hop, kernel_pages, kernel_regions, refs_per_page, data_pages, hops, seed)".into())),
+                }
+            }
+            Ok(Some(Box::new(Multiserver::new(p))))
+        }
+        "os" => {
+            let mut p = OsWorkloadParams::default();
+            for (k, v) in kv {
+                match k {
+                    "structure" => {
+                        p.structure = match v {
+                            "monolithic" | "monolithic-unmapped" => OsStructure::MonolithicUnmapped,
+                            "monolithic-mapped" => OsStructure::MonolithicMapped,
+                            "microkernel" => OsStructure::Microkernel,
+                            "decomposed" => OsStructure::Decomposed,
+                            _ => return Err(err(k, format!("'{v}' is not monolithic, monolithic-mapped, microkernel or decomposed"))),
+                        }
+                    }
+                    "syscalls" => p.syscalls = num(k, v)?,
+                    "app_pages" => p.app_pages = small(k, v)?,
+                    "burst_pages" => p.burst_pages = small(k, v)?,
+                    "kernel_pages" => p.kernel_pages = small(k, v)?,
+                    "ipc_pages" => p.ipc_pages = small(k, v)?,
+                    "server_pages" => p.server_pages = small(k, v)?,
+                    "forward_every" => p.forward_every = small(k, v)?,
+                    "refs_per_page" => p.refs_per_page = small(k, v)?,
+                    "seed" => p.seed = num(k, v)?,
+                    _ => return Err(err(k, "unknown key (structure, syscalls, app_pages, burst_pages, kernel_pages, ipc_pages, server_pages, forward_every, refs_per_page, seed)".into())),
+                }
+            }
+            Ok(Some(Box::new(OsWorkload::new(p))))
+        }
+        "synthetic" => {
+            let (mut refs, mut seed) = (10_000_000u64, 1u64);
+            for (k, v) in kv {
+                match k {
+                    "refs" => refs = num(k, v)?,
+                    "seed" => seed = num(k, v)?,
+                    _ => return Err(err(k, "unknown key (refs, seed)".into())),
+                }
+            }
+            Ok(Some(Box::new(Synthetic::new(refs, seed, 256, 64 << 10))))
+        }
+        _ => Err(err(
+            "workload",
+            format!("'{name}' is not a workload (multiserver, os, synthetic)"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_build_sources_and_errors_name_the_key() {
+        assert!(from_spec("trace.lks").unwrap().is_none());
+        let mut s = from_spec("workload:multiserver,servers=1,hops=10")
+            .unwrap()
+            .unwrap();
+        let mut v = Vec::new();
+        assert!(s.next_batch(&mut v).unwrap());
+        assert!(from_spec("workload:os,structure=decomposed,syscalls=10")
+            .unwrap()
+            .is_some());
+        assert!(from_spec("workload:synthetic,refs=1e3").unwrap().is_some());
+        for (spec, key) in [
+            ("workload:ring", "workload"),
+            ("workload:multiserver,servers=x", "servers"),
+            ("workload:multiserver,speed=1", "speed"),
+            ("workload:os,structure=exo", "structure"),
+            ("workload:os,noequals", "noequals"),
+        ] {
+            let e = from_spec(spec).err().unwrap().to_string();
+            assert!(e.contains(key) && e.starts_with(spec), "{e}");
+        }
+    }
+}
