@@ -17,6 +17,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::event::Event;
 
+pub mod capture;
 mod codec;
 pub mod compress;
 pub mod din;
