@@ -127,7 +127,7 @@ def test_capture_a_program_with_qemu(programs, env, tmp_path, cli):
 
 @needs_qemu
 @needs_valgrind
-@pytest.mark.parametrize("name,args", [("sum", ["300000"]), ("threads", [])])
+@pytest.mark.parametrize("name,args", [("sum", ["100000"]), ("threads", [])])
 def test_counts_agree_with_valgrind(programs, env, tmp_path, name, args):
     got = {}
     for via in ("qemu", "valgrind"):

@@ -213,14 +213,12 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
         except BaseException as e:
             if proc.poll() is None:
                 proc.kill()
-            status = proc.wait()
-            tee.join()
+            status = _finish(proc, tee)
             if isinstance(e, LookasideError) and status != 0:
                 raise LookasideError(f"{os.path.basename(binary)} failed "
                                      f"({_status(status)}){tee.why()}") from None
             raise
-        status = proc.wait()
-        tee.join()
+        status = _finish(proc, tee)
         seconds = time.perf_counter() - t0
     finally:
         os.close(r)
@@ -235,6 +233,13 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
                output=output, output_bytes=os.path.getsize(output))
     out["rate"] = out["events"] / seconds if seconds > 0 else 0.0
     return out
+
+
+def _finish(proc: subprocess.Popen, tee: _Tee) -> int:
+    status = proc.wait()
+    tee.join()
+    proc.stderr.close()
+    return status
 
 
 def _status(code: int) -> str:
