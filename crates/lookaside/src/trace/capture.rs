@@ -410,7 +410,7 @@ fn pump(
         sink.write_batch(&batch)?;
         r.events += batch.len() as u64;
         batches += 1;
-        if batches % PROGRESS_EVERY == 0
+        if batches.is_multiple_of(PROGRESS_EVERY)
             && !progress(Progress {
                 events: r.events,
                 bytes: source.bytes_read(),
@@ -474,7 +474,9 @@ mod tests {
             .collect()
     }
 
-    fn read_all(bytes: Vec<u8>) -> Result<(Vec<Event>, CaptureReader<Cursor<Vec<u8>>>)> {
+    type Reader = CaptureReader<Cursor<Vec<u8>>>;
+
+    fn read_all(bytes: Vec<u8>) -> Result<(Vec<Event>, Reader)> {
         let mut r = CaptureReader::new(Cursor::new(bytes), "cap")?;
         let mut all = Vec::new();
         let mut batch = Vec::new();
@@ -543,6 +545,11 @@ mod tests {
         // Cut inside a block header.
         let e = error_of(full[..full.len() - 3].to_vec());
         assert!(e.contains("inside a block header"), "{e}");
+        let e = error_of(Vec::new());
+        assert!(
+            e.starts_with("cap: byte offset 0: stream: empty: nothing was recorded"),
+            "{e}"
+        );
         // Cut inside the stream header.
         let e = error_of(full[..10].to_vec());
         assert_eq!(
