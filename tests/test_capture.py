@@ -237,3 +237,35 @@ def test_plugin_is_built_once(tmp_path):
     assert capture.build_plugin(tmp_path, cc="no-such-compiler") == so
     with pytest.raises(lookaside.LookasideError, match="needs a C compiler"):
         capture.build_plugin(tmp_path / "other", cc="no-such-compiler")
+
+
+FORK = r"""
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    volatile long s = 0;
+    pid_t p = fork();
+    for (long i = 0; i < 100000; i++) s += i;
+    if (p == 0) return 0;
+    waitpid(p, 0, 0);
+    printf("%ld\n", (long)s);
+    return 0;
+}
+"""
+
+
+@needs_qemu
+@needs_gcc
+def test_exec_and_fork(env, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOKASIDE_CACHE_DIR", env["LOOKASIDE_CACHE_DIR"])
+    # execve: the trace ends there, complete, and says so.
+    s = capture.record(["sh", "-c", "exec true"], tmp_path / "e.lks", "qemu", quiet=True)
+    assert s["ending"] == "exec" and counts(tmp_path / "e.lks")["fetch"] == s["fetches"] > 0
+    # fork: only the parent is recorded (the child's copy of the loop is not).
+    c = tmp_path / "fork.c"
+    c.write_text(FORK)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "fork"), str(c)], check=True)
+    s = capture.record([str(tmp_path / "fork")], tmp_path / "f.lks", "qemu", quiet=True)
+    # One store per iteration (plus ~20,000 in start-up); twice that if the child counted.
+    assert s["ending"] == "exit" and 100_000 < s["stores"] < 160_000
