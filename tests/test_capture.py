@@ -202,6 +202,7 @@ def test_errors(env, tmp_path, programs):
     check_error(trace(env, "-o", out, "--", programs["sum"], LOOKASIDE_QEMU="no-such-qemu",
                       LOOKASIDE_VALGRIND="no-such-valgrind"),
                 "neither QEMU (qemu-user) nor valgrind is installed")
+    check_error(trace(env, "-o", tmp_path / "nodir" / "x.lks", "--", "true"), "no such directory")
     notelf = tmp_path / "data.bin"
     notelf.write_bytes(b"\0" * 64)
     notelf.chmod(0o755)

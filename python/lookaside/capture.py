@@ -170,6 +170,9 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
         raise LookasideError(f"unknown capture method '{via}' (expected {', '.join(VIAS)})")
     output = os.fspath(output)
     argv = _resolve(list(argv))
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise LookasideError(f"{output}: no such directory: {parent}")
     qemu = None
     if via in ("auto", "qemu"):
         arch = _arch(argv[0])
@@ -218,10 +221,13 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
             raw = _lookaside.record(f"/dev/fd/{r}", stream, output, command, extra,
                                     CAPTURE_LEVEL if level is None else level, progress)
         except BaseException as e:
-            if proc.poll() is None:
+            # Recording failed first (a bad output, an interrupt): stop the program. Or the
+            # program (or QEMU) failed, and the stream shows it: say so.
+            stopped = proc.poll() is None
+            if stopped:
                 proc.kill()
             status = _finish(proc, tee)
-            if isinstance(e, LookasideError) and status != 0:
+            if isinstance(e, LookasideError) and status != 0 and not stopped:
                 raise LookasideError(f"{os.path.basename(binary)} failed "
                                      f"({_status(status)}){tee.why()}") from None
             raise
