@@ -223,13 +223,20 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
         except BaseException as e:
             # Recording failed first (a bad output, an interrupt): stop the program. Or the
             # program (or QEMU) failed, and the stream shows it: say so.
-            stopped = proc.poll() is None
-            if stopped:
+            # (A stream that ends early means the process is ending: give it a moment.)
+            stopped = False
+            try:
+                proc.wait(timeout=2 if isinstance(e, LookasideError) else 0)
+            except subprocess.TimeoutExpired:
+                stopped = True
                 proc.kill()
             status = _finish(proc, tee)
             if isinstance(e, LookasideError) and status != 0 and not stopped:
                 raise LookasideError(f"{os.path.basename(binary)} failed "
                                      f"({_status(status)}){tee.why()}") from None
+            if isinstance(e, LookasideError):
+                # Name the stream, not the descriptor it was read through.
+                raise type(e)(str(e).replace(f"/dev/fd/{r}", f"the {stream} stream")) from None
             raise
         status = _finish(proc, tee)
         seconds = time.perf_counter() - t0

@@ -123,15 +123,18 @@ static void emit_locked(struct vbuf *b, uint32_t n)
         written += n;
 }
 
+/* Writes out the records of b and empties it; called by the thread that owns b. The count is
+ * reset under the lock, so that a flush at exit by another thread never writes them twice. */
 static void flush(struct vbuf *b)
 {
-    uint32_t n = __atomic_load_n(&b->n, __ATOMIC_ACQUIRE);
-    if (!is_child) {
-        pthread_mutex_lock(&out_lock);
-        emit_locked(b, n);
-        pthread_mutex_unlock(&out_lock);
+    if (is_child) {
+        b->n = 0;
+        return;
     }
+    pthread_mutex_lock(&out_lock);
+    emit_locked(b, __atomic_load_n(&b->n, __ATOMIC_ACQUIRE));
     __atomic_store_n(&b->n, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&out_lock);
 }
 
 static inline void put(unsigned int vcpu, uint64_t addr, uint64_t word)
@@ -239,14 +242,11 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
         return;
     /* The program may be replaced: what this thread recorded goes out, then a mark saying
      * the stream may end here. If execve fails, recording simply goes on. */
-    struct vbuf *b = bufs[vcpu];
-    uint32_t n = __atomic_load_n(&b->n, __ATOMIC_ACQUIRE);
+    flush(bufs[vcpu]);
     pthread_mutex_lock(&out_lock);
-    emit_locked(b, n);
     if (!closed)
         put_block(TAG_EXEC, vcpu, written, NULL, 0);
     pthread_mutex_unlock(&out_lock);
-    __atomic_store_n(&b->n, 0, __ATOMIC_RELEASE);
 }
 
 static void on_atexit(qemu_plugin_id_t id, void *udata)
