@@ -317,6 +317,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(run=cmd_report)
 
     s = sub.add_parser("trace", help="run a program and record its references into a trace",
+                       usage="lookaside trace -o FILE [--via auto|qemu|valgrind] [--level N] "
+                             "[-q] -- PROGRAM ARGS…",
                        description="Run PROGRAM under QEMU (user mode) with Lookaside's plugin "
                                    "and record every instruction fetch, load and store, of "
                                    "every thread, into a trace (native unless the output's "

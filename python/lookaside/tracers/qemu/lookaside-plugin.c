@@ -329,8 +329,16 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         say("no output: give fd=N or out=PATH");
         return -1;
     }
-    /* Programs the traced one starts with execve must not hold the stream open. */
-    fcntl(out_fd, F_SETFD, FD_CLOEXEC);
+    /* Out of the way of the program's own descriptors (a file it opens must never get the
+     * number of the stream), and closed on execve, so that programs the traced one starts
+     * do not hold the stream open. */
+    int high = fcntl(out_fd, F_DUPFD_CLOEXEC, 1000);
+    if (high >= 0) {
+        close(out_fd);
+        out_fd = high;
+    } else {
+        fcntl(out_fd, F_SETFD, FD_CLOEXEC);
+    }
 #ifdef F_SETPIPE_SZ
     fcntl(out_fd, F_SETPIPE_SZ, PIPE_BYTES); /* fewer stalls; harmless if refused */
 #endif
