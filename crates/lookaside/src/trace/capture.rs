@@ -37,6 +37,9 @@ use serde::Serialize;
 use super::{create_with, Format, Metadata, TraceSource, WriteOptions};
 use crate::error::{Error, Location, Result};
 use crate::event::{Event, Kind, BATCH};
+
+/// Record kinds, by their code in the stream.
+const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
 use crate::run::Progress;
 
 /// The first bytes of a capture stream.
@@ -81,6 +84,7 @@ pub struct CaptureReader<R> {
     after_exec: bool,
     ending: Option<Ending>,
     threads: u32,
+    counts: [u64; 3],
 }
 
 impl<R: Read> CaptureReader<R> {
@@ -99,6 +103,7 @@ impl<R: Read> CaptureReader<R> {
             after_exec: false,
             ending: None,
             threads: 0,
+            counts: [0; 3],
         };
         r.want(HEAD)?;
         if r.filled == 0 {
@@ -199,6 +204,33 @@ impl<R: Read> CaptureReader<R> {
         )
     }
 
+    /// The error of the malformed record at `buf[p..]`.
+    fn bad_record(&self, p: usize) -> Error {
+        let word = u64::from_le_bytes(self.buf[p + 8..p + 16].try_into().unwrap_or_default());
+        let at = self.base + p as u64;
+        let kind = (word >> 16) & 0xff;
+        if kind > 2 {
+            self.err(
+                at + 10,
+                "kind",
+                format!("unknown record kind {kind} (expected 0 fetch, 1 load, 2 store)"),
+            )
+        } else if word as u16 == 0 {
+            self.err(at + 8, "size", "a reference of 0 bytes")
+        } else {
+            self.err(
+                at + 11,
+                "record",
+                "reserved bytes are not zero (a corrupt stream?)",
+            )
+        }
+    }
+
+    /// References read so far by kind (fetch, load, store).
+    pub fn counts(&self) -> [u64; 3] {
+        self.counts
+    }
+
     /// Reads the next block header; returns false at the end of the stream.
     fn block(&mut self) -> Result<bool> {
         self.want(HEAD)?;
@@ -274,36 +306,25 @@ impl<R: Read> TraceSource for CaptureReader<R> {
                 return Err(self.truncated("inside a record"));
             }
             let take = avail.min(BATCH - out.len()).min(self.left as usize);
-            for i in 0..take {
-                let p = self.pos + i * RECORD;
-                let r = &self.buf[p..p + RECORD];
+            let bytes = &self.buf[self.pos..self.pos + take * RECORD];
+            let mut counts = self.counts;
+            let mut bad = None;
+            for (i, r) in bytes.chunks_exact(RECORD).enumerate() {
                 let addr = u64::from_le_bytes(r[..8].try_into().unwrap_or_default());
                 let word = u64::from_le_bytes(r[8..].try_into().unwrap_or_default());
-                let size = (word & 0xffff) as u16;
-                let kind = match (word >> 16) & 0xff {
-                    0 => Kind::Fetch,
-                    1 => Kind::Load,
-                    2 => Kind::Store,
-                    k => {
-                        return Err(self.err(
-                            self.base + p as u64 + 10,
-                            "kind",
-                            format!("unknown record kind {k} (expected 0 fetch, 1 load, 2 store)"),
-                        ))
-                    }
-                };
-                if size == 0 || word >> 24 != 0 {
-                    return Err(self.err(
-                        self.base + p as u64 + 8,
-                        if size == 0 { "size" } else { "record" },
-                        if size == 0 {
-                            "a reference of 0 bytes".to_string()
-                        } else {
-                            "reserved bytes are not zero (a corrupt stream?)".to_string()
-                        },
-                    ));
+                // The kind and the reserved bytes above it in one test.
+                let kind = (word >> 16) as usize;
+                let size = word as u16;
+                if kind > 2 || size == 0 {
+                    bad = Some(i);
+                    break;
                 }
-                out.push(Event::reference(kind, addr, size));
+                counts[kind] += 1;
+                out.push(Event::reference(REF_KINDS[kind], addr, size));
+            }
+            self.counts = counts;
+            if let Some(i) = bad {
+                return Err(self.bad_record(self.pos + i * RECORD));
             }
             self.pos += take * RECORD;
             self.left -= take as u64;
@@ -380,32 +401,36 @@ pub fn record(
         Via::Qemu => {
             let file = std::fs::File::open(src).map_err(|e| Error::io(&name, e))?;
             let mut reader = CaptureReader::new(file, name)?;
-            let mut r = pump(&mut reader, sink, progress)?;
+            let mut r = pump(&mut reader, Some(CaptureReader::counts), sink, progress)?;
             r.threads = Some(reader.threads());
             r.ending = reader.ending();
             Ok(r)
         }
         Via::Lackey => {
             let mut reader = super::open(src, Some(Format::Lackey))?;
-            pump(reader.as_mut(), sink, progress)
+            pump(reader.as_mut(), None, sink, progress)
         }
     }
 }
 
-/// Copies `source` into `sink`, counting, and finishes the sink if all went well.
-fn pump(
-    source: &mut dyn TraceSource,
+/// Copies `source` into `sink` and finishes the sink if all went well. `counts` gives the
+/// references by kind the source has read, when it keeps them; else they are counted here.
+fn pump<S: TraceSource + ?Sized>(
+    source: &mut S,
+    counts: Option<fn(&S) -> [u64; 3]>,
     mut sink: Box<dyn super::TraceSink + Send>,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Recorded> {
     let mut batch = Vec::with_capacity(BATCH);
     let mut r = Recorded::default();
-    let mut counts = [0u64; 3];
+    let mut counted = [0u64; 3];
     let mut batches = 0u64;
     let interrupted = || Error::Usage("interrupted".into());
     while source.next_batch(&mut batch)? {
-        for e in &batch {
-            counts[(e.kind as usize).min(2)] += 1;
+        if counts.is_none() {
+            for e in &batch {
+                counted[(e.kind as usize).min(2)] += 1;
+            }
         }
         sink.write_batch(&batch)?;
         r.events += batch.len() as u64;
@@ -426,7 +451,10 @@ fn pump(
     }) {
         return Err(interrupted());
     }
-    [r.fetches, r.loads, r.stores] = counts;
+    [r.fetches, r.loads, r.stores] = match counts {
+        Some(f) => f(source),
+        None => counted,
+    };
     sink.finish()?;
     Ok(r)
 }
