@@ -191,6 +191,14 @@ def test_falls_back_to_valgrind_and_says_so(programs, env, tmp_path, cli):
     assert all(i["kinds"][k] > 0 for k in ("fetch", "load", "store"))
 
 
+@needs_valgrind
+def test_valgrind_failures_leave_no_output(env, tmp_path):
+    out = tmp_path / "x.lks"
+    check_error(trace(env, "-o", out, "--via", "valgrind", "--", "sh", "-c", "kill -9 $$"),
+                "valgrind failed (killed by signal 9)")
+    assert not out.exists()
+
+
 def test_errors(env, tmp_path, programs):
     out = tmp_path / "x.lks"
     check_error(trace(env, "-o", out, "--", "no-such-program-here"),

@@ -245,11 +245,12 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
         os.close(r)
         if w >= 0:
             os.close(w)
-    if tool == "valgrind" and status < 0:
-        # Lackey's output has no end mark: a killed valgrind leaves a partial trace.
+    out = json.loads(raw)
+    if tool == "valgrind" and (status < 0 or (status != 0 and out["events"] == 0)):
+        # Lackey's output has no end mark: a killed valgrind leaves a partial trace, and one
+        # that could not start the program an empty one.
         os.unlink(output)
         raise LookasideError(f"valgrind failed ({_status(status)}){tee.why()}")
-    out = json.loads(raw)
     out.update(via=tool, seconds=seconds, command=command, exit_status=status,
                output=output, output_bytes=os.path.getsize(output))
     out["rate"] = out["events"] / seconds if seconds > 0 else 0.0
