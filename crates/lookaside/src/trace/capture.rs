@@ -413,37 +413,69 @@ pub fn record(
     }
 }
 
-/// Copies `source` into `sink` and finishes the sink if all went well. `counts` gives the
-/// references by kind the source has read, when it keeps them; else they are counted here.
-fn pump<S: TraceSource + ?Sized>(
+/// Batches in flight between the thread reading the stream and the one writing the trace.
+const IN_FLIGHT: usize = 4;
+
+/// Copies `source` into `sink` and finishes the sink if all went well. The stream is read
+/// and decoded on a second thread while this one encodes and compresses, so that recording
+/// keeps up with the program. `counts` gives the references by kind the source has read,
+/// when it keeps them; else they are counted here.
+fn pump<S: TraceSource + Send + ?Sized>(
     source: &mut S,
     counts: Option<fn(&S) -> [u64; 3]>,
     mut sink: Box<dyn super::TraceSink + Send>,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Recorded> {
-    let mut batch = Vec::with_capacity(BATCH);
+    use std::sync::mpsc::sync_channel;
     let mut r = Recorded::default();
     let mut counted = [0u64; 3];
-    let mut batches = 0u64;
     let interrupted = || Error::Usage("interrupted".into());
-    while source.next_batch(&mut batch)? {
-        if counts.is_none() {
-            for e in &batch {
-                counted[(e.kind as usize).min(2)] += 1;
+    std::thread::scope(|scope| {
+        // Inside the scope, so that when this side returns early its ends are dropped and a
+        // reader blocked on either channel wakes up and ends.
+        let (full_tx, full_rx) = sync_channel::<Result<(Vec<Event>, u64)>>(IN_FLIGHT);
+        let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 2);
+        let reader = &mut *source;
+        scope.spawn(move || {
+            while let Ok(mut batch) = empty_rx.recv() {
+                let item = match reader.next_batch(&mut batch) {
+                    Ok(true) => Ok((batch, reader.bytes_read())),
+                    Ok(false) => return,
+                    Err(e) => Err(e),
+                };
+                let failed = item.is_err();
+                if full_tx.send(item).is_err() || failed {
+                    return;
+                }
             }
+        });
+        for _ in 0..IN_FLIGHT + 2 {
+            let _ = empty_tx.send(Vec::with_capacity(BATCH));
         }
-        sink.write_batch(&batch)?;
-        r.events += batch.len() as u64;
-        batches += 1;
-        if batches.is_multiple_of(PROGRESS_EVERY)
-            && !progress(Progress {
-                events: r.events,
-                bytes: source.bytes_read(),
-            })
-        {
-            return Err(interrupted());
+        let mut batches = 0u64;
+        for item in full_rx.iter() {
+            let (batch, bytes) = item?;
+            if counts.is_none() {
+                for e in &batch {
+                    counted[(e.kind as usize).min(2)] += 1;
+                }
+            }
+            sink.write_batch(&batch)?;
+            r.events += batch.len() as u64;
+            r.stream_bytes = bytes;
+            batches += 1;
+            if batches.is_multiple_of(PROGRESS_EVERY)
+                && !progress(Progress {
+                    events: r.events,
+                    bytes,
+                })
+            {
+                return Err(interrupted());
+            }
+            let _ = empty_tx.send(batch);
         }
-    }
+        Ok(())
+    })?;
     r.stream_bytes = source.bytes_read();
     if !progress(Progress {
         events: r.events,
@@ -694,6 +726,20 @@ mod tests {
             1,
             "no temporary files left"
         );
+        // A lackey pipe: M is a load and a store.
+        let lackey = "==1== Lackey\nI  0400d7d4,3\n L 04222cac,8\n M 0421ab10,4\n S 7ff0,1\n";
+        std::fs::write(&src, lackey).unwrap();
+        let r = record(
+            &src,
+            Via::Lackey,
+            &dst,
+            &meta,
+            &WriteOptions::default(),
+            &mut |_| true,
+        )
+        .unwrap();
+        assert_eq!((r.events, r.fetches, r.loads, r.stores), (5, 1, 2, 2));
+        assert_eq!((r.threads, r.ending), (None, None));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
