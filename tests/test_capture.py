@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,16 @@ def test_scripts_run_under_their_interpreter(env, tmp_path):
     p = trace(env, "-o", tmp_path / "s.lks", "--", script)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "hi\n" and "`/bin/sh " in p.stderr
+
+
+@needs_qemu
+def test_a_background_process_is_not_waited_for(env, tmp_path):
+    # (Not through pipes here: the sleep would hold them open, and the test would wait.)
+    t0 = time.monotonic()
+    code = subprocess.call([sys.executable, "-m", "lookaside.cli", "trace", "-q", "-o",
+                            str(tmp_path / "bg.lks"), "--", "sh", "-c", "sleep 4 &"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    assert code == 0 and time.monotonic() - t0 < 3.5
 
 
 @needs_valgrind

@@ -146,11 +146,12 @@ class _Tee(threading.Thread):
         self.last: deque[str] = deque(maxlen=5)
 
     def run(self) -> None:
-        for raw in self.stream:
-            line = raw.decode(errors="replace")
-            sys.stderr.write(line)
-            if line.strip():
-                self.last.append(line.strip())
+        with self.stream:
+            for raw in self.stream:
+                line = raw.decode(errors="replace")
+                sys.stderr.write(line)
+                if line.strip():
+                    self.last.append(line.strip())
         sys.stderr.flush()
 
     def why(self) -> str:
@@ -270,8 +271,9 @@ def _cpu() -> tuple[float, float]:
 
 def _finish(proc: subprocess.Popen, tee: _Tee) -> int:
     status = proc.wait()
-    tee.join()
-    proc.stderr.close()
+    # A process the program left running in the background may hold its stderr open: its
+    # output keeps flowing through while this process lives, but nothing waits for it.
+    tee.join(timeout=0.5)
     return status
 
 
