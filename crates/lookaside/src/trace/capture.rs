@@ -24,9 +24,9 @@
 //! ```
 //!
 //! Records of one thread keep their order; records of different threads interleave block by
-//! block (blocks of up to 16384 records), in the order the blocks were written. Every event
-//! is a user-mode reference in address space 0 (the threads of a program share it) with no
-//! physical address. A stream that ends anywhere but after END (or EXEC) is an error
+//! block (blocks of up to 4096 records, 64 KiB), in the order the blocks were written. Every
+//! event is a user-mode reference in address space 0 (the threads of a program share it) with
+//! no physical address. A stream that ends anywhere but after END (or EXEC) is an error
 //! ("truncated"), as is any malformed block or record; errors name the byte offset.
 
 use std::io::{self, Read};

@@ -42,7 +42,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2 };
 enum { TAG_RECORDS = 1, TAG_EXEC = 2, TAG_END = 3 };
 
-#define BUF_RECS 16384u
+#define BUF_RECS 4096u
 #define MAX_VCPUS 4096u
 #define PIPE_BYTES (1 << 20)
 
