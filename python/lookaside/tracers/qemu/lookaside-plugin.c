@@ -149,7 +149,8 @@ static inline void put(unsigned int vcpu, uint64_t addr, uint64_t word)
         flush(b);
 }
 
-/* Instruction addresses below 2^56 travel packed with the size in the callback's data. */
+/* Instruction addresses below 2^56 travel packed with the size in the callback's data (on a
+ * 64-bit host). */
 static void on_insn(unsigned int vcpu, void *udata)
 {
     uintptr_t v = (uintptr_t)udata;
@@ -183,7 +184,7 @@ static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         uint64_t vaddr = qemu_plugin_insn_vaddr(insn);
         uint64_t size = qemu_plugin_insn_size(insn);
-        if (vaddr < (1ull << 56) && size < 256) {
+        if (sizeof(void *) == 8 && vaddr < (1ull << 56) && size < 256) {
             qemu_plugin_register_vcpu_insn_exec_cb(insn, on_insn, QEMU_PLUGIN_CB_NO_REGS,
                                                    (void *)(uintptr_t)(vaddr << 8 | size));
         } else {
