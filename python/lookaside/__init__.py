@@ -2,7 +2,8 @@
 
 The engine is Rust; this package is the thin front: machine descriptions (presets are TOML
 data files shipped in ``lookaside/presets``), the :func:`simulate` call, results that turn
-into pandas DataFrames, and the ``lookaside`` command.
+into pandas DataFrames, and the ``lookaside`` command. :mod:`lookaside.capture` records real
+programs into traces (``lookaside trace``).
 
 Examples
 --------

@@ -150,6 +150,59 @@ fn info(py: Python<'_>, path: PathBuf, format: Option<String>) -> PyResult<Strin
         .map_err(to_py)
 }
 
+/// Record a live capture stream (`via` "qemu" or "lackey") read from `src` (a pipe) into
+/// the trace `dst`; returns what was written as JSON text. `extra` goes into the trace's
+/// metadata; `progress(events, bytes)` is called now and then; Ctrl-C abandons the capture.
+#[pyfunction]
+#[pyo3(signature = (src, via, dst, command, extra=vec![], level=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn record(
+    py: Python<'_>,
+    src: PathBuf,
+    via: String,
+    dst: PathBuf,
+    command: String,
+    extra: Vec<(String, String)>,
+    level: Option<i32>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    use lookaside::trace::{capture, Metadata, WriteOptions};
+    let via: capture::Via = via.parse().map_err(to_py)?;
+    let meta = Metadata {
+        command: Some(command),
+        extra: extra.into_iter().collect(),
+        ..Default::default()
+    };
+    let mut options = WriteOptions::default();
+    if let Some(level) = level {
+        options.level = level;
+    }
+    let mut interrupted = false;
+    let result = py.detach(|| {
+        let mut cb = |p: Progress| {
+            Python::attach(|py| {
+                if py.check_signals().is_err() {
+                    interrupted = true;
+                    return false;
+                }
+                match &progress {
+                    Some(f) => f.call1(py, (p.events, p.bytes)).is_ok(),
+                    None => true,
+                }
+            })
+        };
+        capture::record(&src, via, &dst, &meta, &options, &mut cb)
+    });
+    if interrupted {
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+            "interrupted",
+        ));
+    }
+    result
+        .map(|r| serde_json::to_string(&r).unwrap_or_default())
+        .map_err(to_py)
+}
+
 /// Run the benchmark suite on a trace; returns JSON text.
 #[pyfunction]
 #[pyo3(name = "bench", signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![]))]
@@ -185,6 +238,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(record, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
     Ok(())
 }

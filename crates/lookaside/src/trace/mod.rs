@@ -8,6 +8,8 @@
 //!   extension; [`convert`] copies one into the other; [`summarize`] counts what is inside.
 //! - Formats: [`lackey`] (valgrind), [`din`] and [`xdin`] (DineroIV), [`native`] (ours:
 //!   compact, exact, checked, fast; its record encoding is in `codec.rs`).
+//! - [`capture`] reads the live stream of Lookaside's QEMU plugin (a program being traced)
+//!   and [`capture::record`]s it, or a valgrind lackey pipe, into a trace file as it arrives.
 //! - Text readers share [`textio`]; every reader works at constant memory and reports bad
 //!   input as an [`Error::Trace`](crate::Error) naming the file, the line or byte offset, and
 //!   the field.
@@ -17,6 +19,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::event::Event;
 
+pub mod capture;
 mod codec;
 pub mod compress;
 pub mod din;

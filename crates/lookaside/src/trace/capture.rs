@@ -1,0 +1,745 @@
+//! The raw stream of a live capture, and recording it into a trace file.
+//!
+//! Lookaside's QEMU plugin (`python/lookaside/tracers/qemu/lookaside-plugin.c`) writes what
+//! a program does, as it runs, in a simple fixed-size form that costs the traced program as
+//! little as possible; [`CaptureReader`] turns that stream into events, and [`record`] writes
+//! them (or those of a valgrind lackey pipe) into a trace file as they arrive. The capture
+//! stays outside the engine: the engine only ever sees [`Event`]s.
+//!
+//! The stream (integers little-endian):
+//!
+//! ```text
+//! offset  size  field
+//! 0       8     magic "LKSCAPTR"
+//! 8       4     version, u32 (1)
+//! 12      4     record size, u32 (16)
+//! 16      …     blocks, each a 16-byte header {u32 tag, u32 vcpu, u64 count} and then:
+//!   tag 1 RECORDS  `count` records of 16 bytes, all of thread `vcpu`, in execution order:
+//!                  u64 virtual address, u16 size (bytes, > 0), u8 kind (0 fetch, 1 load,
+//!                  2 store), 5 zero bytes
+//!   tag 2 EXEC     the program called execve (the new program runs untraced); `count` is
+//!                  the records written so far; the stream may end right after this block
+//!   tag 3 END      the program exited; `count` is the records written, `vcpu` the threads
+//!                  seen; nothing may follow
+//! ```
+//!
+//! Records of one thread keep their order; records of different threads interleave block by
+//! block (blocks of up to 4096 records, 64 KiB), in the order the blocks were written. Every
+//! event is a user-mode reference in address space 0 (the threads of a program share it) with
+//! no physical address. A stream that ends anywhere but after END (or EXEC) is an error
+//! ("truncated"), as is any malformed block or record; errors name the byte offset.
+
+use std::io::{self, Read};
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{create_with, Format, Metadata, TraceSource, WriteOptions};
+use crate::error::{Error, Location, Result};
+use crate::event::{Event, Kind, BATCH};
+
+/// Record kinds, by their code in the stream.
+const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
+use crate::run::Progress;
+
+/// The first bytes of a capture stream.
+pub const MAGIC: &[u8; 8] = b"LKSCAPTR";
+/// The stream version this code reads.
+pub const VERSION: u32 = 1;
+/// Bytes of one record.
+pub const RECORD: usize = 16;
+/// Bytes of the stream header and of a block header.
+const HEAD: usize = 16;
+/// Block tags.
+pub const TAG_RECORDS: u32 = 1;
+pub const TAG_EXEC: u32 = 2;
+pub const TAG_END: u32 = 3;
+/// Bytes read from the stream at a time.
+const CHUNK: usize = 1 << 20;
+
+/// How a capture ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ending {
+    /// The program exited (an END block).
+    Exit,
+    /// The program replaced itself with another through execve (last block EXEC).
+    Exec,
+}
+
+/// A capture stream being read.
+pub struct CaptureReader<R> {
+    input: R,
+    path: String,
+    /// `buf[pos..filled]` read but not decoded; `base` is the stream offset of `buf[0]`.
+    buf: Vec<u8>,
+    pos: usize,
+    filled: usize,
+    base: u64,
+    eof: bool,
+    /// Records left in the current RECORDS block.
+    left: u64,
+    records: u64,
+    /// The last block was EXEC (the stream may end here).
+    after_exec: bool,
+    ending: Option<Ending>,
+    threads: u32,
+    counts: [u64; 3],
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// Reads the stream header of `input` (named `path` in messages).
+    pub fn new(input: R, path: impl Into<String>) -> Result<CaptureReader<R>> {
+        let mut r = CaptureReader {
+            input,
+            path: path.into(),
+            buf: vec![0; CHUNK],
+            pos: 0,
+            filled: 0,
+            base: 0,
+            eof: false,
+            left: 0,
+            records: 0,
+            after_exec: false,
+            ending: None,
+            threads: 0,
+            counts: [0; 3],
+        };
+        r.want(HEAD)?;
+        if r.filled == 0 {
+            return Err(r.err(
+                0,
+                "stream",
+                "empty: nothing was recorded (the plugin was not loaded, or the program did \
+                 not start)",
+            ));
+        }
+        if r.filled < MAGIC.len() || &r.buf[..8] != MAGIC {
+            return Err(r.err(
+                0,
+                "magic",
+                "not a Lookaside capture stream (expected \"LKSCAPTR\")",
+            ));
+        }
+        if r.filled < HEAD {
+            return Err(r.err(
+                r.filled as u64,
+                "header",
+                "truncated: the stream ends inside its header",
+            ));
+        }
+        let version = u32::from_le_bytes(r.buf[8..12].try_into().unwrap_or_default());
+        if version != VERSION {
+            return Err(r.err(
+                8,
+                "version",
+                format!("unsupported capture version {version} (this build reads {VERSION}); rebuild the plugin"),
+            ));
+        }
+        let size = u32::from_le_bytes(r.buf[12..16].try_into().unwrap_or_default());
+        if size as usize != RECORD {
+            return Err(r.err(
+                12,
+                "header",
+                format!("record size {size}, expected {RECORD}"),
+            ));
+        }
+        r.pos = HEAD;
+        Ok(r)
+    }
+
+    /// Records read so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// How the stream ended, once it has.
+    pub fn ending(&self) -> Option<Ending> {
+        self.ending
+    }
+
+    /// Threads the program ran (from the END block; 0 before it).
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    fn err(&self, at: u64, field: &str, message: impl Into<String>) -> Error {
+        Error::trace(&self.path, Location::Byte(at), field, message)
+    }
+
+    /// Stream offset of `buf[pos]`.
+    fn at(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Reads until at least `n` bytes are buffered past `pos`, or the stream ends.
+    fn want(&mut self, n: usize) -> Result<()> {
+        if self.filled - self.pos >= n {
+            return Ok(());
+        }
+        self.buf.copy_within(self.pos..self.filled, 0);
+        self.base += self.pos as u64;
+        self.filled -= self.pos;
+        self.pos = 0;
+        while self.filled < n && !self.eof {
+            match self.input.read(&mut self.buf[self.filled..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.filled += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn truncated(&self, inside: &str) -> Error {
+        self.err(
+            self.base + self.filled as u64,
+            "stream",
+            format!(
+                "truncated: the capture ends {inside} after {} records (the traced program \
+                 or QEMU was killed, or failed to start)",
+                self.records
+            ),
+        )
+    }
+
+    /// The error of the malformed record at `buf[p..]`.
+    fn bad_record(&self, p: usize) -> Error {
+        let word = u64::from_le_bytes(self.buf[p + 8..p + 16].try_into().unwrap_or_default());
+        let at = self.base + p as u64;
+        let kind = (word >> 16) & 0xff;
+        if kind > 2 {
+            self.err(
+                at + 10,
+                "kind",
+                format!("unknown record kind {kind} (expected 0 fetch, 1 load, 2 store)"),
+            )
+        } else if word as u16 == 0 {
+            self.err(at + 8, "size", "a reference of 0 bytes")
+        } else {
+            self.err(
+                at + 11,
+                "record",
+                "reserved bytes are not zero (a corrupt stream?)",
+            )
+        }
+    }
+
+    /// References read so far by kind (fetch, load, store).
+    pub fn counts(&self) -> [u64; 3] {
+        self.counts
+    }
+
+    /// Reads the next block header; returns false at the end of the stream.
+    fn block(&mut self) -> Result<bool> {
+        self.want(HEAD)?;
+        let have = self.filled - self.pos;
+        if have == 0 && self.after_exec {
+            self.ending = Some(Ending::Exec);
+            return Ok(false);
+        }
+        if have == 0 {
+            return Err(self.truncated("without its END block"));
+        }
+        if have < HEAD {
+            return Err(self.truncated("inside a block header"));
+        }
+        let h = &self.buf[self.pos..self.pos + HEAD];
+        let tag = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let vcpu = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+        let count = u64::from_le_bytes([h[8], h[9], h[10], h[11], h[12], h[13], h[14], h[15]]);
+        let at = self.at();
+        self.pos += HEAD;
+        match tag {
+            TAG_RECORDS => {
+                self.left = count;
+                self.after_exec = false;
+                Ok(true)
+            }
+            TAG_EXEC | TAG_END => {
+                if count != self.records {
+                    return Err(self.err(
+                        at,
+                        "block",
+                        format!(
+                            "the {} block counts {count} records but {} were read",
+                            if tag == TAG_END { "END" } else { "EXEC" },
+                            self.records
+                        ),
+                    ));
+                }
+                if tag == TAG_EXEC {
+                    self.after_exec = true;
+                    return Ok(true);
+                }
+                self.want(1)?;
+                if self.filled > self.pos {
+                    return Err(self.err(self.at(), "stream", "data after the END block"));
+                }
+                self.threads = vcpu;
+                self.ending = Some(Ending::Exit);
+                Ok(false)
+            }
+            _ => Err(self.err(at, "block", format!("unknown block tag {tag}"))),
+        }
+    }
+}
+
+impl<R: Read> TraceSource for CaptureReader<R> {
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        out.clear();
+        out.reserve(BATCH);
+        while out.len() < BATCH {
+            if self.ending.is_some() {
+                break;
+            }
+            if self.left == 0 {
+                if !self.block()? {
+                    break;
+                }
+                continue;
+            }
+            self.want(RECORD)?;
+            let avail = (self.filled - self.pos) / RECORD;
+            if avail == 0 {
+                return Err(self.truncated("inside a record"));
+            }
+            let take = avail.min(BATCH - out.len()).min(self.left as usize);
+            let bytes = &self.buf[self.pos..self.pos + take * RECORD];
+            let mut counts = self.counts;
+            let mut bad = None;
+            for (i, r) in bytes.chunks_exact(RECORD).enumerate() {
+                let addr = u64::from_le_bytes(r[..8].try_into().unwrap_or_default());
+                let word = u64::from_le_bytes(r[8..].try_into().unwrap_or_default());
+                // The kind and the reserved bytes above it in one test.
+                let kind = (word >> 16) as usize;
+                let size = word as u16;
+                if kind > 2 || size == 0 {
+                    bad = Some(i);
+                    break;
+                }
+                counts[kind] += 1;
+                out.push(Event::reference(REF_KINDS[kind], addr, size));
+            }
+            self.counts = counts;
+            if let Some(i) = bad {
+                return Err(self.bad_record(self.pos + i * RECORD));
+            }
+            self.pos += take * RECORD;
+            self.left -= take as u64;
+            self.records += take as u64;
+        }
+        Ok(!out.is_empty())
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+}
+
+/// Where a recording comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// Lookaside's QEMU plugin (a capture stream, see the module documentation).
+    Qemu,
+    /// `valgrind --tool=lackey --trace-mem=yes` output.
+    Lackey,
+}
+
+impl std::str::FromStr for Via {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Via> {
+        match s {
+            "qemu" => Ok(Via::Qemu),
+            "lackey" | "valgrind" => Ok(Via::Lackey),
+            _ => Err(Error::Usage(format!(
+                "unknown capture source '{s}' (expected qemu or lackey)"
+            ))),
+        }
+    }
+}
+
+/// What [`record`] wrote.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Recorded {
+    /// Events written (all references).
+    pub events: u64,
+    pub fetches: u64,
+    pub loads: u64,
+    pub stores: u64,
+    /// Threads the program ran (QEMU only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// How the capture ended (QEMU only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ending: Option<Ending>,
+    /// Bytes of the stream read.
+    pub stream_bytes: u64,
+}
+
+/// How often (in batches) [`record`] calls its progress callback.
+const PROGRESS_EVERY: u64 = 256;
+
+/// Reads the live stream at `src` (a pipe, a FIFO or a file) as `via` says and writes it to
+/// `dst` (native unless its extension names another format) with `meta`. `progress` is
+/// called now and then and once at the end; returning false from it abandons the recording.
+/// Nothing appears at `dst` unless the whole stream was read and written.
+pub fn record(
+    src: &Path,
+    via: Via,
+    dst: &Path,
+    meta: &Metadata,
+    options: &WriteOptions,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<Recorded> {
+    let name = src.display().to_string();
+    let format = Format::from_extension(dst).unwrap_or(Format::Native);
+    let sink = create_with(dst, Some(format), meta, options)?;
+    match via {
+        Via::Qemu => {
+            let file = std::fs::File::open(src).map_err(|e| Error::io(&name, e))?;
+            let mut reader = CaptureReader::new(file, name)?;
+            let mut r = pump(&mut reader, Some(CaptureReader::counts), sink, progress)?;
+            r.threads = Some(reader.threads());
+            r.ending = reader.ending();
+            Ok(r)
+        }
+        Via::Lackey => {
+            let mut reader = super::open(src, Some(Format::Lackey))?;
+            pump(reader.as_mut(), None, sink, progress)
+        }
+    }
+}
+
+/// Batches in flight between the thread reading the stream and the one writing the trace.
+const IN_FLIGHT: usize = 4;
+
+/// Copies `source` into `sink` and finishes the sink if all went well. The stream is read
+/// and decoded on a second thread while this one encodes and compresses, so that recording
+/// keeps up with the program. `counts` gives the references by kind the source has read,
+/// when it keeps them; else they are counted here.
+fn pump<S: TraceSource + Send + ?Sized>(
+    source: &mut S,
+    counts: Option<fn(&S) -> [u64; 3]>,
+    mut sink: Box<dyn super::TraceSink + Send>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<Recorded> {
+    use std::sync::mpsc::sync_channel;
+    let mut r = Recorded::default();
+    let mut counted = [0u64; 3];
+    let interrupted = || Error::Usage("interrupted".into());
+    std::thread::scope(|scope| {
+        // Inside the scope, so that when this side returns early its ends are dropped and a
+        // reader blocked on either channel wakes up and ends.
+        let (full_tx, full_rx) = sync_channel::<Result<(Vec<Event>, u64)>>(IN_FLIGHT);
+        let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 2);
+        let reader = &mut *source;
+        scope.spawn(move || {
+            while let Ok(mut batch) = empty_rx.recv() {
+                let item = match reader.next_batch(&mut batch) {
+                    Ok(true) => Ok((batch, reader.bytes_read())),
+                    Ok(false) => return,
+                    Err(e) => Err(e),
+                };
+                let failed = item.is_err();
+                if full_tx.send(item).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        for _ in 0..IN_FLIGHT + 2 {
+            let _ = empty_tx.send(Vec::with_capacity(BATCH));
+        }
+        let mut batches = 0u64;
+        for item in full_rx.iter() {
+            let (batch, bytes) = item?;
+            if counts.is_none() {
+                for e in &batch {
+                    counted[(e.kind as usize).min(2)] += 1;
+                }
+            }
+            sink.write_batch(&batch)?;
+            r.events += batch.len() as u64;
+            r.stream_bytes = bytes;
+            batches += 1;
+            if batches.is_multiple_of(PROGRESS_EVERY)
+                && !progress(Progress {
+                    events: r.events,
+                    bytes,
+                })
+            {
+                return Err(interrupted());
+            }
+            let _ = empty_tx.send(batch);
+        }
+        Ok(())
+    })?;
+    r.stream_bytes = source.bytes_read();
+    if !progress(Progress {
+        events: r.events,
+        bytes: r.stream_bytes,
+    }) {
+        return Err(interrupted());
+    }
+    [r.fetches, r.loads, r.stores] = match counts {
+        Some(f) => f(source),
+        None => counted,
+    };
+    sink.finish()?;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    /// A stream as the plugin writes it: header, the records in blocks of `block`, then
+    /// `tail` (END, EXEC or nothing).
+    fn stream(events: &[(u8, u64, u16)], block: usize, tail: Option<u32>) -> Vec<u8> {
+        let mut s = Vec::new();
+        s.extend_from_slice(MAGIC);
+        s.extend_from_slice(&VERSION.to_le_bytes());
+        s.extend_from_slice(&(RECORD as u32).to_le_bytes());
+        for (i, chunk) in events.chunks(block).enumerate() {
+            s.extend_from_slice(&TAG_RECORDS.to_le_bytes());
+            s.extend_from_slice(&(i as u32 % 2).to_le_bytes());
+            s.extend_from_slice(&(chunk.len() as u64).to_le_bytes());
+            for &(kind, addr, size) in chunk {
+                s.extend_from_slice(&addr.to_le_bytes());
+                s.extend_from_slice(&size.to_le_bytes());
+                s.push(kind);
+                s.extend_from_slice(&[0; 5]);
+            }
+        }
+        if let Some(tag) = tail {
+            s.extend_from_slice(&tag.to_le_bytes());
+            s.extend_from_slice(&2u32.to_le_bytes());
+            s.extend_from_slice(&(events.len() as u64).to_le_bytes());
+        }
+        s
+    }
+
+    fn sample(n: usize) -> Vec<(u8, u64, u16)> {
+        (0..n)
+            .map(|i| {
+                (
+                    (i % 3) as u8,
+                    0x40_0000 + 8 * i as u64,
+                    [1, 2, 4, 8, 16][i % 5],
+                )
+            })
+            .collect()
+    }
+
+    type Reader = CaptureReader<Cursor<Vec<u8>>>;
+
+    fn read_all(bytes: Vec<u8>) -> Result<(Vec<Event>, Reader)> {
+        let mut r = CaptureReader::new(Cursor::new(bytes), "cap")?;
+        let mut all = Vec::new();
+        let mut batch = Vec::new();
+        while r.next_batch(&mut batch)? {
+            assert!(batch.len() <= BATCH);
+            all.extend_from_slice(&batch);
+        }
+        Ok((all, r))
+    }
+
+    #[test]
+    fn round_trip() {
+        let events = sample(10_000);
+        for block in [1, 7, 4096, 5000, 20_000] {
+            let (got, r) = read_all(stream(&events, block, Some(TAG_END))).unwrap();
+            assert_eq!(got.len(), events.len());
+            for (e, &(k, a, s)) in got.iter().zip(&events) {
+                assert_eq!(*e, Event::reference(Kind::from_u8(k).unwrap(), a, s));
+            }
+            assert_eq!(r.ending(), Some(Ending::Exit));
+            assert_eq!(r.threads(), 2);
+            assert_eq!(r.records(), 10_000);
+        }
+        let (got, r) = read_all(stream(&[], 1, Some(TAG_END))).unwrap();
+        assert!(got.is_empty() && r.ending() == Some(Ending::Exit));
+    }
+
+    #[test]
+    fn a_stream_may_end_after_exec() {
+        let (got, r) = read_all(stream(&sample(100), 30, Some(TAG_EXEC))).unwrap();
+        assert_eq!((got.len(), r.ending()), (100, Some(Ending::Exec)));
+        // A failed execve: recording goes on after the EXEC block.
+        let mut s = stream(&sample(3), 30, Some(TAG_EXEC));
+        let more = stream(&sample(6)[3..], 30, Some(TAG_END));
+        s.extend_from_slice(&more[HEAD..]);
+        let n = s.len();
+        s[n - 8..].copy_from_slice(&6u64.to_le_bytes());
+        let (got, r) = read_all(s).unwrap();
+        assert_eq!((got.len(), r.ending()), (6, Some(Ending::Exit)));
+    }
+
+    fn error_of(bytes: Vec<u8>) -> String {
+        read_all(bytes).err().expect("an error").to_string()
+    }
+
+    #[test]
+    fn truncation_is_an_error_naming_the_offset() {
+        let full = stream(&sample(10), 4, Some(TAG_END));
+        // Cut inside the third record of the first block: 16 header + 16 block + 2.5 records.
+        let cut = HEAD + HEAD + 2 * RECORD + 8;
+        let e = error_of(full[..cut].to_vec());
+        assert_eq!(
+            e,
+            format!(
+                "cap: byte offset {cut}: stream: truncated: the capture ends inside a record \
+                 after 2 records (the traced program or QEMU was killed, or failed to start)"
+            )
+        );
+        // Cut between blocks: the END block is missing.
+        let e = error_of(full[..full.len() - HEAD].to_vec());
+        assert!(e.contains("without its END block after 10 records"), "{e}");
+        assert!(
+            e.contains(&format!("byte offset {}", full.len() - HEAD)),
+            "{e}"
+        );
+        // Cut inside a block header.
+        let e = error_of(full[..full.len() - 3].to_vec());
+        assert!(e.contains("inside a block header"), "{e}");
+        let e = error_of(Vec::new());
+        assert!(
+            e.starts_with("cap: byte offset 0: stream: empty: nothing was recorded"),
+            "{e}"
+        );
+        // Cut inside the stream header.
+        let e = error_of(full[..10].to_vec());
+        assert_eq!(
+            e,
+            "cap: byte offset 10: header: truncated: the stream ends inside its header"
+        );
+    }
+
+    #[test]
+    fn malformed_streams_are_errors() {
+        let good = stream(&sample(10), 4, Some(TAG_END));
+        let e = error_of(b"LKSTRACE\x01\0\0\0\x10\0\0\0".to_vec());
+        assert!(
+            e.starts_with("cap: byte offset 0: magic: not a Lookaside capture"),
+            "{e}"
+        );
+        let mut s = good.clone();
+        s[8] = 2;
+        assert!(error_of(s).contains("byte offset 8: version: unsupported capture version 2"));
+        // The second record's kind byte.
+        let mut s = good.clone();
+        let kind_at = HEAD + HEAD + RECORD + 10;
+        s[kind_at] = 7;
+        assert_eq!(
+            error_of(s),
+            format!("cap: byte offset {kind_at}: kind: unknown record kind 7 (expected 0 fetch, 1 load, 2 store)")
+        );
+        let mut s = good.clone();
+        s[HEAD + HEAD + 8] = 0;
+        s[HEAD + HEAD + 9] = 0;
+        assert!(error_of(s).contains(": size: a reference of 0 bytes"));
+        let mut s = good.clone();
+        s[HEAD + HEAD + 15] = 1;
+        assert!(error_of(s).contains(": record: reserved bytes are not zero"));
+        let mut s = good.clone();
+        s[HEAD] = 9;
+        assert_eq!(
+            error_of(s),
+            "cap: byte offset 16: block: unknown block tag 9"
+        );
+        let mut s = good.clone();
+        let n = s.len();
+        s[n - 8] = 11;
+        assert!(error_of(s).contains("the END block counts 11 records but 10 were read"));
+        let mut s = good;
+        s.push(0);
+        assert!(error_of(s).contains("data after the END block"));
+    }
+
+    #[test]
+    fn record_writes_a_native_trace_only_when_complete() {
+        let dir = std::env::temp_dir().join(format!("lookaside-capture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("stream");
+        let dst = dir.join("out.lks");
+        let events = sample(50_000);
+        std::fs::write(&src, stream(&events, 16384, Some(TAG_END))).unwrap();
+        let meta = Metadata {
+            command: Some("prog arg".into()),
+            ..Default::default()
+        };
+        let mut calls = 0;
+        let r = record(
+            &src,
+            Via::Qemu,
+            &dst,
+            &meta,
+            &WriteOptions::default(),
+            &mut |_| {
+                calls += 1;
+                true
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (r.events, r.fetches, r.loads, r.stores),
+            (50_000, 16_667, 16_667, 16_666)
+        );
+        assert_eq!((r.threads, r.ending), (Some(2), Some(Ending::Exit)));
+        assert!(calls >= 1);
+        let mut back = super::super::open(&dst, None).unwrap();
+        assert_eq!(
+            back.metadata().unwrap().command.as_deref(),
+            Some("prog arg")
+        );
+        assert_eq!(crate::run::drain(back.as_mut()).unwrap(), 50_000);
+        std::fs::remove_file(&dst).unwrap();
+        // Truncated, or abandoned: no output at all.
+        let bytes = stream(&events, 16384, None);
+        std::fs::write(&src, bytes).unwrap();
+        let e = record(
+            &src,
+            Via::Qemu,
+            &dst,
+            &meta,
+            &WriteOptions::default(),
+            &mut |_| true,
+        );
+        assert!(e.unwrap_err().to_string().contains("truncated"));
+        assert!(!dst.exists());
+        std::fs::write(&src, stream(&events, 16384, Some(TAG_END))).unwrap();
+        let e = record(
+            &src,
+            Via::Qemu,
+            &dst,
+            &meta,
+            &WriteOptions::default(),
+            &mut |_| false,
+        );
+        assert_eq!(e.unwrap_err().to_string(), "interrupted");
+        assert!(!dst.exists());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary files left"
+        );
+        // A lackey pipe: M is a load and a store.
+        let lackey = "==1== Lackey\nI  0400d7d4,3\n L 04222cac,8\n M 0421ab10,4\n S 7ff0,1\n";
+        std::fs::write(&src, lackey).unwrap();
+        let r = record(
+            &src,
+            Via::Lackey,
+            &dst,
+            &meta,
+            &WriteOptions::default(),
+            &mut |_| true,
+        )
+        .unwrap();
+        assert_eq!((r.events, r.fetches, r.loads, r.stores), (5, 1, 2, 2));
+        assert_eq!((r.threads, r.ending), (None, None));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
