@@ -115,7 +115,7 @@ def test_a_killed_dask_worker_loses_no_point(tmp_path: Path):
             time.sleep(0.2)
 
         o = run_sweep(spec, tmp_path / "dask", scheduler=cluster.scheduler_address,
-                      progress=False, on_point=kill_one)
+                      progress=False, on_point=kill_one, one_pass=False)
     assert killed.is_set()
     assert o.ran == o.total == 24
     local = run_sweep(spec, tmp_path / "local", workers=2, progress=False)

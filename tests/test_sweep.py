@@ -85,6 +85,7 @@ def test_a_killed_sweep_resumes_without_loss_or_duplication(tmp_path: Path, demo
         '[axes]\n"tlb.dtlb.entries" = [' + ", ".join(str(n) for n in range(1, 41)) + "]\n")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "lookaside.cli", "sweep", str(spec), "-o", str(out), "-j", "1",
+           "--no-one-pass",
            "-q", "--no-report"]
     with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
         deadline = time.monotonic() + 120
@@ -151,3 +152,36 @@ def test_bad_specs_name_the_file_and_key(cli, tmp_path: Path, body: str, words: 
     assert str(f) in p.stderr
     for w in words:
         assert w in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("axes", [
+    '"tlb.d.entries" = [1, 2, 3, 4, 8, 16, 24, 32, 64, 128, 512]',
+    '"tlb.d.entries" = [4, 16, 64, 256]\n"tlb.d.ways" = [1, 2, 4]',
+])
+def test_one_pass_answers_equal_per_config_runs(tmp_path: Path, lackey_trace: Path, axes: str):
+    ways = "full" if "ways" not in axes else "1"
+    spec_file = tmp_path / "g.toml"
+    spec_file.write_text(
+        f'[sweep]\ntlb = ["d:entries=4,ways={ways},page=4k,serves=data"]\n'
+        f'traces = ["demo", "{lackey_trace}"]\n[axes]\n{axes}\n')
+    spec = load_spec(spec_file)
+    fast = run_sweep(spec, tmp_path / "fast", progress=False)
+    engines = {json.loads(f.read_text())["result"].get("engine")
+               for f in (tmp_path / "fast" / "points").glob("*.json")}
+    assert engines == {"all-associativity" if "ways" in axes else "stack-distance"}
+    slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False)
+    assert fast.total == slow.total == len(spec.expand())
+    pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
+
+
+def test_a_sweep_over_workloads_and_a_fifo_policy_runs_point_by_point(tmp_path: Path):
+    spec_file = tmp_path / "w.toml"
+    spec_file.write_text(
+        '[sweep]\nmachine = "decstation3100-mach3"\n'
+        'traces = ["workload:multiserver,servers=2,hops=200"]\n'
+        '[axes]\n"tlb.tlb.partition.lower" = [4, 8, 12]\n')
+    o = run_sweep(load_spec(spec_file), tmp_path / "out", progress=False)
+    assert o.ran == 3
+    df = o.table
+    assert set(df.trace) == {"workload:multiserver,servers=2,hops=200"}
+    assert (df[df.structure == "tlb"].accesses > 0).all()

@@ -41,3 +41,13 @@ def record(
     progress: Callable[[int, int], Any] | None = ...,
 ) -> str: ...
 def table(result_json: str) -> str: ...
+def one_pass(
+    trace: str,
+    config_text: str | None,
+    config_name: str,
+    tlb: list[str],
+    set: list[str],
+    format: str | None,
+    want: list[tuple[int, int]],
+) -> str: ...
+def uhlig94_cells() -> str: ...

@@ -46,6 +46,8 @@ from . import ConfigError, _lookaside, demo_trace, preset_path
 
 #: Bumped when the stored form of a point changes (old points are then rerun).
 POINT_VERSION = 1
+#: A trace name that is a workload spec (``workload:multiserver,servers=3``), not a file.
+WORKLOAD = "workload:"
 
 
 @dataclass(frozen=True)
@@ -99,16 +101,18 @@ class Spec:
 
     def point_id(self, p: Point) -> str:
         """A hash of everything that determines the point's result."""
-        st = os.stat(p.trace)
         key = {
             "v": POINT_VERSION,
             "machine": self.machine_text,
             "tlb": self.tlb,
             "set": self.fixed + p.overrides(),
-            "trace": os.path.abspath(p.trace),
-            "trace_bytes": st.st_size,
-            "trace_mtime_ns": st.st_mtime_ns,
         }
+        if p.trace.startswith(WORKLOAD):
+            key["trace"] = p.trace  # a workload is defined by its spec
+        else:
+            st = os.stat(p.trace)
+            key.update(trace=os.path.abspath(p.trace), trace_bytes=st.st_size,
+                       trace_mtime_ns=st.st_mtime_ns)
         raw = json.dumps(key, sort_keys=True).encode()
         return hashlib.sha256(raw).hexdigest()[:24]
 
@@ -171,6 +175,9 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
         raise _err(src, "sweep.machine", "give a machine, tlb structures, or both")
     traces = []
     for t in strings("traces"):
+        if t.startswith(WORKLOAD):
+            traces.append((t, t))
+            continue
         p = demo_trace() if t == "demo" else base / t
         if not p.is_file():
             raise _err(src, "sweep.traces", f"{p}: no such trace file")
@@ -304,6 +311,67 @@ def _dask(jobs: list[tuple[str, Point]], spec: Spec, address: str
             client.cancel([f for f, _, _ in futs.values()])
 
 
+def _toml(text: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads(text)
+
+
+def _one_pass_groups(spec: Spec, todo: list[tuple[str, Point]]
+                     ) -> tuple[dict[str, list[tuple[str, Point, tuple[int, int]]]],
+                                list[tuple[str, Point]]]:
+    """Split `todo` into groups one pass answers (per trace) and points to run one by one.
+
+    A group qualifies when the machine has one TLB and the points differ only in its
+    `entries` and `ways`; whether the engines can answer it exactly (LRU, one page size, no
+    partition, power-of-two sets…) is the engine's decision, asked when the group runs.
+    """
+    base = _toml(_lookaside.check_config(spec.machine_text, spec.machine_name, spec.tlb,
+                                         spec.fixed))
+    tlbs = base.get("tlb", [])
+    if len(tlbs) != 1:
+        return {}, todo
+    name = tlbs[0]["name"]
+    geometric = {f"tlb.{name}.entries", f"tlb.{name}.ways"}
+    if not set(spec.keys) <= geometric:
+        return {}, todo
+    groups: dict[str, list[tuple[str, Point, tuple[int, int]]]] = {}
+    for pid, p in todo:
+        cfg = _toml(_lookaside.check_config(spec.machine_text, spec.machine_name, spec.tlb,
+                                            spec.fixed + p.overrides()))
+        t = cfg["tlb"][0]
+        ways = t["entries"] if t["ways"] == "full" else t["ways"]
+        groups.setdefault(p.trace, []).append((pid, p, (t["entries"], ways)))
+    return groups, []
+
+
+def _one_pass(spec: Spec, trace: str, group: list[tuple[str, Point, tuple[int, int]]]
+              ) -> list[tuple[str, Point, dict[str, Any]]] | None:
+    """The group's results from one pass, shaped like per-config results; None if the
+    engines cannot answer this machine exactly."""
+    from . import LookasideError
+
+    want = sorted({g for _, _, g in group})
+    try:
+        raw = _lookaside.one_pass(trace, spec.machine_text, spec.machine_name, spec.tlb,
+                                  spec.fixed, None, want)
+    except LookasideError:
+        return None
+    r = json.loads(raw)
+    answers = {(a["entries"], a["ways"]): a for a in r["answers"]}
+    out = []
+    for pid, p, g in group:
+        a = answers[g]
+        s = {**a["structure"], "geometry": {"entries": a["entries"], "sets": a["sets"],
+                                            "ways": a["ways"]}}
+        result = {"engine": r["engine"], "trace": r["trace"],
+                  "structures": {r["structure"]: s}, "walk": a["walk"]}
+        out.append((pid, p, result))
+    return out
+
+
 @dataclass
 class SweepOutcome:
     spec: Spec
@@ -316,8 +384,14 @@ class SweepOutcome:
 
 def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = None,
               scheduler: str | None = None, progress: bool | None = None,
-              on_point: Callable[[str], None] | None = None) -> SweepOutcome:
-    """Run every point of `spec` not already stored under `out`, then write the table."""
+              on_point: Callable[[str], None] | None = None,
+              one_pass: bool = True) -> SweepOutcome:
+    """Run every point of `spec` not already stored under `out`, then write the table.
+
+    With `one_pass`, points that differ only in the geometry of a single LRU TLB are
+    answered by one pass over each trace (stack distance for fully associative sizes,
+    all-associativity for set-associative ones), with results identical to per-config runs;
+    the rest run one by one."""
     out = Path(out)
     points_dir = out / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
@@ -330,16 +404,29 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
     todo = [(pid, p) for pid, p in zip(ids, pts) if _stored(points_dir, pid) is None]
     bar = _Bar(len(pts), len(pts) - len(todo),
                sys.stderr.isatty() if progress is None else progress)
-    if todo:
-        runner = (_dask(todo, spec, scheduler) if scheduler
-                  else _local(todo, spec, workers or os.cpu_count() or 1))
+    def store(pid: str, p: Point, result: dict[str, Any]) -> None:
+        record = {"id": pid, "trace": p.trace_label, "settings": dict(p.settings),
+                  "result": result}
+        _write_atomically(points_dir / f"{pid}.json", json.dumps(record))
+        bar.step()
+        if on_point:
+            on_point(pid)
+
+    rest = todo
+    if todo and one_pass:
+        groups, rest = _one_pass_groups(spec, todo)
+        for trace, group in groups.items():
+            answered = _one_pass(spec, trace, group)
+            if answered is None:
+                rest += [(pid, p) for pid, p, _ in group]
+                continue
+            for pid, p, result in answered:
+                store(pid, p, result)
+    if rest:
+        runner = (_dask(rest, spec, scheduler) if scheduler
+                  else _local(rest, spec, workers or os.cpu_count() or 1))
         for pid, p, result in runner:
-            record = {"id": pid, "trace": p.trace_label, "settings": dict(p.settings),
-                      "result": result}
-            _write_atomically(points_dir / f"{pid}.json", json.dumps(record))
-            bar.step()
-            if on_point:
-                on_point(pid)
+            store(pid, p, result)
     bar.close()
     table = collect(spec, out)
     write_table(table, out)
@@ -361,12 +448,12 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
         g = s.get("geometry", {})
         rows.append({**base, "structure": name, "entries": g.get("entries"),
                      "ways": g.get("ways"), "accesses": s["accesses"], "misses": s["misses"],
-                     "miss_ratio": s["miss_ratio"], "mpki": s["mpki"],
+                     "miss_ratio": s["miss_ratio"], "mpki": s.get("mpki"),
                      "references": r["trace"]["references"], "instructions": instr})
     w = r["walk"]
     rows.append({**base, "structure": "walk", "entries": None, "ways": None,
                  "accesses": w["count"], "misses": w["count"], "miss_ratio": None,
-                 "mpki": w["per_1000_instructions"], "references": r["trace"]["references"],
+                 "mpki": w.get("per_1000_instructions"), "references": r["trace"]["references"],
                  "instructions": instr})
     return rows
 

@@ -219,6 +219,44 @@ fn run_bench(
 }
 
 /// The plain-text table of a result given as JSON text.
+/// Answer the geometries `want` ([(entries, ways)]) of the machine in one pass over the
+/// trace (the one-pass engines); JSON text, see `lookaside::onepass::answer_path`.
+#[pyfunction]
+#[pyo3(signature = (trace, config_text, config_name, tlb, set, format, want))]
+#[allow(clippy::too_many_arguments)]
+fn one_pass(
+    py: Python<'_>,
+    trace: PathBuf,
+    config_text: Option<String>,
+    config_name: String,
+    tlb: Vec<String>,
+    set: Vec<String>,
+    format: Option<String>,
+    want: Vec<(usize, usize)>,
+) -> PyResult<String> {
+    let config = lookaside::config::MachineConfig::assemble(
+        config_text.as_deref(),
+        &config_name,
+        &tlb,
+        &set,
+    )
+    .map_err(to_py)?;
+    let format = format_arg(format.as_deref())?;
+    let want: Vec<lookaside::onepass::Geometry> = want
+        .into_iter()
+        .map(|(entries, ways)| lookaside::onepass::Geometry { entries, ways })
+        .collect();
+    py.detach(|| lookaside::onepass::answer_path(&trace, format, &config, &want))
+        .map(|v| v.to_string())
+        .map_err(to_py)
+}
+
+/// Every cell of Uhlig et al.'s Tables II, VI and VII, ours beside the published one (JSON).
+#[pyfunction]
+fn uhlig94_cells() -> String {
+    lookaside::mmu::uhlig94::cells_json().to_string()
+}
+
 #[pyfunction]
 fn table(result_json: &str) -> PyResult<String> {
     let v: serde_json::Value = serde_json::from_str(result_json)
@@ -240,5 +278,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(record, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
+    m.add_function(wrap_pyfunction!(one_pass, m)?)?;
+    m.add_function(wrap_pyfunction!(uhlig94_cells, m)?)?;
     Ok(())
 }
