@@ -77,4 +77,4 @@ def test_failed_run_leaves_no_output_file(cli, tmp_path):
 
 
 def test_not_yet_commands_say_so(cli):
-    check_error(cli("reproduce", "uhlig94", check=False), "not built yet")
+    check_error(cli("reproduce", "huck93", check=False), "not built yet")

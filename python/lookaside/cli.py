@@ -241,10 +241,25 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def not_yet(what: str):
-    def run(args: argparse.Namespace) -> int:
-        raise NotYetError(f"`lookaside {what}` is not built yet")
-    return run
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .reproduce import RECIPES, recipe_module, reproduce, verdict_table
+
+    names = [n for n, r in RECIPES.items() if r[1]] if args.all else args.names
+    if not names:
+        raise NotYetError("name a recipe or --all (have: " + ", ".join(RECIPES) + ")")
+    for n in names:
+        recipe_module(n)  # unknown or not-built recipes fail before anything runs
+    ok = True
+    for n in names:
+        o = reproduce(n, args.out, progress=lambda m: print(f"  {m}", file=sys.stderr))
+        print(verdict_table(o))
+        print(f"\n{args.out}/{n}/report.html\n")
+        ok &= all(c.ok for c in o.checks if c.exact)
+    if args.all:
+        for n, (_title, module, missing) in RECIPES.items():
+            if module is None:
+                print(f"{n}: not built yet — it needs {missing}")
+    return 0 if ok else 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -343,10 +358,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS…")
     s.set_defaults(run=cmd_trace)
 
-    for name, what in [("reproduce", "reproduce")]:
-        s = sub.add_parser(name, help=f"(not built yet) {what}")
-        s.add_argument("rest", nargs=argparse.REMAINDER)
-        s.set_defaults(run=not_yet(what))
+    s = sub.add_parser("reproduce", help="regenerate a seed study and compare with the paper")
+    s.add_argument("names", nargs="*", metavar="NAME",
+                   help="uhlig94, bala94 (huck93, chen94, inouye92: not built yet)")
+    s.add_argument("--all", action="store_true", help="every recipe that is built")
+    s.add_argument("--out", default="reproduce", metavar="DIR",
+                   help="results go to DIR/NAME/ (default ./reproduce)")
+    s.set_defaults(run=cmd_reproduce)
     return p
 
 
