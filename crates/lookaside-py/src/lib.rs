@@ -57,6 +57,40 @@ fn machine(text: Option<&str>, name: &str, tlb: &[String], set: &[String]) -> Py
     Machine::assemble(text, name, tlb, set).map_err(to_py)
 }
 
+/// Run `work` without the GIL, with a progress callback that calls `progress(events, bytes)`
+/// now and then and stops the work on Ctrl-C (raised as `KeyboardInterrupt`).
+fn with_progress<T>(
+    py: Python<'_>,
+    progress: Option<Py<PyAny>>,
+    work: impl FnOnce(&mut dyn FnMut(Progress) -> bool) -> lookaside::Result<T> + Send,
+) -> PyResult<lookaside::Result<T>>
+where
+    T: Send,
+{
+    let mut interrupted = false;
+    let result = py.detach(|| {
+        let mut cb = |p: Progress| {
+            Python::attach(|py| {
+                if py.check_signals().is_err() {
+                    interrupted = true;
+                    return false;
+                }
+                match &progress {
+                    Some(f) => f.call1(py, (p.events, p.bytes)).is_ok(),
+                    None => true,
+                }
+            })
+        };
+        work(&mut cb)
+    });
+    if interrupted {
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+            "interrupted",
+        ));
+    }
+    Ok(result)
+}
+
 /// Simulate a trace file; returns the result as JSON text. `progress(events, bytes)` is
 /// called now and then; Ctrl-C stops the run.
 #[pyfunction]
@@ -80,27 +114,9 @@ fn simulate(
         .unwrap_or("auto")
         .parse()
         .map_err(|m: String| to_py(lookaside::Error::Usage(m)))?;
-    let mut interrupted = false;
-    let result = py.detach(|| {
-        let mut cb = |p: Progress| {
-            Python::attach(|py| {
-                if py.check_signals().is_err() {
-                    interrupted = true;
-                    return false;
-                }
-                match &progress {
-                    Some(f) => f.call1(py, (p.events, p.bytes)).is_ok(),
-                    None => true,
-                }
-            })
-        };
-        lookaside::run::simulate_path(&trace, format, &mut m, reading, &mut cb)
-    });
-    if interrupted {
-        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
-            "interrupted",
-        ));
-    }
+    let result = with_progress(py, progress, |cb| {
+        lookaside::run::simulate_path(&trace, format, &mut m, reading, cb)
+    })?;
     result.map(|v| v.to_string()).map_err(to_py)
 }
 
@@ -177,27 +193,9 @@ fn record(
     if let Some(level) = level {
         options.level = level;
     }
-    let mut interrupted = false;
-    let result = py.detach(|| {
-        let mut cb = |p: Progress| {
-            Python::attach(|py| {
-                if py.check_signals().is_err() {
-                    interrupted = true;
-                    return false;
-                }
-                match &progress {
-                    Some(f) => f.call1(py, (p.events, p.bytes)).is_ok(),
-                    None => true,
-                }
-            })
-        };
-        capture::record(&src, via, &dst, &meta, &options, &mut cb)
-    });
-    if interrupted {
-        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
-            "interrupted",
-        ));
-    }
+    let result = with_progress(py, progress, |cb| {
+        capture::record(&src, via, &dst, &meta, &options, cb)
+    })?;
     result
         .map(|r| serde_json::to_string(&r).unwrap_or_default())
         .map_err(to_py)

@@ -71,25 +71,44 @@ pub fn run_native(
 const IN_FLIGHT: usize = 4;
 
 /// [`run`] with the reading (decompression, parsing) on a second thread, overlapped with the
-/// simulation. Batches keep their order, so results are identical to [`run`]'s; memory stays
-/// bounded by a few batches, which are recycled rather than reallocated.
+/// simulation. Batches keep their order, so results are identical to [`run`]'s.
 pub fn run_pipelined(
     mut source: Box<dyn TraceSource + Send>,
     machine: &mut Machine,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Progress> {
+    let mut p = Progress::default();
+    read_ahead(source.as_mut(), |batch, bytes| {
+        machine.run_batch(batch);
+        p.events += batch.len() as u64;
+        p.bytes = bytes;
+        tick(&mut p, batch.len(), progress)
+    })?;
+    progress(p);
+    Ok(p)
+}
+
+/// Read `source` on a second thread, handing each batch — with the bytes of the file
+/// consumed when it was read — to `consume` on this one, in order. Batches are recycled, so
+/// memory stays bounded by a few of them. Ends at the end of the source, on a read error, or
+/// when `consume` fails (the reader then stops too).
+pub fn read_ahead<S: TraceSource + Send + ?Sized>(
+    source: &mut S,
+    mut consume: impl FnMut(&[Event], u64) -> Result<()>,
+) -> Result<()> {
     use std::sync::mpsc::sync_channel;
     std::thread::scope(|scope| {
-        // The channels live inside the scope: when the simulating side returns (done, failed
-        // or interrupted) its ends are dropped before the scope joins the reader, so a reader
+        // The channels live inside the scope: when this side returns (done, failed or
+        // interrupted) its ends are dropped before the scope joins the reader, so a reader
         // blocked on either channel wakes up and ends instead of deadlocking.
         let (full_tx, full_rx) = sync_channel::<Result<(Vec<Event>, u64)>>(IN_FLIGHT);
         let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 2);
+        let reader = &mut *source;
         scope.spawn(move || {
-            // Ends when the trace does, on an error, or when the simulating side hangs up.
+            // Ends when the trace does, on an error, or when the consuming side hangs up.
             while let Ok(mut batch) = empty_rx.recv() {
-                let item = match source.next_batch(&mut batch) {
-                    Ok(true) => Ok((batch, source.bytes_read())),
+                let item = match reader.next_batch(&mut batch) {
+                    Ok(true) => Ok((batch, reader.bytes_read())),
                     Ok(false) => return,
                     Err(e) => Err(e),
                 };
@@ -102,17 +121,12 @@ pub fn run_pipelined(
         for _ in 0..IN_FLIGHT + 2 {
             let _ = empty_tx.send(Vec::with_capacity(BATCH));
         }
-        let mut p = Progress::default();
         for item in full_rx.iter() {
             let (batch, bytes) = item?;
-            machine.run_batch(&batch);
-            p.events += batch.len() as u64;
-            p.bytes = bytes;
-            tick(&mut p, batch.len(), progress)?;
+            consume(&batch, bytes)?;
             let _ = empty_tx.send(batch);
         }
-        progress(p);
-        Ok(p)
+        Ok(())
     })
 }
 

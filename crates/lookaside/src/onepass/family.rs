@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::{AllAssoc, Feeder, Options, StackDistance, WAYS};
+use super::{AllAssoc, Engine, Feeder, Options, StackDistance, WAYS};
 use crate::config::{MachineConfig, Placement, Straddle};
 use crate::error::{Error, Result};
 use crate::event::{Kind, BATCH};
@@ -106,34 +106,25 @@ pub fn answer_path(
     let format = crate::run::format_of(path, format)?;
     let mut source = trace::open(path, Some(format))?;
     let mut feeder = Feeder::new(opts);
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut instructions = 0u64;
-    let (engine, accesses, misses): (&str, u64, Vec<u64>) = if full {
-        let max = want.iter().map(|g| g.entries).max().unwrap_or(1);
-        let mut sd = StackDistance::new(max);
-        while source.next_batch(&mut batch)? {
-            instructions += batch.iter().filter(|e| e.kind == Kind::Fetch).count() as u64;
-            feeder.feed(&mut sd, &batch);
-        }
+    let (engine, accesses, misses, instructions): (&str, u64, Vec<u64>, u64) = if full {
+        let mut sd = StackDistance::new(want.iter().map(|g| g.entries).max().unwrap_or(1));
+        let instructions = pass(source.as_mut(), &mut feeder, &mut sd)?;
         let r = sd.result();
         let m = want
             .iter()
             .map(|g| r.misses(g.entries).unwrap_or(0))
             .collect();
-        ("stack-distance", r.accesses, m)
+        ("stack-distance", r.accesses, m, instructions)
     } else {
         let max_sets = want.iter().map(|g| g.entries / g.ways).max().unwrap_or(1);
         let mut aa = AllAssoc::new(max_sets);
-        while source.next_batch(&mut batch)? {
-            instructions += batch.iter().filter(|e| e.kind == Kind::Fetch).count() as u64;
-            feeder.feed(&mut aa, &batch);
-        }
+        let instructions = pass(source.as_mut(), &mut feeder, &mut aa)?;
         let r = aa.result();
         let m = want
             .iter()
             .map(|g| r.misses(g.entries / g.ways, g.ways).unwrap_or(0))
             .collect();
-        ("all-associativity", r.accesses, m)
+        ("all-associativity", r.accesses, m, instructions)
     };
     let name = &config.tlbs[0].name;
     let answers: Vec<Value> = want
@@ -164,6 +155,21 @@ pub fn answer_path(
         "structure": name,
         "answers": answers,
     }))
+}
+
+/// Feed every event of `source` to `engine`; returns the instructions (fetches) seen.
+fn pass<E: Engine>(
+    source: &mut dyn crate::trace::TraceSource,
+    feeder: &mut Feeder,
+    engine: &mut E,
+) -> Result<u64> {
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut instructions = 0;
+    while source.next_batch(&mut batch)? {
+        instructions += batch.iter().filter(|e| e.kind == Kind::Fetch).count() as u64;
+        feeder.feed(engine, &batch);
+    }
+    Ok(instructions)
 }
 
 #[cfg(test)]

@@ -413,9 +413,6 @@ pub fn record(
     }
 }
 
-/// Batches in flight between the thread reading the stream and the one writing the trace.
-const IN_FLIGHT: usize = 4;
-
 /// Copies `source` into `sink` and finishes the sink if all went well. The stream is read
 /// and decoded on a second thread while this one encodes and compresses, so that recording
 /// keeps up with the program. `counts` gives the references by kind the source has read,
@@ -426,53 +423,27 @@ fn pump<S: TraceSource + Send + ?Sized>(
     mut sink: Box<dyn super::TraceSink + Send>,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Recorded> {
-    use std::sync::mpsc::sync_channel;
+    let interrupted = || Error::Usage("interrupted".into());
     let mut r = Recorded::default();
     let mut counted = [0u64; 3];
-    let interrupted = || Error::Usage("interrupted".into());
-    std::thread::scope(|scope| {
-        // Inside the scope, so that when this side returns early its ends are dropped and a
-        // reader blocked on either channel wakes up and ends.
-        let (full_tx, full_rx) = sync_channel::<Result<(Vec<Event>, u64)>>(IN_FLIGHT);
-        let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 2);
-        let reader = &mut *source;
-        scope.spawn(move || {
-            while let Ok(mut batch) = empty_rx.recv() {
-                let item = match reader.next_batch(&mut batch) {
-                    Ok(true) => Ok((batch, reader.bytes_read())),
-                    Ok(false) => return,
-                    Err(e) => Err(e),
-                };
-                let failed = item.is_err();
-                if full_tx.send(item).is_err() || failed {
-                    return;
-                }
+    let mut batches = 0u64;
+    crate::run::read_ahead(source, |batch, bytes| {
+        if counts.is_none() {
+            for e in batch {
+                counted[(e.kind as usize).min(2)] += 1;
             }
-        });
-        for _ in 0..IN_FLIGHT + 2 {
-            let _ = empty_tx.send(Vec::with_capacity(BATCH));
         }
-        let mut batches = 0u64;
-        for item in full_rx.iter() {
-            let (batch, bytes) = item?;
-            if counts.is_none() {
-                for e in &batch {
-                    counted[(e.kind as usize).min(2)] += 1;
-                }
-            }
-            sink.write_batch(&batch)?;
-            r.events += batch.len() as u64;
-            r.stream_bytes = bytes;
-            batches += 1;
-            if batches.is_multiple_of(PROGRESS_EVERY)
-                && !progress(Progress {
-                    events: r.events,
-                    bytes,
-                })
-            {
-                return Err(interrupted());
-            }
-            let _ = empty_tx.send(batch);
+        sink.write_batch(batch)?;
+        r.events += batch.len() as u64;
+        r.stream_bytes = bytes;
+        batches += 1;
+        if batches.is_multiple_of(PROGRESS_EVERY)
+            && !progress(Progress {
+                events: r.events,
+                bytes,
+            })
+        {
+            return Err(interrupted());
         }
         Ok(())
     })?;
