@@ -40,6 +40,21 @@ pub fn read_and_simulate(data: &[u8], format: Option<Format>) {
     let Ok(mut source) = trace::reader(input, format) else {
         return;
     };
+    simulate(source.as_mut());
+}
+
+/// Read `data` as the raw stream of the capture plugin (`lookaside trace`) and simulate it.
+pub fn read_capture(data: &[u8]) {
+    let Ok(mut source) =
+        trace::capture::CaptureReader::new(std::io::Cursor::new(data.to_vec()), "fuzz-input")
+    else {
+        return;
+    };
+    simulate(&mut source);
+}
+
+/// Simulate a bounded prefix of `source` on the small machine.
+fn simulate(source: &mut dyn trace::TraceSource) {
     let mut machine = small_machine();
     let mut batch: Vec<Event> = Vec::new();
     let mut seen = 0;
