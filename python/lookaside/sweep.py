@@ -75,6 +75,8 @@ class Spec:
     traces: list[tuple[str, str]]
     axes: dict[str, list[Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)
+    #: The normalised TOML of each distinct machine, by its overrides (filled when loaded).
+    machines: dict[tuple[str, ...], str] = field(default_factory=dict)
 
     @property
     def keys(self) -> list[str]:
@@ -196,14 +198,12 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
     spec = Spec(sw.get("name", path.stem), src, text, mname, tlb, strings("set"), traces,
                 dict(axes), list(points))
     # Every distinct machine must build: check them all before running anything.
-    seen: set[tuple[str, ...]] = set()
     for p in spec.expand():
         ov = tuple(p.overrides())
-        if ov in seen:
+        if ov in spec.machines:
             continue
-        seen.add(ov)
         try:
-            _lookaside.check_config(text, mname, tlb, spec.fixed + list(ov))
+            spec.machines[ov] = _lookaside.check_config(text, mname, tlb, spec.fixed + list(ov))
         except ConfigError as e:
             where = ", ".join(f"{k}={v!r}" for k, v in p.settings) or "the base machine"
             raise ConfigError(f"{src}: point {where}: {e}") from None
@@ -339,8 +339,7 @@ def _one_pass_groups(spec: Spec, todo: list[tuple[str, Point]]
         return {}, todo
     groups: dict[str, list[tuple[str, Point, tuple[int, int]]]] = {}
     for pid, p in todo:
-        cfg = _toml(_lookaside.check_config(spec.machine_text, spec.machine_name, spec.tlb,
-                                            spec.fixed + p.overrides()))
+        cfg = _toml(spec.machines[tuple(p.overrides())])
         t = cfg["tlb"][0]
         ways = t["entries"] if t["ways"] == "full" else t["ways"]
         groups.setdefault(p.trace, []).append((pid, p, (t["entries"], ways)))
