@@ -26,6 +26,7 @@ use std::fmt;
 
 #[cfg(test)]
 mod tests;
+pub mod wbuf;
 
 /// The one context every line is tagged with.
 const LINE_CTX: u64 = 0;
