@@ -160,6 +160,11 @@ impl PageMapper {
         })
     }
 
+    /// log2 of the page size.
+    pub fn page_shift(&self) -> u32 {
+        self.page_shift
+    }
+
     pub fn policy(&self) -> Mapping {
         self.policy
     }
