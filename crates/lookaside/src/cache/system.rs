@@ -99,6 +99,10 @@ pub struct MemorySystem {
     /// `[activity]`: instructions and stall cycles of handler work (index 0 unused).
     handler: [Account; 3],
     handler_runs: [u64; 3],
+    /// Per address space (in order of first reference), for per-context attribution; `cur`
+    /// indexes the running one.
+    spaces: Vec<(u32, Account)>,
+    cur: usize,
     activity: Activity,
     uncached_refs: u64,
 }
@@ -236,6 +240,8 @@ impl MemorySystem {
             idle_acct: Account::default(),
             handler: [Account::default(); 3],
             handler_runs: [0; 3],
+            spaces: Vec::new(),
+            cur: usize::MAX,
             activity: Activity::Program,
             uncached_refs: 0,
         })
@@ -332,6 +338,13 @@ impl MemorySystem {
         for (a, s) in acct.stalls.iter_mut().zip(stalls) {
             *a += s;
         }
+        if !self.idle {
+            let space = self.space(e.asid);
+            space.instructions += (e.kind == Kind::Fetch) as u64;
+            for (a, s) in space.stalls.iter_mut().zip(stalls) {
+                *a += s;
+            }
+        }
         if self.activity != Activity::Program {
             let h = &mut self.handler[self.activity as usize];
             h.instructions += (e.kind == Kind::Fetch) as u64;
@@ -339,6 +352,21 @@ impl MemorySystem {
                 *a += s;
             }
         }
+    }
+
+    /// The account of address space `asid` (the running one, almost always).
+    #[inline]
+    fn space(&mut self, asid: u32) -> &mut Account {
+        if self.spaces.get(self.cur).is_none_or(|s| s.0 != asid) {
+            self.cur = match self.spaces.iter().position(|s| s.0 == asid) {
+                Some(i) => i,
+                None => {
+                    self.spaces.push((asid, Account::default()));
+                    self.spaces.len() - 1
+                }
+            };
+        }
+        &mut self.spaces[self.cur].1
     }
 
     /// A reference through first-level cache `l1` (and `l2`): the line of `paddr`, and of
@@ -483,6 +511,11 @@ impl MemorySystem {
             "user": mode_json(u),
             "system": mode_json(k),
             "idle": mode_json(&self.idle_acct),
+            "by_address_space": self
+                .spaces
+                .iter()
+                .map(|(asid, a)| (asid.to_string(), mode_json(a)))
+                .collect::<serde_json::Map<String, Value>>(),
             "tlb_handlers": { "utlb": handler(Activity::Utlb), "ktlb": handler(Activity::Ktlb) },
             "caches": caches,
             "write_buffer": self.wbuf.as_ref().map(|w| json!({
@@ -586,7 +619,8 @@ mod tests {
     use crate::event::{Event, Kind, Mode};
     use crate::machine::Machine;
 
-    fn machine(extra: &str) -> Machine {
+    /// The test machine; `top` goes in `[memory]`, `extra` after its tables.
+    fn machine_with(top: &str, extra: &str) -> Machine {
         let text = format!(
             r#"
 [pages]
@@ -599,6 +633,7 @@ ways = "full"
 serves = "unified"
 [memory]
 mapping = "identity"
+{top}
 [memory.icache]
 size = "1KiB"
 line = 16
@@ -613,6 +648,10 @@ miss_cycles = 15
 "#
         );
         Machine::build(MachineConfig::from_toml(&text, "t.toml").unwrap(), "t.toml").unwrap()
+    }
+
+    fn machine(extra: &str) -> Machine {
+        machine_with("", extra)
     }
 
     fn ev(kind: Kind, addr: u64, mode: Mode) -> Event {
@@ -677,6 +716,29 @@ root_table = "0xffffffff80100000"
         assert_eq!(h["ktlb"]["instructions"], 250);
         assert_eq!(j["system"]["instructions"], 27 + 250);
         assert_eq!(j["user"]["instructions"], 0);
+    }
+
+    /// Instructions and stalls between the idle markers are counted apart and left out of
+    /// MCPI; stalls are attributed to the address space that took them.
+    #[test]
+    fn idle_loop_and_address_spaces() {
+        let mut m = machine_with("idle_markers = [7, 8]", "");
+        let marker = |p| Event::control(Kind::Marker, p, 0);
+        m.run_batch(&[
+            ev(Kind::Fetch, 0x1000, Mode::User),
+            marker(7),
+            ev(Kind::Fetch, 0x2000, Mode::Kernel),
+            ev(Kind::Fetch, 0x2004, Mode::Kernel),
+            marker(8),
+            ev(Kind::Fetch, 0x3000, Mode::User).with_asid(5),
+        ]);
+        let j = m.memory().unwrap().json();
+        assert_eq!(j["instructions"], 2);
+        assert_eq!(j["idle"]["instructions"], 2);
+        assert_eq!(j["idle"]["stalls"]["icache"], 15);
+        assert_eq!(j["mcpi"], 15.0);
+        assert_eq!(j["by_address_space"]["0"]["stall_cycles"], 15);
+        assert_eq!(j["by_address_space"]["5"]["instructions"], 1);
     }
 
     #[test]
