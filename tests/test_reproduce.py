@@ -47,7 +47,8 @@ def test_chen94_reproduces_table_4_3_and_reports_the_memory_system(cli, tmp_path
     os_model = pd.read_csv(d / "memory_os_model.csv")
     parts = [f"{c}_{m}" for c in ("icache", "dcache", "wbuffer") for m in ("user", "system")]
     assert (abs(os_model[parts].sum(axis=1) - os_model.mcpi) < 1e-9).all()
-    assert {p.stem for p in (d / "plots").glob("*.svg")} == {"micro_tlb", "mapping_size", "mcpi"}
+    assert {p.stem for p in (d / "plots").glob("*.svg")} == {
+        "micro_tlb", "mapping_size", "mcpi", "access_map_data", "access_map_instruction"}
 
 
 def test_unknown_recipes_say_so(cli, tmp_path: Path):

@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Callable
 
 from . import (
     DEFAULT_PRESET,
@@ -54,16 +55,22 @@ class Progress:
             sys.stderr.flush()
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` so that ``path`` appears only complete (temp file + rename)."""
+def write_atomically(path: str, text: str | Callable[[str], None]) -> None:
+    """Write ``text`` — or call ``text(tmp_path)`` to write the file — so that ``path``
+    appears only complete (temp file + rename)."""
     d = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".lookaside-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".lookaside-",
+                                   suffix=os.path.splitext(path)[1] or ".tmp")
     except OSError as e:
         raise OSError(e.errno, e.strerror, path) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        if callable(text):
+            os.close(fd)
+            text(tmp)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
         os.replace(tmp, path)
     except BaseException as e:
         if os.path.exists(tmp):
@@ -126,6 +133,35 @@ def cmd_convert(args: argparse.Namespace) -> int:
     n = convert(args.src, args.dst, src_format=args.src_format, dst_format=args.dst_format,
                 command=shlex.join(["lookaside", *sys.argv[1:]]))
     print(f"{args.dst}: {n} events", file=sys.stderr)
+    return 0
+
+
+def cmd_map(args: argparse.Namespace) -> int:
+    from . import access_map
+
+    df = access_map(args.trace, page=args.page, interval=args.interval, select=args.select,
+                    format=args.format)
+    out = args.output
+    if out is None or out.endswith(".csv"):
+        emit(df.to_csv(index=False), out)
+        return 0
+    if not out.endswith((".png", ".svg", ".pdf")):
+        raise LookasideError(f"{out}: the output is a .csv table or a .png/.svg/.pdf image")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .report import plot_access_map
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    plot_access_map(df, ax, f"{os.path.basename(args.trace)}: {args.select} references")
+    try:
+        write_atomically(out, lambda tmp: fig.savefig(tmp, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
+    print(f"{out}: {df.page.nunique()} pages × {df.attrs['intervals']} intervals",
+          file=sys.stderr)
     return 0
 
 
@@ -310,6 +346,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-f", "--format", choices=FORMATS)
     s.add_argument("--json", action="store_true")
     s.set_defaults(run=cmd_info)
+
+    s = sub.add_parser("map", help="memory access map: pages touched per interval of time")
+    s.add_argument("trace")
+    s.add_argument("-f", "--format", choices=FORMATS)
+    s.add_argument("--page", default="4k", help="page size (default 4k)")
+    s.add_argument("--interval", type=int, default=100_000,
+                   help="instructions per interval (default 100000)")
+    s.add_argument("--select", choices=["data", "instruction", "all"], default="data")
+    s.add_argument("-o", "--output", metavar="FILE",
+                   help="a .png/.svg/.pdf image, or a .csv table (default: CSV on stdout)")
+    s.set_defaults(run=cmd_map)
 
     s = sub.add_parser("presets", help="list the shipped machines, or print one")
     s.add_argument("name", nargs="?")

@@ -105,6 +105,32 @@ def _heat_maps(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple
     return out
 
 
+def plot_access_map(df: Any, ax: Any, title: str = "") -> Any:
+    """Draw a memory access map (see :func:`lookaside.access_map`) on matplotlib axes `ax`:
+    x = the pages touched (in address order, per address space), y = time in intervals of
+    instructions, a dark cell where a page was touched in an interval (Chen's Figs. 7-12 to
+    7-14). Returns the image."""
+    import numpy as np
+
+    pages = sorted(set(zip(df.asid, df.page)))
+    col = {p: i for i, p in enumerate(pages)}
+    rows = max(int(df.attrs.get("intervals", 0)), int(df.interval.max()) + 1 if len(df) else 1)
+    grid = np.zeros((rows, max(len(pages), 1)), dtype=np.uint8)
+    for asid, page, interval in zip(df.asid, df.page, df.interval):
+        grid[interval, col[(asid, page)]] = 1
+    img = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Greys", origin="lower")
+    kib = df.attrs.get("page_bytes", 4096) // 1024
+    ax.set_xlabel(f"pages touched ({kib} KiB), in address order")
+    ax.set_ylabel(f"time (intervals of {df.attrs.get('interval_instructions', '?'):,} "
+                  "instructions)")
+    if len(pages) > 1:
+        ticks = np.linspace(0, len(pages) - 1, min(6, len(pages))).astype(int)
+        ax.set_xticks(ticks, [f"{pages[t][1] * df.attrs.get('page_bytes', 4096):#x}"
+                              for t in ticks], rotation=30, fontsize=7)
+    ax.set_title(title or "memory access map")
+    return img
+
+
 def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[str] | None = None,
                  metric: str = "miss_ratio") -> Path:
     """Write the HTML report of the sweep in `sweep_dir`; returns its path."""

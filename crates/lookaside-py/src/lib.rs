@@ -156,6 +156,33 @@ fn convert(
         .map_err(to_py)
 }
 
+/// The memory access map of a trace (pages touched per interval of instructions) as JSON
+/// text; `select` is "instruction", "data" or "all".
+#[pyfunction]
+#[pyo3(signature = (path, page_bytes=4096, interval=100_000, select="data", format=None))]
+fn access_map(
+    py: Python<'_>,
+    path: PathBuf,
+    page_bytes: u64,
+    interval: u64,
+    select: &str,
+    format: Option<String>,
+) -> PyResult<String> {
+    let f = format_arg(format.as_deref())?;
+    let select = lookaside::trace::accessmap::Select::parse(select)
+        .map_err(|m| to_py(lookaside::error::Error::Usage(format!("select: {m}"))))?;
+    if !page_bytes.is_power_of_two() || page_bytes < 2 {
+        return Err(to_py(lookaside::error::Error::Usage(format!(
+            "page: {page_bytes} is not a power of two"
+        ))));
+    }
+    py.detach(|| {
+        lookaside::run::access_map_json(&path, f, page_bytes.trailing_zeros(), interval, select)
+    })
+    .map(|v| v.to_string())
+    .map_err(to_py)
+}
+
 /// Summarise a trace file as JSON text.
 #[pyfunction]
 #[pyo3(signature = (path, format=None))]
@@ -284,6 +311,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(access_map, m)?)?;
     m.add_function(wrap_pyfunction!(record, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
     m.add_function(wrap_pyfunction!(one_pass, m)?)?;

@@ -280,6 +280,25 @@ pub fn info_json(path: &Path, format: Option<Format>) -> Result<serde_json::Valu
     Ok(v)
 }
 
+/// The memory access map of the trace at `path` (or a `workload:…` spec), as JSON: pages of
+/// `1 << page_shift` bytes touched per interval of `interval` instructions (see
+/// [`crate::trace::accessmap`]).
+pub fn access_map_json(
+    path: &Path,
+    format: Option<Format>,
+    page_shift: u32,
+    interval: u64,
+    select: crate::trace::accessmap::Select,
+) -> Result<serde_json::Value> {
+    let name = path.display().to_string();
+    let mut source = match crate::workload::from_spec(&name)? {
+        Some(s) => s,
+        None => open_detected(path, format)?.0,
+    };
+    let map = crate::trace::accessmap::access_map(source.as_mut(), page_shift, interval, select)?;
+    Ok(serde_json::to_value(map).unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

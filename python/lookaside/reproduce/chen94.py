@@ -236,6 +236,19 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
         f"16 entries: {small} misses with 4 KiB pages, {large} with 2 MiB",
         bool(large * 10 <= small)))
 
+    # Memory access maps of the real trace (Figs. 7-12 to 7-14), the superpage question.
+    from .. import access_map
+    from ..report import plot_access_map
+
+    for select, page in (("data", "4k"), ("instruction", "4k")):
+        amap = access_map(trace, page=page, interval=50_000, select=select)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        plot_access_map(amap, ax, f"demo trace: {select} pages over time")
+        o.figures.append((f"Memory access map of the demo trace's {select} references "
+                          "(4 KiB pages, 50,000-instruction intervals; cf. Figs. 7-12 to 7-14)",
+                          save_figure(fig, d, f"access_map_{select}")))
+        plt.close(fig)
+
     # Figures.
     fig, ax = plt.subplots(figsize=(6, 4))
     for policy, g in micro.groupby("policy"):
