@@ -7,6 +7,7 @@
 //! consume the same batches and answer a whole sweep of LRU structures in one pass.
 
 pub mod bench;
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod event;
@@ -19,6 +20,7 @@ pub mod report;
 pub mod run;
 pub mod tlb;
 pub mod trace;
+pub mod vm;
 pub mod workload;
 
 pub use error::{Error, Result};
