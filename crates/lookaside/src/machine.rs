@@ -24,7 +24,7 @@ use crate::config::{MachineConfig, PageSize, Placement, Straddle, TlbConfig, Way
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
-use crate::mmu::SoftwareManagedTlb;
+use crate::mmu::{SoftwareManagedTlb, Walker};
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
 /// Context-tag bit of a global entry.
@@ -133,6 +133,9 @@ pub struct Machine {
     /// The software-refill model, when the config has `[refill]`: it owns the (one) TLB and
     /// takes every batch instead of the hierarchy below.
     refill: Option<Box<SoftwareManagedTlb>>,
+    /// The page-table walker, when the config has `[pagetable]`: every walk (a miss in the
+    /// last level) searches its table.
+    walker: Option<Box<Walker>>,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it.
@@ -151,6 +154,9 @@ pub struct Feed<'m> {
     tally: Tally,
     /// The machine refills by software: every event goes to its model instead.
     refilled: bool,
+    /// The walker's data cache sees the program's loads and stores: every reference takes
+    /// the full path.
+    data: bool,
 }
 
 impl EventSink for Feed<'_> {
@@ -176,6 +182,15 @@ impl EventSink for Feed<'_> {
         }
         let cell = Tally::cell(e.mode, e.kind);
         self.tally.refs[cell] += 1;
+        if self.data && !matches!(m.fast[e.kind as usize], Fast::Untranslated) {
+            m.reference(e);
+            if e.kind != Kind::Fetch {
+                if let Some(w) = m.walker.as_deref_mut() {
+                    w.data_ref(e.asid, e.addr, e.kind == Kind::Store);
+                }
+            }
+            return;
+        }
         match m.fast[e.kind as usize] {
             Fast::Untranslated => return,
             Fast::Root(r, shift) => {
@@ -454,9 +469,20 @@ impl Machine {
             )?)),
             None => None,
         };
+        let walker = match &config.pagetable {
+            Some(_) if refill.is_some() => {
+                return Err(err(
+                    "pagetable".into(),
+                    "a machine refills either by the MIPS software model ([refill]) or from a page table ([pagetable]), not both".into(),
+                ))
+            }
+            Some(p) => Some(Box::new(Walker::from_config(p, source_name)?)),
+            None => None,
+        };
         Ok(Machine {
             fast,
             refill,
+            walker,
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
@@ -496,6 +522,11 @@ impl Machine {
         self.refill.as_deref()
     }
 
+    /// The page-table walker, when the machine has one.
+    pub fn walker(&self) -> Option<&Walker> {
+        self.walker.as_deref()
+    }
+
     /// (sets, ways) of each structure, in config order.
     pub fn geometry(&self) -> Vec<(usize, usize)> {
         self.units
@@ -522,6 +553,7 @@ impl Machine {
     pub fn feed(&mut self) -> Feed<'_> {
         Feed {
             refilled: self.refill.is_some(),
+            data: self.walker.as_ref().is_some_and(|w| w.sees_data()),
             m: self,
             tally: Tally::default(),
         }
@@ -606,6 +638,9 @@ impl Machine {
         }
         let w = self.ledger.walk_index();
         self.ledger.access(w, mode, kind, true);
+        if let Some(w) = self.walker.as_deref_mut() {
+            w.miss(self.cur_asid, addr, shift);
+        }
     }
 
     /// The running address space becomes `asid`: untagged structures lose non-global entries.

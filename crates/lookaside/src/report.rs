@@ -198,6 +198,9 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     if let Some(r) = machine.refill() {
         result["traps"] = crate::mmu::report::traps_json(r);
     }
+    if let Some(w) = machine.walker() {
+        result["pagetable"] = w.json();
+    }
     result
 }
 
