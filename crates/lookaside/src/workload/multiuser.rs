@@ -137,20 +137,28 @@ impl Multiuser {
                     TEXT + self.skewed(self.p.text_pages) * 4096,
                 )
             } else if (self.next_random() % 100) < self.p.shared as u64 {
-                let k = if r % 3 == 0 { Kind::Store } else { Kind::Load };
+                let k = if r.is_multiple_of(3) {
+                    Kind::Store
+                } else {
+                    Kind::Load
+                };
                 (
                     k,
                     self.shm_space,
                     SHM + self.skewed(self.p.shm_pages) * 4096,
                 )
-            } else if r % 8 == 0 {
+            } else if r.is_multiple_of(8) {
                 (
                     Kind::Store,
                     private,
                     STACK_TOP - self.skewed(self.p.stack_pages) * 4096,
                 )
             } else {
-                let k = if r % 4 == 0 { Kind::Store } else { Kind::Load };
+                let k = if r.is_multiple_of(4) {
+                    Kind::Store
+                } else {
+                    Kind::Load
+                };
                 (k, private, DATA + self.skewed(self.p.data_pages) * 4096)
             };
             let line = (self.next_random() % 64) * 64;
