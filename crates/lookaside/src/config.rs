@@ -74,6 +74,7 @@
 //! costs = "huck93"         # handler cycle costs (crate data/walk-costs)
 //! cycles = { hw_hpt = 9 }  # overrides of the cost table
 //! data_refs = false        # the program's loads and stores also go through the data cache
+//! preload = 0.0            # fraction of memory mapped at the start to other processes' pages
 //! [pagetable.cache]        # the data cache every table reference goes through
 //! size = "256K"            # 0: none (every reference hits)
 //! line = 32
@@ -534,6 +535,9 @@ pub struct PageTableConfig {
     pub cycles: std::collections::BTreeMap<String, u32>,
     #[serde(default)]
     pub data_refs: bool,
+    /// Fraction of memory mapped before the run to pages of other processes (0 to 1).
+    #[serde(default)]
+    pub preload: f64,
     #[serde(default)]
     pub cache: WalkCacheConfig,
 }

@@ -365,6 +365,34 @@ fn build_table(
     })
 }
 
+/// Space ids of the preloaded pages: above every per-process and global id in use.
+const BACKGROUND: u32 = 0xF000_0000;
+
+/// Map `n` frames to pages of other processes before the run, as a running system's memory
+/// is full: 256 background spaces, random 32-bit offsets (deterministic). The table then
+/// holds as many entries as memory has pages, which sets the load factor (α) of hashed and
+/// inverted tables; the run's own faults take their frames first-in first-out.
+fn preload(table: &mut PageTable, frames: &mut Frames, n: u64) {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut refs = Refs::new();
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let space = BACKGROUND | (x as u32 & 0xFF);
+        let vpn = (x >> 12) & 0xF_FFFF;
+        refs.clear();
+        if table.lookup(space, vpn, &mut refs).frame.is_some() {
+            continue;
+        }
+        let (f, old) = frames.alloc(space, vpn);
+        if let Some((os, ov)) = old {
+            table.remove(os, ov);
+        }
+        let _ = table.insert(space, vpn, PAGE_SHIFT, f);
+    }
+}
+
 impl Walker {
     /// Validate `[pagetable]` and build the walker; errors name the key.
     pub fn from_config(c: &PageTableConfig, src: &str) -> Result<Walker> {
@@ -441,7 +469,16 @@ impl Walker {
             };
             Some(Cache::new(&p).map_err(|e| err(&format!("cache.{}", e.field), e.message))?)
         };
+        if !(0.0..=1.0).contains(&c.preload) {
+            return Err(err(
+                "preload",
+                format!("{} is not a fraction between 0 and 1", c.preload),
+            ));
+        }
         let names = table.level_names();
+        let mut table = table;
+        let mut memory = Frames::new(frames);
+        preload(&mut table, &mut memory, (c.preload * frames as f64) as u64);
         Ok(Walker {
             behind: match &table {
                 PageTable::Front(f) => f.inner().kind(),
@@ -454,7 +491,7 @@ impl Walker {
             },
             names,
             table,
-            frames: Frames::new(frames),
+            frames: memory,
             cache,
             costs,
             refill,

@@ -208,10 +208,13 @@ fn only_base(shift: u32) -> Result<(), InsertError> {
 
 /// The hash of Huck & Hays: the space id XORed with the low page-number bits. (The OS allocates
 /// space ids pseudo-randomly, so their bits spread the spaces over the table; see
-/// [`scramble_space`].)
+/// [`scramble_space`].) The page number's bits above the low 18 — for a 32-bit offset, its
+/// quadrant, which on PA-RISC selects the space register and so the space — are scrambled in
+/// too, so that segments at aligned bases of one space do not pile onto the same buckets
+/// (zero for the first quadrant: there the hash is the plain XOR).
 #[inline(always)]
 pub fn xor_hash(space: u32, vpn: u64) -> u64 {
-    vpn ^ space as u64
+    vpn ^ space as u64 ^ ((vpn >> 18).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32)
 }
 
 /// A pseudo-random space id for address space `asid`, as HP-UX allocates them: a bijection

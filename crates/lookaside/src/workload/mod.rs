@@ -12,7 +12,7 @@ mod osstructure;
 mod synthetic;
 
 pub use multiserver::{Multiserver, MultiserverParams};
-pub use multiuser::{AddressModel, Multiuser, MultiuserParams, Rewrite};
+pub use multiuser::{AddressModel, Multiuser, MultiuserParams, Rewrite, Uniform};
 pub use osstructure::{OsStructure, OsWorkload, OsWorkloadParams};
 pub use synthetic::Synthetic;
 
@@ -25,7 +25,7 @@ pub const PREFIX: &str = "workload:";
 /// The source a workload spec names, DineroIV-style like `--tlb`:
 /// `workload:multiserver,servers=3,pages_per_hop=24,hops=2000,seed=0`,
 /// `workload:os,structure=microkernel,syscalls=5000`,
-/// `workload:multiuser,users=8,shared=50,addresses=per-process` or
+/// `workload:multiuser,users=8,shared=50,addresses=per-process`, `workload:uniform,pages=8192` or
 /// `workload:synthetic,refs=1e7,seed=1`.
 /// `Ok(None)` when `spec` is not a workload spec (it does not start with [`PREFIX`]); an
 /// error naming the bad key otherwise.
@@ -128,6 +128,18 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
             }
             Ok(Some(Box::new(Multiuser::new(p))))
         }
+        "uniform" => {
+            let (mut pages, mut rounds, mut seed) = (8192u32, 4u64, 1u64);
+            for (k, v) in kv {
+                match k {
+                    "pages" => pages = small(k, v)?,
+                    "rounds" => rounds = num(k, v)?,
+                    "seed" => seed = num(k, v)?,
+                    _ => return Err(err(k, "unknown key (pages, rounds, seed)".into())),
+                }
+            }
+            Ok(Some(Box::new(Uniform::new(pages, rounds, seed))))
+        }
         "synthetic" => {
             let (mut refs, mut seed) = (10_000_000u64, 1u64);
             for (k, v) in kv {
@@ -141,7 +153,7 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
         }
         _ => Err(err(
             "workload",
-            format!("'{name}' is not a workload (multiserver, multiuser, os, synthetic)"),
+            format!("'{name}' is not a workload (multiserver, multiuser, os, synthetic, uniform)"),
         )),
     }
 }

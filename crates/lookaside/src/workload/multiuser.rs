@@ -19,7 +19,8 @@
 //! page; a run goes to text (fetches) with probability 40%, else to data: shared memory with
 //! probability `shared`%, otherwise private data or (one run in eight) the stack. Pages are
 //! drawn with a skew towards the low pages of each segment (the square of a uniform draw),
-//! so each segment has a hot core and a long tail. Deterministic for a seed.
+//! so each segment has a hot core and a long tail; a run reads or writes 64 bytes of its
+//! page, round and round. Deterministic for a seed.
 
 use crate::error::Result;
 use crate::event::{Event, Kind, BATCH};
@@ -60,15 +61,15 @@ pub struct MultiuserParams {
 impl Default for MultiuserParams {
     fn default() -> Self {
         MultiuserParams {
-            users: 8,
-            quantum: 4000,
-            slices: 400,
-            text_pages: 256,
-            shm_pages: 2048,
-            data_pages: 64,
+            users: 12,
+            quantum: 2000,
+            slices: 3000,
+            text_pages: 128,
+            shm_pages: 512,
+            data_pages: 32,
             stack_pages: 4,
-            shared: 50,
-            run: 8,
+            shared: 70,
+            run: 64,
             seed: 1,
             addresses: AddressModel::Global,
         }
@@ -163,7 +164,7 @@ impl Multiuser {
             };
             let line = (self.next_random() % 64) * 64;
             for i in 0..run {
-                let offset = base + ((line + 8 * i) & 0xFFF);
+                let offset = base + ((line + 4 * (i % 16)) & 0xFFF);
                 let addr = match self.p.addresses {
                     AddressModel::Global => (space << 32) | offset,
                     AddressModel::PerProcess => offset,
@@ -180,6 +181,56 @@ impl TraceSource for Multiuser {
         while out.len() < BATCH && self.slice < self.p.slices {
             self.slice(out);
             self.slice += 1;
+        }
+        Ok(!out.is_empty())
+    }
+}
+
+/// `pages` distinct pages at uniformly random global addresses (random 16-bit space id, random
+/// 20-bit page number), each referenced once per round, in the same order every round: the
+/// uniform keys under which a hashed table's mean successful search is 1 + α/2 (Knuth).
+#[derive(Clone, Debug)]
+pub struct Uniform {
+    pages: Vec<u64>,
+    rounds: u64,
+    round: u64,
+    at: usize,
+}
+
+impl Uniform {
+    pub fn new(pages: u32, rounds: u64, seed: u64) -> Uniform {
+        let mut m = Multiuser::new(MultiuserParams {
+            seed,
+            ..MultiuserParams::default()
+        });
+        let mut seen = std::collections::HashSet::new();
+        let mut v = Vec::with_capacity(pages as usize);
+        while v.len() < pages as usize {
+            let x = m.next_random();
+            let addr = ((x >> 48) << 32) | (x & 0xFFFF_F000);
+            if seen.insert(addr) {
+                v.push(addr);
+            }
+        }
+        Uniform {
+            pages: v,
+            rounds,
+            round: 0,
+            at: 0,
+        }
+    }
+}
+
+impl TraceSource for Uniform {
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        out.clear();
+        while out.len() < BATCH && self.round < self.rounds && !self.pages.is_empty() {
+            out.push(Event::reference(Kind::Load, self.pages[self.at], 4).with_asid(1));
+            self.at += 1;
+            if self.at == self.pages.len() {
+                self.at = 0;
+                self.round += 1;
+            }
         }
         Ok(!out.is_empty())
     }
