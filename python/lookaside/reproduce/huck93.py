@@ -19,7 +19,7 @@ from ..sweep import run_point
 from . import RECIPES, Check, Outcome, save_figure
 
 #: The multi-user workload (12 users, 70% of data runs on shared memory) and one user alone.
-MULTI = "workload:multiuser"
+MULTI = "workload:multiuser,span=256"
 SINGLE = "workload:multiuser,users=1"
 MEMORY_MB = 32
 FRAMES = MEMORY_MB * 256
@@ -179,7 +179,7 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                           "overhead", f"{100 * share:.0f}% (software IPT)",
                           0.2 <= share <= 0.35,
                           note="depends on how much the program's own data evicts the table "
-                               "lines; here 64 bytes per run of 64 references"))
+                               "lines: here 256 bytes per run of 64 references"))
     head_miss = float(by.loc["UX-HW-HPT4x-1w", "miss_head"])
     o.checks.append(Check("multi-user: data-cache misses on the HPT head bucket", "about 20%",
                           f"{100 * head_miss:.0f}%", 0.1 <= head_miss <= 0.3))
@@ -214,7 +214,8 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     ax.tick_params(axis="x", rotation=60)
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
-    o.figures.append(("Cycles per TLB miss, basic and cache penalty", save_figure(fig, d, "cycles")))
+    o.figures.append(("Cycles per TLB miss, basic and cache penalty",
+                      save_figure(fig, d, "cycles")))
     fig, ax = plt.subplots(figsize=(5.5, 4))
     sizes = [0.25, 0.5, 1, 2]
     ax.plot(sizes, heads, marker="o", label="ASM hybrid HPT cache")

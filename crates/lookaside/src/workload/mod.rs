@@ -115,6 +115,7 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
                     "stack_pages" => p.stack_pages = small(k, v)?,
                     "shared" => p.shared = small(k, v)?.min(100),
                     "run" => p.run = small(k, v)?,
+                    "span" => p.span = small(k, v)?,
                     "seed" => p.seed = num(k, v)?,
                     "addresses" => {
                         p.addresses = match v {
@@ -123,7 +124,7 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
                             _ => return Err(err(k, format!("'{v}' is not global or per-process"))),
                         }
                     }
-                    _ => return Err(err(k, "unknown key (users, quantum, slices, text_pages, shm_pages, data_pages, stack_pages, shared, run, seed, addresses)".into())),
+                    _ => return Err(err(k, "unknown key (users, quantum, slices, text_pages, shm_pages, data_pages, stack_pages, shared, run, span, seed, addresses)".into())),
                 }
             }
             Ok(Some(Box::new(Multiuser::new(p))))

@@ -19,7 +19,7 @@
 //! page; a run goes to text (fetches) with probability 40%, else to data: shared memory with
 //! probability `shared`%, otherwise private data or (one run in eight) the stack. Pages are
 //! drawn with a skew towards the low pages of each segment (the square of a uniform draw),
-//! so each segment has a hot core and a long tail; a run reads or writes 64 bytes of its
+//! so each segment has a hot core and a long tail; a run reads or writes `span` bytes of its
 //! page, round and round. Deterministic for a seed.
 
 use crate::error::Result;
@@ -54,6 +54,8 @@ pub struct MultiuserParams {
     pub shared: u32,
     /// References per run on one page.
     pub run: u32,
+    /// Bytes a run reads or writes (4 per reference, round and round), up to a page.
+    pub span: u32,
     pub seed: u64,
     pub addresses: AddressModel,
 }
@@ -70,6 +72,7 @@ impl Default for MultiuserParams {
             stack_pages: 4,
             shared: 70,
             run: 64,
+            span: 256,
             seed: 1,
             addresses: AddressModel::Global,
         }
@@ -163,8 +166,9 @@ impl Multiuser {
                 (k, private, DATA + self.skewed(self.p.data_pages) * 4096)
             };
             let line = (self.next_random() % 64) * 64;
+            let words = (self.p.span / 4).clamp(1, 1024) as u64;
             for i in 0..run {
-                let offset = base + ((line + 4 * (i % 16)) & 0xFFF);
+                let offset = base + ((line + 4 * (i % words)) & 0xFFF);
                 let addr = match self.p.addresses {
                     AddressModel::Global => (space << 32) | offset,
                     AddressModel::PerProcess => offset,
