@@ -29,6 +29,7 @@
 //! frames of data, laid out as a kernel lays tables out at boot: hashed tables aligned to
 //! their size, the rest page-aligned, one after the other.
 
+pub mod bench;
 mod front;
 mod hashed;
 mod inverted;
