@@ -844,6 +844,59 @@ mod tests {
     }
 
     #[test]
+    fn data_references_change_no_count_but_the_cache() {
+        // The program's loads and stores through the walker's data cache take the full path
+        // of the machine: TLB and walk counts must not change, only the cache penalties.
+        let spec = "workload:multiuser,users=4,slices=60,quantum=1500";
+        let run = |data: bool| {
+            let text = format!(
+                "[machine]\nglobal_above = 0\n[[tlb]]\nname='t'\nentries=32\n[pagetable]\norganisation='hashed'\naddresses='global'\ndata_refs={data}\n"
+            );
+            let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
+            let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
+            let mut v = Vec::new();
+            while src.next_batch(&mut v).unwrap() {
+                m.run_batch(&v);
+            }
+            let t = m.ledger().total(0, |_, _, _| true);
+            (t.accesses, t.misses, m.walker().unwrap().json())
+        };
+        let (a, b) = (run(false), run(true));
+        assert_eq!((a.0, a.1), (b.0, b.1));
+        assert_eq!(a.2["walks"], b.2["walks"]);
+        assert_eq!(a.2["chain"], b.2["chain"]);
+        assert!(b.2["data"]["refs"].as_u64().unwrap() > 0);
+        assert!(b.2["cycles"]["cache_penalty"].as_u64() > a.2["cycles"]["cache_penalty"].as_u64());
+    }
+
+    #[test]
+    fn global_addresses_share_entries_that_aliases_repeat() {
+        // Two processes touch one shared page: one global address (one table entry, one TLB
+        // entry when global) or two aliases (two of each).
+        let ev = |addr: u64| {
+            vec![
+                Event::reference(Kind::Load, addr, 4).with_asid(1),
+                Event::reference(Kind::Load, addr, 4).with_asid(2),
+            ]
+        };
+        let mut g = Machine::assemble(
+            Some("[machine]\nglobal_above = 0\n[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='hashed'\naddresses='global'\n"),
+            "m.toml", &[], &[]).unwrap();
+        g.run_batch(&ev((0x1234u64 << 32) | 0x8000_0000));
+        let mut a = machine("organisation='hashed'").unwrap();
+        a.run_batch(&ev(0x8000_0000));
+        let j = |m: &Machine| m.walker().unwrap().json();
+        assert_eq!(
+            (j(&g)["walks"].clone(), j(&g)["table"]["pages"].clone()),
+            (1.into(), 1.into())
+        );
+        assert_eq!(
+            (j(&a)["walks"].clone(), j(&a)["table"]["pages"].clone()),
+            (2.into(), 2.into())
+        );
+    }
+
+    #[test]
     fn bad_page_tables_name_the_key() {
         for (pt, key) in [
             ("organisation='tree'", "pagetable.organisation"),

@@ -68,12 +68,12 @@ impl RadixParams {
         if !matches!(self.entry_bytes, 4 | 8 | 16) {
             return Err("entry bytes must be 4, 8 or 16".into());
         }
-        if self.psc.len() >= self.bits.len()
-            && self
-                .psc
-                .iter()
-                .skip(self.bits.len() - 1)
-                .any(|p| p.is_some())
+        // The leaf level holds translations, which the TLBs cache: no paging-structure cache.
+        if self
+            .psc
+            .iter()
+            .skip(self.bits.len() - 1)
+            .any(|p| p.is_some())
         {
             return Err("paging-structure caches exist for the upper levels only".into());
         }
