@@ -14,6 +14,7 @@
 //! a process lives), so a cached upper entry never goes stale.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
 
@@ -86,8 +87,30 @@ impl RadixParams {
     }
 }
 
-/// Entry value: 0 empty, `LEAF | frame` a leaf, else `child node + 1`.
-const LEAF: u64 = 1 << 63;
+/// Entry value: 0 empty, `LEAF | frame` a leaf, else `child node + 1` (frames and table
+/// pages stay below 2^31: memory is at most 2^28 frames). 32-bit entries halve the host
+/// memory a sparse table's pages take, which is what a walk's time goes to.
+const LEAF: u32 = 1 << 31;
+
+/// Space ids are already spread (or small): one multiply mixes them enough.
+#[derive(Default)]
+struct SpaceHasher(u64);
+
+impl Hasher for SpaceHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// A forward-mapped page table of every address space.
 #[derive(Debug)]
@@ -98,9 +121,9 @@ pub struct Radix {
     total_bits: u32,
     node_bytes: Vec<u64>,
     /// Physical address and entries of each table page, in allocation order.
-    nodes: Vec<(u64, Box<[u64]>)>,
+    nodes: Vec<(u64, Box<[u32]>)>,
     next_addr: u64,
-    roots: HashMap<u32, u32>,
+    roots: HashMap<u32, u32, BuildHasherDefault<SpaceHasher>>,
     last_root: (u32, u32),
     psc: Vec<Option<Tlb>>,
     pages: u64,
@@ -138,7 +161,7 @@ impl Radix {
             below,
             node_bytes,
             nodes: Vec::new(),
-            roots: HashMap::new(),
+            roots: HashMap::default(),
             last_root: (u32::MAX, u32::MAX),
             psc,
             pages: 0,
@@ -163,7 +186,7 @@ impl Radix {
         let addr = self.next_addr;
         self.next_addr += self.node_bytes[level];
         self.nodes
-            .push((addr, vec![0u64; entries].into_boxed_slice()));
+            .push((addr, vec![0u32; entries].into_boxed_slice()));
         (self.nodes.len() - 1) as u32
     }
 
@@ -209,7 +232,7 @@ impl Radix {
             for l in 0..start {
                 let e = self.nodes[node as usize].1[self.index(l, vpn)];
                 debug_assert!(e != 0 && e & LEAF == 0);
-                node = (e - 1) as u32;
+                node = e - 1;
             }
             w.skipped = start as u32;
         }
@@ -227,7 +250,7 @@ impl Radix {
                 return w;
             }
             if e & LEAF != 0 {
-                w.frame = Some(e & !LEAF);
+                w.frame = Some((e & !LEAF) as u64);
                 return w;
             }
             if l < self.psc.len() {
@@ -235,7 +258,7 @@ impl Radix {
                     c.fill(vpn >> self.below[l], space as u64, Part::Upper);
                 }
             }
-            node = (e - 1) as u32;
+            node = e - 1;
         }
         w
     }
@@ -256,6 +279,9 @@ impl Radix {
         if vpn >> self.total_bits != 0 {
             return Err(InsertError::OutOfRange);
         }
+        if frame >= LEAF as u64 {
+            return Err(InsertError::Frame(frame));
+        }
         let leaf = self.leaf_level(shift).ok_or(InsertError::PageSize(shift))?;
         let mut node = match self.root(space) {
             Some(r) => r,
@@ -274,10 +300,10 @@ impl Radix {
             }
             node = if e == 0 {
                 let c = self.new_node(l + 1);
-                self.nodes[node as usize].1[i] = c as u64 + 1;
+                self.nodes[node as usize].1[i] = c + 1;
                 c
             } else {
-                (e - 1) as u32
+                e - 1
             };
         }
         let i = self.index(leaf, vpn);
@@ -288,7 +314,7 @@ impl Radix {
         }
         // A non-empty, non-leaf slot would be a table page under a large page: keep the table.
         if *slot == 0 || *slot & LEAF != 0 {
-            *slot = LEAF | frame;
+            *slot = LEAF | frame as u32;
         }
         Ok(())
     }
@@ -312,7 +338,7 @@ impl Radix {
                 self.mapped_bytes -= 1 << (self.below[l] + PAGE_SHIFT);
                 return true;
             }
-            node = (e - 1) as u32;
+            node = e - 1;
         }
         false
     }
