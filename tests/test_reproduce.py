@@ -33,6 +33,27 @@ def test_uhlig94_and_bala94_reproduce(cli, tmp_path: Path):
     assert all(c["ok"] for c in b["checks"])
 
 
+def test_huck93_reproduces(cli, tmp_path: Path):
+    p = cli("reproduce", "huck93", "--out", tmp_path)
+    assert "checks agree" in p.stdout
+    d = tmp_path / "huck93"
+    v = json.loads((d / "verdict.json").read_text())
+    exact = [c for c in v["checks"] if c["exact"]]
+    # Storage overheads 0.586%, 0.78%, 1.56% and the chain length 1 + α/2, all exact.
+    assert len(exact) == 4 and all(c["ok"] for c in exact), exact
+    assert [c["published"] for c in exact[:3]] == ["0.586%", "0.78%", "1.56%"]
+    chains = pd.read_csv(d / "chain_length_uniform.csv")
+    assert ((chains.measured - chains.formula).abs() <= 0.02).all()
+    configs = pd.read_csv(d / "configurations.csv").set_index("config")
+    assert {"UX-SW-IPT4x-1w", "ASM-HW-HPT.25x-1w", "ASM-HW-FMPT"} <= set(configs.index)
+    held = {c["claim"] for c in v["checks"] if c["ok"]}
+    assert "software HPT costs fewer cycles per miss than the software IPT" in held
+    assert "head-bucket hit rate rises with HPT-cache size" in held
+    assert "aliasing (ASM) raises the TLB miss rate of a sharing workload" in held
+    html = (d / "report.html").read_text()
+    assert "<svg" in html and len(list((d / "plots").glob("*.png"))) == 4
+
+
 def test_chen94_reproduces_table_4_3_and_reports_the_memory_system(cli, tmp_path: Path):
     p = cli("reproduce", "chen94", "--out", tmp_path)
     assert "checks agree" in p.stdout

@@ -238,6 +238,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         lines.append(f"{s['machine']:<48} {s['simulate_events_per_s'] / 1e6:>10.1f}")
     for s in r.get("onepass", []):
         lines.append(f"{s['engine']:<48} {s['events_per_s'] / 1e6:>10.1f}")
+    if r.get("walks"):
+        lines += ["", f"{'page-table walks (32 MB of resident pages)':<48} {'M walks/s':>10} "
+                      f"{'refs/walk':>10}"]
+        for s in r["walks"]:
+            lines.append(f"{s['organisation']:<48} {s['walks_per_s'] / 1e6:>10.1f} "
+                         f"{s['refs_per_walk']:>10.2f}")
     if r["scale"]:
         lines += ["", f"{'synthetic stream':>16} {'M events/s':>10} {'peak RSS MiB':>13}"]
         for s in r["scale"]:

@@ -6,7 +6,8 @@
 //! a second thread. Simulation alone is measured on
 //! events already in memory, for 64- and 1024-entry fully associative TLBs and a two-level
 //! hierarchy, and so are the one-pass engines (every fully associative LRU size up to 16384
-//! by stack distance; 1…1024 sets × 1…16 ways of set-associative LRU). Peak memory is read after synthetic streams of growing length to show that it
+//! by stack distance; 1…1024 sets × 1…16 ways of set-associative LRU), and page-table walks
+//! per organisation ([`crate::pagetable::bench`]). Peak memory is read after synthetic streams of growing length to show that it
 //! does not grow with trace length. Wall-clock figures are data for a person, never an
 //! assertion in a test.
 
@@ -205,6 +206,7 @@ pub fn run_suite(
         "formats": formats,
         "simulate_only": sim,
         "onepass": one,
+        "walks": crate::pagetable::bench::walk_rates(4_000_000),
         "scale": scale,
     }))
 }

@@ -52,6 +52,34 @@
 //! threshold = 0.05         # relative cost change that counts
 //! step = 1                 # slots per move
 //! min_lower = 1            # bounds of the lower partition (max_lower: default ways - 1)
+//!
+//! [pagetable]              # present: TLB misses walk a page table (Huck & Hays; x86-64)
+//! organisation = "hashed"  # radix | inverted | hashed | hybrid | swtlb
+//! memory = "32M"           # physical memory: one frame per 4 KiB (FIFO reuse when full)
+//! refill = "hardware"      # hardware | software
+//! addresses = "per-process" # per-process: (address space, address); global: the upper 32
+//!                          # address bits are the space id (one TLB entry serves all sharers)
+//! space_ids = "random"     # random | asid: how the OS numbers per-process spaces
+//! ratio = 2                # hashed: head buckets per frame; inverted: HAT anchors per frame
+//! ways = 1                 # hashed, hybrid, swtlb: entries per head bucket or set (1 or 2)
+//! compare = "serial"       # 2-way: serial (+2 cycles for the second way) | parallel
+//! chaining = "free"        # hashed: free (unused table entries) | overflow (separate area)
+//! move_to_head = false     # hashed: a page found down the chain moves to the head bucket
+//! levels = 2               # radix (and behind a hybrid): 2 = 2 × 10 bits, 4-byte entries
+//!                          # (32-bit spaces); 4 or 5 = x86-64, 9 bits, 8-byte entries
+//! bits = [10, 10]          # radix: explicit bits per level, root first (with entry_bytes)
+//! psc = [{ level = 0, entries = 4, ways = 4 }]  # radix: paging-structure caches
+//! entries = 8192           # hybrid: HPT-cache entries; swtlb: software-TLB entries
+//! behind = "inverted"      # swtlb: the table behind it (radix | inverted | hashed)
+//! costs = "huck93"         # handler cycle costs (crate data/walk-costs)
+//! cycles = { hw_hpt = 9 }  # overrides of the cost table
+//! data_refs = false        # the program's loads and stores also go through the data cache
+//! preload = 0.0            # fraction of memory mapped at the start to other processes' pages
+//! [pagetable.cache]        # the data cache every table reference goes through
+//! size = "256K"            # 0: none (every reference hits)
+//! line = 32
+//! ways = 1                 # 0: fully associative
+//! policy = "lru"
 //! ```
 
 use serde::de::{self, Deserializer};
@@ -77,6 +105,10 @@ pub struct MachineConfig {
     /// MCPI accounting ([`crate::cache::system`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryConfig>,
+    /// Present: the last-level TLB's misses walk this page table (see [`crate::pagetable`]
+    /// and [`crate::mmu::Walker`]), each walk's references going through a data cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pagetable: Option<PageTableConfig>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -670,6 +702,128 @@ pub struct RefillConfig {
     /// Dynamic partitioning by hill climbing (Uhlig et al. 1994, section 5.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic: Option<DynamicConfig>,
+}
+
+/// A page table and the walker that refills the TLBs from it (see [`crate::mmu::Walker`]).
+/// Validated by [`crate::mmu::Walker::from_config`], whose errors name the key.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PageTableConfig {
+    /// `radix`, `inverted`, `hashed`, `hybrid` or `swtlb`.
+    pub organisation: String,
+    /// Physical memory in bytes (`"32M"`): one frame per 4 KiB page.
+    #[serde(default = "default_pt_memory")]
+    pub memory: Bytes,
+    /// `hardware` or `software`.
+    #[serde(default = "default_refill")]
+    pub refill: String,
+    /// `per-process` or `global`.
+    #[serde(default = "default_addresses")]
+    pub addresses: String,
+    /// `random` or `asid`.
+    #[serde(default = "default_space_ids")]
+    pub space_ids: String,
+    /// Hashed: head buckets per frame; inverted: HAT anchors per frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    #[serde(default = "one")]
+    pub ways: usize,
+    /// `serial` or `parallel`.
+    #[serde(default = "default_compare")]
+    pub compare: String,
+    /// `free` or `overflow`.
+    #[serde(default = "default_chaining")]
+    pub chaining: String,
+    #[serde(default)]
+    pub move_to_head: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bits: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_bytes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub psc: Vec<PscConfig>,
+    /// Hybrid: HPT-cache entries; swtlb: software-TLB entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<usize>,
+    /// Swtlb: the organisation behind it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<String>,
+    #[serde(default = "default_walk_costs")]
+    pub costs: String,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cycles: std::collections::BTreeMap<String, u32>,
+    #[serde(default)]
+    pub data_refs: bool,
+    /// Fraction of memory mapped before the run to pages of other processes (0 to 1).
+    #[serde(default)]
+    pub preload: f64,
+    #[serde(default)]
+    pub cache: WalkCacheConfig,
+}
+
+/// One paging-structure cache: the entries of radix level `level` (0 = root).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PscConfig {
+    pub level: usize,
+    pub entries: usize,
+    #[serde(default = "one")]
+    pub ways: usize,
+}
+
+/// The data cache a walker's references go through (Huck & Hays: 256 KB direct-mapped).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WalkCacheConfig {
+    #[serde(default = "default_walk_cache")]
+    pub size: Bytes,
+    #[serde(default = "default_walk_line")]
+    pub line: u32,
+    #[serde(default = "one")]
+    pub ways: usize,
+    #[serde(default = "default_policy")]
+    pub policy: String,
+}
+
+impl Default for WalkCacheConfig {
+    fn default() -> Self {
+        WalkCacheConfig {
+            size: default_walk_cache(),
+            line: default_walk_line(),
+            ways: 1,
+            policy: default_policy(),
+        }
+    }
+}
+
+fn default_pt_memory() -> Bytes {
+    Bytes(32 << 20)
+}
+fn default_walk_cache() -> Bytes {
+    Bytes(256 << 10)
+}
+fn default_walk_line() -> u32 {
+    32
+}
+fn default_refill() -> String {
+    "hardware".into()
+}
+fn default_addresses() -> String {
+    "per-process".into()
+}
+fn default_space_ids() -> String {
+    "random".into()
+}
+fn default_compare() -> String {
+    "serial".into()
+}
+fn default_chaining() -> String {
+    "free".into()
+}
+fn default_walk_costs() -> String {
+    "huck93".into()
 }
 
 /// Uhlig's dynamic partitioning: every `period` traps, compare the handling cost of the last

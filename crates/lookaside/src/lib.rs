@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod machine;
 pub mod mmu;
 pub mod onepass;
+pub mod pagetable;
 pub mod report;
 pub mod run;
 pub mod tlb;

@@ -25,7 +25,7 @@ use crate::config::{HandlerConfig, MachineConfig, PageSize, Placement, Straddle,
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
-use crate::mmu::SoftwareManagedTlb;
+use crate::mmu::{SoftwareManagedTlb, Walker};
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
 /// Context-tag bit of a global entry.
@@ -150,6 +150,9 @@ pub struct Machine {
     memory: Option<Box<MemorySystem>>,
     /// The TLB miss handlers whose work [`Machine::memory_event`] synthesises.
     handler: Option<HandlerConfig>,
+    /// The page-table walker, when the config has `[pagetable]`: every walk (a miss in the
+    /// last level) searches its table.
+    walker: Option<Box<Walker>>,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it.
@@ -170,6 +173,9 @@ pub struct Feed<'m> {
     refilled: bool,
     /// The machine has a memory system: every event takes the full path.
     memory: bool,
+    /// The walker's data cache sees the program's loads and stores: every reference takes
+    /// the full path.
+    data: bool,
 }
 
 impl EventSink for Feed<'_> {
@@ -205,7 +211,16 @@ impl EventSink for Feed<'_> {
                 mem.reference(e, mapped);
             }
         } else {
-            self.translate::<false>(e, cell);
+            let _ = self.translate::<false>(e, cell);
+            // The walker's data cache sees the program's loads and stores.
+            if self.data
+                && e.kind != Kind::Fetch
+                && !matches!(self.m.fast[e.kind as usize], Fast::Untranslated)
+            {
+                if let Some(w) = self.m.walker.as_deref_mut() {
+                    w.data_ref(e.asid, e.addr, e.kind == Kind::Store);
+                }
+            }
         }
     }
 }
@@ -529,11 +544,27 @@ impl Machine {
             )?)),
             None => None,
         };
+        let walker = match &config.pagetable {
+            Some(_) if refill.is_some() => {
+                return Err(err(
+                    "pagetable".into(),
+                    "a machine refills either by the MIPS software model ([refill]) or from a page table ([pagetable]), not both".into(),
+                ))
+            }
+            Some(_) if memory.is_some() => {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: [pagetable] together with [memory] (the walker's references through the memory system's caches)"
+                )))
+            }
+            Some(p) => Some(Box::new(Walker::from_config(p, source_name)?)),
+            None => None,
+        };
         Ok(Machine {
             fast,
             refill,
             memory,
             handler,
+            walker,
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
@@ -578,6 +609,11 @@ impl Machine {
         self.memory.as_deref()
     }
 
+    /// The page-table walker, when the machine has one.
+    pub fn walker(&self) -> Option<&Walker> {
+        self.walker.as_deref()
+    }
+
     /// (sets, ways) of each structure, in config order.
     pub fn geometry(&self) -> Vec<(usize, usize)> {
         self.units
@@ -605,6 +641,7 @@ impl Machine {
         Feed {
             refilled: self.refill.is_some(),
             memory: self.memory.is_some(),
+            data: self.walker.as_ref().is_some_and(|w| w.sees_data()),
             m: self,
             tally: Tally::default(),
         }
@@ -755,6 +792,9 @@ impl Machine {
         }
         let w = self.ledger.walk_index();
         self.ledger.access(w, mode, kind, true);
+        if let Some(w) = self.walker.as_deref_mut() {
+            w.miss(self.cur_asid, addr, shift);
+        }
         true
     }
 

@@ -201,6 +201,9 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     if let Some(m) = machine.memory() {
         result["memory"] = m.json();
     }
+    if let Some(w) = machine.walker() {
+        result["pagetable"] = w.json();
+    }
     result
 }
 

@@ -31,8 +31,7 @@ RECIPES: dict[str, tuple[str, str | None, str]] = {
     "bala94": ("Bala, Kaashoek, Weihl, Software Prefetching and Caching for TLBs (OSDI 1994)",
                "bala94", ""),
     "huck93": ("Huck & Hays, Translation Table Management in Large Address Space Machines "
-               "(ISCA 1993)", None, "the page-table organisations (forward-mapped, inverted, "
-               "hashed, hybrid) and their walkers"),
+               "(ISCA 1993)", "huck93", ""),
     "chen94": ("Chen, Impact of Software Structure and Policy on CPU and Memory System "
                "Performance (CMU 1994)", "chen94", ""),
     "inouye92": ("Inouye et al., Effects of Virtually Addressed Caches on VM Design (1992)",

@@ -15,6 +15,9 @@
 //!   misses); the IPC-path prefetcher lives in [`SoftwareManagedTlb`].
 //! * [`uhlig94`] — Tables VI and VII of the paper, exactly, from Tables V and III.
 //! * [`report`] — the `traps` section of the result JSON.
+//! * [`Walker`] — refill from a [`crate::pagetable`] organisation by hardware or software,
+//!   every table reference through a data cache, priced by Huck & Hays' cycle costs
+//!   ([`WalkCosts`]); the `pagetable` section of the result JSON.
 
 mod cost;
 pub mod layout;
@@ -22,6 +25,7 @@ mod refill;
 pub mod report;
 pub mod stlb;
 pub mod uhlig94;
+mod walker;
 
 #[cfg(test)]
 mod reference;
@@ -33,3 +37,4 @@ pub use refill::{
     placement_parts, DynamicParams, DynamicWork, HandlerWork, PrefetchWork, PteClass, RefillParams,
     SoftwareManagedTlb, StlbParams, MAX_PREFETCH, PTE_CLASSES,
 };
+pub use walker::{Addresses, RefillBy, WalkCosts, WalkStats, Walker, CHAIN_BINS, COST_NAMES};

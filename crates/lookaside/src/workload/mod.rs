@@ -2,13 +2,17 @@
 //! implement the same [`TraceSource`](crate::trace::TraceSource) as the readers, so everything downstream is shared.
 //! The software-managed-TLB study's OS-structure models: [`OsWorkload`] (one application
 //! under a monolithic, mapped, microkernel or decomposed OS) and [`Multiserver`] (the
-//! token-passing ring).
+//! token-passing ring). Huck & Hays' multi-user model: [`Multiuser`] (time-sliced users
+//! sharing text and a buffer pool, in global addresses or rewritten into per-process
+//! aliases; [`Rewrite`] rewrites any stream).
 
 mod multiserver;
+mod multiuser;
 mod osstructure;
 mod synthetic;
 
 pub use multiserver::{Multiserver, MultiserverParams};
+pub use multiuser::{AddressModel, Multiuser, MultiuserParams, Rewrite, Uniform};
 pub use osstructure::{OsStructure, OsWorkload, OsWorkloadParams};
 pub use synthetic::Synthetic;
 
@@ -20,7 +24,9 @@ pub const PREFIX: &str = "workload:";
 
 /// The source a workload spec names, DineroIV-style like `--tlb`:
 /// `workload:multiserver,servers=3,pages_per_hop=24,hops=2000,seed=0`,
-/// `workload:os,structure=microkernel,syscalls=5000` or `workload:synthetic,refs=1e7,seed=1`.
+/// `workload:os,structure=microkernel,syscalls=5000`,
+/// `workload:multiuser,users=8,shared=50,addresses=per-process`, `workload:uniform,pages=8192` or
+/// `workload:synthetic,refs=1e7,seed=1`.
 /// `Ok(None)` when `spec` is not a workload spec (it does not start with [`PREFIX`]); an
 /// error naming the bad key otherwise.
 pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
@@ -96,6 +102,45 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
             }
             Ok(Some(Box::new(OsWorkload::new(p))))
         }
+        "multiuser" => {
+            let mut p = MultiuserParams::default();
+            for (k, v) in kv {
+                match k {
+                    "users" => p.users = small(k, v)?,
+                    "quantum" => p.quantum = num(k, v)?,
+                    "slices" => p.slices = num(k, v)?,
+                    "text_pages" => p.text_pages = small(k, v)?,
+                    "shm_pages" => p.shm_pages = small(k, v)?,
+                    "data_pages" => p.data_pages = small(k, v)?,
+                    "stack_pages" => p.stack_pages = small(k, v)?,
+                    "shared" => p.shared = small(k, v)?.min(100),
+                    "run" => p.run = small(k, v)?,
+                    "span" => p.span = small(k, v)?,
+                    "seed" => p.seed = num(k, v)?,
+                    "addresses" => {
+                        p.addresses = match v {
+                            "global" => AddressModel::Global,
+                            "per-process" => AddressModel::PerProcess,
+                            _ => return Err(err(k, format!("'{v}' is not global or per-process"))),
+                        }
+                    }
+                    _ => return Err(err(k, "unknown key (users, quantum, slices, text_pages, shm_pages, data_pages, stack_pages, shared, run, span, seed, addresses)".into())),
+                }
+            }
+            Ok(Some(Box::new(Multiuser::new(p))))
+        }
+        "uniform" => {
+            let (mut pages, mut rounds, mut seed) = (8192u32, 4u64, 1u64);
+            for (k, v) in kv {
+                match k {
+                    "pages" => pages = small(k, v)?,
+                    "rounds" => rounds = num(k, v)?,
+                    "seed" => seed = num(k, v)?,
+                    _ => return Err(err(k, "unknown key (pages, rounds, seed)".into())),
+                }
+            }
+            Ok(Some(Box::new(Uniform::new(pages, rounds, seed))))
+        }
         "synthetic" => {
             let (mut refs, mut seed) = (10_000_000u64, 1u64);
             for (k, v) in kv {
@@ -109,7 +154,7 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
         }
         _ => Err(err(
             "workload",
-            format!("'{name}' is not a workload (multiserver, os, synthetic)"),
+            format!("'{name}' is not a workload (multiserver, multiuser, os, synthetic, uniform)"),
         )),
     }
 }

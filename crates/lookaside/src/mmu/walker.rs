@@ -1,0 +1,940 @@
+//! Refill from a page table, by hardware or software, priced in cycles (Huck & Hays 1993).
+//!
+//! A [`Walker`] owns a [`PageTable`], the OS model's physical memory ([`Frames`]) and the
+//! data cache its references go through ([`Cache`]). Every miss of the last-level TLB is one
+//! walk: the table is searched (a miss that finds nothing is a page fault: the page gets the
+//! next frame and is mapped, and the walk is repeated — only the repeated walk is counted,
+//! as the paper's traces exclude page faults), each table word read goes through the data
+//! cache, and the walk is priced as
+//!
+//! * **basic** cycles — the handler's instructions, by organisation and by who refills
+//!   ([`WalkCosts`], preset `huck93`: hardware HPT 9, +2 for a serially compared second way,
+//!   software HPT 27, +9 per chain element, software FMPT 28, +8 to refill the HPT cache,
+//!   IPT = software HPT + 6), and
+//! * **cache-penalty** cycles — `cache_miss` (30) per table reference that misses the data
+//!   cache (256 KiB direct-mapped by default). The IPT's HAT line is one such reference.
+//!
+//! Formulas (k = chain elements examined beyond the head bucket, s = second way compared):
+//!
+//! | organisation | hardware | software |
+//! |---|---|---|
+//! | hashed | `hw_hpt + s·second_way` on a head hit, `+ overflow + k·chain` after a head miss | `sw_hpt + s·second_way + k·chain` |
+//! | inverted | — | `sw_hpt + ipt_extra + k·chain` |
+//! | radix (n entries read) | `hw_fmpt + (n−2)⁺·hw_fmpt_level` | `sw_fmpt + (n−2)⁺·sw_fmpt_level` |
+//! | hybrid | `hw_hpt (+s)`; miss: `+ sw_fmpt (+levels) + hpt_refill` | the same with `sw_hpt` |
+//! | swtlb | — | `swtlb`; miss: `+` the software cost behind it `+ hpt_refill` |
+//!
+//! How hardware and software add up after a native HPT's head-bucket miss is not stated by
+//! the paper; `overflow` (default: the software HPT's 27) is that parameter.
+//!
+//! Space ids: with `addresses = "per-process"` a page is (address space, page number), the
+//! space id being the address-space number scrambled as HP-UX allocates space ids
+//! (pseudo-randomly, `space_ids = "random"`) or the number itself. With `"global"` the upper
+//! 32 address bits are the space id and the lower 32 the offset (PA-RISC's global virtual
+//! addresses): sharers of a segment use one address, so one TLB entry and one table entry
+//! serve them all (make the TLB entries global too: `machine.global_above = 0`).
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::cache::{Cache, CacheParams, WritePolicy};
+use crate::config::PageTableConfig;
+use crate::error::{Error, Result};
+use crate::pagetable::{
+    scramble_space, Chaining, Frames, Front, FrontKind, FrontParams, Hashed, HashedParams,
+    InsertError, Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, Usage, Walk,
+    PAGE_SHIFT, TABLE_BASE,
+};
+use crate::tlb::Policy;
+
+/// Cycle costs of the refill handlers (see the module documentation for how they combine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkCosts {
+    pub hw_hpt: u32,
+    pub second_way: u32,
+    pub sw_hpt: u32,
+    pub chain: u32,
+    pub sw_fmpt: u32,
+    pub hpt_refill: u32,
+    pub ipt_extra: u32,
+    pub overflow: u32,
+    pub hw_fmpt: u32,
+    pub hw_fmpt_level: u32,
+    pub sw_fmpt_level: u32,
+    pub swtlb: u32,
+    pub cache_miss: u32,
+}
+
+/// Names of the cost fields, in order.
+pub const COST_NAMES: [&str; 13] = [
+    "hw_hpt",
+    "second_way",
+    "sw_hpt",
+    "chain",
+    "sw_fmpt",
+    "hpt_refill",
+    "ipt_extra",
+    "overflow",
+    "hw_fmpt",
+    "hw_fmpt_level",
+    "sw_fmpt_level",
+    "swtlb",
+    "cache_miss",
+];
+
+impl WalkCosts {
+    /// Shipped cost tables: (name, TOML text).
+    pub const PRESETS: &'static [(&'static str, &'static str)] =
+        &[("huck93", include_str!("../../data/walk-costs/huck93.toml"))];
+
+    fn field(&mut self, name: &str) -> Option<&mut u32> {
+        Some(match name {
+            "hw_hpt" => &mut self.hw_hpt,
+            "second_way" => &mut self.second_way,
+            "sw_hpt" => &mut self.sw_hpt,
+            "chain" => &mut self.chain,
+            "sw_fmpt" => &mut self.sw_fmpt,
+            "hpt_refill" => &mut self.hpt_refill,
+            "ipt_extra" => &mut self.ipt_extra,
+            "overflow" => &mut self.overflow,
+            "hw_fmpt" => &mut self.hw_fmpt,
+            "hw_fmpt_level" => &mut self.hw_fmpt_level,
+            "sw_fmpt_level" => &mut self.sw_fmpt_level,
+            "swtlb" => &mut self.swtlb,
+            "cache_miss" => &mut self.cache_miss,
+            _ => return None,
+        })
+    }
+
+    /// Set one cost by name; the error lists the names.
+    pub fn set(&mut self, name: &str, cycles: u32) -> std::result::Result<(), String> {
+        *self
+            .field(name)
+            .ok_or_else(|| format!("'{name}' is not a walk cost ({})", COST_NAMES.join(", ")))? =
+            cycles;
+        Ok(())
+    }
+
+    /// The cost by name.
+    pub fn get(&self, name: &str) -> Option<u32> {
+        let mut c = *self;
+        c.field(name).map(|v| *v)
+    }
+
+    /// A shipped table by name.
+    pub fn preset(name: &str) -> std::result::Result<WalkCosts, String> {
+        #[derive(Deserialize)]
+        struct File {
+            cycles: HashMap<String, u32>,
+        }
+        let (_, text) = Self::PRESETS.iter().find(|p| p.0 == name).ok_or_else(|| {
+            let names: Vec<&str> = Self::PRESETS.iter().map(|p| p.0).collect();
+            format!("no walk-cost table '{name}' (have: {})", names.join(", "))
+        })?;
+        let f: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut c = WalkCosts {
+            hw_hpt: 0,
+            second_way: 0,
+            sw_hpt: 0,
+            chain: 0,
+            sw_fmpt: 0,
+            hpt_refill: 0,
+            ipt_extra: 0,
+            overflow: 0,
+            hw_fmpt: 0,
+            hw_fmpt_level: 0,
+            sw_fmpt_level: 0,
+            swtlb: 0,
+            cache_miss: 0,
+        };
+        for n in COST_NAMES {
+            let v = f
+                .cycles
+                .get(n)
+                .ok_or_else(|| format!("walk-cost table '{name}' lacks {n}"))?;
+            c.set(n, *v)?;
+        }
+        Ok(c)
+    }
+}
+
+/// Who refills the TLB.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefillBy {
+    Hardware,
+    Software,
+}
+
+/// How addresses name pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addresses {
+    /// (address space, address): sharing by aliases, one entry per alias.
+    PerProcess,
+    /// The upper 32 bits are the space id: one address per shared page.
+    Global,
+}
+
+/// Longest chain length counted on its own in the histogram (longer ones share the last bin).
+pub const CHAIN_BINS: usize = 16;
+
+/// What the walker counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WalkStats {
+    pub walks: u64,
+    /// Walks that found no translation, so the page was mapped (then walked again).
+    pub faults: u64,
+    /// Pages the table cannot map (page number beyond its levels, page size it cannot hold).
+    pub unmappable: u64,
+    pub basic_cycles: u64,
+    pub penalty_cycles: u64,
+    /// `chain_hist[n]`: walks that examined n entries (levels for radix); the last bin is
+    /// `CHAIN_BINS` or more.
+    pub chain_hist: [u64; CHAIN_BINS + 1],
+    pub chain_sum: u64,
+    /// Walks resolved by the head bucket (hashed), first entry (inverted), front table.
+    pub head_hits: u64,
+    /// Walks that compared a second way.
+    pub second_way: u64,
+    /// Radix levels skipped thanks to paging-structure caches.
+    pub psc_skipped: u64,
+    /// Per table level: references and data-cache misses.
+    pub level_refs: Vec<u64>,
+    pub level_misses: Vec<u64>,
+    /// The program's own loads and stores sent through the data cache (`data_refs`).
+    pub data_refs: u64,
+    pub data_misses: u64,
+}
+
+/// A page table, the OS's frames, a data cache and a cost model (see the module docs).
+#[derive(Debug)]
+pub struct Walker {
+    table: PageTable,
+    frames: Frames,
+    cache: Option<Cache>,
+    costs: WalkCosts,
+    refill: RefillBy,
+    serial: bool,
+    addresses: Addresses,
+    random_ids: bool,
+    /// The organisation behind a software TLB (for its cost).
+    behind: &'static str,
+    refs: Refs,
+    stats: WalkStats,
+    names: Vec<String>,
+    data_refs: bool,
+    /// With `data_refs`: the frame of every resident page, and the last one used.
+    resident: HashMap<(u32, u64), u64>,
+    last: (u32, u64, u64),
+    config: PageTableConfig,
+}
+
+/// Build a table of organisation `org` from the config (`behind` for a swTLB's inner).
+fn build_table(
+    c: &PageTableConfig,
+    org: &str,
+    frames: u64,
+    base: u64,
+    src: &str,
+) -> Result<PageTable> {
+    let err = |k: &str, m: String| Error::config(src, format!("pagetable.{k}"), m);
+    let ratio_size = |default: f64| -> Result<usize> {
+        let r = c.ratio.unwrap_or(default);
+        let n = r * frames as f64;
+        if r.is_nan() || r <= 0.0 || n < 1.0 || n.fract() != 0.0 || !(n as u64).is_power_of_two() {
+            return Err(err(
+                "ratio",
+                format!("{r} × {frames} frames = {n} is not a power of two"),
+            ));
+        }
+        Ok(n as usize)
+    };
+    Ok(match org {
+        "radix" => {
+            let mut p = match (c.bits.is_empty(), c.levels) {
+                (false, _) => RadixParams {
+                    bits: c.bits.clone(),
+                    entry_bytes: c.entry_bytes.unwrap_or(8),
+                    psc: Vec::new(),
+                    base,
+                },
+                (true, None | Some(2)) => RadixParams::two_level_32(),
+                (true, Some(n @ (4 | 5))) => RadixParams::x86_64(n),
+                (true, Some(n)) => {
+                    return Err(err(
+                        "levels",
+                        format!("{n}: 2 (32-bit, 10 + 10 bits) or 4, 5 (x86-64); or give bits"),
+                    ))
+                }
+            };
+            if let Some(e) = c.entry_bytes {
+                p.entry_bytes = e;
+            }
+            p.base = base;
+            for (i, q) in c.psc.iter().enumerate() {
+                if q.level + 1 >= p.bits.len() {
+                    return Err(err(
+                        &format!("psc[{i}].level"),
+                        format!(
+                            "{}: only levels 0 to {} point at tables",
+                            q.level,
+                            p.bits.len() - 2
+                        ),
+                    ));
+                }
+                if p.psc.len() <= q.level {
+                    p.psc.resize(q.level + 1, None);
+                }
+                p.psc[q.level] = Some((q.entries, q.ways));
+            }
+            PageTable::Radix(
+                Radix::new(p)
+                    .map_err(|m| err(if c.bits.is_empty() { "psc" } else { "bits" }, m))?,
+            )
+        }
+        "inverted" => PageTable::Inverted(
+            Inverted::new(InvertedParams {
+                frames,
+                hat: ratio_size(2.0)?,
+                base,
+            })
+            .map_err(|m| err("ratio", m))?,
+        ),
+        "hashed" => {
+            let chaining = match c.chaining.as_str() {
+                "free" => Chaining::Free,
+                "overflow" => Chaining::Overflow,
+                o => return Err(err("chaining", format!("'{o}' is not free or overflow"))),
+            };
+            PageTable::Hashed(
+                Hashed::new(HashedParams {
+                    buckets: ratio_size(2.0)?,
+                    ways: c.ways,
+                    chaining,
+                    move_to_head: c.move_to_head,
+                    base,
+                })
+                .map_err(|m| err("ways", m))?,
+            )
+        }
+        "hybrid" | "swtlb" => {
+            let (kind, inner_org, default_entries) = if org == "hybrid" {
+                (FrontKind::Hybrid, "radix", 8192)
+            } else {
+                let b = c.behind.as_deref().unwrap_or("inverted");
+                if !matches!(b, "radix" | "inverted" | "hashed") {
+                    return Err(err(
+                        "behind",
+                        format!("'{b}' is not radix, inverted or hashed"),
+                    ));
+                }
+                (FrontKind::SwTlb, b, 2048)
+            };
+            if org == "hybrid" && c.behind.as_deref().is_some_and(|b| b != "radix") {
+                return Err(err(
+                    "behind",
+                    "a hybrid's HPT cache fronts a forward-mapped (radix) table".into(),
+                ));
+            }
+            let entries = c.entries.unwrap_or(default_entries);
+            if c.ways == 0 || !entries.is_multiple_of(c.ways) {
+                return Err(err(
+                    "entries",
+                    format!("{entries} is not a multiple of {} ways", c.ways),
+                ));
+            }
+            let p = FrontParams {
+                kind,
+                sets: entries / c.ways,
+                ways: c.ways,
+                base,
+            };
+            let front_bytes = (entries as u64 * 16).next_multiple_of(1 << PAGE_SHIFT);
+            let inner = build_table(c, inner_org, frames, base + front_bytes, src)?;
+            PageTable::Front(Box::new(
+                Front::new(p, inner).map_err(|m| err("entries", m))?,
+            ))
+        }
+        o => {
+            return Err(err(
+                "organisation",
+                format!("'{o}' is not radix, inverted, hashed, hybrid or swtlb"),
+            ))
+        }
+    })
+}
+
+/// Space ids of the preloaded pages: above every per-process and global id in use.
+const BACKGROUND: u32 = 0xF000_0000;
+
+/// Map `n` frames to pages of other processes before the run, as a running system's memory
+/// is full: 256 background spaces, random 32-bit offsets (deterministic). The table then
+/// holds as many entries as memory has pages, which sets the load factor (α) of hashed and
+/// inverted tables; the run's own faults take their frames first-in first-out.
+fn preload(table: &mut PageTable, frames: &mut Frames, n: u64) {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut refs = Refs::new();
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let space = BACKGROUND | (x as u32 & 0xFF);
+        let vpn = (x >> 12) & 0xF_FFFF;
+        refs.clear();
+        if table.lookup(space, vpn, &mut refs).frame.is_some() {
+            continue;
+        }
+        let (f, old) = frames.alloc(space, vpn);
+        if let Some((os, ov)) = old {
+            table.remove(os, ov);
+        }
+        let _ = table.insert(space, vpn, PAGE_SHIFT, f);
+    }
+}
+
+impl Walker {
+    /// Validate `[pagetable]` and build the walker; errors name the key.
+    pub fn from_config(c: &PageTableConfig, src: &str) -> Result<Walker> {
+        let err = |k: &str, m: String| Error::config(src, format!("pagetable.{k}"), m);
+        let frames = c.memory.0 >> PAGE_SHIFT;
+        if frames == 0 || frames > 1 << 28 {
+            return Err(err(
+                "memory",
+                format!("{} bytes: between one 4 KiB frame and 1 TiB", c.memory.0),
+            ));
+        }
+        let refill = match c.refill.as_str() {
+            "hardware" => RefillBy::Hardware,
+            "software" => RefillBy::Software,
+            o => return Err(err("refill", format!("'{o}' is not hardware or software"))),
+        };
+        let addresses = match c.addresses.as_str() {
+            "per-process" => Addresses::PerProcess,
+            "global" => Addresses::Global,
+            o => {
+                return Err(err(
+                    "addresses",
+                    format!("'{o}' is not per-process or global"),
+                ))
+            }
+        };
+        let random_ids = match c.space_ids.as_str() {
+            "random" => true,
+            "asid" => false,
+            o => return Err(err("space_ids", format!("'{o}' is not random or asid"))),
+        };
+        let serial = match c.compare.as_str() {
+            "serial" => true,
+            "parallel" => false,
+            o => return Err(err("compare", format!("'{o}' is not serial or parallel"))),
+        };
+        let org = c.organisation.as_str();
+        if refill == RefillBy::Hardware && matches!(org, "inverted" | "swtlb") {
+            return Err(err(
+                "refill",
+                format!("the {org} table is searched by software only (refill = \"software\")"),
+            ));
+        }
+        if !matches!(org, "hashed" | "hybrid" | "swtlb") && c.ways != 1 {
+            return Err(err(
+                "ways",
+                format!("only hashed, hybrid and swtlb tables have ways, not {org}"),
+            ));
+        }
+        let table = build_table(c, org, frames, TABLE_BASE, src)?;
+        let mut costs = WalkCosts::preset(&c.costs).map_err(|m| err("costs", m))?;
+        for (k, v) in &c.cycles {
+            costs
+                .set(k, *v)
+                .map_err(|m| err(&format!("cycles.{k}"), m))?;
+        }
+        let cache = if c.cache.size.0 == 0 {
+            None
+        } else {
+            let policy: Policy = c
+                .cache
+                .policy
+                .parse()
+                .map_err(|m: String| err("cache.policy", m))?;
+            let p = CacheParams {
+                size: c.cache.size.0,
+                line: c.cache.line,
+                ways: c.cache.ways,
+                policy,
+                write: WritePolicy::Back,
+                write_allocate: true,
+                fetch: c.cache.line,
+                seed: 0,
+            };
+            Some(Cache::new(&p).map_err(|e| err(&format!("cache.{}", e.field), e.message))?)
+        };
+        if !(0.0..=1.0).contains(&c.preload) {
+            return Err(err(
+                "preload",
+                format!("{} is not a fraction between 0 and 1", c.preload),
+            ));
+        }
+        let names = table.level_names();
+        let mut table = table;
+        let mut memory = Frames::new(frames);
+        preload(&mut table, &mut memory, (c.preload * frames as f64) as u64);
+        Ok(Walker {
+            behind: match &table {
+                PageTable::Front(f) => f.inner().kind(),
+                _ => "",
+            },
+            stats: WalkStats {
+                level_refs: vec![0; names.len()],
+                level_misses: vec![0; names.len()],
+                ..WalkStats::default()
+            },
+            names,
+            table,
+            frames: memory,
+            cache,
+            costs,
+            refill,
+            serial,
+            addresses,
+            random_ids,
+            refs: Refs::with_capacity(64),
+            data_refs: c.data_refs,
+            resident: HashMap::new(),
+            last: (u32::MAX, u64::MAX, 0),
+            config: c.clone(),
+        })
+    }
+
+    /// Whether the program's loads and stores go through the data cache too.
+    #[inline(always)]
+    pub fn sees_data(&self) -> bool {
+        self.data_refs
+    }
+
+    /// The (space id, page number) of `addr` in address space `asid`.
+    #[inline(always)]
+    fn page(&self, asid: u32, addr: u64) -> (u32, u64) {
+        match self.addresses {
+            Addresses::PerProcess => (
+                if self.random_ids {
+                    scramble_space(asid)
+                } else {
+                    asid
+                },
+                addr >> PAGE_SHIFT,
+            ),
+            Addresses::Global => ((addr >> 32) as u32, (addr & 0xffff_ffff) >> PAGE_SHIFT),
+        }
+    }
+
+    /// The last-level TLB missed on `addr` (a page of `2^shift` bytes) in address space
+    /// `asid`: walk, map on a fault, price the walk.
+    pub fn miss(&mut self, asid: u32, addr: u64, shift: u32) {
+        let (space, vpn) = self.page(asid, addr);
+        self.refs.clear();
+        let mut w = self.table.lookup(space, vpn, &mut self.refs);
+        if w.frame.is_none() {
+            let (f, old) = self.frames.alloc(space, vpn);
+            if let Some((os, ov)) = old {
+                self.table.remove(os, ov);
+                if self.data_refs {
+                    self.resident.remove(&(os, ov));
+                    self.last = (u32::MAX, u64::MAX, 0);
+                }
+            }
+            match self.table.insert(space, vpn, shift, f) {
+                Ok(()) => {}
+                Err(InsertError::OutOfRange | InsertError::PageSize(_) | InsertError::Frame(_)) => {
+                    self.stats.unmappable += 1;
+                    return;
+                }
+            }
+            if self.data_refs {
+                self.resident.insert((space, vpn), f);
+            }
+            self.stats.faults += 1;
+            self.refs.clear();
+            w = self.table.lookup(space, vpn, &mut self.refs);
+        }
+        self.count(&w);
+    }
+
+    fn count(&mut self, w: &Walk) {
+        let basic = self.basic(w);
+        let s = &mut self.stats;
+        s.walks += 1;
+        s.chain_sum += w.chain as u64;
+        s.chain_hist[(w.chain as usize).min(CHAIN_BINS)] += 1;
+        s.head_hits += w.head as u64;
+        s.second_way += w.second_way as u64;
+        s.psc_skipped += w.skipped as u64;
+        let mut misses = 0u64;
+        for r in &self.refs {
+            let hit = match &mut self.cache {
+                Some(c) => c.access(r.addr, r.write).hit,
+                None => true,
+            };
+            s.level_refs[r.level as usize] += 1;
+            if !hit {
+                s.level_misses[r.level as usize] += 1;
+                misses += 1;
+            }
+        }
+        s.penalty_cycles += misses * self.costs.cache_miss as u64;
+        s.basic_cycles += basic;
+    }
+
+    /// The basic (instruction) cycles of a walk (see the module documentation).
+    fn basic(&self, w: &Walk) -> u64 {
+        let c = &self.costs;
+        let second = if self.serial && w.second_way {
+            c.second_way as u64
+        } else {
+            0
+        };
+        let beyond = w.chain.saturating_sub(1) as u64 * c.chain as u64;
+        let deeper = |per: u32| w.chain.saturating_sub(2) as u64 * per as u64;
+        let software = |kind: &str| -> u64 {
+            match kind {
+                "radix" => c.sw_fmpt as u64 + deeper(c.sw_fmpt_level),
+                "inverted" => (c.sw_hpt + c.ipt_extra) as u64 + beyond,
+                _ => c.sw_hpt as u64 + beyond,
+            }
+        };
+        match (self.table.kind(), self.refill) {
+            ("radix", RefillBy::Hardware) => c.hw_fmpt as u64 + deeper(c.hw_fmpt_level),
+            ("hashed", RefillBy::Hardware) => {
+                let head = c.hw_hpt as u64 + second;
+                if w.head {
+                    head
+                } else {
+                    head + c.overflow as u64 + beyond
+                }
+            }
+            ("hashed", RefillBy::Software) => c.sw_hpt as u64 + second + beyond,
+            ("hybrid", r) => {
+                let probe = if r == RefillBy::Hardware {
+                    c.hw_hpt
+                } else {
+                    c.sw_hpt
+                } as u64
+                    + second;
+                if w.front_miss {
+                    probe + software("radix") + c.hpt_refill as u64
+                } else {
+                    probe
+                }
+            }
+            ("swtlb", _) => {
+                if w.front_miss {
+                    c.swtlb as u64 + software(self.behind) + c.hpt_refill as u64
+                } else {
+                    c.swtlb as u64
+                }
+            }
+            (kind, _) => software(kind),
+        }
+    }
+
+    /// A program load or store (with `data_refs`): through the data cache at its frame.
+    #[inline]
+    pub fn data_ref(&mut self, asid: u32, addr: u64, write: bool) {
+        let (space, vpn) = self.page(asid, addr);
+        let frame = if self.last.0 == space && self.last.1 == vpn {
+            self.last.2
+        } else {
+            match self.resident.get(&(space, vpn)) {
+                Some(&f) => {
+                    self.last = (space, vpn, f);
+                    f
+                }
+                None => return,
+            }
+        };
+        if let Some(c) = &mut self.cache {
+            self.stats.data_refs += 1;
+            let paddr = (frame << PAGE_SHIFT) | (addr & ((1 << PAGE_SHIFT) - 1));
+            if !c.access(paddr, write).hit {
+                self.stats.data_misses += 1;
+            }
+        }
+    }
+
+    pub fn stats(&self) -> &WalkStats {
+        &self.stats
+    }
+
+    pub fn table(&self) -> &PageTable {
+        &self.table
+    }
+
+    pub fn costs(&self) -> &WalkCosts {
+        &self.costs
+    }
+
+    pub fn usage(&self) -> Usage {
+        self.table.usage()
+    }
+
+    /// The `pagetable` section of the result JSON.
+    pub fn json(&self) -> Value {
+        let s = &self.stats;
+        let per = |x: u64| {
+            if s.walks == 0 {
+                Value::Null
+            } else {
+                json!(x as f64 / s.walks as f64)
+            }
+        };
+        let rate = |n: u64, d: u64| {
+            if d == 0 {
+                Value::Null
+            } else {
+                json!(n as f64 / d as f64)
+            }
+        };
+        let u = self.usage();
+        let memory = self.frames.capacity() << PAGE_SHIFT;
+        let levels: Vec<Value> = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                json!({"name": n, "refs": s.level_refs[i], "misses": s.level_misses[i],
+                       "miss_rate": rate(s.level_misses[i], s.level_refs[i])})
+            })
+            .collect();
+        let costs: serde_json::Map<String, Value> = COST_NAMES
+            .iter()
+            .map(|n| (n.to_string(), json!(self.costs.get(n))))
+            .collect();
+        let mut v = json!({
+            "organisation": self.table.kind(),
+            "refill": match self.refill { RefillBy::Hardware => "hardware", RefillBy::Software => "software" },
+            "addresses": self.config.addresses,
+            "costs": costs,
+            "walks": s.walks,
+            "faults": s.faults,
+            "unmappable": s.unmappable,
+            "frames_reclaimed": self.frames.reclaimed,
+            "cycles": {"basic": s.basic_cycles, "cache_penalty": s.penalty_cycles,
+                       "total": s.basic_cycles + s.penalty_cycles},
+            "cycles_per_miss": {"basic": per(s.basic_cycles), "cache_penalty": per(s.penalty_cycles),
+                                "total": per(s.basic_cycles + s.penalty_cycles)},
+            "chain": {"mean": per(s.chain_sum), "histogram": s.chain_hist.to_vec()},
+            "head_hits": s.head_hits,
+            "head_hit_rate": rate(s.head_hits, s.walks),
+            "second_way": s.second_way,
+            "psc_skipped": s.psc_skipped,
+            "levels": levels,
+            "table": {"bytes": u.table_bytes, "pages": u.pages, "mapped_bytes": u.mapped_bytes,
+                      "bytes_per_mapped": rate(u.table_bytes, u.mapped_bytes),
+                      "memory": memory, "of_memory": rate(u.table_bytes, memory)},
+        });
+        if self.data_refs {
+            v["data"] = json!({"refs": s.data_refs, "misses": s.data_misses,
+                               "miss_rate": rate(s.data_misses, s.data_refs)});
+        }
+        if let PageTable::Hashed(h) = &self.table {
+            v["relocations"] = json!(h.relocations);
+        }
+        if let PageTable::Front(f) = &self.table {
+            v["front_refills"] = json!(f.refills);
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::event::{Event, Kind};
+    use crate::machine::Machine;
+
+    fn machine(pt: &str) -> crate::Result<Machine> {
+        let text = format!("[[tlb]]\nname='t'\nentries=4\npolicy='lru'\n[pagetable]\n{pt}\n");
+        Machine::assemble(Some(&text), "m.toml", &[], &[])
+    }
+
+    /// `pages` distinct pages of space 1, each touched twice in a loop bigger than the TLB:
+    /// every reference misses the 4-entry TLB.
+    fn run(m: &mut Machine, pages: u64, rounds: u64) -> serde_json::Value {
+        let mut ev = Vec::new();
+        for _ in 0..rounds {
+            for p in 0..pages {
+                ev.push(Event::reference(Kind::Load, p << 12, 8).with_asid(1));
+            }
+        }
+        m.run_batch(&ev);
+        m.walker().unwrap().json()
+    }
+
+    #[test]
+    fn basic_costs_follow_huck_and_hays() {
+        let nocache = "[pagetable.cache]\nsize = 0";
+        // Hardware HPT, every page alone in its bucket: 9 cycles a walk.
+        let mut m = machine(&format!(
+            "organisation='hashed'\nspace_ids='asid'\n{nocache}"
+        ))
+        .unwrap();
+        let j = run(&mut m, 16, 3);
+        assert_eq!(j["walks"], 48);
+        assert_eq!(j["cycles_per_miss"]["basic"], 9.0);
+        assert_eq!(j["cycles_per_miss"]["cache_penalty"], 0.0);
+        assert_eq!(j["head_hit_rate"], 1.0);
+        // Software: 27; the IPT: 27 + 6.
+        let mut m = machine(&format!(
+            "organisation='hashed'\nrefill='software'\nspace_ids='asid'\n{nocache}"
+        ))
+        .unwrap();
+        assert_eq!(run(&mut m, 16, 3)["cycles_per_miss"]["basic"], 27.0);
+        let mut m = machine(&format!(
+            "organisation='inverted'\nrefill='software'\nspace_ids='asid'\n{nocache}"
+        ))
+        .unwrap();
+        assert_eq!(run(&mut m, 16, 3)["cycles_per_miss"]["basic"], 33.0);
+        // Software 2-level FMPT: 28; hardware: 9.
+        let mut m = machine(&format!(
+            "organisation='radix'\nrefill='software'\n{nocache}"
+        ))
+        .unwrap();
+        assert_eq!(run(&mut m, 16, 3)["cycles_per_miss"]["basic"], 28.0);
+        let mut m = machine(&format!("organisation='radix'\n{nocache}")).unwrap();
+        assert_eq!(run(&mut m, 16, 3)["cycles_per_miss"]["basic"], 9.0);
+        // Hybrid: the first walk of each page misses the HPT cache (9 + 28 + 8), later ones
+        // hit its head (9).
+        let mut m = machine(&format!("organisation='hybrid'\nentries=64\n{nocache}")).unwrap();
+        let j = run(&mut m, 16, 3);
+        assert_eq!(j["cycles"]["basic"], 16 * (9 + 28 + 8) + 32 * 9);
+        assert_eq!(j["head_hits"], 32);
+    }
+
+    #[test]
+    fn chain_elements_cost_nine_and_cache_misses_thirty() {
+        // 16 KiB of memory = 4 frames; ratio 1 = 4 buckets; pages 0, 4 and 8 → bucket 0.
+        // FIFO frame reuse keeps at most 4 pages mapped; with 3 colliding pages the chain is
+        // 3 long: walks examine 1, 2 and 3 entries (software: 27, 36, 45).
+        let mut m = machine("organisation='hashed'\nrefill='software'\nspace_ids='asid'\nmemory=16384\nratio=1\nchaining='overflow'\n[pagetable.cache]\nsize=0").unwrap();
+        let mut ev = Vec::new();
+        for _ in 0..4 {
+            for p in [0u64, 4, 8, 1, 2, 3, 5] {
+                ev.push(Event::reference(Kind::Load, p << 12, 8).with_asid(1));
+            }
+        }
+        m.run_batch(&ev);
+        let j = m.walker().unwrap().json();
+        let walks = j["walks"].as_u64().unwrap();
+        let chain_sum: u64 = j["chain"]["histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, n)| i as u64 * n.as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            j["cycles"]["basic"].as_u64().unwrap(),
+            27 * walks + 9 * (chain_sum - walks)
+        );
+        // With the default cache, the first reference to each table line misses: 30 each.
+        let mut m = machine("organisation='radix'").unwrap();
+        let j = run(&mut m, 8, 2);
+        // Root entry line (one) and the leaf's line(s): 8 leaf entries × 4 B = one 32 B line.
+        assert_eq!(j["cycles"]["cache_penalty"], 2 * 30);
+        assert_eq!(j["levels"][0]["misses"], 1);
+    }
+
+    #[test]
+    fn data_references_change_no_count_but_the_cache() {
+        // The program's loads and stores through the walker's data cache take the full path
+        // of the machine: TLB and walk counts must not change, only the cache penalties.
+        let spec = "workload:multiuser,users=4,slices=60,quantum=1500";
+        let run = |data: bool| {
+            let text = format!(
+                "[machine]\nglobal_above = 0\n[[tlb]]\nname='t'\nentries=32\n[pagetable]\norganisation='hashed'\naddresses='global'\ndata_refs={data}\n"
+            );
+            let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
+            let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
+            let mut v = Vec::new();
+            while src.next_batch(&mut v).unwrap() {
+                m.run_batch(&v);
+            }
+            let t = m.ledger().total(0, |_, _, _| true);
+            (t.accesses, t.misses, m.walker().unwrap().json())
+        };
+        let (a, b) = (run(false), run(true));
+        assert_eq!((a.0, a.1), (b.0, b.1));
+        assert_eq!(a.2["walks"], b.2["walks"]);
+        assert_eq!(a.2["chain"], b.2["chain"]);
+        assert!(b.2["data"]["refs"].as_u64().unwrap() > 0);
+        assert!(b.2["cycles"]["cache_penalty"].as_u64() > a.2["cycles"]["cache_penalty"].as_u64());
+    }
+
+    #[test]
+    fn global_addresses_share_entries_that_aliases_repeat() {
+        // Two processes touch one shared page: one global address (one table entry, one TLB
+        // entry when global) or two aliases (two of each).
+        let ev = |addr: u64| {
+            vec![
+                Event::reference(Kind::Load, addr, 4).with_asid(1),
+                Event::reference(Kind::Load, addr, 4).with_asid(2),
+            ]
+        };
+        let mut g = Machine::assemble(
+            Some("[machine]\nglobal_above = 0\n[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='hashed'\naddresses='global'\n"),
+            "m.toml", &[], &[]).unwrap();
+        g.run_batch(&ev((0x1234u64 << 32) | 0x8000_0000));
+        let mut a = machine("organisation='hashed'").unwrap();
+        a.run_batch(&ev(0x8000_0000));
+        let j = |m: &Machine| m.walker().unwrap().json();
+        assert_eq!(
+            (j(&g)["walks"].clone(), j(&g)["table"]["pages"].clone()),
+            (1.into(), 1.into())
+        );
+        assert_eq!(
+            (j(&a)["walks"].clone(), j(&a)["table"]["pages"].clone()),
+            (2.into(), 2.into())
+        );
+    }
+
+    #[test]
+    fn bad_page_tables_name_the_key() {
+        for (pt, key) in [
+            ("organisation='tree'", "pagetable.organisation"),
+            ("organisation='hashed'\nratio=3", "pagetable.ratio"),
+            ("organisation='inverted'", "pagetable.refill"),
+            ("organisation='hashed'\nways=3", "pagetable.ways"),
+            ("organisation='radix'\nlevels=3", "pagetable.levels"),
+            ("organisation='radix'\nways=2", "pagetable.ways"),
+            (
+                "organisation='hashed'\ncycles={hw_hbt=1}",
+                "pagetable.cycles.hw_hbt",
+            ),
+            ("organisation='hashed'\ncosts='vax'", "pagetable.costs"),
+            (
+                "organisation='hashed'\nchaining='open'",
+                "pagetable.chaining",
+            ),
+            ("organisation='hashed'\ncompare='both'", "pagetable.compare"),
+            ("organisation='hashed'\nmemory='lots'", "memory"),
+            (
+                "organisation='radix'\nlevels=4\npsc=[{level=3,entries=4}]",
+                "pagetable.psc[0].level",
+            ),
+            (
+                "organisation='swtlb'\nrefill='software'\nbehind='swtlb'",
+                "pagetable.behind",
+            ),
+            (
+                "organisation='hashed'\n[pagetable.cache]\nline=24",
+                "pagetable.cache.line",
+            ),
+            (
+                "organisation='hashed'\naddresses='flat'",
+                "pagetable.addresses",
+            ),
+        ] {
+            let e = machine(pt).unwrap_err().to_string();
+            assert!(e.contains(key), "{pt}: {e}");
+        }
+    }
+}

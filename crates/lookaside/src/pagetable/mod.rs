@@ -1,0 +1,268 @@
+//! Page tables: where a TLB miss finds its translation, and what the search costs in memory
+//! references. The organisations compared by Huck & Hays (*Architectural Support for
+//! Translation Table Management in Large Address Space Machines*, ISCA 1993), and today's
+//! x86-64 radix tables:
+//!
+//! * [`Radix`] — a forward-mapped page table (FMPT) of N levels, each indexed by a slice of the
+//!   page number: the 2-level 32-bit per-process table of Huck & Hays' aliased sharing model
+//!   ("ASM"), or the x86-64 4- and 5-level tables with 4 KiB, 2 MiB and 1 GiB leaves, with
+//!   optional paging-structure caches per level.
+//! * [`Inverted`] — an inverted page table (IPT): one entry per physical frame, reached from a
+//!   hash anchor table (HAT) and chained, with the two tag words.
+//! * [`Hashed`] — a hashed page table (HPT): 16-byte entries that hold both the tag and the
+//!   frame, 1- or 2-way head buckets, collisions chained into free entries or an overflow
+//!   area, an XOR hash of space id and page number, optional move-to-head.
+//! * [`Front`] — a small translation cache in memory in front of another table: the hybrid
+//!   (a small HPT refilled by software from an FMPT, so every refill lands in the head bucket)
+//!   and the PA-RISC software TLB (swTLB: 2-way, indexed by the low page-number bits).
+//!
+//! [`PageTable`] is the one interface: an enum over the organisations (a walk is one `match`,
+//! never a virtual call). A lookup appends the table words it read to a caller-owned
+//! [`Refs`] buffer — physical addresses a walker sends through a data cache — and returns a
+//! [`Walk`]: the frame, the chain length, whether the head bucket held it. Tables are built
+//! by the OS model as pages are touched: a miss that finds nothing is a page fault, the
+//! [`Frames`] allocator hands out the next frame (FIFO replacement once memory is full) and
+//! the mapping is inserted; the frame's previous page is removed first.
+//!
+//! Addresses are 4 KiB page numbers (`vpn`) in a space (`space`: an address-space id, or the
+//! upper bits of a global address). Every table lives at its own physical base, above the
+//! frames of data, laid out as a kernel lays tables out at boot: hashed tables aligned to
+//! their size, the rest page-aligned, one after the other.
+
+pub mod bench;
+mod front;
+mod hashed;
+mod inverted;
+mod radix;
+
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use front::{Front, FrontKind, FrontParams};
+pub use hashed::{Chaining, Hashed, HashedParams, HPT_ENTRY};
+pub use inverted::{Inverted, InvertedParams, HAT_ENTRY, IPT_ENTRY};
+pub use radix::{Radix, RadixParams};
+
+/// The base page: 4 KiB.
+pub const PAGE_SHIFT: u32 = 12;
+
+/// Where the page tables start in physical memory: far above any frame of data, so that a
+/// table address never equals a data address (the cache still sees both, by index).
+pub const TABLE_BASE: u64 = 1 << 40;
+
+/// No entry (end of a chain, an empty slot).
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// One table word read by a walk: its physical address and which part of the table it is in
+/// (an index into [`PageTable::level_names`]), so cache misses can be counted per level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableRef {
+    pub addr: u64,
+    pub level: u8,
+    /// A store (a refill written into a front table), not a load.
+    pub write: bool,
+}
+
+/// The table references of one walk (reused from walk to walk: no allocation once warm).
+pub type Refs = Vec<TableRef>;
+
+/// What one lookup found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Walk {
+    /// The frame mapping the page, `None` if the table has no translation (a page fault).
+    pub frame: Option<u64>,
+    /// Entries (hashed, inverted) or levels (radix) examined; the head bucket counts as 1.
+    pub chain: u32,
+    /// Resolved by the first entry examined: the head bucket of a hashed table, the first
+    /// inverted entry, a hit in a front table. (Radix walks: false.)
+    pub head: bool,
+    /// The second way of a 2-way head bucket was compared (a serial compare's extra step).
+    pub second_way: bool,
+    /// A front table (hybrid HPT cache, swTLB) missed and the table behind it was walked.
+    pub front_miss: bool,
+    /// Radix levels whose reference a paging-structure cache saved.
+    pub skipped: u32,
+}
+
+/// Mapped pages and table memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Bytes of table memory (every structure, allocated or fixed).
+    pub table_bytes: u64,
+    /// Pages mapped and the bytes they map.
+    pub pages: u64,
+    pub mapped_bytes: u64,
+}
+
+/// Why a mapping could not be inserted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// The page number has more bits than the table translates.
+    OutOfRange,
+    /// This organisation cannot hold a page of this size.
+    PageSize(u32),
+    /// An inverted table's frame is beyond physical memory.
+    Frame(u64),
+}
+
+/// A page table of any organisation (see the module documentation).
+#[derive(Debug)]
+pub enum PageTable {
+    Radix(Radix),
+    Inverted(Inverted),
+    Hashed(Hashed),
+    Front(Box<Front>),
+}
+
+impl PageTable {
+    /// Look up `(space, vpn)`, appending the words read to `refs`.
+    #[inline]
+    pub fn lookup(&mut self, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
+        match self {
+            PageTable::Radix(t) => t.lookup(space, vpn, refs),
+            PageTable::Inverted(t) => t.lookup(space, vpn, refs),
+            PageTable::Hashed(t) => t.lookup(space, vpn, refs),
+            PageTable::Front(t) => t.lookup(space, vpn, refs),
+        }
+    }
+
+    /// Map the page of `2^shift` bytes holding `vpn` to `frame` (the OS, after a fault;
+    /// not a walk, so no references are reported). The page must not be mapped already.
+    pub fn insert(
+        &mut self,
+        space: u32,
+        vpn: u64,
+        shift: u32,
+        frame: u64,
+    ) -> Result<(), InsertError> {
+        match self {
+            PageTable::Radix(t) => t.insert(space, vpn, shift, frame),
+            PageTable::Inverted(t) => only_base(shift).and_then(|_| t.insert(space, vpn, frame)),
+            PageTable::Hashed(t) => only_base(shift).map(|_| t.insert(space, vpn, frame)),
+            PageTable::Front(t) => t.insert(space, vpn, shift, frame),
+        }
+    }
+
+    /// Unmap the page holding `vpn` (its frame is taken for another page); true if it was
+    /// mapped.
+    pub fn remove(&mut self, space: u32, vpn: u64) -> bool {
+        match self {
+            PageTable::Radix(t) => t.remove(space, vpn),
+            PageTable::Inverted(t) => t.remove(space, vpn),
+            PageTable::Hashed(t) => t.remove(space, vpn),
+            PageTable::Front(t) => t.remove(space, vpn),
+        }
+    }
+
+    /// Table memory and what it maps.
+    pub fn usage(&self) -> Usage {
+        match self {
+            PageTable::Radix(t) => t.usage(),
+            PageTable::Inverted(t) => t.usage(),
+            PageTable::Hashed(t) => t.usage(),
+            PageTable::Front(t) => t.usage(),
+        }
+    }
+
+    /// Names of the parts of the table, indexed by [`TableRef::level`].
+    pub fn level_names(&self) -> Vec<String> {
+        match self {
+            PageTable::Radix(t) => t.level_names(),
+            PageTable::Inverted(_) => vec!["HAT".into(), "IPT".into(), "chain".into()],
+            PageTable::Hashed(_) => vec!["head".into(), "chain".into()],
+            PageTable::Front(t) => t.level_names(),
+        }
+    }
+
+    /// A short name of the organisation (`radix`, `inverted`, `hashed`, `hybrid`, `swtlb`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PageTable::Radix(_) => "radix",
+            PageTable::Inverted(_) => "inverted",
+            PageTable::Hashed(_) => "hashed",
+            PageTable::Front(t) => match t.kind() {
+                FrontKind::Hybrid => "hybrid",
+                FrontKind::SwTlb => "swtlb",
+            },
+        }
+    }
+
+    /// Levels of the radix table walked on a miss (for the cost model); 0 if not radix.
+    pub fn radix_levels(&self) -> usize {
+        match self {
+            PageTable::Radix(t) => t.levels(),
+            PageTable::Front(t) => t.inner().radix_levels(),
+            _ => 0,
+        }
+    }
+}
+
+fn only_base(shift: u32) -> Result<(), InsertError> {
+    if shift == PAGE_SHIFT {
+        Ok(())
+    } else {
+        Err(InsertError::PageSize(shift))
+    }
+}
+
+/// The hash of Huck & Hays: the space id XORed with the low page-number bits. (The OS allocates
+/// space ids pseudo-randomly, so their bits spread the spaces over the table; see
+/// [`scramble_space`].) The page number's bits above the low 18 — for a 32-bit offset, its
+/// quadrant, which on PA-RISC selects the space register and so the space — are scrambled in
+/// too, so that segments at aligned bases of one space do not pile onto the same buckets
+/// (zero for the first quadrant: there the hash is the plain XOR).
+#[inline(always)]
+pub fn xor_hash(space: u32, vpn: u64) -> u64 {
+    vpn ^ space as u64 ^ ((vpn >> 18).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32)
+}
+
+/// A pseudo-random space id for address space `asid`, as HP-UX allocates them: a bijection
+/// (multiplication by an odd constant), so distinct spaces keep distinct ids.
+#[inline(always)]
+pub fn scramble_space(asid: u32) -> u32 {
+    asid.wrapping_mul(0x9E37_79B1)
+}
+
+/// Physical frames and who owns each: the OS model's memory. The first touch of a page takes
+/// the next free frame; once memory is full the oldest mapping loses its frame (FIFO), so the
+/// table never maps more pages than there are frames. Deterministic.
+#[derive(Clone, Debug)]
+pub struct Frames {
+    owner: Vec<(u32, u64)>,
+    capacity: u64,
+    next: u64,
+    /// Frames taken from a page that held them.
+    pub reclaimed: u64,
+}
+
+impl Frames {
+    /// Physical memory of `capacity` frames.
+    pub fn new(capacity: u64) -> Frames {
+        Frames {
+            owner: Vec::new(),
+            capacity: capacity.max(1),
+            next: 0,
+            reclaimed: 0,
+        }
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// A frame for `(space, vpn)`, and the page that held it (to be unmapped), if any.
+    pub fn alloc(&mut self, space: u32, vpn: u64) -> (u64, Option<(u32, u64)>) {
+        let f = self.next;
+        self.next = (self.next + 1) % self.capacity;
+        if (f as usize) < self.owner.len() {
+            let old = std::mem::replace(&mut self.owner[f as usize], (space, vpn));
+            self.reclaimed += 1;
+            (f, Some(old))
+        } else {
+            self.owner.push((space, vpn));
+            (f, None)
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The forward-mapped page table (FMPT): a tree of table pages per address space, each level
+//! indexed by a slice of the page number, root first (the control register points at the
+//! root). A walk reads one entry per level until it reaches a leaf; a leaf above the last
+//! level maps a large page (x86-64: a PDE maps 2 MiB, a PDPTE 1 GiB).
+//!
+//! Huck & Hays simulate a 2-level table with 4-byte entries (a 1,024-entry root of 4 KiB
+//! leaves: 32-bit per-process spaces, their "ASM"), chosen as a lower bound; a 64-bit space
+//! needs about 5 levels. x86-64 uses 9 bits per level and 8-byte entries, 4 or 5 levels.
+//!
+//! Paging-structure caches (the x86 PML4E/PDPTE/PDE caches) remember, per level, which upper
+//! entries a recent walk used: a hit at the deepest cached level lets the walk start below
+//! it, skipping the references above. They are [`Tlb`]s keyed by the page-number prefix that
+//! selects the entry, tagged by space. Table pages are never freed (as in most kernels while
+//! a process lives), so a cached upper entry never goes stale.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+
+use super::{InsertError, Refs, TableRef, Usage, Walk, PAGE_SHIFT, TABLE_BASE};
+
+/// The shape of a forward-mapped table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RadixParams {
+    /// Page-number bits translated by each level, root first (x86-64 4-level: `[9, 9, 9, 9]`;
+    /// Huck & Hays' 2-level 32-bit table: `[10, 10]`).
+    pub bits: Vec<u32>,
+    /// Bytes per entry (4 for the 32-bit table, 8 for x86-64).
+    pub entry_bytes: u32,
+    /// Paging-structure cache per non-leaf level, root first: `(entries, ways)`, `None` =
+    /// none at that level. Empty: no caches.
+    pub psc: Vec<Option<(usize, usize)>>,
+    /// Physical address of the first table page.
+    pub base: u64,
+}
+
+impl RadixParams {
+    /// x86-64: `levels` (4 or 5) levels of 9 bits, 8-byte entries.
+    pub fn x86_64(levels: usize) -> RadixParams {
+        RadixParams {
+            bits: vec![9; levels],
+            entry_bytes: 8,
+            psc: Vec::new(),
+            base: TABLE_BASE,
+        }
+    }
+
+    /// Huck & Hays' 2-level table of a 32-bit space: 1,024-entry root, 1,024-entry leaves.
+    pub fn two_level_32() -> RadixParams {
+        RadixParams {
+            bits: vec![10, 10],
+            entry_bytes: 4,
+            psc: Vec::new(),
+            base: TABLE_BASE,
+        }
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        if self.bits.is_empty() || self.bits.len() > 8 {
+            return Err("between 1 and 8 levels".into());
+        }
+        if self.bits.iter().any(|&b| b == 0 || b > 20) {
+            return Err("each level translates 1 to 20 bits".into());
+        }
+        if self.bits.iter().sum::<u32>() > 52 {
+            return Err("the levels translate more than 52 page-number bits".into());
+        }
+        if !matches!(self.entry_bytes, 4 | 8 | 16) {
+            return Err("entry bytes must be 4, 8 or 16".into());
+        }
+        // The leaf level holds translations, which the TLBs cache: no paging-structure cache.
+        if self
+            .psc
+            .iter()
+            .skip(self.bits.len() - 1)
+            .any(|p| p.is_some())
+        {
+            return Err("paging-structure caches exist for the upper levels only".into());
+        }
+        for &(entries, ways) in self.psc.iter().flatten() {
+            TlbParams::new(entries, ways, Policy::Lru)
+                .check()
+                .map_err(|e| format!("paging-structure cache: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Entry value: 0 empty, `LEAF | frame` a leaf, else `child node + 1` (frames and table
+/// pages stay below 2^31: memory is at most 2^28 frames). 32-bit entries halve the host
+/// memory a sparse table's pages take, which is what a walk's time goes to.
+const LEAF: u32 = 1 << 31;
+
+/// Space ids are already spread (or small): one multiply mixes them enough.
+#[derive(Default)]
+struct SpaceHasher(u64);
+
+impl Hasher for SpaceHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A forward-mapped page table of every address space.
+#[derive(Debug)]
+pub struct Radix {
+    p: RadixParams,
+    /// Per level, the number of low page-number bits below it.
+    below: Vec<u32>,
+    total_bits: u32,
+    node_bytes: Vec<u64>,
+    /// Physical address and entries of each table page, in allocation order.
+    nodes: Vec<(u64, Box<[u32]>)>,
+    next_addr: u64,
+    roots: HashMap<u32, u32, BuildHasherDefault<SpaceHasher>>,
+    last_root: (u32, u32),
+    psc: Vec<Option<Tlb>>,
+    pages: u64,
+    mapped_bytes: u64,
+}
+
+impl Radix {
+    pub fn new(p: RadixParams) -> Result<Radix, String> {
+        p.check()?;
+        let n = p.bits.len();
+        let mut below = vec![0; n];
+        for l in (0..n.saturating_sub(1)).rev() {
+            below[l] = below[l + 1] + p.bits[l + 1];
+        }
+        let node_bytes = p
+            .bits
+            .iter()
+            .map(|&b| ((p.entry_bytes as u64) << b).max(1 << PAGE_SHIFT))
+            .collect();
+        let mut psc = Vec::new();
+        for (l, c) in p.psc.iter().enumerate() {
+            psc.push(match c {
+                Some((entries, ways)) => {
+                    let mut tp = TlbParams::new(*entries, *ways, Policy::Lru);
+                    tp.seed = l as u64;
+                    Some(Tlb::new(&tp)?)
+                }
+                None => None,
+            });
+        }
+        Ok(Radix {
+            total_bits: p.bits.iter().sum(),
+            next_addr: p.base,
+            p,
+            below,
+            node_bytes,
+            nodes: Vec::new(),
+            roots: HashMap::default(),
+            last_root: (u32::MAX, u32::MAX),
+            psc,
+            pages: 0,
+            mapped_bytes: 0,
+        })
+    }
+
+    pub fn levels(&self) -> usize {
+        self.p.bits.len()
+    }
+
+    pub fn level_names(&self) -> Vec<String> {
+        let n = self.levels();
+        if n == 2 {
+            return vec!["root".into(), "leaf".into()];
+        }
+        (0..n).map(|l| format!("L{}", n - l)).collect()
+    }
+
+    fn new_node(&mut self, level: usize) -> u32 {
+        let entries = 1usize << self.p.bits[level];
+        let addr = self.next_addr;
+        self.next_addr += self.node_bytes[level];
+        self.nodes
+            .push((addr, vec![0u32; entries].into_boxed_slice()));
+        (self.nodes.len() - 1) as u32
+    }
+
+    #[inline]
+    fn root(&mut self, space: u32) -> Option<u32> {
+        if self.last_root.0 == space {
+            return Some(self.last_root.1);
+        }
+        let r = *self.roots.get(&space)?;
+        self.last_root = (space, r);
+        Some(r)
+    }
+
+    #[inline(always)]
+    fn index(&self, level: usize, vpn: u64) -> usize {
+        ((vpn >> self.below[level]) & ((1u64 << self.p.bits[level]) - 1)) as usize
+    }
+
+    /// Walk the levels for `vpn`; see [`super::PageTable::lookup`].
+    pub fn lookup(&mut self, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
+        let mut w = Walk::default();
+        if vpn >> self.total_bits != 0 {
+            return w;
+        }
+        let Some(root) = self.root(space) else {
+            // No table yet: the walk reads the (empty) root pointer's target and faults.
+            return w;
+        };
+        let n = self.levels();
+        // The deepest paging-structure cache that holds this walk's upper entry.
+        let mut start = 0;
+        let mut node = root;
+        if !self.psc.is_empty() {
+            for l in (0..self.psc.len().min(n - 1)).rev() {
+                if let Some(c) = &mut self.psc[l] {
+                    if c.lookup(vpn >> self.below[l], space as u64, NO_CTX) {
+                        start = l + 1;
+                        break;
+                    }
+                }
+            }
+            // Find the node the cached entry points at (no references: the cache holds it).
+            for l in 0..start {
+                let e = self.nodes[node as usize].1[self.index(l, vpn)];
+                debug_assert!(e != 0 && e & LEAF == 0);
+                node = e - 1;
+            }
+            w.skipped = start as u32;
+        }
+        for l in start..n {
+            let i = self.index(l, vpn);
+            let (addr, ref entries) = self.nodes[node as usize];
+            let e = entries[i];
+            refs.push(TableRef {
+                addr: addr + i as u64 * self.p.entry_bytes as u64,
+                level: l as u8,
+                write: false,
+            });
+            w.chain += 1;
+            if e == 0 {
+                return w;
+            }
+            if e & LEAF != 0 {
+                w.frame = Some((e & !LEAF) as u64);
+                return w;
+            }
+            if l < self.psc.len() {
+                if let Some(c) = &mut self.psc[l] {
+                    c.fill(vpn >> self.below[l], space as u64, Part::Upper);
+                }
+            }
+            node = e - 1;
+        }
+        w
+    }
+
+    /// The level whose entries map pages of `2^shift` bytes.
+    fn leaf_level(&self, shift: u32) -> Option<usize> {
+        let want = shift.checked_sub(PAGE_SHIFT)?;
+        (0..self.levels()).find(|&l| self.below[l] == want)
+    }
+
+    pub fn insert(
+        &mut self,
+        space: u32,
+        vpn: u64,
+        shift: u32,
+        frame: u64,
+    ) -> Result<(), InsertError> {
+        if vpn >> self.total_bits != 0 {
+            return Err(InsertError::OutOfRange);
+        }
+        if frame >= LEAF as u64 {
+            return Err(InsertError::Frame(frame));
+        }
+        let leaf = self.leaf_level(shift).ok_or(InsertError::PageSize(shift))?;
+        let mut node = match self.root(space) {
+            Some(r) => r,
+            None => {
+                let r = self.new_node(0);
+                self.roots.insert(space, r);
+                r
+            }
+        };
+        for l in 0..leaf {
+            let i = self.index(l, vpn);
+            let e = self.nodes[node as usize].1[i];
+            if e & LEAF != 0 {
+                // A large page already covers it: the caller maps only unmapped pages.
+                return Ok(());
+            }
+            node = if e == 0 {
+                let c = self.new_node(l + 1);
+                self.nodes[node as usize].1[i] = c + 1;
+                c
+            } else {
+                e - 1
+            };
+        }
+        let i = self.index(leaf, vpn);
+        let slot = &mut self.nodes[node as usize].1[i];
+        if *slot == 0 {
+            self.pages += 1;
+            self.mapped_bytes += 1 << shift;
+        }
+        // A non-empty, non-leaf slot would be a table page under a large page: keep the table.
+        if *slot == 0 || *slot & LEAF != 0 {
+            *slot = LEAF | frame as u32;
+        }
+        Ok(())
+    }
+
+    pub fn remove(&mut self, space: u32, vpn: u64) -> bool {
+        if vpn >> self.total_bits != 0 {
+            return false;
+        }
+        let Some(mut node) = self.root(space) else {
+            return false;
+        };
+        for l in 0..self.levels() {
+            let i = self.index(l, vpn);
+            let e = self.nodes[node as usize].1[i];
+            if e == 0 {
+                return false;
+            }
+            if e & LEAF != 0 {
+                self.nodes[node as usize].1[i] = 0;
+                self.pages -= 1;
+                self.mapped_bytes -= 1 << (self.below[l] + PAGE_SHIFT);
+                return true;
+            }
+            node = e - 1;
+        }
+        false
+    }
+
+    pub fn usage(&self) -> Usage {
+        Usage {
+            table_bytes: self.next_addr - self.p.base,
+            pages: self.pages,
+            mapped_bytes: self.mapped_bytes,
+        }
+    }
+
+    /// Table pages allocated.
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+}

@@ -1,0 +1,291 @@
+//! Every organisation against its reference model on random and adversarial streams of
+//! touches (a fault maps the page, FIFO frame replacement unmaps the oldest), lookups and
+//! unmaps; and the storage and chain-length arithmetic of Huck & Hays.
+
+use proptest::prelude::*;
+
+use super::reference::{Model, RefFront, RefHashed, RefInverted, RefRadix};
+use super::*;
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// Touch: look up, and on a fault map the page (of 4 KiB, or 2 MiB when `big`).
+    Touch(u32, u64, bool),
+    Unmap(u32, u64),
+}
+
+fn ops(spaces: u32, vpns: u64) -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            8 => (0..spaces, 0..vpns, prop::bool::weighted(0.05)).prop_map(|(s, v, b)| Op::Touch(s, v, b)),
+            1 => (0..spaces, 0..vpns).prop_map(|(s, v)| Op::Unmap(s, v)),
+        ],
+        1..400,
+    )
+}
+
+/// Run `ops` on the table and the model with `frames` frames; compare every walk.
+fn check<M: Model>(t: &mut PageTable, m: &mut M, frames: u64, ops: &[Op], big_ok: bool) {
+    let mut mem = Frames::new(frames);
+    let mut refs = Refs::new();
+    for (n, &op) in ops.iter().enumerate() {
+        match op {
+            Op::Touch(s, v, big) => {
+                refs.clear();
+                let w = t.lookup(s, v, &mut refs);
+                let r = m.lookup(s, v);
+                assert_eq!(
+                    (w.frame, w.chain, w.head, w.front_miss),
+                    (r.frame, r.chain, r.head, r.front_miss),
+                    "op {n}: {op:?}"
+                );
+                if !matches!(t, PageTable::Front(_)) {
+                    assert_eq!(w.second_way, r.second_way, "op {n}: {op:?}");
+                }
+                if w.frame.is_none() {
+                    let shift = if big && big_ok { 21 } else { PAGE_SHIFT };
+                    let (f, old) = mem.alloc(s, v);
+                    if let Some((os, ov)) = old {
+                        assert_eq!(t.remove(os, ov), m.remove(os, ov), "op {n}: reclaim");
+                    }
+                    t.insert(s, v, shift, f).unwrap();
+                    m.insert(s, v, shift, f);
+                }
+            }
+            Op::Unmap(s, v) => assert_eq!(t.remove(s, v), m.remove(s, v), "op {n}: {op:?}"),
+        }
+        assert_eq!(t.usage().table_bytes, m.table_bytes(), "op {n}: bytes");
+    }
+}
+
+fn hashed(buckets: usize, ways: usize, chaining: Chaining, mth: bool) -> PageTable {
+    PageTable::Hashed(
+        Hashed::new(HashedParams {
+            buckets,
+            ways,
+            chaining,
+            move_to_head: mth,
+            base: TABLE_BASE,
+        })
+        .unwrap(),
+    )
+}
+
+// Overflow entries count as table bytes in the real table; the model has none, so only
+// tables that never overflow are compared on bytes (free chaining, frames ≤ entries).
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn hashed_matches_reference(ops in ops(4, 96), ways in 1usize..=2, mth: bool,
+                                buckets in prop::sample::select(vec![4usize, 16, 64])) {
+        let frames = (buckets * ways) as u64;
+        let mut t = hashed(buckets, ways, Chaining::Free, mth);
+        let mut m = RefHashed::new(buckets, ways, mth);
+        check(&mut t, &mut m, frames, &ops, false);
+        if let PageTable::Hashed(h) = &t {
+            for (b, chain) in h.chains().iter().enumerate() {
+                for &(s, v) in chain {
+                    prop_assert_eq!((xor_hash(s, v) as usize) & (buckets - 1), b);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hashed_overflow_matches_reference(ops in ops(3, 64), ways in 1usize..=2, mth: bool) {
+        // Overflow chaining: compare walks (bytes differ by the overflow area).
+        let mut t = hashed(8, ways, Chaining::Overflow, mth);
+        let mut m = RefHashed::new(8, ways, mth);
+        let mut mem = Frames::new(40);
+        let mut refs = Refs::new();
+        for op in ops {
+            match op {
+                Op::Touch(s, v, _) => {
+                    let w = t.lookup(s, v, &mut refs);
+                    let r = m.lookup(s, v);
+                    prop_assert_eq!((w.frame, w.chain, w.head), (r.frame, r.chain, r.head));
+                    if w.frame.is_none() {
+                        let (f, old) = mem.alloc(s, v);
+                        if let Some((os, ov)) = old {
+                            prop_assert_eq!(t.remove(os, ov), m.remove(os, ov));
+                        }
+                        t.insert(s, v, PAGE_SHIFT, f).unwrap();
+                        m.insert(s, v, PAGE_SHIFT, f);
+                    }
+                }
+                Op::Unmap(s, v) => prop_assert_eq!(t.remove(s, v), m.remove(s, v)),
+            }
+        }
+    }
+
+    #[test]
+    fn inverted_matches_reference(ops in ops(4, 96), hat in prop::sample::select(vec![4usize, 32])) {
+        let frames = 24;
+        let mut t = PageTable::Inverted(Inverted::new(InvertedParams { frames, hat, base: TABLE_BASE }).unwrap());
+        let mut m = RefInverted::new(hat, frames);
+        check(&mut t, &mut m, frames, &ops, false);
+    }
+
+    #[test]
+    fn radix_matches_reference(ops in ops(3, 1 << 12), x86 in any::<bool>()) {
+        // Small levels so that large leaves and many table pages occur: 3 × 4 bits (a
+        // "large" page is then 2^(12+4+4)... see below) or 2 × 10 bits.
+        let (bits, entry) = if x86 { (vec![3u32, 9, 9], 8u32) } else { (vec![10, 10], 4) };
+        let p = RadixParams { bits: bits.clone(), entry_bytes: entry, psc: Vec::new(), base: TABLE_BASE };
+        let mut t = PageTable::Radix(Radix::new(p).unwrap());
+        let mut m = RefRadix::new(bits, entry as u64);
+        // x86: 9 bits below the middle level, so 2 MiB leaves (shift 21) live there.
+        let ops: Vec<Op> = ops.into_iter().map(|o| match o {
+            Op::Touch(s, v, b) => Op::Touch(s, v * 97 % (1 << 21), b),
+            Op::Unmap(s, v) => Op::Unmap(s, v * 97 % (1 << 21)),
+        }).collect();
+        check(&mut t, &mut m, 64, &ops, x86);
+    }
+
+    #[test]
+    fn paging_structure_caches_only_skip_references(ops in ops(3, 1 << 12)) {
+        let mk = |psc| PageTable::Radix(Radix::new(RadixParams { bits: vec![9; 4], entry_bytes: 8,
+            psc, base: TABLE_BASE }).unwrap());
+        let mut plain = mk(Vec::new());
+        let mut cached = mk(vec![Some((4, 4)), Some((8, 2)), Some((16, 4))]);
+        let mut mem = Frames::new(50);
+        let (mut r1, mut r2) = (Refs::new(), Refs::new());
+        for op in ops {
+            if let Op::Touch(s, v, _) = op {
+                let v = v.wrapping_mul(0x1_0001_0001) & ((1 << 36) - 1);
+                r1.clear();
+                r2.clear();
+                let a = plain.lookup(s, v, &mut r1);
+                let b = cached.lookup(s, v, &mut r2);
+                prop_assert_eq!(a.frame, b.frame);
+                prop_assert_eq!(a.chain, b.chain + b.skipped);
+                prop_assert_eq!(&r1[b.skipped as usize..], &r2[..]);
+                if a.frame.is_none() {
+                    let (f, old) = mem.alloc(s, v);
+                    if let Some((os, ov)) = old {
+                        plain.remove(os, ov);
+                        cached.remove(os, ov);
+                    }
+                    plain.insert(s, v, PAGE_SHIFT, f).unwrap();
+                    cached.insert(s, v, PAGE_SHIFT, f).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fronts_match_reference(ops in ops(4, 256), ways in 1usize..=2, hybrid: bool) {
+        let sets = 8;
+        let kind = if hybrid { FrontKind::Hybrid } else { FrontKind::SwTlb };
+        let fp = FrontParams { kind, sets, ways, base: TABLE_BASE + (1 << 30) };
+        if hybrid {
+            let inner = PageTable::Radix(Radix::new(RadixParams::two_level_32()).unwrap());
+            let mut t = PageTable::Front(Box::new(Front::new(fp, inner).unwrap()));
+            let mut m = RefFront::new(true, sets, ways, RefRadix::new(vec![10, 10], 4));
+            check(&mut t, &mut m, 100, &ops, false);
+        } else {
+            let inner = PageTable::Inverted(Inverted::new(InvertedParams { frames: 100, hat: 64, base: TABLE_BASE }).unwrap());
+            let mut t = PageTable::Front(Box::new(Front::new(fp, inner).unwrap()));
+            let mut m = RefFront::new(false, sets, ways, RefInverted::new(64, 100));
+            check(&mut t, &mut m, 100, &ops, false);
+        }
+    }
+}
+
+#[test]
+fn adversarial_one_bucket_chains_grow_and_shrink() {
+    // Every page hashes to bucket 0 of 16: one chain of 16 entries in free slots.
+    for ways in [1, 2] {
+        let mut t = hashed(16, ways, Chaining::Free, false);
+        let mut m = RefHashed::new(16, ways, false);
+        let keys: Vec<Op> = (0..16u64).map(|i| Op::Touch(0, i * 16, false)).collect();
+        let mut stream = keys.clone();
+        stream.extend(keys.iter().rev().copied());
+        stream.extend((0..16u64).step_by(3).map(|i| Op::Unmap(0, i * 16)));
+        stream.extend(keys.iter().copied());
+        // Frames = entries: the table is exactly full, nothing overflows.
+        check(&mut t, &mut m, 16 * ways as u64, &stream, false);
+    }
+}
+
+#[test]
+fn storage_overheads_are_huck_and_hays() {
+    // 32 MB of 4 KB pages = 8K frames.
+    let mem = 32u64 << 20;
+    let ipt = InvertedParams {
+        frames: 8192,
+        hat: 16384,
+        base: TABLE_BASE,
+    };
+    assert_eq!(ipt.bytes(), 192 << 10);
+    assert_eq!(
+        format!("{:.3}", 100.0 * ipt.bytes() as f64 / mem as f64),
+        "0.586"
+    );
+    let h2 = HashedParams::new(16384);
+    let h4 = HashedParams::new(32768);
+    assert_eq!(
+        format!("{:.2}", 100.0 * h2.bytes() as f64 / mem as f64),
+        "0.78"
+    );
+    assert_eq!(
+        format!("{:.2}", 100.0 * h4.bytes() as f64 / mem as f64),
+        "1.56"
+    );
+    // A typical process (128 KB text, 128 KB data, 16 KB stack) in the 2-level table: root
+    // and two leaves, 12 KB for 272 KB, about 4%.
+    let mut r = Radix::new(RadixParams::two_level_32()).unwrap();
+    let mut f = 0;
+    for (start, pages) in [(0x0000_1000u64, 32u64), (0x0010_0000, 32), (0x7fff_c000, 4)] {
+        for p in 0..pages {
+            r.insert(1, (start >> 12) + p, 12, f).unwrap();
+            f += 1;
+        }
+    }
+    let u = r.usage();
+    assert_eq!((u.table_bytes, u.mapped_bytes), (12 << 10, 272 << 10));
+    assert_eq!(
+        (100.0 * u.table_bytes as f64 / u.mapped_bytes as f64).round(),
+        4.0
+    );
+}
+
+#[test]
+fn mean_chain_length_is_one_plus_half_alpha_on_uniform_keys() {
+    // Successful searches in separate chaining: 1 + α/2 (Knuth), α = pages per bucket.
+    let mut rng = 0x1234_5678_9abc_def0u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for (ratio, want) in [
+        (4.0, 1.125),
+        (2.0, 1.25),
+        (1.0, 1.5),
+        (0.5, 2.0),
+        (0.25, 3.0),
+    ] {
+        let frames = 1u64 << 14;
+        let buckets = (frames as f64 * ratio) as usize;
+        let mut t = hashed(buckets, 1, Chaining::Overflow, false);
+        let keys: Vec<(u32, u64)> = (0..frames)
+            .map(|_| ((next() >> 48) as u32, next() >> 20))
+            .collect();
+        for (f, &(s, v)) in keys.iter().enumerate() {
+            t.insert(s, v, PAGE_SHIFT, f as u64).unwrap();
+        }
+        let mut refs = Refs::new();
+        let total: u64 = keys
+            .iter()
+            .map(|&(s, v)| t.lookup(s, v, &mut refs).chain as u64)
+            .sum();
+        let mean = total as f64 / frames as f64;
+        assert!(
+            (mean - want).abs() < 0.03 * want,
+            "ratio {ratio}: {mean} vs {want}"
+        );
+    }
+}
