@@ -7,6 +7,7 @@
 //! consume the same batches and answer a whole sweep of LRU structures in one pass.
 
 pub mod bench;
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod event;

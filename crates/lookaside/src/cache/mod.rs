@@ -1,0 +1,3 @@
+//! Caches: virtually addressed caches and their alias policies ([`vac`]).
+
+pub mod vac;

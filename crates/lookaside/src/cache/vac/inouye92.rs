@@ -1,0 +1,1 @@
+//! Inouye et al.'s measurements re-run on the model.
