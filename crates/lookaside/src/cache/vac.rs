@@ -435,9 +435,24 @@ impl Vac {
 
     fn clear_page(&mut self, index_page: u64, ppage: u64, write_back: bool) -> Lines {
         let mask = !(self.params.page - 1);
-        let (vbase, pbase) = (index_page & mask, ppage & mask);
+        self.clear_lines(
+            index_page & mask,
+            ppage & mask,
+            self.lines_per_page(),
+            write_back,
+        )
+    }
+
+    /// Flush `lines` lines from the line of `paddr` indexed by `index_addr` (which agree in
+    /// their page offset; the run stays within one page).
+    pub fn flush_lines(&mut self, index_addr: u64, paddr: u64, lines: u64) -> Lines {
+        let mask = !(self.params.line - 1);
+        self.clear_lines(index_addr & mask, paddr & mask, lines, true)
+    }
+
+    fn clear_lines(&mut self, vbase: u64, pbase: u64, lines: u64, write_back: bool) -> Lines {
         let mut n = Lines::default();
-        for i in 0..self.lines_per_page() {
+        for i in 0..lines {
             let off = i << self.line_shift;
             n.visited += 1;
             if let Some((slot, dirty)) = self.resident(vbase + off, pbase + off) {

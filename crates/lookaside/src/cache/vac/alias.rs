@@ -899,18 +899,34 @@ impl Vm {
         Ok(self.charge(us))
     }
 
-    /// Flush `pages` pages from `at` as one pdcache() call (Table 1's measurement): lines are
-    /// written back and invalidated; mappings stay as they are. The pages must be mapped.
-    pub fn flush_range(&mut self, at: At, pages: u64) -> Result<f64, String> {
+    /// Flush `bytes` (whole lines) from `at` as one pdcache() call (Table 1's measurement):
+    /// lines are written back and invalidated; mappings stay as they are. The pages must be
+    /// mapped.
+    pub fn flush_range(&mut self, at: At, bytes: u64) -> Result<f64, String> {
+        self.check_range(at, bytes, "at")?;
+        self.check_mapped(at, bytes, false)?;
         let mut l = Lines::default();
-        for i in 0..pages {
-            let (a, pa) = self.resolve(at.offset(i * self.page()))?;
-            l += self.vac.flush_page(a.1, pa & !(self.page() - 1));
+        let mut off = 0;
+        while off < bytes {
+            let here = at.offset(off);
+            let (_, pa) = self.resolve(here)?;
+            let index = match here {
+                At::Virt(_, va) => va,
+                At::Phys(p) => p,
+            };
+            let in_page = (self.page() - (pa & (self.page() - 1))).min(bytes - off);
+            l += self.vac.flush_lines(index, pa, in_page / self.line());
+            off += in_page;
         }
         self.counts.flush_calls += 1;
         self.counts.flushed += l;
         let us = self.timing.flush_us(l);
         Ok(self.charge(us))
+    }
+
+    /// Charge `us` of work the cache does not model (a message's fixed cost).
+    pub fn spend(&mut self, us: f64) -> f64 {
+        self.charge(us)
     }
 
     /// Apply one [`Op`]; returns its cost.
