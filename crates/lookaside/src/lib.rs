@@ -19,6 +19,7 @@ pub mod report;
 pub mod run;
 pub mod tlb;
 pub mod trace;
+pub mod vm;
 pub mod workload;
 
 pub use error::{Error, Result};

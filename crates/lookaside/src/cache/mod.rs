@@ -1,3 +1,341 @@
-//! Caches: virtually addressed caches and their alias policies ([`vac`]).
+//! Caches: one physically indexed, set-associative cache of lines, nothing more.
+//!
+//! A [`Cache`] is a [`Tlb`] whose keys are line numbers (`paddr >> log2(line)`, one context),
+//! with a dirty bit per slot beside the tags. Using the TLB engine as the tag store keeps one
+//! home for set-associative state and replacement: every geometry and policy a TLB accepts
+//! (any ways dividing the lines, LRU/FIFO/random/PLRU/NRU) a cache accepts too, with the same
+//! exact semantics (see [`crate::tlb`]).
+//!
+//! # Semantics
+//!
+//! * **Reads** (loads and instruction fetches). A hit updates replacement. A miss fetches the
+//!   aligned block of [`CacheParams::fetch`] bytes: the block's other lines that are absent
+//!   are filled first, in address order, then the line read (so it ends most recently used);
+//!   each filled line counts in [`Outcome::fills`]. Chen's DECstation D-cache (4-byte lines, a
+//!   read miss fetches 16 aligned bytes) is `line = 4, fetch = 16`.
+//! * **Writes.** A hit updates replacement and, write-back, sets the line dirty. A miss with
+//!   `write_allocate` fills the line alone (one fill; the fetch block applies to reads) and,
+//!   write-back, sets it dirty; without it the cache is unchanged. Write-through writes always
+//!   go on to memory — the caller (the write buffer) sees every write; a write-back cache
+//!   sends memory only the dirty lines it evicts ([`Outcome::writebacks`]).
+//! * Whether a write-allocate fill costs a memory read (it does not when the line is no wider
+//!   than the write, as in Chen's D-cache) is the memory system's business, not the cache's.
 
+use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+use std::fmt;
+
+#[cfg(test)]
+mod tests;
 pub mod vac;
+pub mod wbuf;
+
+/// The one context every line is tagged with.
+const LINE_CTX: u64 = 0;
+
+/// What a write does to memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WritePolicy {
+    /// Writes update the line and mark it dirty; memory sees dirty lines when evicted.
+    Back,
+    /// Every write goes on to memory; lines are never dirty.
+    Through,
+}
+
+/// The shape and behaviour of one cache.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CacheParams {
+    /// Capacity in bytes, a multiple of `line * ways`.
+    pub size: u64,
+    /// Line size in bytes, a power of two.
+    pub line: u32,
+    /// Associativity; 0 means fully associative.
+    pub ways: usize,
+    pub policy: Policy,
+    pub write: WritePolicy,
+    /// Whether a write miss allocates the line.
+    pub write_allocate: bool,
+    /// Bytes fetched on a read miss: the aligned block holding the line read, a power of two
+    /// no smaller than `line` and no larger than `size`.
+    pub fetch: u32,
+    /// Seed of the random policy.
+    pub seed: u64,
+}
+
+/// What is wrong with a [`CacheParams`]: the field and why (`field: message`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for ParamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ParamError {}
+
+impl CacheParams {
+    /// A write-back, write-allocate cache fetching one line per miss, seed 0.
+    pub fn new(size: u64, line: u32, ways: usize, policy: Policy) -> CacheParams {
+        CacheParams {
+            size,
+            line,
+            ways,
+            policy,
+            write: WritePolicy::Back,
+            write_allocate: true,
+            fetch: line,
+            seed: 0,
+        }
+    }
+
+    /// Number of lines.
+    pub fn lines(&self) -> u64 {
+        self.size / self.line.max(1) as u64
+    }
+
+    /// The tag store's parameters, once [`CacheParams::check`] passed.
+    fn tags(&self) -> TlbParams {
+        let lines = self.lines() as usize;
+        let ways = if self.ways == 0 { lines } else { self.ways };
+        let mut p = TlbParams::new(lines, ways, self.policy);
+        p.seed = self.seed;
+        p
+    }
+
+    /// Whether these parameters describe a cache [`Cache::new`] can build.
+    pub fn check(&self) -> Result<(), ParamError> {
+        let err = |field, message: String| Err(ParamError { field, message });
+        if self.line == 0 || !self.line.is_power_of_two() {
+            return err("line", format!("{} is not a power of two", self.line));
+        }
+        if self.size == 0 || !self.size.is_multiple_of(self.line as u64) {
+            return err(
+                "size",
+                format!("{} is not a positive multiple of the line", self.size),
+            );
+        }
+        let lines = self.lines();
+        if lines > crate::tlb::MAX_ENTRIES as u64 {
+            return err(
+                "size",
+                format!(
+                    "{lines} lines is more than the maximum {}",
+                    crate::tlb::MAX_ENTRIES
+                ),
+            );
+        }
+        if self.ways != 0 && !lines.is_multiple_of(self.ways as u64) {
+            return err(
+                "ways",
+                format!("{} does not divide the {lines} lines", self.ways),
+            );
+        }
+        if !self.fetch.is_power_of_two() || self.fetch < self.line || self.fetch as u64 > self.size
+        {
+            return err(
+                "fetch",
+                format!(
+                    "{} is not a power of two between the line ({}) and the size ({})",
+                    self.fetch, self.line, self.size
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What one access did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub hit: bool,
+    /// Lines brought in.
+    pub fills: u32,
+    /// Dirty lines evicted (write-back only).
+    pub writebacks: u32,
+}
+
+/// Counts over a cache's life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub reads: u64,
+    pub read_misses: u64,
+    pub writes: u64,
+    pub write_misses: u64,
+    pub fills: u64,
+    pub writebacks: u64,
+}
+
+/// A physically indexed cache (see the module documentation).
+#[derive(Debug)]
+pub struct Cache {
+    tags: Tlb,
+    /// Per slot of `tags`, whether the line there is dirty (write-back only).
+    dirty: Vec<bool>,
+    line_shift: u32,
+    /// Lines per fetch block, a power of two.
+    fetch_lines: u64,
+    write_back: bool,
+    write_allocate: bool,
+    stats: CacheStats,
+}
+
+impl Cache {
+    pub fn new(p: &CacheParams) -> Result<Cache, ParamError> {
+        p.check()?;
+        let tags = Tlb::new(&p.tags()).map_err(|message| ParamError {
+            field: "ways",
+            message,
+        })?;
+        let write_back = p.write == WritePolicy::Back;
+        Ok(Cache {
+            dirty: if write_back {
+                vec![false; tags.entries()]
+            } else {
+                Vec::new()
+            },
+            tags,
+            line_shift: p.line.trailing_zeros(),
+            fetch_lines: (p.fetch / p.line) as u64,
+            write_back,
+            write_allocate: p.write_allocate,
+            stats: CacheStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> &CacheStats {
+        &self.stats
+    }
+
+    /// Line size in bytes.
+    pub fn line(&self) -> u32 {
+        1 << self.line_shift
+    }
+
+    /// Read (`write == false`) or write the byte at `paddr`.
+    #[inline]
+    pub fn access(&mut self, paddr: u64, write: bool) -> Outcome {
+        if write {
+            self.write(paddr)
+        } else {
+            self.read_line(paddr >> self.line_shift)
+        }
+    }
+
+    /// Read the byte at `paddr`; returns whether it hit.
+    #[inline]
+    pub fn read(&mut self, paddr: u64) -> bool {
+        self.read_line(paddr >> self.line_shift).hit
+    }
+
+    #[inline]
+    fn read_line(&mut self, key: u64) -> Outcome {
+        self.stats.reads += 1;
+        if self.tags.lookup(key, LINE_CTX, NO_CTX) {
+            return Outcome {
+                hit: true,
+                ..Outcome::default()
+            };
+        }
+        self.stats.read_misses += 1;
+        let mut o = Outcome::default();
+        if self.fetch_lines > 1 {
+            let first = key & !(self.fetch_lines - 1);
+            for other in first..first + self.fetch_lines {
+                if other != key && self.tags.probe(other, LINE_CTX, NO_CTX).is_none() {
+                    self.fill(other, false, &mut o);
+                }
+            }
+        }
+        self.fill(key, false, &mut o);
+        o
+    }
+
+    fn write(&mut self, paddr: u64) -> Outcome {
+        self.stats.writes += 1;
+        let key = paddr >> self.line_shift;
+        let hit = if self.write_back {
+            match self.tags.probe(key, LINE_CTX, NO_CTX) {
+                Some((set, way)) => {
+                    self.tags.lookup(key, LINE_CTX, NO_CTX);
+                    self.dirty[set * self.tags.ways() + way] = true;
+                    true
+                }
+                None => false,
+            }
+        } else {
+            self.tags.lookup(key, LINE_CTX, NO_CTX)
+        };
+        let mut o = Outcome {
+            hit,
+            ..Outcome::default()
+        };
+        if !hit {
+            self.stats.write_misses += 1;
+            if self.write_allocate {
+                self.fill(key, self.write_back, &mut o);
+            }
+        }
+        o
+    }
+
+    /// Put the absent line `key` in, counting the fill and any dirty line it evicts.
+    fn fill(&mut self, key: u64, dirty: bool, o: &mut Outcome) {
+        let (slot, evicted) = self.tags.fill_slot(key, LINE_CTX, Part::Upper);
+        o.fills += 1;
+        self.stats.fills += 1;
+        if self.write_back {
+            if evicted.is_some() && self.dirty[slot] {
+                o.writebacks += 1;
+                self.stats.writebacks += 1;
+            }
+            self.dirty[slot] = dirty;
+        }
+    }
+
+    /// Whether the line holding `paddr` is present (changes nothing).
+    pub fn contains(&self, paddr: u64) -> bool {
+        self.tags
+            .probe(paddr >> self.line_shift, LINE_CTX, NO_CTX)
+            .is_some()
+    }
+
+    /// Remove every line of `[start, end)`; returns (lines present, of which dirty). A
+    /// *purge* drops dirty data; a *flush* is the same call with the dirty count written
+    /// back by the caller.
+    pub fn invalidate_range(&mut self, start: u64, end: u64) -> (u64, u64) {
+        let (mut present, mut dirty) = (0, 0);
+        if end <= start {
+            return (0, 0);
+        }
+        let (first, last) = (start >> self.line_shift, (end - 1) >> self.line_shift);
+        for key in first..=last {
+            if let Some((set, way)) = self.tags.probe(key, LINE_CTX, NO_CTX) {
+                present += 1;
+                let slot = set * self.tags.ways() + way;
+                if self.write_back && self.dirty[slot] {
+                    dirty += 1;
+                    self.dirty[slot] = false;
+                }
+                self.tags.invalidate(key, LINE_CTX, NO_CTX);
+            }
+        }
+        (present, dirty)
+    }
+
+    /// Empty the cache; returns the number of dirty lines it held.
+    pub fn flush_all(&mut self) -> u64 {
+        let mut dirty = 0;
+        if self.write_back {
+            for (set, way, _, _) in self.tags.entries_iter() {
+                let slot = set * self.tags.ways() + way;
+                dirty += self.dirty[slot] as u64;
+                self.dirty[slot] = false;
+            }
+        }
+        self.tags.flush_all();
+        dirty
+    }
+}

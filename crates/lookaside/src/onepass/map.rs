@@ -71,7 +71,6 @@ impl PageMap {
     }
 
     /// Keys held.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -37,7 +37,7 @@
 mod allassoc;
 mod family;
 mod fenwick;
-mod map;
+pub(crate) mod map;
 mod stack;
 
 #[cfg(test)]

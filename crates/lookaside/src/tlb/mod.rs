@@ -506,7 +506,28 @@ impl Tlb {
             self.hit(set, way, ctx);
             return None;
         }
-        self.insert(set, vpn, ctx, part)
+        self.insert(set, vpn, ctx, part).1
+    }
+
+    /// [`Tlb::fill`] that also says where `(vpn, ctx)` now lives, as the slot
+    /// `set * ways + way`: for structures that keep per-entry state beside the tags (a
+    /// cache's dirty bits). Entries never move between slots, so the state of the evicted
+    /// entry, if any, is the state the slot held.
+    ///
+    /// # Panics
+    /// If `ctx == NO_CTX`, which is never stored.
+    pub fn fill_slot(&mut self, vpn: u64, ctx: u64, part: Part) -> (usize, Option<(u64, u64)>) {
+        assert!(
+            ctx != NO_CTX,
+            "Tlb::fill_slot: NO_CTX is not a storable context"
+        );
+        let set = self.set_of(vpn);
+        if let Some(way) = self.find(set, vpn, ctx, ctx) {
+            self.hit(set, way, ctx);
+            return (set * self.ways + way, None);
+        }
+        let (way, evicted) = self.insert(set, vpn, ctx, part);
+        (set * self.ways + way, evicted)
     }
 
     /// [`Tlb::lookup`], and on a miss [`Tlb::fill`] `(vpn, ctx)` into `part`; returns hit.
@@ -538,8 +559,15 @@ impl Tlb {
         false
     }
 
-    /// Put the new key `(vpn, ctx)` into `part` of `set`.
-    fn insert(&mut self, set: usize, vpn: u64, ctx: u64, part: Part) -> Option<(u64, u64)> {
+    /// Put the new key `(vpn, ctx)` into `part` of `set`; returns its way and the evicted
+    /// entry, if a valid one was replaced.
+    fn insert(
+        &mut self,
+        set: usize,
+        vpn: u64,
+        ctx: u64,
+        part: Part,
+    ) -> (usize, Option<(u64, u64)>) {
         let p = if self.split < self.ways && part == Part::Upper {
             1
         } else {
@@ -579,7 +607,7 @@ impl Tlb {
         // Overwrites the bucket of `vpn`, dropping any hint a global hit left there that the
         // new key would now shadow.
         self.hint(vpn, ctx, ctx, set, way);
-        evicted
+        (way, evicted)
     }
 
     /// The lowest invalid way of `set` at or after `lo` (the caller knows there is one in

@@ -220,7 +220,7 @@ pub struct VmCounts {
     pub writebacks: u64,
 }
 
-/// One VM primitive or access, as a workload or a trace drives a [`Vm`].
+/// One VM primitive or access, as a workload or a trace drives a [`VacVm`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Op {
     /// Map the page at `va` of `asid` to the frame `frame`; `eager` makes the mapping live at
@@ -323,9 +323,9 @@ pub struct Touch {
 
 /// A virtually addressed cache with the OS that keeps it consistent (see the module
 /// documentation); every primitive returns its cost in microseconds and adds it to
-/// [`Vm::elapsed_us`].
+/// [`VacVm::elapsed_us`].
 #[derive(Clone, Debug)]
-pub struct Vm {
+pub struct VacVm {
     vac: Vac,
     policy: AliasPolicy,
     timing: Timing,
@@ -337,11 +337,11 @@ pub struct Vm {
     elapsed_us: f64,
 }
 
-impl Vm {
+impl VacVm {
     /// An empty machine; the error names the cache parameter that is wrong.
-    pub fn new(params: &VacParams, policy: AliasPolicy, timing: Timing) -> Result<Vm, String> {
+    pub fn new(params: &VacParams, policy: AliasPolicy, timing: Timing) -> Result<VacVm, String> {
         timing.check()?;
-        Ok(Vm {
+        Ok(VacVm {
             vac: Vac::new(params)?,
             policy,
             timing,
@@ -974,7 +974,7 @@ impl Vm {
 }
 
 #[cfg(test)]
-impl Vm {
+impl VacVm {
     /// The invariants of a consistent policy (module documentation), checked against the
     /// cache's actual content; the error says which line breaks which.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {

@@ -1,5 +1,5 @@
 //! Inouye, Konuru, Walpole and Sears (1992), re-run on the model: each of the paper's
-//! measurements is a sequence of VM primitives on a [`Vm`] whose cache starts in the state the
+//! measurements is a sequence of VM primitives on a [`VacVm`] whose cache starts in the state the
 //! paper describes, and its cost is what the primitives are charged.
 //!
 //! * Table 1 — a selective flush of 1–8 KB with the cache empty, clean or dirty.
@@ -17,7 +17,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::alias::{AliasPolicy, At, Vm, VmCounts};
+use super::alias::{AliasPolicy, At, VacVm, VmCounts};
 use super::timing::Timing;
 use super::{Indexing, VacParams};
 
@@ -87,12 +87,12 @@ const OTHER: u32 = 3;
 /// frame's kernel address has the frame's own colour.
 const KSEG: u64 = 0x8000_0000;
 
-fn vm(policy: AliasPolicy, timing: &Timing) -> Vm {
-    Vm::new(&VacParams::hp9000_834(), policy, timing.clone()).expect("the HP cache is valid")
+fn vm(policy: AliasPolicy, timing: &Timing) -> VacVm {
+    VacVm::new(&VacParams::hp9000_834(), policy, timing.clone()).expect("the HP cache is valid")
 }
 
 /// Map `bytes` at `va` of `asid` to fresh frames, writable and live.
-fn buffer(vm: &mut Vm, asid: u32, va: u64, bytes: u64) -> Result<(), String> {
+fn buffer(vm: &mut VacVm, asid: u32, va: u64, bytes: u64) -> Result<(), String> {
     let page = vm.vac().params().page;
     for i in 0..bytes.div_ceil(page) {
         let f = vm.alloc_frame(None)?;
@@ -102,7 +102,7 @@ fn buffer(vm: &mut Vm, asid: u32, va: u64, bytes: u64) -> Result<(), String> {
 }
 
 /// Load (or store) every line of `bytes` at `at`.
-fn touch_all(vm: &mut Vm, at: At, bytes: u64, store: bool) -> Result<(), String> {
+fn touch_all(vm: &mut VacVm, at: At, bytes: u64, store: bool) -> Result<(), String> {
     let line = vm.vac().params().line;
     for off in (0..bytes).step_by(line as usize) {
         if store {
@@ -115,7 +115,7 @@ fn touch_all(vm: &mut Vm, at: At, bytes: u64, store: bool) -> Result<(), String>
 }
 
 /// Microseconds `f` charges.
-fn timed(vm: &mut Vm, f: impl FnOnce(&mut Vm) -> Result<(), String>) -> Result<f64, String> {
+fn timed(vm: &mut VacVm, f: impl FnOnce(&mut VacVm) -> Result<(), String>) -> Result<f64, String> {
     let t0 = vm.elapsed_us();
     f(vm)?;
     Ok(vm.elapsed_us() - t0)
@@ -317,7 +317,7 @@ pub fn ipc_cost(
 
 /// One message, `ipcSend` to the receiver's read of one word per page. Each step is done for
 /// every page before the next step starts (§3.6).
-fn send(vm: &mut Vm, design: Design, bytes: u64, pages: u64) -> Result<(), String> {
+fn send(vm: &mut VacVm, design: Design, bytes: u64, pages: u64) -> Result<(), String> {
     let page = vm.vac().params().page;
     let t = vm.timing().clone();
     vm.spend(t.ipc.null_us + t.ipc.page_us * pages as f64);
@@ -325,7 +325,7 @@ fn send(vm: &mut Vm, design: Design, bytes: u64, pages: u64) -> Result<(), Strin
     let client = |i: u64| At::Virt(CLIENT, CLIENT_BUF + i * page);
     let server = |i: u64| At::Virt(SERVER, SERVER_BUF + i * page);
     // The receiver's old page is unmapped and destroyed (flushed, or purged).
-    let destroy_old = |vm: &mut Vm, i: u64| -> Result<(), String> {
+    let destroy_old = |vm: &mut VacVm, i: u64| -> Result<(), String> {
         if let Some(old) = vm.frame_at(SERVER, SERVER_BUF + i * page) {
             vm.unmap(SERVER, SERVER_BUF + i * page, true)?;
             vm.free_frame(old)?;
@@ -450,7 +450,7 @@ pub fn cow_cost(timing: &Timing, case: CowCase) -> Result<CowCost, String> {
     } else {
         AliasPolicy::chorus()
     };
-    let mut vm = Vm::new(&params, policy, timing.clone())?;
+    let mut vm = VacVm::new(&params, policy, timing.clone())?;
     let page = params.page;
     let x = 0x40_0000 + 3 * page; // colour 3
     let old = vm.alloc_frame(None)?;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
-use super::alias::{AliasPolicy, At, Consistency, Vm, VmCounts};
+use super::alias::{AliasPolicy, At, Consistency, VacVm, VmCounts};
 use super::reference::RefVac;
 use super::timing::Timing;
 use super::{Indexing, Lines, Vac, VacParams};
@@ -221,7 +221,7 @@ struct Stale {
 
 /// Drive `vm` with `steps`, keeping the truth of every physical line; stop at the first stale
 /// read, broken invariant or cost that does not match the counts.
-fn oracle(vm: &mut Vm, steps: &[Step], check_costs: bool) -> Result<(), Stale> {
+fn oracle(vm: &mut VacVm, steps: &[Step], check_costs: bool) -> Result<(), Stale> {
     const PAGE: u64 = 512;
     const LINE: u64 = 32;
     let lpp = PAGE / LINE;
@@ -394,18 +394,18 @@ fn oracle(vm: &mut Vm, steps: &[Step], check_costs: bool) -> Result<(), Stale> {
 }
 
 /// The physical address `at` reaches now, if mapped.
-fn phys(vm: &Vm, at: At) -> Option<u64> {
+fn phys(vm: &VacVm, at: At) -> Option<u64> {
     match at {
         At::Phys(p) => Some(p),
         At::Virt(asid, va) => frame_of(vm, asid, va).map(|f| f | (va % 512)),
     }
 }
 
-fn frame_of(vm: &Vm, asid: u32, va: u64) -> Option<u64> {
+fn frame_of(vm: &VacVm, asid: u32, va: u64) -> Option<u64> {
     vm.frame_at(asid, va)
 }
 
-fn sole_mapping(vm: &Vm, asid: u32, va: u64) -> bool {
+fn sole_mapping(vm: &VacVm, asid: u32, va: u64) -> bool {
     match frame_of(vm, asid, va) {
         None => true,
         Some(f) => vm
@@ -436,7 +436,7 @@ proptest! {
     #[test]
     fn pseudo_aliasing_never_reads_stale_data(steps in prop::collection::vec(step(), 1..250)) {
         for policy in all_policies() {
-            let mut vm = Vm::new(&small(), policy, linear_timing()).unwrap();
+            let mut vm = VacVm::new(&small(), policy, linear_timing()).unwrap();
             if let Err(s) = oracle(&mut vm, &steps, true) {
                 prop_assert!(false, "{}: step {} ({:?}): {}", policy.name(), s.step,
                              steps[s.step], s.what);
@@ -451,7 +451,7 @@ proptest! {
     ) {
         let mut p = small();
         p.indexing = Indexing::Physical;
-        let mut vm = Vm::new(&p, AliasPolicy::none(), linear_timing()).unwrap();
+        let mut vm = VacVm::new(&p, AliasPolicy::none(), linear_timing()).unwrap();
         if let Err(s) = oracle(&mut vm, &steps, true) {
             prop_assert!(false, "step {}: {}", s.step, s.what);
         }
@@ -470,13 +470,13 @@ fn without_consistency_the_oracle_finds_stale_reads() {
         (6, 0, 0, 0, 3, false), // write line 3 through space 0: version 1, in another set
         (4, 1, 1, 0, 3, false), // read through space 1 again: stale 0
     ];
-    let mut vm = Vm::new(&small(), AliasPolicy::none(), linear_timing()).unwrap();
+    let mut vm = VacVm::new(&small(), AliasPolicy::none(), linear_timing()).unwrap();
     let e = oracle(&mut vm, &steps, false).unwrap_err();
     assert_eq!(e.step, 4, "{e:?}");
     assert!(e.what.contains("stale read"), "{e:?}");
     // The same steps are safe under pseudo-aliasing: the second read takes a pseudo page
     // fault that flushes space 0's dirty line first.
-    let mut vm = Vm::new(&small(), AliasPolicy::chorus(), linear_timing()).unwrap();
+    let mut vm = VacVm::new(&small(), AliasPolicy::chorus(), linear_timing()).unwrap();
     oracle(&mut vm, &steps, true).unwrap();
     assert_eq!(vm.counts().pseudo_faults, 2);
     assert_eq!(vm.counts().flushed.dirty, 1);
@@ -487,7 +487,7 @@ fn without_consistency_the_oracle_finds_stale_reads() {
             .new_tree(&mut runner)
             .unwrap()
             .current();
-        let mut vm = Vm::new(&small(), AliasPolicy::none(), linear_timing()).unwrap();
+        let mut vm = VacVm::new(&small(), AliasPolicy::none(), linear_timing()).unwrap();
         oracle(&mut vm, &steps, false).is_err()
     });
     assert!(
@@ -509,7 +509,7 @@ fn policy_names_round_trip() {
 
 #[test]
 fn pseudo_aliasing_walks_through_the_papers_protocol() {
-    let mut vm = Vm::new(
+    let mut vm = VacVm::new(
         &VacParams::hp9000_834(),
         AliasPolicy::chorus(),
         Timing::preset("hp9000-834").unwrap(),
@@ -541,7 +541,7 @@ fn pseudo_aliasing_walks_through_the_papers_protocol() {
 #[test]
 fn read_only_aliases_coexist_and_are_purged_when_one_becomes_writable() {
     let policy = AliasPolicy::parse("pseudo-aliasing+read-only").unwrap();
-    let mut vm = Vm::new(&small(), policy, linear_timing()).unwrap();
+    let mut vm = VacVm::new(&small(), policy, linear_timing()).unwrap();
     vm.map(0, 0, 0, false, true).unwrap();
     vm.map(1, 512, 0, false, true).unwrap();
     vm.load(At::Virt(0, 0)).unwrap();
@@ -557,7 +557,7 @@ fn read_only_aliases_coexist_and_are_purged_when_one_becomes_writable() {
 #[test]
 fn equivalent_mapping_needs_no_flush_between_aligned_aliases() {
     let policy = AliasPolicy::parse("pseudo-aliasing+equivalent").unwrap();
-    let mut vm = Vm::new(&small(), policy, linear_timing()).unwrap();
+    let mut vm = VacVm::new(&small(), policy, linear_timing()).unwrap();
     // 4 colours of 512 bytes: pages 0 and 4 have the same colour.
     vm.map(0, 0, 0, true, true).unwrap();
     vm.store(At::Virt(0, 0), 1).unwrap();
@@ -566,7 +566,7 @@ fn equivalent_mapping_needs_no_flush_between_aligned_aliases() {
     assert!(t.hit && !t.pseudo_fault);
     assert_eq!(vm.counts().flush_calls, 0);
     // Without the policy, the same aligned alias is flushed anyway.
-    let mut vm = Vm::new(&small(), AliasPolicy::chorus(), linear_timing()).unwrap();
+    let mut vm = VacVm::new(&small(), AliasPolicy::chorus(), linear_timing()).unwrap();
     vm.map(0, 0, 0, true, true).unwrap();
     vm.store(At::Virt(0, 0), 1).unwrap();
     vm.map(1, 4 * 512, 0, true, true).unwrap();
@@ -575,7 +575,7 @@ fn equivalent_mapping_needs_no_flush_between_aligned_aliases() {
 
 #[test]
 fn primitives_refuse_bad_fields_by_name() {
-    let mut vm = Vm::new(&small(), AliasPolicy::chorus(), linear_timing()).unwrap();
+    let mut vm = VacVm::new(&small(), AliasPolicy::chorus(), linear_timing()).unwrap();
     assert!(vm.map(0, 3, 0, true, false).unwrap_err().starts_with("va:"));
     assert!(vm
         .map(0, 0, 5, true, false)
