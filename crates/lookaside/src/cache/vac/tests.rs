@@ -601,3 +601,34 @@ fn primitives_refuse_bad_fields_by_name() {
     assert!(vm.free_frame(1536).unwrap_err().contains("not allocated"));
     assert!(vm.free_frame(0).unwrap_err().contains("still mapped"));
 }
+
+#[test]
+fn engine_events_drive_the_primitives() {
+    use super::alias::Op;
+    use crate::event::{Event, Kind};
+    let events = [
+        Event::control(Kind::Map, 0, 1).with_paddr(512),
+        Event::reference(Kind::Store, 0x40, 4).with_asid(1),
+        Event::control(Kind::Map, 512, 2).with_paddr(512),
+        Event::reference(Kind::Load, 512 + 0x40, 4).with_asid(2),
+        Event::control(Kind::Unmap, 0, 1),
+        Event::control(Kind::Marker, 7, 0),
+    ];
+    let mut vm = VacVm::new(&small(), AliasPolicy::chorus(), linear_timing()).unwrap();
+    let mut applied = 0;
+    for e in &events {
+        if let Some(op) = Op::from_event(e).unwrap() {
+            vm.apply(&op).unwrap();
+            applied += 1;
+        }
+    }
+    assert_eq!(applied, 5);
+    let c = vm.counts();
+    // Both lazy mappings fault once; the second flushes the first's dirty line.
+    assert_eq!(
+        (c.maps, c.unmaps, c.pseudo_faults, c.flushed.dirty),
+        (2, 1, 2, 1)
+    );
+    let no_frame = Event::control(Kind::Map, 0, 1);
+    assert!(Op::from_event(&no_frame).unwrap_err().contains("paddr"));
+}
