@@ -58,5 +58,8 @@ def test_inouye92_reproduces(cli, tmp_path: Path):
     for name in ("table1_flush", "table2_copy"):
         cells = pd.read_csv(d / f"{name}.csv")
         assert len(cells) in (8, 12) and (cells.error_pct.abs() < 10).all()
+    for claim in ("read-only aliasing makes read sharing free of faults and flushes",
+                  "equivalently mapped (same colour) aliases need no flush"):
+        assert claim in held, claim
     assert len(list((d / "plots").glob("*.png"))) == 3
     assert "<svg" in (d / "report.html").read_text()

@@ -686,6 +686,9 @@ impl VacVm {
     pub fn remap(&mut self, asid: Asid, va: u64, frame: u64) -> Result<f64, String> {
         let (a, m) = self.mapping(asid, va)?;
         let frame = self.page_base(frame, "frame")?;
+        if frame >= MAX_PADDR {
+            return Err(format!("frame: {frame:#x} is beyond physical memory"));
+        }
         let mut us = self.timing.vm.map_us + self.purge_tlb(a);
         if m.live && self.consistent() {
             us += self.release(a, false);

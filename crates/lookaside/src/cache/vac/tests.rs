@@ -599,6 +599,12 @@ fn primitives_refuse_bad_fields_by_name() {
         .starts_with("src:"));
     assert!(vm.alloc_frame(Some(9)).unwrap_err().starts_with("colour:"));
     assert!(vm.free_frame(1536).unwrap_err().contains("not allocated"));
+    assert!(vm.remap(0, 0, 1 << 48).unwrap_err().starts_with("frame:"));
+    assert_eq!(
+        vm.frame_at(0, 0),
+        Some(0),
+        "a refused remap keeps the mapping"
+    );
     assert!(vm.free_frame(0).unwrap_err().contains("still mapped"));
 }
 
