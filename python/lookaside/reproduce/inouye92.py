@@ -44,6 +44,10 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     t3 = pd.DataFrame(r["table3"])
     cow = pd.DataFrame(r["cow"])
     share = pd.DataFrame(r["sharing"])
+    # Without consistency software, writers through unaligned aliases read stale data: free,
+    # and wrong.
+    share["consistent"] = ~((share.policy == "none") & ~share.aligned
+                            & (share.access == "write"))
     o.tables.update({"table1_flush": t1, "table2_copy": t2, "table3_ipc": t3, "cow_cases": cow,
                      "alias_sharing": share})
 
