@@ -20,7 +20,8 @@
 //! - `TlbFlush` with `FLUSH_ALL` empties every structure; with an address it invalidates that
 //!   page in every structure, as do `Unmap` and `Protect` (a shootdown).
 
-use crate::config::{MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
+use crate::cache::system::{Activity, MemorySystem};
+use crate::config::{HandlerConfig, MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
@@ -133,6 +134,11 @@ pub struct Machine {
     /// The software-refill model, when the config has `[refill]`: it owns the (one) TLB and
     /// takes every batch instead of the hierarchy below.
     refill: Option<Box<SoftwareManagedTlb>>,
+    /// The memory system, when the config has `[memory]`: every event then takes
+    /// [`Machine::memory_event`] (translation, then caches), not the fast path.
+    memory: Option<Box<MemorySystem>>,
+    /// The TLB miss handlers whose work [`Machine::memory_event`] synthesises.
+    handler: Option<HandlerConfig>,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it.
@@ -151,6 +157,8 @@ pub struct Feed<'m> {
     tally: Tally,
     /// The machine refills by software: every event goes to its model instead.
     refilled: bool,
+    /// The machine has a memory system: every event takes the full path.
+    memory: bool,
 }
 
 impl EventSink for Feed<'_> {
@@ -162,6 +170,10 @@ impl EventSink for Feed<'_> {
             if let Some(r) = m.refill.as_deref_mut() {
                 r.run_batch(std::slice::from_ref(e), &mut m.ledger);
             }
+            return;
+        }
+        if self.memory {
+            m.memory_event(e);
             return;
         }
         if !e.kind.is_ref() {
@@ -204,7 +216,7 @@ impl EventSink for Feed<'_> {
             }
             Fast::Slow => {}
         }
-        m.reference(e);
+        let _ = m.reference(e);
     }
 }
 
@@ -446,6 +458,33 @@ impl Machine {
             Some(r) if uniform => Fast::Root(r, default_shift[r]),
             Some(_) => Fast::Slow,
         });
+        let memory = match &config.memory {
+            Some(_) if config.refill.is_some() => {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: [memory] together with [refill] (the memory system behind the software-refill model)"
+                )))
+            }
+            Some(mc) => Some(Box::new(MemorySystem::build(
+                mc,
+                pages.shifts().min().unwrap_or(12),
+                config.machine.seed,
+                source_name,
+            )?)),
+            None => None,
+        };
+        let handler = config.memory.as_ref().and_then(|m| m.handler.clone());
+        if let Some(h) = &handler {
+            // The handlers run from unmapped memory: a handler whose code or root table
+            // could miss the TLB would recurse.
+            for (field, a) in [("code", h.code), ("root_table", h.root_table)] {
+                if pages.backing(a, 0).is_some() {
+                    return Err(err(
+                        format!("memory.handler.{field}"),
+                        format!("{a:#x} must lie in an unmapped region of [pages] (pages.regions with size = \"unmapped\")"),
+                    ));
+                }
+            }
+        }
         let refill = match &config.refill {
             Some(_) => Some(Box::new(SoftwareManagedTlb::from_config(
                 &config,
@@ -457,6 +496,8 @@ impl Machine {
         Ok(Machine {
             fast,
             refill,
+            memory,
+            handler,
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
@@ -496,6 +537,11 @@ impl Machine {
         self.refill.as_deref()
     }
 
+    /// The memory system, when the machine has one (caches, write buffer, MCPI).
+    pub fn memory(&self) -> Option<&MemorySystem> {
+        self.memory.as_deref()
+    }
+
     /// (sets, ways) of each structure, in config order.
     pub fn geometry(&self) -> Vec<(usize, usize)> {
         self.units
@@ -522,6 +568,7 @@ impl Machine {
     pub fn feed(&mut self) -> Feed<'_> {
         Feed {
             refilled: self.refill.is_some(),
+            memory: self.memory.is_some(),
             m: self,
             tally: Tally::default(),
         }
@@ -541,21 +588,94 @@ impl Machine {
         *tally = Tally::default();
     }
 
+    /// Translate reference `e` (both pages when it straddles and `straddle = "split"`);
+    /// returns whether its address is mapped and whether a translation walked.
     #[inline(never)]
-    fn reference(&mut self, e: &Event) {
+    fn reference(&mut self, e: &Event) -> (bool, bool) {
         let Some(shift) = self.pages.backing(e.addr, e.asid) else {
             self.ledger.unmapped += 1;
-            return;
+            return (false, false);
         };
-        self.translate(e.addr, e.kind, e.mode, shift);
+        let mut walked = self.translate(e.addr, e.kind, e.mode, shift);
         if self.split && e.size > 1 {
             let last = e.addr.wrapping_add(e.size as u64 - 1);
             if last >> shift != e.addr >> shift && last > e.addr {
                 if let Some(s2) = self.pages.backing(last, e.asid) {
                     self.ledger.straddles += 1;
-                    self.translate(last, e.kind, e.mode, s2);
+                    walked |= self.translate(last, e.kind, e.mode, s2);
                 }
             }
+        }
+        (true, walked)
+    }
+
+    /// The full path of a machine with a memory system: translation through the TLBs, the
+    /// synthesised work of the miss handler when a translation walked, then the caches.
+    fn memory_event(&mut self, e: &Event) {
+        if !e.kind.is_ref() {
+            self.ledger.control(e.kind);
+            self.control(e);
+            if e.kind == Kind::Marker {
+                if let Some(m) = self.memory.as_deref_mut() {
+                    m.marker(e.addr);
+                }
+            }
+            return;
+        }
+        if e.asid != self.cur_asid {
+            self.switch_to(e.asid);
+        }
+        self.ledger.add_references(e.mode, e.kind, 1);
+        let (mapped, walked) = if self.roots[e.kind as usize].is_some() {
+            self.reference(e)
+        } else {
+            (self.pages.backing(e.addr, e.asid).is_some(), false)
+        };
+        if walked {
+            self.run_handler(e);
+        }
+        if let Some(m) = self.memory.as_deref_mut() {
+            m.reference(e, mapped);
+        }
+    }
+
+    /// Synthesise the work of the software miss handler for `e`, which walked (MIPS R3000,
+    /// Chen): a user reference takes the UTLB handler (its instructions, then a load of the
+    /// PTE from the linear page table in mapped kernel memory, which can itself miss); a
+    /// kernel reference takes a KTLB handler (its instructions, then a load of the root PTE
+    /// from unmapped memory).
+    fn run_handler(&mut self, e: &Event) {
+        let Some(h) = &self.handler else { return };
+        let (code, table, root, pte) = (h.code, h.page_table, h.root_table, h.pte_bytes as u64);
+        let shift = self.pages.default.unwrap_or(12);
+        let kernel = |kind, addr, size| Event {
+            addr,
+            paddr: crate::event::NO_PADDR,
+            asid: e.asid,
+            size,
+            kind,
+            mode: Mode::Kernel,
+        };
+        let (activity, count, base, load) = if e.mode == Mode::User {
+            let vpn = e.addr >> shift;
+            let load = table.wrapping_add(vpn.wrapping_mul(pte));
+            (Activity::Utlb, h.utlb_instructions, code, load)
+        } else {
+            let vpn = e.addr.wrapping_sub(table) >> shift;
+            let load = root.wrapping_add(vpn.wrapping_mul(pte));
+            (Activity::Ktlb, h.ktlb_instructions, code + 0x80, load)
+        };
+        let previous = match self.memory.as_deref_mut() {
+            // A miss inside the KTLB handler (its PTE load) is not handled again.
+            Some(m) if m.activity() != Activity::Ktlb => m.enter(activity),
+            _ => return,
+        };
+        for i in 0..count as u64 {
+            self.memory_event(&kernel(Kind::Fetch, base + 4 * i, 4));
+        }
+        self.memory_event(&kernel(Kind::Load, load, pte as u16));
+        if let Some(m) = self.memory.as_deref_mut() {
+            m.leave(previous);
         }
     }
 
@@ -565,14 +685,15 @@ impl Machine {
     fn root_missed(&mut self, e: &Event, r: usize) {
         self.ledger.access(r, e.mode, e.kind, true);
         if let Some(backing) = self.pages.default {
-            self.translate_from(self.units[r].next, e.addr, e.kind, e.mode, backing);
+            let _ = self.translate_from(self.units[r].next, e.addr, e.kind, e.mode, backing);
         }
     }
 
-    /// One translation of the page of `addr` (backed by pages of `shift`) through the hierarchy.
+    /// One translation of the page of `addr` (backed by pages of `shift`) through the
+    /// hierarchy; returns whether it walked.
     #[inline(always)]
-    fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) {
-        self.translate_from(self.roots[kind as usize], addr, kind, mode, shift);
+    fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) -> bool {
+        self.translate_from(self.roots[kind as usize], addr, kind, mode, shift)
     }
 
     /// [`Machine::translate`] from structure `level` down.
@@ -584,7 +705,7 @@ impl Machine {
         kind: Kind,
         mode: Mode,
         shift: u32,
-    ) {
+    ) -> bool {
         let global = addr >= self.global_above;
         while let Some(i) = level {
             let u = &mut self.units[i];
@@ -600,12 +721,13 @@ impl Machine {
             self.last_page[i] = addr >> s;
             self.ledger.access(i, mode, kind, !hit);
             if hit {
-                return;
+                return false;
             }
             level = next;
         }
         let w = self.ledger.walk_index();
         self.ledger.access(w, mode, kind, true);
+        true
     }
 
     /// The running address space becomes `asid`: untagged structures lose non-global entries.

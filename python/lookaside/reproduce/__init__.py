@@ -34,7 +34,7 @@ RECIPES: dict[str, tuple[str, str | None, str]] = {
                "(ISCA 1993)", None, "the page-table organisations (forward-mapped, inverted, "
                "hashed, hybrid) and their walkers"),
     "chen94": ("Chen, Impact of Software Structure and Policy on CPU and Memory System "
-               "Performance (CMU 1994)", None, "the cache, write-buffer and MCPI models"),
+               "Performance (CMU 1994)", "chen94", ""),
     "inouye92": ("Inouye et al., Effects of Virtually Addressed Caches on VM Design (1992)",
                  "inouye92", ""),
 }
