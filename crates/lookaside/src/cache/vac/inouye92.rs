@@ -703,6 +703,14 @@ mod tests {
     }
 
     #[test]
+    fn results_are_deterministic() {
+        assert_eq!(
+            results("hp9000-834").unwrap(),
+            results("hp9000-834").unwrap()
+        );
+    }
+
+    #[test]
     fn results_are_json() {
         let v = results("hp9000-834").unwrap();
         assert_eq!(v["table1"].as_array().unwrap().len(), 12);
