@@ -168,13 +168,22 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_machines() -> list[tuple[str, str, list[str]]]:
+    """Whole-machine presets timed in the simulation-only rows of `lookaside bench`."""
+    def text(name: str) -> str:
+        return preset_path(name).read_text(encoding="utf-8")
+    return [("decstation5000-200: caches, write buffer, MCPI", text("decstation5000-200"), []),
+            ("decstation3100-mach3: software refill (nested)", text("decstation3100-mach3"),
+             ["refill.fold_user_addresses=true"])]
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     trace = args.trace or str(demo_trace())
     scale = [int(float(x)) for x in args.scale.split(",") if x] if args.scale else []
     with tempfile.TemporaryDirectory(prefix="lookaside-bench-") as work:
         print(f"bench: {trace}, ≥{args.min_refs:,} events per format, "
               f"scale {scale or 'off'} …", file=sys.stderr)
-        raw = _lookaside.bench(trace, work, args.min_refs, scale)
+        raw = _lookaside.bench(trace, work, args.min_refs, scale, bench_machines())
     r = json.loads(raw)
     if args.json:
         emit(json.dumps(r, indent=2), args.output)

@@ -203,15 +203,25 @@ fn record(
 
 /// Run the benchmark suite on a trace; returns JSON text.
 #[pyfunction]
-#[pyo3(name = "bench", signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![]))]
+#[pyo3(name = "bench",
+       signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![], machines=vec![]))]
 fn run_bench(
     py: Python<'_>,
     trace: PathBuf,
     work_dir: PathBuf,
     min_refs: u64,
     scale_refs: Vec<u64>,
+    machines: Vec<(String, String, Vec<String>)>,
 ) -> PyResult<String> {
-    py.detach(|| lookaside::bench::run_suite(&trace, &work_dir, min_refs, &scale_refs))
+    let machines: Vec<_> = machines
+        .into_iter()
+        .map(|(label, toml, overrides)| lookaside::bench::BenchMachine {
+            label,
+            toml,
+            overrides,
+        })
+        .collect();
+    py.detach(|| lookaside::bench::run_suite(&trace, &work_dir, min_refs, &scale_refs, &machines))
         .map(|v| v.to_string())
         .map_err(to_py)
 }

@@ -88,9 +88,20 @@ struct PageMap {
     default: Option<u32>,
     /// (start, end, asid filter, shift or None = unmapped), first match wins.
     regions: Vec<(u64, u64, Option<u32>, Option<u32>)>,
+    /// Every region is unmapped (a hole in the default page size, like MIPS kseg0): the fast
+    /// path still applies outside the holes.
+    has_holes: bool,
 }
 
 impl PageMap {
+    /// Whether `addr` lies in an unmapped region (when every region is one).
+    #[inline(always)]
+    fn in_hole(&self, addr: u64, asid: u32) -> bool {
+        self.regions
+            .iter()
+            .any(|&(start, end, a, _)| addr >= start && addr < end && a.is_none_or(|a| a == asid))
+    }
+
     #[inline(always)]
     fn backing(&self, addr: u64, asid: u32) -> Option<u32> {
         if self.regions.is_empty() {
@@ -172,10 +183,6 @@ impl EventSink for Feed<'_> {
             }
             return;
         }
-        if self.memory {
-            m.memory_event(e);
-            return;
-        }
         if !e.kind.is_ref() {
             m.settle(&mut self.tally);
             m.ledger.control(e.kind);
@@ -188,15 +195,44 @@ impl EventSink for Feed<'_> {
         }
         let cell = Tally::cell(e.mode, e.kind);
         self.tally.refs[cell] += 1;
+        if self.memory {
+            let (mapped, walked) = self.translate::<true>(e, cell);
+            let m = &mut *self.m;
+            if walked {
+                m.run_handler(e);
+            }
+            if let Some(mem) = m.memory.as_deref_mut() {
+                mem.reference(e, mapped);
+            }
+        } else {
+            self.translate::<false>(e, cell);
+        }
+    }
+}
+
+impl Feed<'_> {
+    /// Translate reference `e` (counted in `cell`), through the fast path when it applies;
+    /// returns whether its address is mapped and whether a translation walked. `MAPPED`:
+    /// whether the caller needs the first answer for untranslated kinds (computing it costs a
+    /// page-map lookup the TLB-only path does without).
+    #[inline(always)]
+    fn translate<const MAPPED: bool>(&mut self, e: &Event, cell: usize) -> (bool, bool) {
+        let m = &mut *self.m;
         match m.fast[e.kind as usize] {
-            Fast::Untranslated => return,
+            Fast::Untranslated => {
+                return (!MAPPED || m.pages.backing(e.addr, e.asid).is_some(), false);
+            }
             Fast::Root(r, shift) => {
+                if m.pages.has_holes && m.pages.in_hole(e.addr, e.asid) {
+                    m.ledger.unmapped += 1;
+                    return (false, false);
+                }
                 let page = e.addr >> shift;
                 let last = e.addr.wrapping_add(e.size.saturating_sub(1) as u64) >> shift;
                 if last == page || !m.split {
                     if page == m.last_page[r] {
                         self.tally.hits[cell] += 1;
-                        return;
+                        return (true, false);
                     }
                     // The first level, inline: most references hit it.
                     m.last_page[r] = page;
@@ -208,15 +244,14 @@ impl EventSink for Feed<'_> {
                     };
                     if u.tlb.access(page, ctx, NO_CTX, u.part(e.mode)) {
                         self.tally.hits[cell] += 1;
-                    } else {
-                        m.root_missed(e, r);
+                        return (true, false);
                     }
-                    return;
+                    return (true, m.root_missed(e, r));
                 }
             }
             Fast::Slow => {}
         }
-        let _ = m.reference(e);
+        m.reference(e)
     }
 }
 
@@ -452,7 +487,8 @@ impl Machine {
                 ));
             }
         }
-        let uniform = pages.regions.is_empty() && pages.default.is_some();
+        // Uniform apart from unmapped holes: the fast path checks the holes first.
+        let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
         let fast = roots.map(|r| match r {
             None => Fast::Untranslated,
             Some(r) if uniform => Fast::Root(r, default_shift[r]),
@@ -609,22 +645,11 @@ impl Machine {
         (true, walked)
     }
 
-    /// The full path of a machine with a memory system: translation through the TLBs, the
-    /// synthesised work of the miss handler when a translation walked, then the caches.
+    /// A reference the miss handler makes (in the running address space), on a machine with a
+    /// memory system: translation through the TLBs (the handler of a walk it takes in turn),
+    /// then the caches. Counted in the ledger directly: handler work is rare beside the
+    /// program's references, which take [`Feed`]'s path.
     fn memory_event(&mut self, e: &Event) {
-        if !e.kind.is_ref() {
-            self.ledger.control(e.kind);
-            self.control(e);
-            if e.kind == Kind::Marker {
-                if let Some(m) = self.memory.as_deref_mut() {
-                    m.marker(e.addr);
-                }
-            }
-            return;
-        }
-        if e.asid != self.cur_asid {
-            self.switch_to(e.asid);
-        }
         self.ledger.add_references(e.mode, e.kind, 1);
         let (mapped, walked) = if self.roots[e.kind as usize].is_some() {
             self.reference(e)
@@ -682,10 +707,13 @@ impl Machine {
     /// The fast path's first-level structure `r` missed (and was filled) on `e`: count the
     /// miss and go on to the next levels.
     #[inline(never)]
-    fn root_missed(&mut self, e: &Event, r: usize) {
+    fn root_missed(&mut self, e: &Event, r: usize) -> bool {
         self.ledger.access(r, e.mode, e.kind, true);
-        if let Some(backing) = self.pages.default {
-            let _ = self.translate_from(self.units[r].next, e.addr, e.kind, e.mode, backing);
+        match self.pages.default {
+            Some(backing) => {
+                self.translate_from(self.units[r].next, e.addr, e.kind, e.mode, backing)
+            }
+            None => false,
         }
     }
 
@@ -755,6 +783,11 @@ impl Machine {
         if matches!(e.kind, Kind::TlbFlush | Kind::Unmap | Kind::Protect) {
             self.forget_pages();
         }
+        if e.kind == Kind::Marker {
+            if let Some(m) = self.memory.as_deref_mut() {
+                m.marker(e.addr);
+            }
+        }
         match e.kind {
             Kind::ContextSwitch => self.switch_to(e.asid),
             Kind::TlbFlush if e.addr == FLUSH_ALL => {
@@ -804,6 +837,7 @@ fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
     }
     Ok(PageMap {
         default: config.pages.size.shift(),
+        has_holes: !regions.is_empty() && regions.iter().all(|r| r.3.is_none()),
         regions,
     })
 }

@@ -26,7 +26,7 @@ use super::wbuf::{WriteBuffer, WriteBufferParams};
 use super::{Cache, CacheParams, WritePolicy};
 use crate::config::{CacheConfig, MemoryConfig, Ways};
 use crate::error::{Error, Result};
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, NO_PADDR};
 use crate::vm::{Mapping, PageMapper};
 use serde_json::{json, Value};
 
@@ -55,6 +55,11 @@ struct Level {
     miss_cycles: u32,
     /// Whether a write-allocate fill needs a memory read (the line is wider than a word).
     fill_reads: bool,
+    /// References whose bytes span two lines (two line accesses each).
+    straddles: u64,
+    /// Of those, the ones where both lines missed (simulators that count a straddling
+    /// reference as one access, such as cachegrind, count one miss for them).
+    straddle_double_misses: u64,
 }
 
 /// The caches one mode (or everyone) uses: indices into `levels`.
@@ -119,6 +124,8 @@ impl MemorySystem {
                 cache,
                 miss_cycles: cc.miss_cycles,
                 fill_reads: cc.line > 4,
+                straddles: 0,
+                straddle_double_misses: 0,
             });
             Ok::<usize, Error>(levels.len() - 1)
         };
@@ -298,7 +305,18 @@ impl MemorySystem {
                 (side.d, DCACHE)
             };
             if let Some(l1) = l1 {
-                self.cached(l1, side.l2, comp, paddr, e, &mut stalls);
+                let shift = self.levels[l1].cache.line().trailing_zeros();
+                let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1);
+                // The last byte's line, when it is another one (physically: the next page's
+                // frame when the reference crosses a page too).
+                let second = (last >> shift != e.addr >> shift).then(|| {
+                    if mapped && (last ^ e.addr) >> self.mapper.page_shift() != 0 {
+                        self.frames_base + self.mapper.translate(e.asid, last, NO_PADDR)
+                    } else {
+                        paddr.wrapping_add(last - e.addr)
+                    }
+                });
+                self.cached(l1, side.l2, comp, paddr, second, e, &mut stalls);
             } else if e.kind == Kind::Store {
                 stalls[WBUFFER] += self.write_memory(paddr, e.size);
             }
@@ -323,21 +341,47 @@ impl MemorySystem {
         }
     }
 
-    /// A reference through first-level cache `l1` (and `l2`), stalls into `stalls`.
+    /// A reference through first-level cache `l1` (and `l2`): the line of `paddr`, and of
+    /// `second` when the reference's last byte lies in another line (two accesses, as the
+    /// hardware makes; counted in `straddles`). Stalls into `stalls`.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn cached(
         &mut self,
         l1: usize,
         l2: Option<usize>,
         comp: usize,
         paddr: u64,
+        second: Option<u64>,
         e: &Event,
         stalls: &mut [u64; 4],
     ) {
         let write = e.kind == Kind::Store;
+        let hit = self.line(l1, l2, comp, paddr, write, stalls);
+        if let Some(p2) = second {
+            let hit2 = self.line(l1, l2, comp, p2, write, stalls);
+            let lv = &mut self.levels[l1];
+            lv.straddles += 1;
+            lv.straddle_double_misses += (!hit && !hit2) as u64;
+        }
+        if write && self.levels[l1].cache.write_policy() == WritePolicy::Through {
+            stalls[WBUFFER] += self.write_memory(paddr, e.size);
+        }
+    }
+
+    /// One line access through `l1` (and `l2`); returns whether it hit.
+    #[inline]
+    fn line(
+        &mut self,
+        l1: usize,
+        l2: Option<usize>,
+        comp: usize,
+        paddr: u64,
+        write: bool,
+        stalls: &mut [u64; 4],
+    ) -> bool {
         let lv = &mut self.levels[l1];
         let o = lv.cache.access(paddr, write);
-        let write_through = lv.cache.write_policy() == WritePolicy::Through;
         let fill_reads = !write || lv.fill_reads;
         let miss_cycles = lv.miss_cycles;
         for _ in 0..o.writebacks {
@@ -354,9 +398,7 @@ impl MemorySystem {
             stalls[WBUFFER] += self.read_memory(cycles);
             stalls[comp] += cycles as u64;
         }
-        if write && write_through {
-            stalls[WBUFFER] += self.write_memory(paddr, e.size);
-        }
+        o.hit
     }
 
     /// Stall cycles of a write to memory through the write buffer.
@@ -426,6 +468,8 @@ impl MemorySystem {
                     "writes": s.writes, "write_misses": s.write_misses,
                     "fills": s.fills, "writebacks": s.writebacks,
                     "miss_cycles": l.miss_cycles,
+                    "straddles": l.straddles,
+                    "straddle_double_misses": l.straddle_double_misses,
                 })
             })
             .collect();
