@@ -292,6 +292,16 @@ fn uhlig94_cells() -> String {
     lookaside::mmu::uhlig94::cells_json().to_string()
 }
 
+/// Inouye et al.'s Tables 1-3 and copy-on-write cases on the virtually addressed cache model,
+/// under the named timing preset, beside the published numbers (JSON).
+#[pyfunction]
+#[pyo3(signature = (timing="hp9000-834"))]
+fn inouye92_results(py: Python<'_>, timing: &str) -> PyResult<String> {
+    py.detach(|| lookaside::cache::vac::inouye92::results(timing))
+        .map(|v| v.to_string())
+        .map_err(ConfigError::new_err)
+}
+
 #[pyfunction]
 fn table(result_json: &str) -> PyResult<String> {
     let v: serde_json::Value = serde_json::from_str(result_json)
@@ -316,5 +326,6 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table, m)?)?;
     m.add_function(wrap_pyfunction!(one_pass, m)?)?;
     m.add_function(wrap_pyfunction!(uhlig94_cells, m)?)?;
+    m.add_function(wrap_pyfunction!(inouye92_results, m)?)?;
     Ok(())
 }

@@ -35,7 +35,7 @@ RECIPES: dict[str, tuple[str, str | None, str]] = {
     "chen94": ("Chen, Impact of Software Structure and Policy on CPU and Memory System "
                "Performance (CMU 1994)", "chen94", ""),
     "inouye92": ("Inouye et al., Effects of Virtually Addressed Caches on VM Design (1992)",
-                 None, "the virtually addressed cache and its alias policies"),
+                 "inouye92", ""),
 }
 
 

@@ -27,6 +27,7 @@ use std::fmt;
 pub mod system;
 #[cfg(test)]
 mod tests;
+pub mod vac;
 pub mod wbuf;
 
 /// The one context every line is tagged with.
