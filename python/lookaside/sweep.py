@@ -364,7 +364,7 @@ def _one_pass(spec: Spec, trace: str, group: list[tuple[str, Point, tuple[int, i
     for pid, p, g in group:
         a = answers[g]
         s = {**a["structure"], "geometry": {"entries": a["entries"], "sets": a["sets"],
-                                            "ways": a["ways"]}}
+                                            "ways": a["ways"], "page": r["page"]}}
         result = {"engine": r["engine"], "trace": r["trace"],
                   "structures": {r["structure"]: s}, "walk": a["walk"]}
         out.append((pid, p, result))

@@ -88,6 +88,7 @@ pub fn answer_path(
     want: &[Geometry],
 ) -> Result<Value> {
     let opts = Options::for_machine(config).map_err(Error::Usage)?;
+    let page = crate::config::PageSize::Size(1 << opts.page_shift).label();
     if want.is_empty() {
         return Err(Error::Usage("no geometry asked for".into()));
     }
@@ -158,6 +159,7 @@ pub fn answer_path(
         "trace": {"path": path.display().to_string(), "format": format.name(),
                   "references": feeder.references, "instructions": instructions},
         "structure": name,
+        "page": [page],
         "answers": answers,
     }))
 }
