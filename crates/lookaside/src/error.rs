@@ -94,6 +94,23 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What is wrong with the parameters of a structure (a TLB, a cache, a page mapping): the
+/// field (`entries`, `ways`, `line`, `memory`, …) and why. Displays as `field: message`; the
+/// machine turns it into a config error naming the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for ParamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ParamError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,8 +21,8 @@
 //! * Whether a write-allocate fill costs a memory read (it does not when the line is no wider
 //!   than the write, as in Chen's D-cache) is the memory system's business, not the cache's.
 
+pub use crate::error::ParamError;
 use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
-use std::fmt;
 
 pub mod system;
 #[cfg(test)]
@@ -61,21 +61,6 @@ pub struct CacheParams {
     /// Seed of the random policy.
     pub seed: u64,
 }
-
-/// What is wrong with a [`CacheParams`]: the field and why (`field: message`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamError {
-    pub field: &'static str,
-    pub message: String,
-}
-
-impl fmt::Display for ParamError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ParamError {}
 
 impl CacheParams {
     /// A write-back, write-allocate cache fetching one line per miss, seed 0.

@@ -142,21 +142,7 @@ pub struct TlbParams {
     pub seed: u64,
 }
 
-/// What is wrong with a [`TlbParams`]: the field (`entries`, `ways`, `partition.lower_ways`)
-/// and why. Displays as `field: message`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamError {
-    pub field: &'static str,
-    pub message: String,
-}
-
-impl fmt::Display for ParamError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ParamError {}
+pub use crate::error::ParamError;
 
 impl TlbParams {
     /// `entries` entries, `ways`-way, one policy, no partition, seed 0.

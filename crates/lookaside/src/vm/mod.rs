@@ -107,12 +107,7 @@ pub struct PageMapper {
     recent: [(u64, u32, u64); RECENT],
 }
 
-/// What is wrong with the parameters of a [`PageMapper`]: the field and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamError {
-    pub field: &'static str,
-    pub message: String,
-}
+pub use crate::error::ParamError;
 
 impl PageMapper {
     /// `memory` bytes of frames of `1 << page_shift` bytes; colours from `colour_span`, the
