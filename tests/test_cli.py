@@ -77,7 +77,7 @@ def test_failed_run_leaves_no_output_file(cli, tmp_path):
 
 
 def test_not_yet_commands_say_so(cli):
-    check_error(cli("reproduce", "huck93", check=False), "not built yet")
+    check_error(cli("reproduce", "chen94", check=False), "not built yet")
 
 
 def test_page_table_machines_simulate_and_name_bad_keys(cli, tmp_path):
