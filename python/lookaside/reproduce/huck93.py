@@ -183,6 +183,12 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                           abs(hyb / fm - 1) <= 0.25,
                           note=f"12 users' aliases overflow the HPT cache; parity would need a "
                                f"walker of {hyb - fm_pen:.0f} basic cycles"))
+    multi1 = float(by.loc["ASM-HW-HPT1x-1w", "head_hit_rate"])
+    o.checks.append(Check("multi-user workloads need large HPT caches", "front-bucket misses "
+                          "fall with size; multi-user needs large caches (Graph 8)",
+                          f"head-bucket misses at 1×: {1 - hyb1['head_hit_rate']:.2f} (one "
+                          f"process), {1 - multi1:.2f} (12 users)",
+                          1 - multi1 > 2 * (1 - hyb1["head_hit_rate"])))
     heads = [float(by.loc[c, "head_hit_rate"]) for c in
              ("ASM-HW-HPT.25x-1w", "ASM-HW-HPT.5x-1w", "ASM-HW-HPT1x-1w", "ASM-HW-HPT2x-1w")]
     o.checks.append(Check("head-bucket hit rate rises with HPT-cache size", "rises (Graph 7, 8)",
