@@ -185,3 +185,29 @@ def test_a_sweep_over_workloads_and_a_fifo_policy_runs_point_by_point(tmp_path: 
     df = o.table
     assert set(df.trace) == {"workload:multiserver,servers=2,hops=200"}
     assert (df[df.structure == "tlb"].accesses > 0).all()
+
+
+def test_report_plots_mapping_size_and_cost_by_miss_type(tmp_path: Path):
+    import re
+
+    from lookaside.report import write_report
+
+    pages = tmp_path / "pages.toml"
+    pages.write_text('[sweep]\ntlb = ["tlb:entries=16,ways=full,policy=lru"]\n'
+                     'traces = ["demo"]\n[axes]\n"tlb.tlb.entries" = [8, 16, 32]\n'
+                     '"pages.size" = ["4k", "16k"]\n')
+    spec = load_spec(pages)
+    o = run_sweep(spec, tmp_path / "p", progress=False)
+    t = o.table[o.table.structure == "tlb"].dropna(subset=["mapping_bytes"])
+    assert (t.mapping_bytes == t.entries * t.page_bytes).all() and t.page_bytes.nunique() == 2
+    html = write_report(tmp_path / "p").read_text()
+    assert "vs mapping size" in html
+    traps = tmp_path / "traps.toml"
+    traps.write_text('[sweep]\nmachine = "decstation3100-mach3"\n'
+                     'traces = ["workload:multiserver,servers=2,hops=200"]\n'
+                     '[axes]\n"tlb.tlb.partition.lower" = [4, 8]\n')
+    o = run_sweep(load_spec(traps), tmp_path / "t", progress=False)
+    assert {"cycles_L1U", "cycles_L2"} <= set(o.table.columns)
+    html = write_report(tmp_path / "t").read_text()
+    assert re.search(r"trap cycles by miss type vs tlb\.tlb\.partition\.lower", html)
+    assert list((tmp_path / "t" / "plots").glob("cost-*.png"))

@@ -34,6 +34,7 @@ __all__ = [
     "NotYetError",
     "Result",
     "TraceError",
+    "access_map",
     "check_config",
     "convert",
     "demo_trace",
@@ -202,6 +203,36 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,
     """Convert a trace between formats (chosen from the extensions unless given); returns
     the number of events written. The output appears only once it is complete."""
     return _lookaside.convert(os.fspath(src), os.fspath(dst), src_format, dst_format, command)
+
+
+def access_map(trace: PathLike, *, page: str | int = "4k", interval: int = 100_000,
+               select: str = "data", format: str | None = None) -> Any:
+    """The memory access map of a trace (Chen 1994, Figs. 7-12 to 7-14): one row per page
+    touched in an interval of ``interval`` instructions, as a pandas DataFrame with columns
+    ``asid``, ``page`` (page number), ``address`` (of the page) and ``interval``. ``select``
+    is ``"data"``, ``"instruction"`` or ``"all"``; ``df.attrs`` holds ``page_bytes``,
+    ``interval_instructions`` and ``intervals``. :func:`lookaside.report.plot_access_map`
+    draws it."""
+    import pandas as pd
+
+    page_bytes = page if isinstance(page, int) else _page_bytes(page)
+    raw = json.loads(_lookaside.access_map(os.fspath(trace), page_bytes, interval, select,
+                                           format))
+    rows = [(asid, pg, pg * page_bytes, i)
+            for (asid, pg), ivs in zip(raw["pages"], raw["touched"]) for i in ivs]
+    df = pd.DataFrame(rows, columns=["asid", "page", "address", "interval"])
+    df.attrs.update(page_bytes=page_bytes, interval_instructions=raw["interval_instructions"],
+                    intervals=raw["intervals"], truncated_at=raw["truncated_at"])
+    return df
+
+
+def _page_bytes(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    try:
+        return int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
+    except ValueError:
+        raise LookasideError(f"page: '{text}' is not a page size (e.g. 4k, 64k, 2M)") from None
 
 
 def info(trace: PathLike, *, format: str | None = None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Callable
 
 from . import (
     DEFAULT_PRESET,
@@ -54,16 +55,22 @@ class Progress:
             sys.stderr.flush()
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` so that ``path`` appears only complete (temp file + rename)."""
+def write_atomically(path: str, text: str | Callable[[str], None]) -> None:
+    """Write ``text`` — or call ``text(tmp_path)`` to write the file — so that ``path``
+    appears only complete (temp file + rename)."""
     d = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".lookaside-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".lookaside-",
+                                   suffix=os.path.splitext(path)[1] or ".tmp")
     except OSError as e:
         raise OSError(e.errno, e.strerror, path) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        if callable(text):
+            os.close(fd)
+            text(tmp)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
         os.replace(tmp, path)
     except BaseException as e:
         if os.path.exists(tmp):
@@ -129,6 +136,35 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_map(args: argparse.Namespace) -> int:
+    from . import access_map
+
+    df = access_map(args.trace, page=args.page, interval=args.interval, select=args.select,
+                    format=args.format)
+    out = args.output
+    if out is None or out.endswith(".csv"):
+        emit(df.to_csv(index=False), out)
+        return 0
+    if not out.endswith((".png", ".svg", ".pdf")):
+        raise LookasideError(f"{out}: the output is a .csv table or a .png/.svg/.pdf image")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .report import plot_access_map
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    plot_access_map(df, ax, f"{os.path.basename(args.trace)}: {args.select} references")
+    try:
+        write_atomically(out, lambda tmp: fig.savefig(tmp, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
+    print(f"{out}: {df.page.nunique()} pages × {df.attrs['intervals']} intervals",
+          file=sys.stderr)
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     s = info(args.trace, format=args.format)
     if args.json:
@@ -168,13 +204,22 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_machines() -> list[tuple[str, str, list[str]]]:
+    """Whole-machine presets timed in the simulation-only rows of `lookaside bench`."""
+    def text(name: str) -> str:
+        return preset_path(name).read_text(encoding="utf-8")
+    return [("decstation5000-200: caches, write buffer, MCPI", text("decstation5000-200"), []),
+            ("decstation3100-mach3: software refill (nested)", text("decstation3100-mach3"),
+             ["refill.fold_user_addresses=true"])]
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     trace = args.trace or str(demo_trace())
     scale = [int(float(x)) for x in args.scale.split(",") if x] if args.scale else []
     with tempfile.TemporaryDirectory(prefix="lookaside-bench-") as work:
         print(f"bench: {trace}, ≥{args.min_refs:,} events per format, "
               f"scale {scale or 'off'} …", file=sys.stderr)
-        raw = _lookaside.bench(trace, work, args.min_refs, scale)
+        raw = _lookaside.bench(trace, work, args.min_refs, scale, bench_machines())
     r = json.loads(raw)
     if args.json:
         emit(json.dumps(r, indent=2), args.output)
@@ -308,6 +353,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(run=cmd_info)
 
+    s = sub.add_parser("map", help="memory access map: pages touched per interval of time")
+    s.add_argument("trace")
+    s.add_argument("-f", "--format", choices=FORMATS)
+    s.add_argument("--page", default="4k", help="page size (default 4k)")
+    s.add_argument("--interval", type=int, default=100_000,
+                   help="instructions per interval (default 100000)")
+    s.add_argument("--select", choices=["data", "instruction", "all"], default="data")
+    s.add_argument("-o", "--output", metavar="FILE",
+                   help="a .png/.svg/.pdf image, or a .csv table (default: CSV on stdout)")
+    s.set_defaults(run=cmd_map)
+
     s = sub.add_parser("presets", help="list the shipped machines, or print one")
     s.add_argument("name", nargs="?")
     s.set_defaults(run=cmd_presets)
@@ -369,7 +425,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("reproduce", help="regenerate a seed study and compare with the paper")
     s.add_argument("names", nargs="*", metavar="NAME",
-                   help="uhlig94, bala94, huck93 (chen94, inouye92: not built yet)")
+                   help="uhlig94, bala94, huck93, chen94, inouye92")
     s.add_argument("--all", action="store_true", help="every recipe that is built")
     s.add_argument("--out", default="reproduce", metavar="DIR",
                    help="results go to DIR/NAME/ (default ./reproduce)")

@@ -4,7 +4,9 @@
 ``DIR/report.html``: one self-contained page (plots embedded as SVG, no server and no
 network needed) with, per structure, the miss ratio against each numeric axis (one line per
 combination of the other axes, log-2 x axis for sizes), a heat map over every pair of axes,
-and the table itself. Plot files are also written as ``DIR/plots/*.svg`` and ``*.png``.
+the miss ratio against mapping size (entries × page size, one line per page size) when page
+sizes vary, trap cycles stacked by miss type for software-refilled machines, and the table
+itself. Plot files are also written as ``DIR/plots/*.svg`` and ``*.png``.
 """
 
 from __future__ import annotations
@@ -105,6 +107,94 @@ def _heat_maps(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple
     return out
 
 
+def _mapping_size(df: Any, metric: str, plots: Path) -> list[tuple[str, str]]:
+    """Per structure and trace, `metric` against mapping size (entries × page size), one line
+    per page size: Chen's Figs. 7-8 to 7-10, where equal-mapping-size points line up."""
+    out = []
+    if "mapping_bytes" not in df.columns:
+        return out
+    for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
+        g = g.dropna(subset=["mapping_bytes"])
+        if g.page_bytes.nunique() < 2 or g.mapping_bytes.nunique() < 2:
+            continue
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for page, h in g.groupby("page_bytes", sort=True):
+            h = h.groupby("mapping_bytes", as_index=False)[metric].mean()
+            ax.plot(h.mapping_bytes / 1024, h[metric], marker="o",
+                    label=f"{int(page) // 1024} KiB pages" if page >= 1024 else f"{page} B")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("mapping size (KiB = entries × page size)")
+        ax.set_ylabel(f"{structure} {metric.replace('_', ' ')}")
+        ax.set_title(f"{structure} — {trace}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        name = f"mapping-{structure}-{trace}".replace("/", "_").replace(".", "_")
+        out.append((f"{structure}: {metric} vs mapping size ({trace})", _save(fig, plots, name)))
+    return out
+
+
+def _cost_by_type(df: Any, keys: list[str], plots: Path) -> list[tuple[str, str]]:
+    """For software-refilled machines: trap cycles stacked by miss type (L1U, L1K, L2, …)
+    against each varying axis, at the most common value of the others (Uhlig's Figs. 4-6)."""
+    out = []
+    kinds = [c for c in df.columns if c.startswith("cycles_") and df[c].fillna(0).any()]
+    if not kinds:
+        return out
+    varying = [k for k in keys if df[k].nunique(dropna=False) > 1]
+    rows = df.drop_duplicates("point")
+    for x in varying:
+        for trace, g in rows.groupby("trace", sort=True):
+            for k in varying:
+                if k != x:
+                    text = g[k].map(str)
+                    g = g[text == text.value_counts().idxmax()]
+            if g[x].nunique() < 2:
+                continue
+            g = g.sort_values(x, key=lambda c: c.map(lambda v: (str(type(v)), v)))
+            plt = _plt()
+            fig, ax = plt.subplots(figsize=(6.4, 4))
+            labels = [_label(v) for v in g[x]]
+            bottom = [0.0] * len(g)
+            for c in kinds:
+                vals = [float(v) for v in g[c].fillna(0)]
+                ax.bar(labels, vals, bottom=bottom, label=c.removeprefix("cycles_"))
+                bottom = [b + v for b, v in zip(bottom, vals)]
+            ax.set_xlabel(x)
+            ax.set_ylabel("TLB miss handling (cycles)")
+            ax.set_title(f"cost by miss type — {trace}")
+            ax.legend(fontsize=7)
+            name = f"cost-{x}-{trace}".replace("/", "_").replace(".", "_")
+            out.append((f"trap cycles by miss type vs {x} ({trace})", _save(fig, plots, name)))
+    return out
+
+
+def plot_access_map(df: Any, ax: Any, title: str = "") -> Any:
+    """Draw a memory access map (see :func:`lookaside.access_map`) on matplotlib axes `ax`:
+    x = the pages touched (in address order, per address space), y = time in intervals of
+    instructions, a dark cell where a page was touched in an interval (Chen's Figs. 7-12 to
+    7-14). Returns the image."""
+    import numpy as np
+
+    pages = sorted(set(zip(df.asid, df.page)))
+    col = {p: i for i, p in enumerate(pages)}
+    rows = max(int(df.attrs.get("intervals", 0)), int(df.interval.max()) + 1 if len(df) else 1)
+    grid = np.zeros((rows, max(len(pages), 1)), dtype=np.uint8)
+    for asid, page, interval in zip(df.asid, df.page, df.interval):
+        grid[interval, col[(asid, page)]] = 1
+    img = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Greys", origin="lower")
+    kib = df.attrs.get("page_bytes", 4096) // 1024
+    ax.set_xlabel(f"pages touched ({kib} KiB), in address order")
+    ax.set_ylabel(f"time (intervals of {df.attrs.get('interval_instructions', '?'):,} "
+                  "instructions)")
+    if len(pages) > 1:
+        ticks = np.linspace(0, len(pages) - 1, min(6, len(pages))).astype(int)
+        ax.set_xticks(ticks, [f"{pages[t][1] * df.attrs.get('page_bytes', 4096):#x}"
+                              for t in ticks], rotation=30, fontsize=7)
+    ax.set_title(title or "memory access map")
+    return img
+
+
 def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[str] | None = None,
                  metric: str = "miss_ratio") -> Path:
     """Write the HTML report of the sweep in `sweep_dir`; returns its path."""
@@ -126,6 +216,8 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     plots.mkdir(exist_ok=True)
     figures = _line_plots(df[df["structure"] != "walk"], keys, metric, plots)
     figures += _heat_maps(df[df["structure"] != "walk"], keys, metric, plots)
+    figures += _mapping_size(df[df["structure"] != "walk"], metric, plots)
+    figures += _cost_by_type(df, keys, plots)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>Lookaside sweep {html.escape(meta['name'])}</title>",

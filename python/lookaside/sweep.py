@@ -442,19 +442,33 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
     for k in keys:
         base[k] = record["settings"].get(k)
     instr = r["trace"].get("instructions", 0)
+    # The cycles of each kind of trap, when the machine refills by software: what the report
+    # stacks as cost by miss type.
+    costs = {f"cycles_{k}": v for k, v in r.get("traps", {}).get("cycles", {}).items()
+             if k != "total"}
     rows = []
     for name, s in r["structures"].items():
         g = s.get("geometry", {})
-        rows.append({**base, "structure": name, "entries": g.get("entries"),
-                     "ways": g.get("ways"), "accesses": s["accesses"], "misses": s["misses"],
+        page = min((_page_bytes(p) for p in g.get("page", [])), default=None)
+        entries = g.get("entries")
+        rows.append({**base, "structure": name, "entries": entries,
+                     "ways": g.get("ways"), "page_bytes": page,
+                     "mapping_bytes": entries * page if entries and page else None,
+                     "accesses": s["accesses"], "misses": s["misses"],
                      "miss_ratio": s["miss_ratio"], "mpki": s.get("mpki"),
-                     "references": r["trace"]["references"], "instructions": instr})
+                     "references": r["trace"]["references"], "instructions": instr, **costs})
     w = r["walk"]
     rows.append({**base, "structure": "walk", "entries": None, "ways": None,
                  "accesses": w["count"], "misses": w["count"], "miss_ratio": None,
                  "mpki": w.get("per_1000_instructions"), "references": r["trace"]["references"],
                  "instructions": instr})
     return rows
+
+
+def _page_bytes(label: str) -> int:
+    """Bytes of a page size as results label it (`4K`, `2M`, `1G`, `512`)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(label[:-1]) * units[label[-1]] if label[-1] in units else int(label)
 
 
 def collect(spec: Spec, out: str | os.PathLike[str]):

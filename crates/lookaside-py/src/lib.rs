@@ -156,6 +156,33 @@ fn convert(
         .map_err(to_py)
 }
 
+/// The memory access map of a trace (pages touched per interval of instructions) as JSON
+/// text; `select` is "instruction", "data" or "all".
+#[pyfunction]
+#[pyo3(signature = (path, page_bytes=4096, interval=100_000, select="data", format=None))]
+fn access_map(
+    py: Python<'_>,
+    path: PathBuf,
+    page_bytes: u64,
+    interval: u64,
+    select: &str,
+    format: Option<String>,
+) -> PyResult<String> {
+    let f = format_arg(format.as_deref())?;
+    let select = lookaside::trace::accessmap::Select::parse(select)
+        .map_err(|m| to_py(lookaside::error::Error::Usage(format!("select: {m}"))))?;
+    if !page_bytes.is_power_of_two() || page_bytes < 2 {
+        return Err(to_py(lookaside::error::Error::Usage(format!(
+            "page: {page_bytes} is not a power of two"
+        ))));
+    }
+    py.detach(|| {
+        lookaside::run::access_map_json(&path, f, page_bytes.trailing_zeros(), interval, select)
+    })
+    .map(|v| v.to_string())
+    .map_err(to_py)
+}
+
 /// Summarise a trace file as JSON text.
 #[pyfunction]
 #[pyo3(signature = (path, format=None))]
@@ -203,15 +230,25 @@ fn record(
 
 /// Run the benchmark suite on a trace; returns JSON text.
 #[pyfunction]
-#[pyo3(name = "bench", signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![]))]
+#[pyo3(name = "bench",
+       signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![], machines=vec![]))]
 fn run_bench(
     py: Python<'_>,
     trace: PathBuf,
     work_dir: PathBuf,
     min_refs: u64,
     scale_refs: Vec<u64>,
+    machines: Vec<(String, String, Vec<String>)>,
 ) -> PyResult<String> {
-    py.detach(|| lookaside::bench::run_suite(&trace, &work_dir, min_refs, &scale_refs))
+    let machines: Vec<_> = machines
+        .into_iter()
+        .map(|(label, toml, overrides)| lookaside::bench::BenchMachine {
+            label,
+            toml,
+            overrides,
+        })
+        .collect();
+    py.detach(|| lookaside::bench::run_suite(&trace, &work_dir, min_refs, &scale_refs, &machines))
         .map(|v| v.to_string())
         .map_err(to_py)
 }
@@ -255,6 +292,16 @@ fn uhlig94_cells() -> String {
     lookaside::mmu::uhlig94::cells_json().to_string()
 }
 
+/// Inouye et al.'s Tables 1-3 and copy-on-write cases on the virtually addressed cache model,
+/// under the named timing preset, beside the published numbers (JSON).
+#[pyfunction]
+#[pyo3(signature = (timing="hp9000-834"))]
+fn inouye92_results(py: Python<'_>, timing: &str) -> PyResult<String> {
+    py.detach(|| lookaside::cache::vac::inouye92::results(timing))
+        .map(|v| v.to_string())
+        .map_err(ConfigError::new_err)
+}
+
 #[pyfunction]
 fn table(result_json: &str) -> PyResult<String> {
     let v: serde_json::Value = serde_json::from_str(result_json)
@@ -274,9 +321,11 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(access_map, m)?)?;
     m.add_function(wrap_pyfunction!(record, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
     m.add_function(wrap_pyfunction!(one_pass, m)?)?;
     m.add_function(wrap_pyfunction!(uhlig94_cells, m)?)?;
+    m.add_function(wrap_pyfunction!(inouye92_results, m)?)?;
     Ok(())
 }

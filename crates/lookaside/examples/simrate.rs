@@ -1,7 +1,8 @@
 //! Simulation speed alone, for profiling: `cargo run --release --example simrate -- TRACE
 //! [REPEAT] [--tlb SPEC]… [--stream]` loads the trace into memory and runs it REPEAT times;
 //! with `--stream` it reads and simulates the file REPEAT times on one thread instead
-//! (a native trace decoded straight into the machine unless `--batched`).
+//! (a native trace decoded straight into the machine unless `--batched`). `--config FILE`
+//! simulates a whole machine described in TOML instead of `--tlb` structures.
 
 use std::time::Instant;
 
@@ -51,7 +52,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while src.next_batch(&mut batch)? {
         all.extend_from_slice(&batch);
     }
-    let mut m = Machine::assemble(None, "simrate", &flags, &[])?;
+    let config = args
+        .windows(2)
+        .find(|w| w[0] == "--config")
+        .map(|w| std::fs::read_to_string(&w[1]))
+        .transpose()?;
+    let mut m = match &config {
+        Some(text) => Machine::assemble(Some(text), "simrate", &[], &[])?,
+        None => Machine::assemble(None, "simrate", &flags, &[])?,
+    };
     let t = Instant::now();
     for _ in 0..repeat {
         for chunk in all.chunks(4096) {

@@ -32,6 +32,15 @@ fn machine(flags: &[&str]) -> Result<Machine> {
 const DTLB64: &str = "dtlb:entries=64,ways=full,policy=lru,page=4k,serves=data";
 const DTLB1024: &str = "dtlb:entries=1024,ways=full,policy=lru,page=4k,serves=data";
 
+/// A whole machine to time in the simulation-only rows (presets are data the caller reads).
+#[derive(Clone, Debug)]
+pub struct BenchMachine {
+    pub label: String,
+    pub toml: String,
+    /// `key=value` overrides, as `--set`.
+    pub overrides: Vec<String>,
+}
+
 /// Peak resident memory of this process so far, in KiB (Linux `VmHWM`), if known.
 pub fn peak_rss_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -66,6 +75,7 @@ pub fn run_suite(
     work_dir: &Path,
     min_refs: u64,
     scale_refs: &[u64],
+    machines: &[BenchMachine],
 ) -> Result<Value> {
     std::fs::create_dir_all(work_dir).map_err(|e| Error::io(work_dir.display().to_string(), e))?;
     // Streams first: peak memory read before anything else raises it.
@@ -151,8 +161,15 @@ pub fn run_suite(
             ],
         ),
     ];
+    let mut built = Vec::new();
     for (label, flags) in configs {
-        let mut m = machine(flags)?;
+        built.push((label.to_string(), machine(flags)?));
+    }
+    for b in machines {
+        let m = Machine::assemble(Some(&b.toml), &b.label, &[], &b.overrides)?;
+        built.push((b.label.clone(), m));
+    }
+    for (label, mut m) in built {
         let t = Instant::now();
         for _ in 0..repeat {
             for chunk in events.chunks(BATCH) {

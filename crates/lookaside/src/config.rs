@@ -101,6 +101,10 @@ pub struct MachineConfig {
     /// (the software-managed-TLB model of [`crate::mmu`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refill: Option<RefillConfig>,
+    /// Present: the memory system behind translation — caches, write buffer, page mapping and
+    /// MCPI accounting ([`crate::cache::system`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryConfig>,
     /// Present: the last-level TLB's misses walk this page table (see [`crate::pagetable`]
     /// and [`crate::mmu::Walker`]), each walk's references going through a data cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,22 +210,9 @@ impl PageSize {
         if t.eq_ignore_ascii_case("unmapped") {
             return Ok(PageSize::Unmapped);
         }
-        let lower = t.to_ascii_lowercase();
-        let body = lower
-            .strip_suffix("ib")
-            .or_else(|| lower.strip_suffix('b'))
-            .unwrap_or(&lower);
-        let (digits, mult) = match body.chars().last() {
-            Some('k') => (&body[..body.len() - 1], 1u64 << 10),
-            Some('m') => (&body[..body.len() - 1], 1 << 20),
-            Some('g') => (&body[..body.len() - 1], 1 << 30),
-            _ => (body, 1),
-        };
-        let n: u64 = digits
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a page size (e.g. 4k, 2M, 1G, 8192, unmapped)"))?;
-        Self::from_bytes(n.checked_mul(mult).unwrap_or(0)).map_err(|e| format!("'{s}': {e}"))
+        let n = parse_bytes(t)
+            .ok_or_else(|| format!("'{s}' is not a page size (e.g. 4k, 2M, 1G, 8192, unmapped)"))?;
+        Self::from_bytes(n).map_err(|e| format!("'{s}': {e}"))
     }
 
     fn from_bytes(n: u64) -> std::result::Result<PageSize, String> {
@@ -274,6 +265,236 @@ impl<'de> Deserialize<'de> for PageSize {
 enum StrOrInt {
     Int(i64),
     Str(String),
+}
+
+/// Parse a byte count: `64k`, `64K`, `64KiB`, `64KB`, `2M`, `1G`, `8192` (binary units).
+/// `None` when it is not one (or overflows).
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let lower = s.trim().to_ascii_lowercase();
+    let body = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, mult) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 1u64 << 10),
+        Some('m') => (&body[..body.len() - 1], 1 << 20),
+        Some('g') => (&body[..body.len() - 1], 1 << 30),
+        _ => (body, 1),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// A byte count, written as a TOML integer or a string such as `"64KiB"` (see
+/// [`parse_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let n = self.0;
+        let text = if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
+            format!("{}GiB", n >> 30)
+        } else if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+            format!("{}MiB", n >> 20)
+        } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+            format!("{}KiB", n >> 10)
+        } else {
+            return s.serialize_u64(n);
+        };
+        s.serialize_str(&text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        match StrOrInt::deserialize(d)? {
+            StrOrInt::Int(n) => u64::try_from(n)
+                .map(Bytes)
+                .map_err(|_| de::Error::custom("a size must not be negative")),
+            StrOrInt::Str(s) => parse_bytes(&s).map(Bytes).ok_or_else(|| {
+                de::Error::custom(format!("'{s}' is not a size (e.g. 64KiB, 16, 2M)"))
+            }),
+        }
+    }
+}
+
+/// The memory system behind translation (Chen's DECstation 5000/200 model is the shipped
+/// example): physical page mapping, caches, write buffer, uncached addresses, the TLB miss
+/// handlers' own work, and MCPI accounting. Validated in [`crate::cache::system`].
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Page-mapping policy ([`crate::vm::Mapping`]): deterministic | random | bin-hopping |
+    /// sequential | identity | trace.
+    #[serde(default = "default_mapping")]
+    pub mapping: String,
+    /// Physical memory the mapping hands out.
+    #[serde(default = "default_memory")]
+    pub memory: Bytes,
+    /// Physical address of the first frame handed out (below it: the unmapped kernel).
+    #[serde(default, deserialize_with = "addr", serialize_with = "ser_addr")]
+    pub frames_base: u64,
+    /// Physical address of an unmapped reference (a `pages.regions` entry of size
+    /// "unmapped"): its virtual address with this mask (MIPS kseg0/kseg1: 0x1fffffff).
+    #[serde(
+        default = "default_unmapped_mask",
+        deserialize_with = "addr",
+        serialize_with = "ser_addr"
+    )]
+    pub unmapped_mask: u64,
+    /// `none`: one set of caches; `mode`: private caches for user and kernel (competition).
+    #[serde(default = "default_private")]
+    pub private: String,
+    /// Split first-level caches...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icache: Option<CacheConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dcache: Option<CacheConfig>,
+    /// ...or one unified first-level cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheConfig>,
+    /// A unified second level behind the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2: Option<CacheConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_buffer: Option<WriteBufferConfig>,
+    /// Virtual address ranges that bypass the caches (device registers, MIPS kseg1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncached: Vec<AddrRange>,
+    /// Cycles of an uncached read.
+    #[serde(default = "default_uncached_cycles")]
+    pub uncached_cycles: u32,
+    /// Synthesise the TLB miss handlers' instructions and references (Chen: "their cost
+    /// appears as additional instructions and data references").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<HandlerConfig>,
+    /// Marker payloads that open and close the idle loop, whose instructions and stalls are
+    /// left out of MCPI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_markers: Option<[u64; 2]>,
+}
+
+fn default_mapping() -> String {
+    "deterministic".into()
+}
+fn default_memory() -> Bytes {
+    Bytes(64 << 20)
+}
+fn default_unmapped_mask() -> u64 {
+    0x1fff_ffff
+}
+fn default_private() -> String {
+    "none".into()
+}
+fn default_uncached_cycles() -> u32 {
+    15
+}
+
+/// A virtual address range `[start, end)`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AddrRange {
+    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    pub start: u64,
+    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    pub end: u64,
+}
+
+/// One cache of the memory system.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    pub size: Bytes,
+    pub line: u32,
+    /// Ways, or "full"; default 1 (direct-mapped).
+    #[serde(default = "direct_mapped")]
+    pub ways: Ways,
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    /// "back" or "through".
+    #[serde(default = "default_write")]
+    pub write: String,
+    #[serde(default = "yes")]
+    pub write_allocate: bool,
+    /// Bytes fetched on a read miss (default: the line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch: Option<u32>,
+    /// Cycles the CPU stalls on a miss served by the next level.
+    pub miss_cycles: u32,
+}
+
+fn direct_mapped() -> Ways {
+    Ways::N(1)
+}
+fn default_write() -> String {
+    "back".into()
+}
+
+/// The write buffer of a write-through cache ([`crate::cache::wbuf`]).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WriteBufferConfig {
+    #[serde(default = "wb_entries")]
+    pub entries: usize,
+    #[serde(default = "wb_write_cycles")]
+    pub write_cycles: u32,
+    #[serde(default = "wb_page_mode_cycles")]
+    pub page_mode_cycles: u32,
+    #[serde(default = "wb_dram_page")]
+    pub dram_page: Bytes,
+    #[serde(default = "wb_partial_cycles")]
+    pub partial_cycles: u32,
+}
+
+fn wb_entries() -> usize {
+    6
+}
+fn wb_write_cycles() -> u32 {
+    5
+}
+fn wb_page_mode_cycles() -> u32 {
+    1
+}
+fn wb_dram_page() -> Bytes {
+    Bytes(4096)
+}
+fn wb_partial_cycles() -> u32 {
+    11
+}
+
+/// The software TLB miss handlers' work, synthesised as kernel references (MIPS R3000).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerConfig {
+    /// Instructions of the user-TLB-miss (UTLB) handler; it loads one PTE.
+    #[serde(default = "utlb_instructions")]
+    pub utlb_instructions: u32,
+    /// Instructions of a kernel-TLB-miss (KTLB) handler, taken through the general
+    /// exception path ("several hundred"); it loads one root PTE.
+    #[serde(default = "ktlb_instructions")]
+    pub ktlb_instructions: u32,
+    /// Virtual address of the handlers' code (unmapped kernel text).
+    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    pub code: u64,
+    /// Virtual base of each address space's linear page table (mapped kernel memory): the PTE
+    /// of page `vpn` is at `page_table + vpn * pte_bytes`.
+    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    pub page_table: u64,
+    /// Virtual base of the root table mapping the page tables (unmapped kernel memory).
+    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    pub root_table: u64,
+    #[serde(default = "pte_bytes")]
+    pub pte_bytes: u32,
+}
+
+fn utlb_instructions() -> u32 {
+    9
+}
+fn ktlb_instructions() -> u32 {
+    250
+}
+fn pte_bytes() -> u32 {
+    4
 }
 
 /// Parse an address given as a TOML integer or as a string (`"0xffff800000000000"`, decimal).
@@ -491,7 +712,7 @@ pub struct PageTableConfig {
     /// `radix`, `inverted`, `hashed`, `hybrid` or `swtlb`.
     pub organisation: String,
     /// Physical memory in bytes (`"32M"`): one frame per 4 KiB page.
-    #[serde(default = "default_memory")]
+    #[serde(default = "default_pt_memory")]
     pub memory: Bytes,
     /// `hardware` or `software`.
     #[serde(default = "default_refill")]
@@ -577,7 +798,7 @@ impl Default for WalkCacheConfig {
     }
 }
 
-fn default_memory() -> Bytes {
+fn default_pt_memory() -> Bytes {
     Bytes(32 << 20)
 }
 fn default_walk_cache() -> Bytes {
@@ -603,54 +824,6 @@ fn default_chaining() -> String {
 }
 fn default_walk_costs() -> String {
     "huck93".into()
-}
-
-/// A size in bytes: an integer, or a string with a K, M or G suffix (`"256K"`, `"32MiB"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bytes(pub u64);
-
-impl Bytes {
-    pub fn parse(s: &str) -> std::result::Result<Bytes, String> {
-        let lower = s.trim().to_ascii_lowercase();
-        let body = lower
-            .strip_suffix("ib")
-            .or_else(|| lower.strip_suffix('b'))
-            .unwrap_or(&lower);
-        let (digits, mult) = match body.chars().last() {
-            Some('k') => (&body[..body.len() - 1], 1u64 << 10),
-            Some('m') => (&body[..body.len() - 1], 1 << 20),
-            Some('g') => (&body[..body.len() - 1], 1 << 30),
-            _ => (body, 1),
-        };
-        digits
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .and_then(|n| n.checked_mul(mult))
-            .map(Bytes)
-            .ok_or_else(|| format!("'{s}' is not a size (e.g. 256K, 32M, 65536)"))
-    }
-}
-
-impl Serialize for Bytes {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_u64(self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Bytes, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(Bytes(n)),
-            Raw::S(s) => Bytes::parse(&s).map_err(de::Error::custom),
-        }
-    }
 }
 
 /// Uhlig's dynamic partitioning: every `period` traps, compare the handling cost of the last

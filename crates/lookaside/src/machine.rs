@@ -21,7 +21,8 @@
 //!   page in every structure, as do `Unmap` and `Protect` (a shootdown); `Unmap` also takes
 //!   the page out of the `[pagetable]`, so that its next walk faults.
 
-use crate::config::{MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
+use crate::cache::system::{Activity, MemorySystem};
+use crate::config::{HandlerConfig, MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
@@ -88,9 +89,20 @@ struct PageMap {
     default: Option<u32>,
     /// (start, end, asid filter, shift or None = unmapped), first match wins.
     regions: Vec<(u64, u64, Option<u32>, Option<u32>)>,
+    /// Every region is unmapped (a hole in the default page size, like MIPS kseg0): the fast
+    /// path still applies outside the holes.
+    has_holes: bool,
 }
 
 impl PageMap {
+    /// Whether `addr` lies in an unmapped region (when every region is one).
+    #[inline(always)]
+    fn in_hole(&self, addr: u64, asid: u32) -> bool {
+        self.regions
+            .iter()
+            .any(|&(start, end, a, _)| addr >= start && addr < end && a.is_none_or(|a| a == asid))
+    }
+
     #[inline(always)]
     fn backing(&self, addr: u64, asid: u32) -> Option<u32> {
         if self.regions.is_empty() {
@@ -134,6 +146,11 @@ pub struct Machine {
     /// The software-refill model, when the config has `[refill]`: it owns the (one) TLB and
     /// takes every batch instead of the hierarchy below.
     refill: Option<Box<SoftwareManagedTlb>>,
+    /// The memory system, when the config has `[memory]`: every event then takes
+    /// [`Machine::memory_event`] (translation, then caches), not the fast path.
+    memory: Option<Box<MemorySystem>>,
+    /// The TLB miss handlers whose work [`Machine::memory_event`] synthesises.
+    handler: Option<HandlerConfig>,
     /// The page-table walker, when the config has `[pagetable]`: every walk (a miss in the
     /// last level) searches its table.
     walker: Option<Box<Walker>>,
@@ -155,6 +172,8 @@ pub struct Feed<'m> {
     tally: Tally,
     /// The machine refills by software: every event goes to its model instead.
     refilled: bool,
+    /// The machine has a memory system: every event takes the full path.
+    memory: bool,
     /// The walker's data cache sees the program's loads and stores: every reference takes
     /// the full path.
     data: bool,
@@ -183,24 +202,53 @@ impl EventSink for Feed<'_> {
         }
         let cell = Tally::cell(e.mode, e.kind);
         self.tally.refs[cell] += 1;
-        if self.data && !matches!(m.fast[e.kind as usize], Fast::Untranslated) {
-            m.reference(e);
-            if e.kind != Kind::Fetch {
-                if let Some(w) = m.walker.as_deref_mut() {
+        if self.memory {
+            let (mapped, walked) = self.translate::<true>(e, cell);
+            let m = &mut *self.m;
+            if walked {
+                m.run_handler(e);
+            }
+            if let Some(mem) = m.memory.as_deref_mut() {
+                mem.reference(e, mapped);
+            }
+        } else {
+            let _ = self.translate::<false>(e, cell);
+            // The walker's data cache sees the program's loads and stores.
+            if self.data
+                && e.kind != Kind::Fetch
+                && !matches!(self.m.fast[e.kind as usize], Fast::Untranslated)
+            {
+                if let Some(w) = self.m.walker.as_deref_mut() {
                     w.data_ref(e.asid, e.addr, e.kind == Kind::Store);
                 }
             }
-            return;
         }
+    }
+}
+
+impl Feed<'_> {
+    /// Translate reference `e` (counted in `cell`), through the fast path when it applies;
+    /// returns whether its address is mapped and whether a translation walked. `MAPPED`:
+    /// whether the caller needs the first answer for untranslated kinds (computing it costs a
+    /// page-map lookup the TLB-only path does without).
+    #[inline(always)]
+    fn translate<const MAPPED: bool>(&mut self, e: &Event, cell: usize) -> (bool, bool) {
+        let m = &mut *self.m;
         match m.fast[e.kind as usize] {
-            Fast::Untranslated => return,
+            Fast::Untranslated => {
+                return (!MAPPED || m.pages.backing(e.addr, e.asid).is_some(), false);
+            }
             Fast::Root(r, shift) => {
+                if m.pages.has_holes && m.pages.in_hole(e.addr, e.asid) {
+                    m.ledger.unmapped += 1;
+                    return (false, false);
+                }
                 let page = e.addr >> shift;
                 let last = e.addr.wrapping_add(e.size.saturating_sub(1) as u64) >> shift;
                 if last == page || !m.split {
                     if page == m.last_page[r] {
                         self.tally.hits[cell] += 1;
-                        return;
+                        return (true, false);
                     }
                     // The first level, inline: most references hit it.
                     m.last_page[r] = page;
@@ -212,15 +260,14 @@ impl EventSink for Feed<'_> {
                     };
                     if u.tlb.access(page, ctx, NO_CTX, u.part(e.mode)) {
                         self.tally.hits[cell] += 1;
-                    } else {
-                        m.root_missed(e, r);
+                        return (true, false);
                     }
-                    return;
+                    return (true, m.root_missed(e, r));
                 }
             }
             Fast::Slow => {}
         }
-        m.reference(e);
+        m.reference(e)
     }
 }
 
@@ -456,12 +503,40 @@ impl Machine {
                 ));
             }
         }
-        let uniform = pages.regions.is_empty() && pages.default.is_some();
+        // Uniform apart from unmapped holes: the fast path checks the holes first.
+        let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
         let fast = roots.map(|r| match r {
             None => Fast::Untranslated,
             Some(r) if uniform => Fast::Root(r, default_shift[r]),
             Some(_) => Fast::Slow,
         });
+        let memory = match &config.memory {
+            Some(_) if config.refill.is_some() => {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: [memory] together with [refill] (the memory system behind the software-refill model)"
+                )))
+            }
+            Some(mc) => Some(Box::new(MemorySystem::build(
+                mc,
+                pages.shifts().min().unwrap_or(12),
+                config.machine.seed,
+                source_name,
+            )?)),
+            None => None,
+        };
+        let handler = config.memory.as_ref().and_then(|m| m.handler.clone());
+        if let Some(h) = &handler {
+            // The handlers run from unmapped memory: a handler whose code or root table
+            // could miss the TLB would recurse.
+            for (field, a) in [("code", h.code), ("root_table", h.root_table)] {
+                if pages.backing(a, 0).is_some() {
+                    return Err(err(
+                        format!("memory.handler.{field}"),
+                        format!("{a:#x} must lie in an unmapped region of [pages] (pages.regions with size = \"unmapped\")"),
+                    ));
+                }
+            }
+        }
         let refill = match &config.refill {
             Some(_) => Some(Box::new(SoftwareManagedTlb::from_config(
                 &config,
@@ -477,12 +552,19 @@ impl Machine {
                     "a machine refills either by the MIPS software model ([refill]) or from a page table ([pagetable]), not both".into(),
                 ))
             }
+            Some(_) if memory.is_some() => {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: [pagetable] together with [memory] (the walker's references through the memory system's caches)"
+                )))
+            }
             Some(p) => Some(Box::new(Walker::from_config(p, source_name)?)),
             None => None,
         };
         Ok(Machine {
             fast,
             refill,
+            memory,
+            handler,
             walker,
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
@@ -523,6 +605,11 @@ impl Machine {
         self.refill.as_deref()
     }
 
+    /// The memory system, when the machine has one (caches, write buffer, MCPI).
+    pub fn memory(&self) -> Option<&MemorySystem> {
+        self.memory.as_deref()
+    }
+
     /// The page-table walker, when the machine has one.
     pub fn walker(&self) -> Option<&Walker> {
         self.walker.as_deref()
@@ -554,6 +641,7 @@ impl Machine {
     pub fn feed(&mut self) -> Feed<'_> {
         Feed {
             refilled: self.refill.is_some(),
+            memory: self.memory.is_some(),
             data: self.walker.as_ref().is_some_and(|w| w.sees_data()),
             m: self,
             tally: Tally::default(),
@@ -574,38 +662,104 @@ impl Machine {
         *tally = Tally::default();
     }
 
+    /// Translate reference `e` (both pages when it straddles and `straddle = "split"`);
+    /// returns whether its address is mapped and whether a translation walked.
     #[inline(never)]
-    fn reference(&mut self, e: &Event) {
+    fn reference(&mut self, e: &Event) -> (bool, bool) {
         let Some(shift) = self.pages.backing(e.addr, e.asid) else {
             self.ledger.unmapped += 1;
-            return;
+            return (false, false);
         };
-        self.translate(e.addr, e.kind, e.mode, shift);
+        let mut walked = self.translate(e.addr, e.kind, e.mode, shift);
         if self.split && e.size > 1 {
             let last = e.addr.wrapping_add(e.size as u64 - 1);
             if last >> shift != e.addr >> shift && last > e.addr {
                 if let Some(s2) = self.pages.backing(last, e.asid) {
                     self.ledger.straddles += 1;
-                    self.translate(last, e.kind, e.mode, s2);
+                    walked |= self.translate(last, e.kind, e.mode, s2);
                 }
             }
+        }
+        (true, walked)
+    }
+
+    /// A reference the miss handler makes (in the running address space), on a machine with a
+    /// memory system: translation through the TLBs (the handler of a walk it takes in turn),
+    /// then the caches. Counted in the ledger directly: handler work is rare beside the
+    /// program's references, which take [`Feed`]'s path.
+    fn memory_event(&mut self, e: &Event) {
+        self.ledger.add_references(e.mode, e.kind, 1);
+        let (mapped, walked) = if self.roots[e.kind as usize].is_some() {
+            self.reference(e)
+        } else {
+            (self.pages.backing(e.addr, e.asid).is_some(), false)
+        };
+        if walked {
+            self.run_handler(e);
+        }
+        if let Some(m) = self.memory.as_deref_mut() {
+            m.reference(e, mapped);
+        }
+    }
+
+    /// Synthesise the work of the software miss handler for `e`, which walked (MIPS R3000,
+    /// Chen): a user reference takes the UTLB handler (its instructions, then a load of the
+    /// PTE from the linear page table in mapped kernel memory, which can itself miss); a
+    /// kernel reference takes a KTLB handler (its instructions, then a load of the root PTE
+    /// from unmapped memory).
+    fn run_handler(&mut self, e: &Event) {
+        let Some(h) = &self.handler else { return };
+        let (code, table, root, pte) = (h.code, h.page_table, h.root_table, h.pte_bytes as u64);
+        let shift = self.pages.default.unwrap_or(12);
+        let kernel = |kind, addr, size| Event {
+            addr,
+            paddr: crate::event::NO_PADDR,
+            asid: e.asid,
+            size,
+            kind,
+            mode: Mode::Kernel,
+        };
+        let (activity, count, base, load) = if e.mode == Mode::User {
+            let vpn = e.addr >> shift;
+            let load = table.wrapping_add(vpn.wrapping_mul(pte));
+            (Activity::Utlb, h.utlb_instructions, code, load)
+        } else {
+            let vpn = e.addr.wrapping_sub(table) >> shift;
+            let load = root.wrapping_add(vpn.wrapping_mul(pte));
+            (Activity::Ktlb, h.ktlb_instructions, code + 0x80, load)
+        };
+        let previous = match self.memory.as_deref_mut() {
+            // A miss inside the KTLB handler (its PTE load) is not handled again.
+            Some(m) if m.activity() != Activity::Ktlb => m.enter(activity),
+            _ => return,
+        };
+        for i in 0..count as u64 {
+            self.memory_event(&kernel(Kind::Fetch, base + 4 * i, 4));
+        }
+        self.memory_event(&kernel(Kind::Load, load, pte as u16));
+        if let Some(m) = self.memory.as_deref_mut() {
+            m.leave(previous);
         }
     }
 
     /// The fast path's first-level structure `r` missed (and was filled) on `e`: count the
     /// miss and go on to the next levels.
     #[inline(never)]
-    fn root_missed(&mut self, e: &Event, r: usize) {
+    fn root_missed(&mut self, e: &Event, r: usize) -> bool {
         self.ledger.access(r, e.mode, e.kind, true);
-        if let Some(backing) = self.pages.default {
-            self.translate_from(self.units[r].next, e.addr, e.kind, e.mode, backing);
+        match self.pages.default {
+            Some(backing) => {
+                self.translate_from(self.units[r].next, e.addr, e.kind, e.mode, backing)
+            }
+            None => false,
         }
     }
 
-    /// One translation of the page of `addr` (backed by pages of `shift`) through the hierarchy.
+    /// One translation of the page of `addr` (backed by pages of `shift`) through the
+    /// hierarchy; returns whether it walked.
     #[inline(always)]
-    fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) {
-        self.translate_from(self.roots[kind as usize], addr, kind, mode, shift);
+    fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) -> bool {
+        self.translate_from(self.roots[kind as usize], addr, kind, mode, shift)
     }
 
     /// [`Machine::translate`] from structure `level` down.
@@ -617,7 +771,7 @@ impl Machine {
         kind: Kind,
         mode: Mode,
         shift: u32,
-    ) {
+    ) -> bool {
         let global = addr >= self.global_above;
         while let Some(i) = level {
             let u = &mut self.units[i];
@@ -633,7 +787,7 @@ impl Machine {
             self.last_page[i] = addr >> s;
             self.ledger.access(i, mode, kind, !hit);
             if hit {
-                return;
+                return false;
             }
             level = next;
         }
@@ -642,6 +796,7 @@ impl Machine {
         if let Some(w) = self.walker.as_deref_mut() {
             w.miss(self.cur_asid, addr, shift);
         }
+        true
     }
 
     /// The running address space becomes `asid`: untagged structures lose non-global entries.
@@ -668,6 +823,11 @@ impl Machine {
     fn control(&mut self, e: &Event) {
         if matches!(e.kind, Kind::TlbFlush | Kind::Unmap | Kind::Protect) {
             self.forget_pages();
+        }
+        if e.kind == Kind::Marker {
+            if let Some(m) = self.memory.as_deref_mut() {
+                m.marker(e.addr);
+            }
         }
         match e.kind {
             Kind::ContextSwitch => self.switch_to(e.asid),
@@ -723,6 +883,7 @@ fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
     }
     Ok(PageMap {
         default: config.pages.size.shift(),
+        has_holes: !regions.is_empty() && regions.iter().all(|r| r.3.is_none()),
         regions,
     })
 }

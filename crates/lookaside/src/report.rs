@@ -198,6 +198,9 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     if let Some(r) = machine.refill() {
         result["traps"] = crate::mmu::report::traps_json(r);
     }
+    if let Some(m) = machine.memory() {
+        result["memory"] = m.json();
+    }
     if let Some(w) = machine.walker() {
         result["pagetable"] = w.json();
     }
@@ -309,6 +312,10 @@ pub fn table(r: &Value) -> String {
     if let Some(t) = r.get("traps") {
         out.push('\n');
         out.push_str(&crate::mmu::report::traps_table(t));
+    }
+    if let Some(m) = r.get("memory") {
+        out.push('\n');
+        out.push_str(&crate::cache::system::table(m));
     }
     if let Some(p) = r.get("pagetable") {
         out.push('\n');

@@ -170,6 +170,19 @@ fn open_detected(
     Ok((crate::trace::open(path, Some(format))?, format))
 }
 
+/// The events of a trace file (format detected unless given) or of the workload a
+/// `workload:…` spec names, with the name of their format ("workload" for a spec).
+fn open_source(
+    path: &Path,
+    format: Option<Format>,
+) -> Result<(Box<dyn TraceSource + Send>, &'static str)> {
+    if let Some(source) = crate::workload::from_spec(&path.display().to_string())? {
+        return Ok((source, "workload"));
+    }
+    let (source, format) = open_detected(path, format)?;
+    Ok((source, format.name()))
+}
+
 /// Where a trace file is read while it is simulated. Results never depend on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reading {
@@ -263,9 +276,9 @@ pub fn simulate_path(
 
 /// What `lookaside info` shows: the trace's summary, format and metadata, as JSON.
 pub fn info_json(path: &Path, format: Option<Format>) -> Result<serde_json::Value> {
-    let (mut source, format) = open_detected(path, format)?;
+    let (mut source, format) = open_source(path, format)?;
     let summary = crate::trace::summarize(source.as_mut())?;
-    let mut v = serde_json::json!({ "path": path.display().to_string(), "format": format.name() });
+    let mut v = serde_json::json!({ "path": path.display().to_string(), "format": format });
     if let (Some(o), Ok(serde_json::Value::Object(s))) =
         (v.as_object_mut(), serde_json::to_value(&summary))
     {
@@ -278,6 +291,21 @@ pub fn info_json(path: &Path, format: Option<Format>) -> Result<serde_json::Valu
         }
     }
     Ok(v)
+}
+
+/// The memory access map of the trace at `path` (or a `workload:…` spec), as JSON: pages of
+/// `1 << page_shift` bytes touched per interval of `interval` instructions (see
+/// [`crate::trace::accessmap`]).
+pub fn access_map_json(
+    path: &Path,
+    format: Option<Format>,
+    page_shift: u32,
+    interval: u64,
+    select: crate::trace::accessmap::Select,
+) -> Result<serde_json::Value> {
+    let mut source = open_source(path, format)?.0;
+    let map = crate::trace::accessmap::access_map(source.as_mut(), page_shift, interval, select)?;
+    Ok(serde_json::to_value(map).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -33,9 +33,9 @@ RECIPES: dict[str, tuple[str, str | None, str]] = {
     "huck93": ("Huck & Hays, Translation Table Management in Large Address Space Machines "
                "(ISCA 1993)", "huck93", ""),
     "chen94": ("Chen, Impact of Software Structure and Policy on CPU and Memory System "
-               "Performance (CMU 1994)", None, "the cache, write-buffer and MCPI models"),
+               "Performance (CMU 1994)", "chen94", ""),
     "inouye92": ("Inouye et al., Effects of Virtually Addressed Caches on VM Design (1992)",
-                 None, "the virtually addressed cache and its alias policies"),
+                 "inouye92", ""),
 }
 
 

@@ -24,8 +24,11 @@
 use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
 use std::fmt;
 
+pub mod system;
 #[cfg(test)]
 mod tests;
+pub mod vac;
+pub mod wbuf;
 
 /// The one context every line is tagged with.
 const LINE_CTX: u64 = 0;
@@ -205,6 +208,20 @@ impl Cache {
 
     pub fn stats(&self) -> &CacheStats {
         &self.stats
+    }
+
+    /// Bytes of one way (size / ways): the span over which physical pages conflict, so
+    /// the span page colours must cover.
+    pub fn way_bytes(&self) -> u64 {
+        (self.tags.sets() as u64) << self.line_shift
+    }
+
+    pub fn write_policy(&self) -> WritePolicy {
+        if self.write_back {
+            WritePolicy::Back
+        } else {
+            WritePolicy::Through
+        }
     }
 
     /// Line size in bytes.

@@ -27,6 +27,11 @@ impl Options {
         if config.refill.is_some() {
             return Err("refill: software refill is not one LRU structure".into());
         }
+        if config.memory.is_some() {
+            return Err(
+                "memory: the memory system behind the TLB is not simulated in one pass".into(),
+            );
+        }
         let [t] = config.tlbs.as_slice() else {
             return Err(format!(
                 "tlb: the one-pass engines answer one structure, the machine has {}",

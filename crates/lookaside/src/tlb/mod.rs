@@ -465,6 +465,14 @@ impl Tlb {
     /// and return false.
     #[inline]
     pub fn lookup(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
+        if self.ways == 1 {
+            // Direct-mapped: one compare. A hit changes no replacement state (the only way is
+            // the only victim), and the MRU entry stays valid (fills and invalidations keep it).
+            let set = self.set_of(vpn);
+            let c = self.ctx[set];
+            return self.vpn[set] == vpn
+                && ((ctx != NO_CTX && c == ctx) || (gctx != NO_CTX && c == gctx));
+        }
         if ctx != NO_CTX && self.fast_hit(vpn, ctx, gctx) {
             return true;
         }

@@ -19,6 +19,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::event::Event;
 
+pub mod accessmap;
 pub mod capture;
 mod codec;
 pub mod compress;

@@ -18,6 +18,9 @@ use std::str::FromStr;
 #[cfg(test)]
 mod tests;
 
+/// Entries of [`PageMapper`]'s cache of recent pages (a power of two).
+const RECENT: usize = 16;
+
 /// How a frame is chosen for a page touched for the first time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mapping {
@@ -99,8 +102,9 @@ pub struct PageMapper {
     reused: u64,
     wrapped: bool,
     untraced: u64,
-    /// The last page looked up and its frame: most references repeat the page before.
-    last: (u64, u32, u64),
+    /// Recent pages and their frames, direct-mapped by page number: instruction and data
+    /// references alternate between a few pages, and this spares the hash map for them.
+    recent: [(u64, u32, u64); RECENT],
 }
 
 /// What is wrong with the parameters of a [`PageMapper`]: the field and why.
@@ -152,8 +156,13 @@ impl PageMapper {
             reused: 0,
             wrapped: false,
             untraced: 0,
-            last: (u64::MAX, 0, 0),
+            recent: [(u64::MAX, 0, 0); RECENT],
         })
+    }
+
+    /// log2 of the page size.
+    pub fn page_shift(&self) -> u32 {
+        self.page_shift
     }
 
     pub fn policy(&self) -> Mapping {
@@ -198,8 +207,9 @@ impl PageMapper {
         if self.policy == Mapping::Identity {
             return vpn;
         }
-        if self.last.0 == vpn && self.last.1 == asid {
-            return self.last.2;
+        let r = (vpn as usize ^ asid as usize) & (RECENT - 1);
+        if self.recent[r].0 == vpn && self.recent[r].1 == asid {
+            return self.recent[r].2;
         }
         let f = match self.map.find(vpn, asid as u64) {
             Some(slot) => self.map.get(slot) as u64,
@@ -209,7 +219,7 @@ impl PageMapper {
                 f
             }
         };
-        self.last = (vpn, asid, f);
+        self.recent[r] = (vpn, asid, f);
         f
     }
 

@@ -1,0 +1,768 @@
+//! The memory system behind translation, and its MCPI: Chen's DECstation 5000/200 model in
+//! general form.
+//!
+//! Per reference, after the TLBs: the physical address (the page mapping of [`crate::vm`] for
+//! mapped pages; `vaddr & unmapped_mask` for unmapped ones), then the caches and the write
+//! buffer, timed on a CPU clock that advances one cycle per instruction plus every stall.
+//!
+//! Accounting (Chen, sections 4.2–4.3):
+//! * **Instructions** are instruction fetches; each costs one cycle. There is no pipeline.
+//! * **Stall cycles** by mode (user/system) × component: `icache` and `dcache` (read misses,
+//!   and write-allocate fills of lines wider than the write, each the level's `miss_cycles`,
+//!   plus the second level's on a miss there), `wbuffer` (writes to a full write buffer, and
+//!   memory reads waiting for a write already issued), `uncached` (uncached reads).
+//! * **MCPI** = stall cycles / non-idle instructions; **S-MCPI** = system stall cycles /
+//!   system instructions. Instructions and stalls between the idle markers are counted
+//!   apart and left out.
+//! * **TLB handler work** is synthesised by the machine as kernel references (see
+//!   [`crate::machine`]), so it appears as instructions and references in the totals; while
+//!   it runs, its instructions and stalls are also counted under `utlb` or `ktlb`.
+//!
+//! Write-through writes go to the write buffer (none configured: they cost nothing); a
+//! write-back cache's dirty victims go there too as full writes. The model does not check a
+//! read against the writes waiting in the buffer.
+
+use super::wbuf::{WriteBuffer, WriteBufferParams};
+use super::{Cache, CacheParams, WritePolicy};
+use crate::config::{CacheConfig, MemoryConfig, Ways};
+use crate::error::{Error, Result};
+use crate::event::{Event, Kind, NO_PADDR};
+use crate::vm::{Mapping, PageMapper};
+use serde_json::{json, Value};
+
+/// Stall components, in report order.
+pub const COMPONENTS: [&str; 4] = ["icache", "dcache", "wbuffer", "uncached"];
+const ICACHE: usize = 0;
+const DCACHE: usize = 1;
+const WBUFFER: usize = 2;
+const UNCACHED: usize = 3;
+
+/// What the references being simulated belong to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    Program = 0,
+    /// The user-TLB-miss handler.
+    Utlb = 1,
+    /// A kernel-TLB-miss handler.
+    Ktlb = 2,
+}
+
+/// One cache and its miss cost.
+#[derive(Debug)]
+struct Level {
+    name: String,
+    cache: Cache,
+    miss_cycles: u32,
+    /// Whether a write-allocate fill needs a memory read (the line is wider than a word).
+    fill_reads: bool,
+    /// References whose bytes span two lines (two line accesses each).
+    straddles: u64,
+    /// Of those, the ones where both lines missed (simulators that count a straddling
+    /// reference as one access, such as cachegrind, count one miss for them).
+    straddle_double_misses: u64,
+}
+
+/// The caches one mode (or everyone) uses: indices into `levels`.
+#[derive(Clone, Copy, Debug)]
+struct Side {
+    i: Option<usize>,
+    d: Option<usize>,
+    l2: Option<usize>,
+}
+
+/// Counts for one mode.
+#[derive(Clone, Copy, Debug, Default)]
+struct Account {
+    instructions: u64,
+    stalls: [u64; 4],
+}
+
+/// The memory system (see the module documentation).
+#[derive(Debug)]
+pub struct MemorySystem {
+    mapper: PageMapper,
+    frames_base: u64,
+    unmapped_mask: u64,
+    levels: Vec<Level>,
+    /// One side, or two (user, kernel) when caches are private per mode.
+    sides: Vec<Side>,
+    wbuf: Option<WriteBuffer>,
+    uncached: Vec<(u64, u64)>,
+    uncached_cycles: u32,
+    idle_markers: Option<[u64; 2]>,
+    idle: bool,
+    /// CPU cycle.
+    now: u64,
+    /// `[mode]`.
+    acct: [Account; 2],
+    idle_acct: Account,
+    /// `[activity]`: instructions and stall cycles of handler work (index 0 unused).
+    handler: [Account; 3],
+    handler_runs: [u64; 3],
+    /// Per address space (in order of first reference), for per-context attribution; `cur`
+    /// indexes the running one.
+    spaces: Vec<(u32, Account)>,
+    cur: usize,
+    activity: Activity,
+    uncached_refs: u64,
+}
+
+impl MemorySystem {
+    /// Build from `[memory]`; `page_shift` is the machine's base page size, `seed` its seed.
+    pub fn build(
+        c: &MemoryConfig,
+        page_shift: u32,
+        seed: u64,
+        source_name: &str,
+    ) -> Result<MemorySystem> {
+        let err = |k: &str, m: String| Error::config(source_name, format!("memory.{k}"), m);
+        let mapping: Mapping = c.mapping.parse().map_err(|e| err("mapping", e))?;
+        let mut levels = Vec::new();
+        let level = |name: &str, cc: &CacheConfig, levels: &mut Vec<Level>| {
+            let p = cache_params(cc, seed ^ levels.len() as u64)
+                .map_err(|(f, m)| err(&format!("{name}.{f}"), m))?;
+            let cache =
+                Cache::new(&p).map_err(|e| err(&format!("{name}.{}", e.field), e.message))?;
+            levels.push(Level {
+                name: name.to_string(),
+                cache,
+                miss_cycles: cc.miss_cycles,
+                fill_reads: cc.line > 4,
+                straddles: 0,
+                straddle_double_misses: 0,
+            });
+            Ok::<usize, Error>(levels.len() - 1)
+        };
+        let private = match c.private.as_str() {
+            "none" => false,
+            "mode" => true,
+            other => {
+                return Err(err(
+                    "private",
+                    format!("'{other}' is not one of: none, mode"),
+                ))
+            }
+        };
+        if c.cache.is_some() && (c.icache.is_some() || c.dcache.is_some()) {
+            return Err(err(
+                "cache",
+                "give either a unified `cache` or split `icache`/`dcache`, not both".into(),
+            ));
+        }
+        let mut sides = Vec::new();
+        for side in 0..(1 + private as usize) {
+            let prefix = |n: &str| {
+                if private {
+                    format!("{n}[{}]", ["user", "kernel"][side])
+                } else {
+                    n.to_string()
+                }
+            };
+            let (i, d) = match &c.cache {
+                Some(u) => {
+                    let x = level(&prefix("cache"), u, &mut levels)?;
+                    (Some(x), Some(x))
+                }
+                None => (
+                    c.icache
+                        .as_ref()
+                        .map(|x| level(&prefix("icache"), x, &mut levels))
+                        .transpose()?,
+                    c.dcache
+                        .as_ref()
+                        .map(|x| level(&prefix("dcache"), x, &mut levels))
+                        .transpose()?,
+                ),
+            };
+            let l2 =
+                c.l2.as_ref()
+                    .map(|x| level(&prefix("l2"), x, &mut levels))
+                    .transpose()?;
+            sides.push(Side { i, d, l2 });
+        }
+        // Page colours spread over the largest way of any physically indexed cache.
+        let span = levels
+            .iter()
+            .map(|l| l.cache.way_bytes())
+            .max()
+            .unwrap_or(1 << page_shift);
+        let mapper = PageMapper::new(mapping, page_shift, c.memory.0, span, seed)
+            .map_err(|e| err(e.field, e.message))?;
+        if c.frames_base & ((span.max(1 << page_shift)) - 1) != 0 {
+            return Err(err(
+                "frames_base",
+                format!(
+                    "{:#x} is not aligned to the colour span ({span} bytes)",
+                    c.frames_base
+                ),
+            ));
+        }
+        let wbuf = match &c.write_buffer {
+            None => None,
+            Some(w) => {
+                if !w.dram_page.0.is_power_of_two() {
+                    return Err(err(
+                        "write_buffer.dram_page",
+                        format!("{} is not a power of two", w.dram_page.0),
+                    ));
+                }
+                let p = WriteBufferParams {
+                    entries: w.entries,
+                    write_cycles: w.write_cycles,
+                    page_mode_cycles: w.page_mode_cycles,
+                    dram_page_shift: w.dram_page.0.trailing_zeros(),
+                    partial_cycles: w.partial_cycles,
+                };
+                Some(WriteBuffer::new(&p).map_err(|m| err("write_buffer", m))?)
+            }
+        };
+        for (i, r) in c.uncached.iter().enumerate() {
+            if r.end <= r.start {
+                return Err(err(
+                    &format!("uncached[{i}].end"),
+                    "end must be above start".into(),
+                ));
+            }
+        }
+        Ok(MemorySystem {
+            mapper,
+            frames_base: c.frames_base,
+            unmapped_mask: c.unmapped_mask,
+            levels,
+            sides,
+            wbuf,
+            uncached: c.uncached.iter().map(|r| (r.start, r.end)).collect(),
+            uncached_cycles: c.uncached_cycles,
+            idle_markers: c.idle_markers,
+            idle: false,
+            now: 0,
+            acct: [Account::default(); 2],
+            idle_acct: Account::default(),
+            handler: [Account::default(); 3],
+            handler_runs: [0; 3],
+            spaces: Vec::new(),
+            cur: usize::MAX,
+            activity: Activity::Program,
+            uncached_refs: 0,
+        })
+    }
+
+    /// A TLB miss handler starts: the references that follow are its own, until
+    /// [`MemorySystem::leave`] with the activity this returns (handlers nest: a UTLB
+    /// handler's PTE load can take a KTLB miss).
+    pub fn enter(&mut self, a: Activity) -> Activity {
+        self.handler_runs[a as usize] += 1;
+        std::mem::replace(&mut self.activity, a)
+    }
+
+    /// Whose references are being simulated.
+    pub fn activity(&self) -> Activity {
+        self.activity
+    }
+
+    /// The handler entered last returns to `previous`.
+    pub fn leave(&mut self, previous: Activity) {
+        self.activity = previous;
+    }
+
+    /// A marker event: opens or closes the idle loop.
+    pub fn marker(&mut self, payload: u64) {
+        if let Some([open, close]) = self.idle_markers {
+            if payload == open {
+                self.idle = true;
+            } else if payload == close {
+                self.idle = false;
+            }
+        }
+    }
+
+    /// Simulate reference `e`; `mapped` says whether its address was translated (else it lies
+    /// in an unmapped region).
+    #[inline]
+    pub fn reference(&mut self, e: &Event, mapped: bool) {
+        let paddr = if mapped {
+            self.frames_base + self.mapper.translate(e.asid, e.addr, e.paddr)
+        } else {
+            e.addr & self.unmapped_mask
+        };
+        let mode = e.mode as usize & 1;
+        let mut stalls = [0u64; 4];
+        if e.kind == Kind::Fetch {
+            self.now += 1;
+        }
+        let uncached = !self.uncached.is_empty()
+            && self
+                .uncached
+                .iter()
+                .any(|&(s, x)| e.addr >= s && e.addr < x);
+        if uncached {
+            self.uncached_refs += 1;
+            if e.kind == Kind::Store {
+                stalls[WBUFFER] += self.write_memory(paddr, e.size);
+            } else {
+                stalls[WBUFFER] += self.read_memory(self.uncached_cycles);
+                stalls[UNCACHED] += self.uncached_cycles as u64;
+            }
+        } else {
+            let side = self.sides[if self.sides.len() > 1 { mode } else { 0 }];
+            let (l1, comp) = if e.kind == Kind::Fetch {
+                (side.i, ICACHE)
+            } else {
+                (side.d, DCACHE)
+            };
+            if let Some(l1) = l1 {
+                let shift = self.levels[l1].cache.line().trailing_zeros();
+                let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1);
+                // The last byte's line, when it is another one (physically: the next page's
+                // frame when the reference crosses a page too).
+                let second = (last >> shift != e.addr >> shift).then(|| {
+                    if mapped && (last ^ e.addr) >> self.mapper.page_shift() != 0 {
+                        self.frames_base + self.mapper.translate(e.asid, last, NO_PADDR)
+                    } else {
+                        paddr.wrapping_add(last - e.addr)
+                    }
+                });
+                self.cached(l1, side.l2, comp, paddr, second, e, &mut stalls);
+            } else if e.kind == Kind::Store {
+                stalls[WBUFFER] += self.write_memory(paddr, e.size);
+            }
+        }
+        let total: u64 = stalls.iter().sum();
+        self.now += total;
+        let acct = if self.idle {
+            &mut self.idle_acct
+        } else {
+            &mut self.acct[mode]
+        };
+        acct.instructions += (e.kind == Kind::Fetch) as u64;
+        for (a, s) in acct.stalls.iter_mut().zip(stalls) {
+            *a += s;
+        }
+        if !self.idle {
+            let space = self.space(e.asid);
+            space.instructions += (e.kind == Kind::Fetch) as u64;
+            for (a, s) in space.stalls.iter_mut().zip(stalls) {
+                *a += s;
+            }
+        }
+        if self.activity != Activity::Program {
+            let h = &mut self.handler[self.activity as usize];
+            h.instructions += (e.kind == Kind::Fetch) as u64;
+            for (a, s) in h.stalls.iter_mut().zip(stalls) {
+                *a += s;
+            }
+        }
+    }
+
+    /// The account of address space `asid` (the running one, almost always).
+    #[inline]
+    fn space(&mut self, asid: u32) -> &mut Account {
+        if self.spaces.get(self.cur).is_none_or(|s| s.0 != asid) {
+            self.cur = match self.spaces.iter().position(|s| s.0 == asid) {
+                Some(i) => i,
+                None => {
+                    self.spaces.push((asid, Account::default()));
+                    self.spaces.len() - 1
+                }
+            };
+        }
+        &mut self.spaces[self.cur].1
+    }
+
+    /// A reference through first-level cache `l1` (and `l2`): the line of `paddr`, and of
+    /// `second` when the reference's last byte lies in another line (two accesses, as the
+    /// hardware makes; counted in `straddles`). Stalls into `stalls`.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn cached(
+        &mut self,
+        l1: usize,
+        l2: Option<usize>,
+        comp: usize,
+        paddr: u64,
+        second: Option<u64>,
+        e: &Event,
+        stalls: &mut [u64; 4],
+    ) {
+        let write = e.kind == Kind::Store;
+        let hit = self.line(l1, l2, comp, paddr, write, stalls);
+        if let Some(p2) = second {
+            let hit2 = self.line(l1, l2, comp, p2, write, stalls);
+            let lv = &mut self.levels[l1];
+            lv.straddles += 1;
+            lv.straddle_double_misses += (!hit && !hit2) as u64;
+        }
+        if write && self.levels[l1].cache.write_policy() == WritePolicy::Through {
+            stalls[WBUFFER] += self.write_memory(paddr, e.size);
+        }
+    }
+
+    /// One line access through `l1` (and `l2`); returns whether it hit.
+    #[inline]
+    fn line(
+        &mut self,
+        l1: usize,
+        l2: Option<usize>,
+        comp: usize,
+        paddr: u64,
+        write: bool,
+        stalls: &mut [u64; 4],
+    ) -> bool {
+        let lv = &mut self.levels[l1];
+        let o = lv.cache.access(paddr, write);
+        let fill_reads = !write || lv.fill_reads;
+        let miss_cycles = lv.miss_cycles;
+        for _ in 0..o.writebacks {
+            stalls[WBUFFER] += self.write_memory(paddr, 4);
+        }
+        if o.fills > 0 && fill_reads {
+            let mut cycles = miss_cycles;
+            if let Some(l2) = l2 {
+                let lv2 = &mut self.levels[l2];
+                if !lv2.cache.access(paddr, false).hit {
+                    cycles += lv2.miss_cycles;
+                }
+            }
+            stalls[WBUFFER] += self.read_memory(cycles);
+            stalls[comp] += cycles as u64;
+        }
+        o.hit
+    }
+
+    /// Stall cycles of a write to memory through the write buffer.
+    #[inline]
+    fn write_memory(&mut self, paddr: u64, size: u16) -> u64 {
+        match &mut self.wbuf {
+            Some(w) => w.write(self.now, paddr, size < 4),
+            None => 0,
+        }
+    }
+
+    /// Cycles a memory read of `cycles` first waits for an issued write.
+    #[inline]
+    fn read_memory(&mut self, cycles: u32) -> u64 {
+        match &mut self.wbuf {
+            Some(w) => w.read(self.now, cycles),
+            None => 0,
+        }
+    }
+
+    /// The `memory` section of a result.
+    pub fn json(&self) -> Value {
+        let mode_json = |a: &Account| {
+            let stall: u64 = a.stalls.iter().sum();
+            let mut comps = serde_json::Map::new();
+            for (n, s) in COMPONENTS.iter().zip(a.stalls) {
+                comps.insert(n.to_string(), json!(s));
+            }
+            json!({
+                "instructions": a.instructions,
+                "stall_cycles": stall,
+                "stalls": comps,
+                "cycles_per_instruction": ratio(stall, a.instructions),
+            })
+        };
+        let (u, k) = (&self.acct[0], &self.acct[1]);
+        let instructions = u.instructions + k.instructions;
+        let mut mcpi = serde_json::Map::new();
+        for (i, n) in COMPONENTS.iter().enumerate() {
+            mcpi.insert(
+                n.to_string(),
+                json!({
+                    "user": ratio(u.stalls[i], instructions),
+                    "system": ratio(k.stalls[i], instructions),
+                }),
+            );
+        }
+        let total_stall: u64 = u.stalls.iter().chain(&k.stalls).sum();
+        let handler = |a: Activity| {
+            let h = &self.handler[a as usize];
+            let stall: u64 = h.stalls.iter().sum();
+            json!({
+                "misses": self.handler_runs[a as usize],
+                "instructions": h.instructions,
+                "stall_cycles": stall,
+                "mcpi": ratio(h.instructions + stall, instructions),
+            })
+        };
+        let caches: Vec<Value> = self
+            .levels
+            .iter()
+            .map(|l| {
+                let s = l.cache.stats();
+                json!({
+                    "name": l.name,
+                    "reads": s.reads, "read_misses": s.read_misses,
+                    "writes": s.writes, "write_misses": s.write_misses,
+                    "fills": s.fills, "writebacks": s.writebacks,
+                    "miss_cycles": l.miss_cycles,
+                    "straddles": l.straddles,
+                    "straddle_double_misses": l.straddle_double_misses,
+                })
+            })
+            .collect();
+        json!({
+            "cycles": self.now,
+            "instructions": instructions,
+            "stall_cycles": total_stall,
+            "mcpi": ratio(total_stall, instructions),
+            "s_mcpi": ratio(k.stalls.iter().sum(), k.instructions),
+            "by_component": mcpi,
+            "user": mode_json(u),
+            "system": mode_json(k),
+            "idle": mode_json(&self.idle_acct),
+            "by_address_space": self
+                .spaces
+                .iter()
+                .map(|(asid, a)| (asid.to_string(), mode_json(a)))
+                .collect::<serde_json::Map<String, Value>>(),
+            "tlb_handlers": { "utlb": handler(Activity::Utlb), "ktlb": handler(Activity::Ktlb) },
+            "caches": caches,
+            "write_buffer": self.wbuf.as_ref().map(|w| json!({
+                "writes": w.writes, "page_mode_writes": w.page_mode_writes,
+            })),
+            "uncached_references": self.uncached_refs,
+            "mapping": {
+                "policy": self.mapper.policy().name(),
+                "colours": self.mapper.colours(),
+                "pages": self.mapper.pages(),
+                "frames_reused": self.mapper.reused(),
+                "untraced_pages": self.mapper.untraced(),
+            },
+        })
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// The cache parameters a `[memory.*]` cache table describes; errors name the field.
+fn cache_params(c: &CacheConfig, seed: u64) -> std::result::Result<CacheParams, (&str, String)> {
+    let policy = c.policy.parse().map_err(|e| ("policy", e))?;
+    let write = match c.write.as_str() {
+        "back" => WritePolicy::Back,
+        "through" => WritePolicy::Through,
+        other => return Err(("write", format!("'{other}' is not one of: back, through"))),
+    };
+    Ok(CacheParams {
+        size: c.size.0,
+        line: c.line,
+        ways: match c.ways {
+            Ways::Full => 0,
+            Ways::N(0) => return Err(("ways", "must be at least 1 (or \"full\")".into())),
+            Ways::N(n) => n,
+        },
+        policy,
+        write,
+        write_allocate: c.write_allocate,
+        fetch: c.fetch.unwrap_or(c.line),
+        seed,
+    })
+}
+
+/// A readable table of a result's `memory` section (as made by [`MemorySystem::json`]).
+pub fn table(m: &Value) -> String {
+    let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let u = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let mut out = format!(
+        "memory system: MCPI {:.3} (S-MCPI {:.3}) over {} non-idle instructions, {} cycles\n",
+        f(m, "mcpi"),
+        f(m, "s_mcpi"),
+        u(m, "instructions"),
+        u(m, "cycles")
+    );
+    out.push_str(&format!("{:<10} {:>9} {:>9}\n", "MCPI", "user", "system"));
+    for c in COMPONENTS {
+        let v = &m["by_component"][c];
+        out.push_str(&format!(
+            "{:<10} {:>9.4} {:>9.4}\n",
+            c,
+            f(v, "user"),
+            f(v, "system")
+        ));
+    }
+    for h in ["utlb", "ktlb"] {
+        let v = &m["tlb_handlers"][h];
+        out.push_str(&format!(
+            "{:<10} {:>9.4}  ({} misses, {} handler instructions)\n",
+            h,
+            f(v, "mcpi"),
+            u(v, "misses"),
+            u(v, "instructions")
+        ));
+    }
+    if let Some(cs) = m["caches"].as_array() {
+        for c in cs {
+            let reads = u(c, "reads");
+            out.push_str(&format!(
+                "{:<10} {:>12} reads {:>10} read misses ({:.3}%) {:>10} writes {:>10} write misses\n",
+                c["name"].as_str().unwrap_or(""),
+                reads,
+                u(c, "read_misses"),
+                100.0 * u(c, "read_misses") as f64 / reads.max(1) as f64,
+                u(c, "writes"),
+                u(c, "write_misses")
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::MachineConfig;
+    use crate::event::{Event, Kind, Mode};
+    use crate::machine::Machine;
+
+    /// The test machine; `top` goes in `[memory]`, `extra` after its tables.
+    fn machine_with(top: &str, extra: &str) -> Machine {
+        let text = format!(
+            r#"
+[pages]
+size = "4k"
+regions = [ {{ start = "0xffffffff80000000", end = "0xffffffffc0000000", size = "unmapped" }} ]
+[[tlb]]
+name = "tlb"
+entries = 4
+ways = "full"
+serves = "unified"
+[memory]
+mapping = "identity"
+{top}
+[memory.icache]
+size = "1KiB"
+line = 16
+miss_cycles = 15
+[memory.dcache]
+size = "1KiB"
+line = 4
+write = "through"
+fetch = 16
+miss_cycles = 15
+{extra}
+"#
+        );
+        Machine::build(MachineConfig::from_toml(&text, "t.toml").unwrap(), "t.toml").unwrap()
+    }
+
+    fn machine(extra: &str) -> Machine {
+        machine_with("", extra)
+    }
+
+    fn ev(kind: Kind, addr: u64, mode: Mode) -> Event {
+        Event {
+            mode,
+            ..Event::reference(kind, addr, 4)
+        }
+    }
+
+    /// Hand-computed: one I-miss, one D read miss (fetching a 16-byte block), a write that
+    /// allocates a 4-byte line without reading memory, hits elsewhere.
+    #[test]
+    fn stalls_by_mode_and_component_by_hand() {
+        let mut m = machine("");
+        m.run_batch(&[
+            ev(Kind::Fetch, 0x1000, Mode::User),
+            ev(Kind::Fetch, 0x1004, Mode::User),
+            ev(Kind::Load, 0x2000, Mode::User),
+            ev(Kind::Load, 0x200c, Mode::User),
+            ev(Kind::Store, 0x3000, Mode::User),
+            ev(Kind::Load, 0x3000, Mode::User),
+            ev(Kind::Fetch, 0x1008, Mode::Kernel),
+            ev(Kind::Load, 0x2010, Mode::Kernel),
+        ]);
+        let j = m.memory().unwrap().json();
+        assert_eq!(j["instructions"], 3);
+        assert_eq!(j["user"]["stalls"]["icache"], 15);
+        assert_eq!(j["user"]["stalls"]["dcache"], 15);
+        assert_eq!(j["system"]["stalls"]["icache"], 0);
+        assert_eq!(j["system"]["stalls"]["dcache"], 15);
+        assert_eq!(j["stall_cycles"], 45);
+        assert_eq!(j["cycles"], 3 + 45);
+        assert_eq!(j["mcpi"], 15.0);
+        assert_eq!(j["s_mcpi"], 15.0);
+    }
+
+    /// Every walk runs the UTLB handler: its 9 instructions and PTE load are kernel
+    /// references; the PTE's own page misses the TLB once (a KTLB miss) per page-table page.
+    #[test]
+    fn handler_work_is_synthesised_per_walk() {
+        let mut m = machine(
+            r#"[memory.handler]
+code = "0xffffffff80000000"
+page_table = "0xffffc00000000000"
+root_table = "0xffffffff80100000"
+"#,
+        );
+        // Three user pages: three walks. Their PTEs share one page-table page.
+        m.run_batch(&[
+            ev(Kind::Load, 0x10_000, Mode::User),
+            ev(Kind::Load, 0x11_000, Mode::User),
+            ev(Kind::Load, 0x12_000, Mode::User),
+        ]);
+        let j = m.memory().unwrap().json();
+        let h = &j["tlb_handlers"];
+        assert_eq!(h["utlb"]["misses"], 3);
+        assert_eq!(
+            h["utlb"]["instructions"], 27,
+            "the nested KTLB counts apart"
+        );
+        assert_eq!(h["ktlb"]["misses"], 1);
+        assert_eq!(h["ktlb"]["instructions"], 250);
+        assert_eq!(j["system"]["instructions"], 27 + 250);
+        assert_eq!(j["user"]["instructions"], 0);
+    }
+
+    /// Instructions and stalls between the idle markers are counted apart and left out of
+    /// MCPI; stalls are attributed to the address space that took them.
+    #[test]
+    fn idle_loop_and_address_spaces() {
+        let mut m = machine_with("idle_markers = [7, 8]", "");
+        let marker = |p| Event::control(Kind::Marker, p, 0);
+        m.run_batch(&[
+            ev(Kind::Fetch, 0x1000, Mode::User),
+            marker(7),
+            ev(Kind::Fetch, 0x2000, Mode::Kernel),
+            ev(Kind::Fetch, 0x2004, Mode::Kernel),
+            marker(8),
+            ev(Kind::Fetch, 0x3000, Mode::User).with_asid(5),
+        ]);
+        let j = m.memory().unwrap().json();
+        assert_eq!(j["instructions"], 2);
+        assert_eq!(j["idle"]["instructions"], 2);
+        assert_eq!(j["idle"]["stalls"]["icache"], 15);
+        assert_eq!(j["mcpi"], 15.0);
+        assert_eq!(j["by_address_space"]["0"]["stall_cycles"], 15);
+        assert_eq!(j["by_address_space"]["5"]["instructions"], 1);
+    }
+
+    #[test]
+    fn bad_memory_config_names_the_key() {
+        let bad = |extra: &str, key: &str| {
+            let text = format!("[[tlb]]\nname = \"t\"\nentries = 4\n[memory]\n{extra}\n");
+            let Err(e) =
+                Machine::build(MachineConfig::from_toml(&text, "t.toml").unwrap(), "t.toml")
+            else {
+                panic!("{extra} was accepted")
+            };
+            let e = e.to_string();
+            assert!(e.contains(key), "{e} should name {key}");
+        };
+        bad("mapping = \"nope\"", "memory.mapping");
+        bad(
+            "[memory.dcache]\nsize = 1001\nline = 4\nmiss_cycles = 1",
+            "memory.dcache.size",
+        );
+        bad(
+            "[memory.icache]\nsize = 1024\nline = 16\nfetch = 8\nmiss_cycles = 1",
+            "memory.icache.fetch",
+        );
+        bad("private = \"asid\"", "memory.private");
+        bad("memory = 100", "memory.memory");
+    }
+}
