@@ -83,6 +83,27 @@ def test_not_yet_commands_say_so(cli, demo):
     check_error(p, "not yet")
 
 
+def test_page_table_machines_simulate_and_name_bad_keys(cli, tmp_path):
+    w = "workload:multiuser,users=3,slices=30,quantum=1000"
+    r = json.loads(cli("simulate", w, "--config", "pa-risc-hpt", "--json").stdout)
+    pt = r["pagetable"]
+    assert pt["organisation"] == "hashed" and pt["walks"] == r["walk"]["count"] > 0
+    assert pt["table"]["bytes"] == 512 * 1024 and pt["head_hit_rate"] > 0.5
+    cpm = pt["cycles_per_miss"]
+    assert abs(cpm["basic"] + cpm["cache_penalty"] - cpm["total"]) < 1e-9
+    m = tmp_path / "m.toml"
+    m.write_text('[[tlb]]\nname = "t"\nentries = 32\n[pagetable]\norganisation = "radix"\n'
+                 'levels = 4\npsc = [{ level = 2, entries = 16, ways = 4 }]\n')
+    r = json.loads(cli("simulate", w + ",addresses=per-process", "--config", m, "--json").stdout)
+    assert [lv["name"] for lv in r["pagetable"]["levels"]] == ["L4", "L3", "L2", "L1"]
+    assert r["pagetable"]["psc_skipped"] > 0
+    for bad, key in [("ratio = 3", "pagetable.ratio"), ('refill = "magic"', "pagetable.refill"),
+                     ("cycles = { hw_hbt = 1 }", "pagetable.cycles.hw_hbt")]:
+        m.write_text(f'[[tlb]]\nname = "t"\nentries = 32\n[pagetable]\n'
+                     f'organisation = "hashed"\n{bad}\n')
+        check_error(cli("simulate", w, "--config", m, check=False), key)
+
+
 def test_access_map_as_table_and_image(cli, demo, tmp_path):
     import pandas as pd
 

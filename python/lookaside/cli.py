@@ -425,7 +425,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("reproduce", help="regenerate a seed study and compare with the paper")
     s.add_argument("names", nargs="*", metavar="NAME",
-                   help="uhlig94, bala94, chen94, inouye92 (huck93: not built yet)")
+                   help="uhlig94, bala94, huck93, chen94, inouye92")
     s.add_argument("--all", action="store_true", help="every recipe that is built")
     s.add_argument("--out", default="reproduce", metavar="DIR",
                    help="results go to DIR/NAME/ (default ./reproduce)")

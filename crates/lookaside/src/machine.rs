@@ -18,7 +18,8 @@
 //!   Pages at or above `machine.global_above` get global entries that match every address space
 //!   and survive those flushes.
 //! - `TlbFlush` with `FLUSH_ALL` empties every structure; with an address it invalidates that
-//!   page in every structure, as do `Unmap` and `Protect` (a shootdown).
+//!   page in every structure, as do `Unmap` and `Protect` (a shootdown); `Unmap` also takes
+//!   the page out of the `[pagetable]`, so that its next walk faults.
 
 use crate::cache::system::{Activity, MemorySystem};
 use crate::config::{HandlerConfig, MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
@@ -836,6 +837,11 @@ impl Machine {
                 }
             }
             Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
+                if e.kind == Kind::Unmap {
+                    if let Some(w) = self.walker.as_deref_mut() {
+                        w.unmap(e.asid, e.addr);
+                    }
+                }
                 let global = e.addr >= self.global_above;
                 for u in &mut self.units {
                     for i in 0..u.shifts.len() {

@@ -317,6 +317,50 @@ pub fn table(r: &Value) -> String {
         out.push('\n');
         out.push_str(&crate::cache::system::table(m));
     }
+    if let Some(p) = r.get("pagetable") {
+        out.push('\n');
+        out.push_str(&pagetable_table(p));
+    }
+    out
+}
+
+/// The `pagetable` section as a few lines of text.
+fn pagetable_table(p: &Value) -> String {
+    let f = |v: &Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.2}"));
+    let pct = |v: &Value| {
+        v.as_f64()
+            .map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x))
+    };
+    let mut out = format!(
+        "page table: {} ({} refill), {} walks, {} faults; cycles per miss {} = {} basic + {} cache penalty\n",
+        p["organisation"].as_str().unwrap_or("?"),
+        p["refill"].as_str().unwrap_or("?"),
+        fmt_int(p["walks"].as_u64().unwrap_or(0)),
+        fmt_int(p["faults"].as_u64().unwrap_or(0)),
+        f(&p["cycles_per_miss"]["total"]),
+        f(&p["cycles_per_miss"]["basic"]),
+        f(&p["cycles_per_miss"]["cache_penalty"]),
+    );
+    out.push_str(&format!(
+        "  mean chain {}, head-bucket hits {}, table {} bytes ({} of memory)\n",
+        f(&p["chain"]["mean"]),
+        pct(&p["head_hit_rate"]),
+        fmt_int(p["table"]["bytes"].as_u64().unwrap_or(0)),
+        pct(&p["table"]["of_memory"]),
+    ));
+    if let Some(levels) = p["levels"].as_array() {
+        let parts: Vec<String> = levels
+            .iter()
+            .map(|l| {
+                format!(
+                    "{} {}",
+                    l["name"].as_str().unwrap_or("?"),
+                    pct(&l["miss_rate"])
+                )
+            })
+            .collect();
+        out.push_str(&format!("  data-cache misses: {}\n", parts.join(", ")));
+    }
     out
 }
 

@@ -637,6 +637,19 @@ impl Walker {
         }
     }
 
+    /// The OS unmapped the page of `addr` (an `Unmap` event): its translation leaves the
+    /// table and its frame is free.
+    pub fn unmap(&mut self, asid: u32, addr: u64) {
+        let (space, vpn) = self.page(asid, addr);
+        if let Some(f) = self.table.remove(space, vpn) {
+            self.frames.forget(f);
+            if self.data_refs {
+                self.resident.remove(&(space, vpn));
+                self.last = (u32::MAX, u64::MAX, 0);
+            }
+        }
+    }
+
     /// A program load or store (with `data_refs`): through the data cache at its frame.
     #[inline]
     pub fn data_ref(&mut self, asid: u32, addr: u64, write: bool) {
@@ -894,6 +907,21 @@ mod tests {
             (j(&a)["walks"].clone(), j(&a)["table"]["pages"].clone()),
             (2.into(), 2.into())
         );
+    }
+
+    #[test]
+    fn an_unmapped_page_faults_again() {
+        for org in ["hashed", "radix", "hybrid"] {
+            let mut m = machine(&format!("organisation='{org}'")).unwrap();
+            let load = Event::reference(Kind::Load, 0x5000, 4).with_asid(1);
+            m.run_batch(&[load, Event::control(Kind::Unmap, 0x5000, 1), load]);
+            let j = m.walker().unwrap().json();
+            assert_eq!(
+                (j["walks"].as_u64(), j["faults"].as_u64()),
+                (Some(2), Some(2)),
+                "{org}"
+            );
+        }
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl Front {
         self.inner.insert(space, vpn, shift, frame)
     }
 
-    pub fn remove(&mut self, space: u32, vpn: u64) -> bool {
+    pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
         let key = self.key(space, vpn);
         self.tags.invalidate(key, space as u64, NO_CTX);
         self.inner.remove(space, vpn)

@@ -96,8 +96,10 @@ pub struct Hashed {
     /// Per bucket, the first chain entry.
     head_link: Vec<u32>,
     /// Candidate free table slots (checked when popped: a slot may have been taken by its
-    /// own bucket since), and free overflow slots.
+    /// own bucket since; `listed` keeps each slot on the list at most once, so the list
+    /// never outgrows the table), and free overflow slots.
     free_main: Vec<u32>,
+    listed: Vec<bool>,
     free_over: Vec<u32>,
     overflow_base: u64,
     pages: u64,
@@ -125,6 +127,7 @@ impl Hashed {
             } else {
                 Vec::new()
             },
+            listed: vec![p.chaining == Chaining::Free; main],
             free_over: Vec::new(),
             overflow_base: p.base + p.bytes(),
             pages: 0,
@@ -214,6 +217,7 @@ impl Hashed {
     /// A slot for a chain entry: a free table entry, else one of the overflow area.
     fn spare(&mut self) -> u32 {
         while let Some(s) = self.free_main.pop() {
+            self.listed[s as usize] = false;
             if !self.used[s as usize] {
                 return s;
             }
@@ -236,7 +240,8 @@ impl Hashed {
         self.next[s as usize] = NIL;
         if s >= self.main {
             self.free_over.push(s);
-        } else if self.p.chaining == Chaining::Free {
+        } else if self.p.chaining == Chaining::Free && !self.listed[s as usize] {
+            self.listed[s as usize] = true;
             self.free_main.push(s);
         }
     }
@@ -311,13 +316,14 @@ impl Hashed {
         debug_assert!(false, "slot {from} is not in the chain of bucket {b}");
     }
 
-    /// Unmap `(space, vpn)`; true if it was mapped.
-    pub fn remove(&mut self, space: u32, vpn: u64) -> bool {
+    /// Unmap `(space, vpn)`; its frame if it was mapped.
+    pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
         let b = self.bucket(space, vpn);
         let first = (b * self.p.ways) as u32;
         for s in first..first + self.p.ways as u32 {
             if self.is(s, space, vpn) {
                 self.pages -= 1;
+                let frame = self.frame[s as usize];
                 let c = self.head_link[b];
                 if c == NIL {
                     self.release(s);
@@ -330,7 +336,7 @@ impl Hashed {
                     self.head_link[b] = nx;
                     self.release(c);
                 }
-                return true;
+                return Some(frame);
             }
         }
         let mut prev = NIL;
@@ -338,6 +344,7 @@ impl Hashed {
         while s != NIL {
             if self.is(s, space, vpn) {
                 self.pages -= 1;
+                let frame = self.frame[s as usize];
                 let nx = self.next[s as usize];
                 if prev == NIL {
                     self.head_link[b] = nx;
@@ -345,12 +352,12 @@ impl Hashed {
                     self.next[prev as usize] = nx;
                 }
                 self.release(s);
-                return true;
+                return Some(frame);
             }
             prev = s;
             s = self.next[s as usize];
         }
-        false
+        None
     }
 
     pub fn usage(&self) -> Usage {

@@ -139,7 +139,7 @@ impl Inverted {
         Ok(())
     }
 
-    pub fn remove(&mut self, space: u32, vpn: u64) -> bool {
+    pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
         let a = self.anchor(space, vpn);
         let mut prev = NIL;
         let mut f = self.hat[a];
@@ -154,12 +154,12 @@ impl Inverted {
                 self.used[i] = false;
                 self.next[i] = NIL;
                 self.pages -= 1;
-                return true;
+                return Some(f as u64);
             }
             prev = f;
             f = self.next[i];
         }
-        false
+        None
     }
 
     pub fn usage(&self) -> Usage {

@@ -145,9 +145,8 @@ impl PageTable {
         }
     }
 
-    /// Unmap the page holding `vpn` (its frame is taken for another page); true if it was
-    /// mapped.
-    pub fn remove(&mut self, space: u32, vpn: u64) -> bool {
+    /// Unmap the page holding `vpn`; its frame if it was mapped.
+    pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
         match self {
             PageTable::Radix(t) => t.remove(space, vpn),
             PageTable::Inverted(t) => t.remove(space, vpn),
@@ -225,6 +224,9 @@ pub fn scramble_space(asid: u32) -> u32 {
     asid.wrapping_mul(0x9E37_79B1)
 }
 
+/// The owner of a frame whose page was unmapped.
+const FREE: (u32, u64) = (u32::MAX, u64::MAX);
+
 /// Physical frames and who owns each: the OS model's memory. The first touch of a page takes
 /// the next free frame; once memory is full the oldest mapping loses its frame (FIFO), so the
 /// table never maps more pages than there are frames. Deterministic.
@@ -252,12 +254,22 @@ impl Frames {
         self.capacity
     }
 
+    /// The page holding `frame` was unmapped: the frame holds nothing to reclaim.
+    pub fn forget(&mut self, frame: u64) {
+        if let Some(o) = self.owner.get_mut(frame as usize) {
+            *o = FREE;
+        }
+    }
+
     /// A frame for `(space, vpn)`, and the page that held it (to be unmapped), if any.
     pub fn alloc(&mut self, space: u32, vpn: u64) -> (u64, Option<(u32, u64)>) {
         let f = self.next;
         self.next = (self.next + 1) % self.capacity;
         if (f as usize) < self.owner.len() {
             let old = std::mem::replace(&mut self.owner[f as usize], (space, vpn));
+            if old == FREE {
+                return (f, None);
+            }
             self.reclaimed += 1;
             (f, Some(old))
         } else {

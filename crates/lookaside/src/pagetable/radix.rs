@@ -319,28 +319,27 @@ impl Radix {
         Ok(())
     }
 
-    pub fn remove(&mut self, space: u32, vpn: u64) -> bool {
+    pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
         if vpn >> self.total_bits != 0 {
-            return false;
+            return None;
         }
-        let Some(mut node) = self.root(space) else {
-            return false;
-        };
+        let mut node = self.root(space)?;
         for l in 0..self.levels() {
             let i = self.index(l, vpn);
             let e = self.nodes[node as usize].1[i];
             if e == 0 {
-                return false;
+                return None;
             }
             if e & LEAF != 0 {
+                let frame = (e & !LEAF) as u64;
                 self.nodes[node as usize].1[i] = 0;
                 self.pages -= 1;
                 self.mapped_bytes -= 1 << (self.below[l] + PAGE_SHIFT);
-                return true;
+                return Some(frame);
             }
             node = e - 1;
         }
-        false
+        None
     }
 
     pub fn usage(&self) -> Usage {
