@@ -159,6 +159,16 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
     }
 }
 
+/// Every event of `source`, for the workloads' tests.
+#[cfg(test)]
+pub(crate) fn drain(source: &mut dyn crate::trace::TraceSource) -> Vec<crate::event::Event> {
+    let (mut batch, mut all) = (Vec::new(), Vec::new());
+    while source.next_batch(&mut batch).unwrap() {
+        all.extend_from_slice(&batch);
+    }
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,12 +180,7 @@ mod tests {
     use super::*;
 
     fn all(p: MultiserverParams) -> Vec<Event> {
-        let mut m = Multiserver::new(p);
-        let (mut v, mut all) = (Vec::new(), Vec::new());
-        while m.next_batch(&mut v).unwrap() {
-            all.extend_from_slice(&v);
-        }
-        all
+        crate::workload::drain(&mut Multiserver::new(p))
     }
 
     #[test]

@@ -277,13 +277,7 @@ impl<S: TraceSource> TraceSource for Rewrite<S> {
 mod tests {
     use super::*;
 
-    fn all(s: &mut dyn TraceSource) -> Vec<Event> {
-        let (mut v, mut all) = (Vec::new(), Vec::new());
-        while s.next_batch(&mut v).unwrap() {
-            all.extend_from_slice(&v);
-        }
-        all
-    }
+    use crate::workload::drain as all;
 
     #[test]
     fn rewriting_global_addresses_gives_the_per_process_stream() {

@@ -214,12 +214,7 @@ mod tests {
     use super::*;
 
     fn all(p: OsWorkloadParams) -> Vec<Event> {
-        let mut w = OsWorkload::new(p);
-        let (mut v, mut all) = (Vec::new(), Vec::new());
-        while w.next_batch(&mut v).unwrap() {
-            all.extend_from_slice(&v);
-        }
-        all
+        crate::workload::drain(&mut OsWorkload::new(p))
     }
 
     #[test]
