@@ -155,7 +155,7 @@ pub struct CacheStats {
 }
 
 /// A physically indexed cache (see the module documentation).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Cache {
     tags: Tlb,
     /// Per slot of `tags`, whether the line there is dirty (write-back only).

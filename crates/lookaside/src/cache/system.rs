@@ -48,7 +48,7 @@ pub enum Activity {
 }
 
 /// One cache and its miss cost.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Level {
     name: String,
     cache: Cache,
@@ -70,6 +70,23 @@ struct Side {
     l2: Option<usize>,
 }
 
+/// Which references share a set of caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Private {
+    /// Everyone.
+    None,
+    /// Each mode (user, kernel) has its own.
+    Mode,
+    /// Each address space has its own.
+    Space,
+}
+
+const NO_SIDE: Side = Side {
+    i: None,
+    d: None,
+    l2: None,
+};
+
 /// Counts for one mode.
 #[derive(Clone, Copy, Debug, Default)]
 struct Account {
@@ -84,8 +101,16 @@ pub struct MemorySystem {
     frames_base: u64,
     unmapped_mask: u64,
     levels: Vec<Level>,
-    /// One side, or two (user, kernel) when caches are private per mode.
+    /// One side; two (user, kernel) when caches are private per mode; one per address space
+    /// (made at its first reference from `template`) when private per address space.
     sides: Vec<Side>,
+    private: Private,
+    /// Private per address space: the levels of one side in their initial state, and that
+    /// side's indices into them.
+    template: Option<(Vec<Level>, Side)>,
+    /// Private per address space: (asid, side) of each space seen, and the running one.
+    space_sides: Vec<(u32, usize)>,
+    cur_side: (u32, usize),
     wbuf: Option<WriteBuffer>,
     uncached: Vec<(u64, u64)>,
     uncached_cycles: u32,
@@ -134,12 +159,13 @@ impl MemorySystem {
             Ok::<usize, Error>(levels.len() - 1)
         };
         let private = match c.private.as_str() {
-            "none" => false,
-            "mode" => true,
+            "none" => Private::None,
+            "mode" => Private::Mode,
+            "address-space" => Private::Space,
             other => {
                 return Err(err(
                     "private",
-                    format!("'{other}' is not one of: none, mode"),
+                    format!("'{other}' is not one of: none, mode, address-space"),
                 ))
             }
         };
@@ -150,9 +176,9 @@ impl MemorySystem {
             ));
         }
         let mut sides = Vec::new();
-        for side in 0..(1 + private as usize) {
+        for side in 0..(1 + (private == Private::Mode) as usize) {
             let prefix = |n: &str| {
-                if private {
+                if private == Private::Mode {
                     format!("{n}[{}]", ["user", "kernel"][side])
                 } else {
                     n.to_string()
@@ -188,6 +214,8 @@ impl MemorySystem {
             .unwrap_or(1 << page_shift);
         let mapper = PageMapper::new(mapping, page_shift, c.memory.0, span, seed)
             .map_err(|e| err(e.field, e.message))?;
+        let template = (private == Private::Space)
+            .then(|| (std::mem::take(&mut levels), sides.pop().unwrap_or(NO_SIDE)));
         if c.frames_base & ((span.max(1 << page_shift)) - 1) != 0 {
             return Err(err(
                 "frames_base",
@@ -230,6 +258,10 @@ impl MemorySystem {
             unmapped_mask: c.unmapped_mask,
             levels,
             sides,
+            private,
+            template,
+            space_sides: Vec::new(),
+            cur_side: (u32::MAX, 0),
             wbuf,
             uncached: c.uncached.iter().map(|r| (r.start, r.end)).collect(),
             uncached_cycles: c.uncached_cycles,
@@ -304,7 +336,14 @@ impl MemorySystem {
                 stalls[UNCACHED] += self.uncached_cycles as u64;
             }
         } else {
-            let side = self.sides[if self.sides.len() > 1 { mode } else { 0 }];
+            let side = match self.private {
+                Private::None => self.sides[0],
+                Private::Mode => self.sides[mode],
+                Private::Space => {
+                    let i = self.side_of_space(e.asid);
+                    self.sides[i]
+                }
+            };
             let (l1, comp) = if e.kind == Kind::Fetch {
                 (side.i, ICACHE)
             } else {
@@ -352,6 +391,37 @@ impl MemorySystem {
                 *a += s;
             }
         }
+    }
+
+    /// The side of address space `asid`, made from the template at its first reference.
+    #[inline]
+    fn side_of_space(&mut self, asid: u32) -> usize {
+        if self.cur_side.0 == asid {
+            return self.cur_side.1;
+        }
+        let side = match self.space_sides.iter().find(|s| s.0 == asid) {
+            Some(&(_, side)) => side,
+            None => {
+                let Some((levels, t)) = &self.template else {
+                    return 0;
+                };
+                let base = self.levels.len();
+                self.levels.extend(levels.iter().cloned().map(|mut l| {
+                    l.name = format!("{}[asid {asid}]", l.name);
+                    l
+                }));
+                let shift = |x: Option<usize>| x.map(|i| i + base);
+                self.sides.push(Side {
+                    i: shift(t.i),
+                    d: shift(t.d),
+                    l2: shift(t.l2),
+                });
+                self.space_sides.push((asid, self.sides.len() - 1));
+                self.sides.len() - 1
+            }
+        };
+        self.cur_side = (asid, side);
+        side
     }
 
     /// The account of address space `asid` (the running one, almost always).
@@ -739,6 +809,40 @@ root_table = "0xffffffff80100000"
         assert_eq!(j["mcpi"], 15.0);
         assert_eq!(j["by_address_space"]["0"]["stall_cycles"], 15);
         assert_eq!(j["by_address_space"]["5"]["instructions"], 1);
+    }
+
+    /// Caches private per address space: each space misses on its own first touch of a line
+    /// another space already brought in, and shared caches hit there instead.
+    #[test]
+    fn private_caches_per_address_space() {
+        let run = |private: &str| {
+            let mut m = machine_with(&format!("private = \"{private}\""), "");
+            m.run_batch(&[
+                ev(Kind::Load, 0x2000, Mode::User),
+                ev(Kind::Load, 0x2000, Mode::User).with_asid(1),
+                ev(Kind::Load, 0x2000, Mode::User),
+            ]);
+            m.memory().unwrap().json()
+        };
+        let shared = run("none");
+        let private = run("address-space");
+        assert_eq!(shared["user"]["stalls"]["dcache"], 15);
+        assert_eq!(private["user"]["stalls"]["dcache"], 30);
+        let names: Vec<_> = private["caches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "icache[asid 0]",
+                "dcache[asid 0]",
+                "icache[asid 1]",
+                "dcache[asid 1]"
+            ]
+        );
     }
 
     #[test]
