@@ -94,6 +94,16 @@ struct Account {
     stalls: [u64; 4],
 }
 
+impl Account {
+    /// Add `now - base`.
+    fn add_since(&mut self, now: &Account, base: &Account) {
+        self.instructions += now.instructions - base.instructions;
+        for ((a, n), b) in self.stalls.iter_mut().zip(now.stalls).zip(base.stalls) {
+            *a += n - b;
+        }
+    }
+}
+
 /// The memory system (see the module documentation).
 #[derive(Debug)]
 pub struct MemorySystem {
@@ -128,6 +138,8 @@ pub struct MemorySystem {
     /// indexes the running one.
     spaces: Vec<(u32, Account)>,
     cur: usize,
+    /// The non-idle accounts when the running space started.
+    space_base: Account,
     activity: Activity,
     uncached_refs: u64,
 }
@@ -274,6 +286,7 @@ impl MemorySystem {
             handler_runs: [0; 3],
             spaces: Vec::new(),
             cur: usize::MAX,
+            space_base: Account::default(),
             activity: Activity::Program,
             uncached_refs: 0,
         })
@@ -312,6 +325,9 @@ impl MemorySystem {
     /// in an unmapped region).
     #[inline]
     pub fn reference(&mut self, e: &Event, mapped: bool) {
+        if self.spaces.get(self.cur).is_none_or(|s| s.0 != e.asid) {
+            self.switch_space(e.asid);
+        }
         let paddr = if mapped {
             self.frames_base + self.mapper.translate(e.asid, e.addr, e.paddr)
         } else {
@@ -377,13 +393,6 @@ impl MemorySystem {
         for (a, s) in acct.stalls.iter_mut().zip(stalls) {
             *a += s;
         }
-        if !self.idle {
-            let space = self.space(e.asid);
-            space.instructions += (e.kind == Kind::Fetch) as u64;
-            for (a, s) in space.stalls.iter_mut().zip(stalls) {
-                *a += s;
-            }
-        }
         if self.activity != Activity::Program {
             let h = &mut self.handler[self.activity as usize];
             h.instructions += (e.kind == Kind::Fetch) as u64;
@@ -424,19 +433,30 @@ impl MemorySystem {
         side
     }
 
-    /// The account of address space `asid` (the running one, almost always).
-    #[inline]
-    fn space(&mut self, asid: u32) -> &mut Account {
-        if self.spaces.get(self.cur).is_none_or(|s| s.0 != asid) {
-            self.cur = match self.spaces.iter().position(|s| s.0 == asid) {
-                Some(i) => i,
-                None => {
-                    self.spaces.push((asid, Account::default()));
-                    self.spaces.len() - 1
-                }
-            };
+    /// Address space `asid` starts running: what the running one gathered since it started
+    /// (the growth of the non-idle accounts) becomes its own. Per-space counts so cost
+    /// nothing per reference.
+    #[inline(never)]
+    fn switch_space(&mut self, asid: u32) {
+        let now = self.non_idle();
+        if let Some((_, a)) = self.spaces.get_mut(self.cur) {
+            a.add_since(&now, &self.space_base);
         }
-        &mut self.spaces[self.cur].1
+        self.space_base = now;
+        self.cur = match self.spaces.iter().position(|s| s.0 == asid) {
+            Some(i) => i,
+            None => {
+                self.spaces.push((asid, Account::default()));
+                self.spaces.len() - 1
+            }
+        };
+    }
+
+    /// The user and system accounts together.
+    fn non_idle(&self) -> Account {
+        let mut a = self.acct[0];
+        a.add_since(&self.acct[1], &Account::default());
+        a
     }
 
     /// A reference through first-level cache `l1` (and `l2`): the line of `paddr`, and of
@@ -468,7 +488,7 @@ impl MemorySystem {
     }
 
     /// One line access through `l1` (and `l2`); returns whether it hit.
-    #[inline]
+    #[inline(always)]
     fn line(
         &mut self,
         l1: usize,
@@ -584,7 +604,15 @@ impl MemorySystem {
             "by_address_space": self
                 .spaces
                 .iter()
-                .map(|(asid, a)| (asid.to_string(), mode_json(a)))
+                .enumerate()
+                .map(|(i, (asid, a))| {
+                    // The running space's account has not been settled yet.
+                    let mut a = *a;
+                    if i == self.cur {
+                        a.add_since(&self.non_idle(), &self.space_base);
+                    }
+                    (asid.to_string(), mode_json(&a))
+                })
                 .collect::<serde_json::Map<String, Value>>(),
             "tlb_handlers": { "utlb": handler(Activity::Utlb), "ktlb": handler(Activity::Ktlb) },
             "caches": caches,

@@ -449,7 +449,7 @@ impl Tlb {
 
     /// Probe; on a hit update the replacement state and return true. On a miss change nothing
     /// and return false.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
         if self.ways == 1 {
             // Direct-mapped: one compare. A hit changes no replacement state (the only way is
@@ -459,6 +459,12 @@ impl Tlb {
             return self.vpn[set] == vpn
                 && ((ctx != NO_CTX && c == ctx) || (gctx != NO_CTX && c == gctx));
         }
+        self.lookup_assoc(vpn, ctx, gctx)
+    }
+
+    /// [`Tlb::lookup`] of a set-associative structure.
+    #[inline]
+    fn lookup_assoc(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
         if ctx != NO_CTX && self.fast_hit(vpn, ctx, gctx) {
             return true;
         }

@@ -197,7 +197,7 @@ impl PageMapper {
     }
 
     /// The frame of page `vpn` of `asid`, chosen now if the page is new.
-    #[inline]
+    #[inline(always)]
     pub fn frame(&mut self, asid: u32, vpn: u64) -> u64 {
         if self.policy == Mapping::Identity {
             return vpn;
@@ -206,6 +206,12 @@ impl PageMapper {
         if self.recent[r].0 == vpn && self.recent[r].1 == asid {
             return self.recent[r].2;
         }
+        self.frame_slow(asid, vpn, r)
+    }
+
+    /// [`PageMapper::frame`] of a page not among the recent ones (slot `r` of them).
+    #[inline(never)]
+    fn frame_slow(&mut self, asid: u32, vpn: u64, r: usize) -> u64 {
         let f = match self.map.find(vpn, asid as u64) {
             Some(slot) => self.map.get(slot) as u64,
             None => {
