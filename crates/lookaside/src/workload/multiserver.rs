@@ -25,6 +25,7 @@
 use crate::error::Result;
 use crate::event::{Event, Kind, Mode, BATCH};
 use crate::mmu::layout::{KSEG0, KSEG2};
+use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
 
 /// Parameters of the token ring.
@@ -77,7 +78,7 @@ const REGION: u64 = 4 << 20;
 pub struct Multiserver {
     p: MultiserverParams,
     hop: u64,
-    rng: u64,
+    rng: SplitMix64,
     /// The running address space (the client's, 1, at the start).
     cur: u32,
 }
@@ -85,7 +86,7 @@ pub struct Multiserver {
 impl Multiserver {
     pub fn new(p: MultiserverParams) -> Multiserver {
         Multiserver {
-            rng: p.seed,
+            rng: SplitMix64::new(p.seed),
             p,
             hop: 0,
             cur: 1,
@@ -98,11 +99,7 @@ impl Multiserver {
     }
 
     fn next_random(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.rng.next_u64()
     }
 
     /// Append one hop: the IPC path into task `to`, the switch, and the receiver's work.

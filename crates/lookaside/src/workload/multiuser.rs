@@ -24,6 +24,7 @@
 
 use crate::error::Result;
 use crate::event::{Event, Kind, BATCH};
+use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
 
 /// How the stream's addresses name shared pages.
@@ -89,7 +90,7 @@ const SHM: u64 = 0x8000_0000;
 pub struct Multiuser {
     p: MultiuserParams,
     slice: u64,
-    rng: u64,
+    rng: SplitMix64,
     text_space: u64,
     shm_space: u64,
 }
@@ -103,7 +104,7 @@ fn space16(n: u32) -> u64 {
 impl Multiuser {
     pub fn new(p: MultiuserParams) -> Multiuser {
         Multiuser {
-            rng: p.seed ^ 0x5851_F42D_4C95_7F2D,
+            rng: SplitMix64::new(p.seed ^ 0x5851_F42D_4C95_7F2D),
             slice: 0,
             text_space: space16(0xFFFF),
             shm_space: space16(0xFFFE),
@@ -112,11 +113,7 @@ impl Multiuser {
     }
 
     fn next_random(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.rng.next_u64()
     }
 
     /// A page of `n`, skewed to the low ones.

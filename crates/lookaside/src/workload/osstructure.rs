@@ -20,6 +20,7 @@
 use crate::error::Result;
 use crate::event::{Event, Kind, Mode, BATCH};
 use crate::mmu::layout::{KSEG0, KSEG2};
+use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
 
 /// How the operating system is built.
@@ -84,14 +85,14 @@ const KIPC: u64 = KSEG2 + 0x0020_0000;
 pub struct OsWorkload {
     p: OsWorkloadParams,
     call: u64,
-    rng: u64,
+    rng: SplitMix64,
     cur: u32,
 }
 
 impl OsWorkload {
     pub fn new(p: OsWorkloadParams) -> OsWorkload {
         OsWorkload {
-            rng: p.seed,
+            rng: SplitMix64::new(p.seed),
             p,
             call: 0,
             cur: 1,
@@ -99,11 +100,7 @@ impl OsWorkload {
     }
 
     fn random(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.rng.next_u64()
     }
 
     fn refs(&self, kind: Kind, page: u64, mode: Mode, out: &mut Vec<Event>) {

@@ -5,29 +5,15 @@
 
 use crate::error::Result;
 use crate::event::{Event, Kind, BATCH};
+use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
-
-/// SplitMix64: tiny, fast, deterministic.
-#[derive(Clone, Debug)]
-struct Rng(u64);
-
-impl Rng {
-    #[inline(always)]
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 /// A synthetic stream of `total` references.
 #[derive(Clone, Debug)]
 pub struct Synthetic {
     total: u64,
     made: u64,
-    rng: Rng,
+    rng: SplitMix64,
     pc: u64,
     code_base: u64,
     code_bytes: u64,
@@ -46,7 +32,7 @@ impl Synthetic {
         Synthetic {
             total,
             made: 0,
-            rng: Rng(seed),
+            rng: SplitMix64::new(seed),
             pc: 0x40_0000,
             code_base: 0x40_0000,
             code_bytes: (code_kib.max(1) << 10).next_power_of_two(),
@@ -63,7 +49,7 @@ impl TraceSource for Synthetic {
     fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
         out.clear();
         while out.len() < BATCH && self.made < self.total {
-            let r = self.rng.next();
+            let r = self.rng.next_u64();
             // An instruction, then with some probability a data reference.
             out.push(Event::reference(Kind::Fetch, self.pc, 4));
             self.pc += 4;
