@@ -183,21 +183,22 @@ pub fn run_suite(
         );
     }
 
-    let mut one = Vec::new();
-    let sd = StackDistance::new(onepass::DEFAULT_MAX_DISTANCE);
-    let secs = time_engine(sd, &events, repeat);
-    one.push(
-        json!({"engine": "stack distance: FA LRU, every size 1..16384",
-                    "events": repeat * events.len() as u64,
-                    "events_per_s": rate(repeat * events.len() as u64, secs)}),
-    );
-    let aa = AllAssoc::new(onepass::DEFAULT_MAX_SETS);
-    let secs = time_engine(aa, &events, repeat);
-    one.push(
-        json!({"engine": "all-associativity: LRU, 1..1024 sets x 1..16 ways",
-                    "events": repeat * events.len() as u64,
-                    "events_per_s": rate(repeat * events.len() as u64, secs)}),
-    );
+    let fed = repeat * events.len() as u64;
+    let row = |engine: &str, secs: f64| json!({"engine": engine, "events": fed, "events_per_s": rate(fed, secs)});
+    let one = vec![
+        row(
+            "stack distance: FA LRU, every size 1..16384",
+            time_engine(
+                StackDistance::new(onepass::DEFAULT_MAX_DISTANCE),
+                &events,
+                repeat,
+            ),
+        ),
+        row(
+            "all-associativity: LRU, 1..1024 sets x 1..16 ways",
+            time_engine(AllAssoc::new(onepass::DEFAULT_MAX_SETS), &events, repeat),
+        ),
+    ];
 
     Ok(json!({
         "input": input.display().to_string(),
