@@ -95,14 +95,6 @@ struct PageMap {
 }
 
 impl PageMap {
-    /// Whether `addr` lies in an unmapped region (when every region is one).
-    #[inline(always)]
-    fn in_hole(&self, addr: u64, asid: u32) -> bool {
-        self.regions
-            .iter()
-            .any(|&(start, end, a, _)| addr >= start && addr < end && a.is_none_or(|a| a == asid))
-    }
-
     #[inline(always)]
     fn backing(&self, addr: u64, asid: u32) -> Option<u32> {
         if self.regions.is_empty() {
@@ -239,7 +231,8 @@ impl Feed<'_> {
                 return (!MAPPED || m.pages.backing(e.addr, e.asid).is_some(), false);
             }
             Fast::Root(r, shift) => {
-                if m.pages.has_holes && m.pages.in_hole(e.addr, e.asid) {
+                // With only holes besides the default size, unbacked means in a hole.
+                if m.pages.has_holes && m.pages.backing(e.addr, e.asid).is_none() {
                     m.ledger.unmapped += 1;
                     return (false, false);
                 }
