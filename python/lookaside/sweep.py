@@ -42,7 +42,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Callable
 
-from . import ConfigError, _lookaside, demo_trace, preset_path
+from . import ConfigError, _lookaside, _page_bytes, demo_trace, preset_path
 
 #: Bumped when the stored form of a point changes (old points are then rerun).
 POINT_VERSION = 1
@@ -449,7 +449,7 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
     rows = []
     for name, s in r["structures"].items():
         g = s.get("geometry", {})
-        page = min((_page_bytes(p) for p in g.get("page", [])), default=None)
+        page = min((_page_bytes(p) for p in g.get("page", [])), default=None)  # "4K", "2M"
         entries = g.get("entries")
         rows.append({**base, "structure": name, "entries": entries,
                      "ways": g.get("ways"), "page_bytes": page,
@@ -463,12 +463,6 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
                  "mpki": w.get("per_1000_instructions"), "references": r["trace"]["references"],
                  "instructions": instr})
     return rows
-
-
-def _page_bytes(label: str) -> int:
-    """Bytes of a page size as results label it (`4K`, `2M`, `1G`, `512`)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(label[:-1]) * units[label[-1]] if label[-1] in units else int(label)
 
 
 def collect(spec: Spec, out: str | os.PathLike[str]):
