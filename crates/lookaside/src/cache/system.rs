@@ -95,6 +95,15 @@ struct Account {
 }
 
 impl Account {
+    /// Count one reference (an instruction when `fetch`) and its stalls.
+    #[inline(always)]
+    fn add(&mut self, fetch: bool, stalls: &[u64; 4]) {
+        self.instructions += fetch as u64;
+        for (a, s) in self.stalls.iter_mut().zip(stalls) {
+            *a += s;
+        }
+    }
+
     /// Add `now - base`.
     fn add_since(&mut self, now: &Account, base: &Account) {
         self.instructions += now.instructions - base.instructions;
@@ -389,16 +398,10 @@ impl MemorySystem {
         } else {
             &mut self.acct[mode]
         };
-        acct.instructions += (e.kind == Kind::Fetch) as u64;
-        for (a, s) in acct.stalls.iter_mut().zip(stalls) {
-            *a += s;
-        }
+        let fetch = e.kind == Kind::Fetch;
+        acct.add(fetch, &stalls);
         if self.activity != Activity::Program {
-            let h = &mut self.handler[self.activity as usize];
-            h.instructions += (e.kind == Kind::Fetch) as u64;
-            for (a, s) in h.stalls.iter_mut().zip(stalls) {
-                *a += s;
-            }
+            self.handler[self.activity as usize].add(fetch, &stalls);
         }
     }
 
