@@ -61,16 +61,18 @@ def cache_dir() -> Path:
     return Path(base) / "lookaside"
 
 
-def build_plugin(cache: Path | None = None, cc: str | None = None) -> Path:
-    """The QEMU plugin as a shared object, built from the shipped source unless a build of
+def build_plugin(cache: Path | None = None, cc: str | None = None,
+                 name: str = "lookaside-plugin") -> Path:
+    """The QEMU plugin ``name`` (``lookaside-plugin`` for programs, ``lookaside-system-plugin``
+    for whole systems) as a shared object, built from the shipped source unless a build of
     that exact source is already in the cache."""
     src = plugin_source()
-    files = [src / "lookaside-plugin.c", src / "qemu-plugin-v1.h"]
+    files = [src / f"{name}.c", src / "qemu-plugin-v1.h", src / "lookaside-stream.h"]
     h = hashlib.sha256()
     for f in files:
         h.update(f.read_bytes())
     out_dir = (cache or cache_dir()) / "qemu-plugin"
-    so = out_dir / f"lookaside-plugin-{h.hexdigest()[:16]}.so"
+    so = out_dir / f"{name}-{h.hexdigest()[:16]}.so"
     if so.is_file():
         return so
     cc = cc or os.environ.get("CC") or "gcc"
@@ -284,15 +286,24 @@ def _status(code: int) -> str:
 def describe(s: dict[str, Any]) -> list[str]:
     """Lines reporting a capture, as ``lookaside trace`` prints them."""
     ev = s["events"]
-    lines = [f"{s['output']}: {ev:,} references (fetch {s['fetches']:,}, load {s['loads']:,}, "
+    refs = s["fetches"] + s["loads"] + s["stores"]
+    lines = [f"{s['output']}: {refs:,} references (fetch {s['fetches']:,}, load {s['loads']:,}, "
              f"store {s['stores']:,}) of `{s['command']}` via {s['via']}"
              + (f", {s['threads']} thread{'s' if s['threads'] != 1 else ''}"
-                if s.get("threads") else ""),
+                if s.get("threads") and s["via"] != "qemu-system" else ""),
              f"{s['seconds']:.2f} s, {s['rate'] / 1e6:.1f} M references/s recorded; "
              f"{s['output_bytes'] / 1e6:.1f} MB, {s['output_bytes'] / max(ev, 1):.2f} bytes "
              "per reference",
              f"CPU: {s['cpu_program']:.2f} s running the program under {s['via']}, "
              f"{s['cpu_record']:.2f} s recording it"]
+    if s["via"] == "qemu-system":
+        names = sorted({p["name"] for p in s.get("processes", [])})
+        lines.insert(1, f"kernel {s['kernel']}: {len(s.get('processes', []))} processes in "
+                        f"{len({p['asid'] for p in s.get('processes', [])})} address spaces "
+                        f"({', '.join(names)}), {s['switches']:,} address-space switches; "
+                        f"booting took {s['boot_seconds']:.1f} s, recording "
+                        f"{s['record_seconds']:.1f} s ({s['record_rate'] / 1e6:.1f} M "
+                        "references/s)")
     if s.get("ending") == "exec":
         lines.append("the program replaced itself (execve); what it started ran untraced")
     if s["exit_status"] != 0:

@@ -171,7 +171,19 @@ def cmd_info(args: argparse.Namespace) -> int:
         emit(json.dumps(s, indent=2), None)
     else:
         width = max(len(k) for k in s)
+        names: dict[int, list[str]] = {}
+        for p in s.get("metadata", {}).get("processes", []):
+            names.setdefault(p["asid"], [])
+            if p["name"] not in names[p["asid"]]:
+                names[p["asid"]].append(p["name"])
         for k, v in s.items():
+            if k == "by_asid":
+                # One line per address space, named by the processes that ran in it.
+                for i, (a, c) in enumerate(v.items()):
+                    who = f" ({', '.join(names[int(a)])})" if int(a) in names else ""
+                    print(f"{k if i == 0 else '':<{width}}  {a}{who}: user {c['user']:,}, "
+                          f"kernel {c['kernel']:,}")
+                continue
             if k.startswith("addr_") and isinstance(v, int):
                 shown = f"{v:#x}"
             elif isinstance(v, dict) and k in ("kinds", "modes"):
@@ -283,10 +295,27 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from .capture import describe, record
 
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if args.workload and not args.system:
+        raise LookasideError("--workload runs inside a whole system: add --system")
+    if args.file and not args.system:
+        raise LookasideError("--file copies into a whole system's guest: add --system")
+    if args.system and args.via != "auto":
+        raise LookasideError("--via chooses how a program is captured, not a whole system")
     prog = Progress(None, not args.quiet)
     try:
-        s = record(argv, args.output, args.via, level=args.level, progress=prog,
-                   quiet=args.quiet)
+        if args.system:
+            from .system import record_system
+
+            if not args.workload and not argv:
+                args.workload = "pipe"
+            if args.workload and argv:
+                raise LookasideError("give --workload NAME or -- PROGRAM ARGS…, not both")
+            s = record_system(args.workload, args.output, command=argv or None,
+                              files=args.file, level=args.level, progress=prog,
+                              quiet=args.quiet)
+        else:
+            s = record(argv, args.output, args.via, level=args.level, progress=prog,
+                       quiet=args.quiet)
     finally:
         prog.done()
     if not args.quiet:
@@ -404,14 +433,22 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--metric", default="miss_ratio", choices=["miss_ratio", "mpki", "misses"])
     s.set_defaults(run=cmd_report)
 
-    s = sub.add_parser("trace", help="run a program and record its references into a trace",
+    s = sub.add_parser("trace", help="run a program (or a whole system) and record its "
+                                     "references into a trace",
                        usage="lookaside trace -o FILE [--via auto|qemu|valgrind] [--level N] "
-                             "[-q] -- PROGRAM ARGS…",
+                             "[-q] -- PROGRAM ARGS…\n"
+                             "       lookaside trace --system -o FILE [--workload NAME | "
+                             "[--file F]… -- PROGRAM ARGS…]",
                        description="Run PROGRAM under QEMU (user mode) with Lookaside's plugin "
                                    "and record every instruction fetch, load and store, of "
                                    "every thread, into a trace (native unless the output's "
                                    "extension names another format). Without QEMU, valgrind "
-                                   "lackey records it instead (slower).")
+                                   "lackey records it instead (slower). With --system, boot a "
+                                   "Linux kernel under qemu-system-x86_64, run a shipped "
+                                   "workload (or PROGRAM, copied into the guest with its "
+                                   "libraries) and record every reference of the kernel and "
+                                   "of every process, with physical address, mode and address "
+                                   "space.")
     s.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the trace to write (e.g. prog.lks); it appears only when complete")
     s.add_argument("--via", choices=["auto", "qemu", "valgrind"], default="auto",
@@ -419,6 +456,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--level", type=int, metavar="N",
                    help="zstd level of the native trace (default 1, the fastest; 3 is ~10%% "
                         "smaller at half the speed)")
+    s.add_argument("--system", action="store_true",
+                   help="record a whole system: kernel and every process (qemu-system-x86_64)")
+    s.add_argument("--workload", metavar="NAME",
+                   help="with --system: a shipped workload (compress, pipe, mix; default pipe)")
+    s.add_argument("--file", action="append", default=[], metavar="F",
+                   help="with --system: copy F into the guest's working directory")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress or report")
     s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS…")
     s.set_defaults(run=cmd_trace)

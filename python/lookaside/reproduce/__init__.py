@@ -36,6 +36,8 @@ RECIPES: dict[str, tuple[str, str | None, str]] = {
                "Performance (CMU 1994)", "chen94", ""),
     "inouye92": ("Inouye et al., Effects of Virtually Addressed Caches on VM Design (1992)",
                  "inouye92", ""),
+    "linux": ("A whole Linux system traced with its kernel: kernel share of references and "
+              "TLB misses, per process, one process against client/server", "linux", ""),
 }
 
 

@@ -11,32 +11,39 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic "LKSCAPTR"
-//! 8       4     version, u32 (1)
-//! 12      4     record size, u32 (16)
+//! 8       4     version, u32: 1 for a program (qemu-user), 2 for a whole system
+//!               (qemu-system)
+//! 12      4     record size, u32: 16 in version 1, 24 in version 2
 //! 16      …     blocks, each a 16-byte header {u32 tag, u32 vcpu, u64 count} and then:
-//!   tag 1 RECORDS  `count` records of 16 bytes, all of thread `vcpu`, in execution order:
-//!                  u64 virtual address, u16 size (bytes, > 0), u8 kind (0 fetch, 1 load,
-//!                  2 store), 5 zero bytes
+//!   tag 1 RECORDS  `count` records, all of thread (vCPU) `vcpu`, in execution order.
+//!                  Version 1: u64 virtual address, u16 size (bytes, > 0), u8 kind (0 fetch,
+//!                  1 load, 2 store), 5 zero bytes.
+//!                  Version 2: u64 virtual address, u64 physical address (all ones if
+//!                  unknown), u32 address space, u16 size, u8 kind (0 fetch, 1 load, 2 store,
+//!                  3 context switch: the running address space becomes this record's,
+//!                  size 0), u8 mode (0 user, 1 kernel)
 //!   tag 2 EXEC     the program called execve (the new program runs untraced); `count` is
 //!                  the records written so far; the stream may end right after this block
-//!   tag 3 END      the program exited; `count` is the records written, `vcpu` the threads
-//!                  seen; nothing may follow
+//!   tag 3 END      the program exited (the system's workload finished); `count` is the
+//!                  records written, `vcpu` the threads seen; nothing may follow
+//!   tag 4 PROC     (version 2) a process: `vcpu` is its address space, `count` its pid,
+//!                  and 16 bytes follow: its name, NUL-padded
 //! ```
 //!
 //! Records of one thread keep their order; records of different threads interleave block by
-//! block (blocks of up to 4096 records, 64 KiB), in the order the blocks were written. Every
-//! event is a user-mode reference in address space 0 (the threads of a program share it) with
-//! no physical address. A stream that ends anywhere but after END (or EXEC) is an error
-//! ("truncated"), as is any malformed block or record; errors name the byte offset.
+//! block (blocks of up to 4096 records), in the order the blocks were written. In version 1
+//! every event is a user-mode reference in address space 0 (the threads of a program share
+//! it) with no physical address. A stream that ends anywhere but after END (or EXEC) is an
+//! error ("truncated"), as is any malformed block or record; errors name the byte offset.
 
 use std::io::{self, Read};
 use std::path::Path;
 
 use serde::Serialize;
 
-use super::{create_with, Format, Metadata, TraceSource, WriteOptions};
+use super::{create_with, Format, Metadata, Process, TraceSource, WriteOptions};
 use crate::error::{Error, Location, Result};
-use crate::event::{Event, Kind, BATCH};
+use crate::event::{Event, Kind, Mode, BATCH};
 
 /// Record kinds, by their code in the stream.
 const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
@@ -44,16 +51,26 @@ use crate::run::Progress;
 
 /// The first bytes of a capture stream.
 pub const MAGIC: &[u8; 8] = b"LKSCAPTR";
-/// The stream version this code reads.
+/// The stream version of a program's capture.
 pub const VERSION: u32 = 1;
-/// Bytes of one record.
+/// The stream version of a whole system's capture.
+pub const VERSION_SYSTEM: u32 = 2;
+/// Bytes of one record of a program's capture.
 pub const RECORD: usize = 16;
+/// Bytes of one record of a whole system's capture.
+pub const RECORD_SYSTEM: usize = 24;
+/// Bytes of a process name in a PROC block.
+const NAME: usize = 16;
+/// Most processes listed in a trace's header (about 50 bytes each; the header is at most
+/// 1 MiB).
+const MAX_PROCESSES: usize = 10_000;
 /// Bytes of the stream header and of a block header.
 const HEAD: usize = 16;
 /// Block tags.
 pub const TAG_RECORDS: u32 = 1;
 pub const TAG_EXEC: u32 = 2;
 pub const TAG_END: u32 = 3;
+pub const TAG_PROC: u32 = 4;
 /// Bytes read from the stream at a time.
 const CHUNK: usize = 1 << 20;
 
@@ -85,6 +102,10 @@ pub struct CaptureReader<R> {
     ending: Option<Ending>,
     threads: u32,
     counts: [u64; 3],
+    /// Bytes per record: [`RECORD`] (a program) or [`RECORD_SYSTEM`] (a whole system).
+    record: usize,
+    switches: u64,
+    processes: Vec<Process>,
 }
 
 impl<R: Read> CaptureReader<R> {
@@ -104,6 +125,9 @@ impl<R: Read> CaptureReader<R> {
             ending: None,
             threads: 0,
             counts: [0; 3],
+            record: RECORD,
+            switches: 0,
+            processes: Vec::new(),
         };
         r.want(HEAD)?;
         if r.filled == 0 {
@@ -129,19 +153,29 @@ impl<R: Read> CaptureReader<R> {
             ));
         }
         let version = u32::from_le_bytes(r.buf[8..12].try_into().unwrap_or_default());
-        if version != VERSION {
-            return Err(r.err(
-                8,
-                "version",
-                format!("unsupported capture version {version} (this build reads {VERSION}); rebuild the plugin"),
-            ));
-        }
+        r.record = match version {
+            VERSION => RECORD,
+            VERSION_SYSTEM => RECORD_SYSTEM,
+            _ => {
+                return Err(r.err(
+                    8,
+                    "version",
+                    format!(
+                        "unsupported capture version {version} (this build reads \
+                         {VERSION} and {VERSION_SYSTEM}); rebuild the plugin"
+                    ),
+                ))
+            }
+        };
         let size = u32::from_le_bytes(r.buf[12..16].try_into().unwrap_or_default());
-        if size as usize != RECORD {
+        if size as usize != r.record {
             return Err(r.err(
                 12,
                 "header",
-                format!("record size {size}, expected {RECORD}"),
+                format!(
+                    "record size {size}, expected {} for version {version}",
+                    r.record
+                ),
             ));
         }
         r.pos = HEAD;
@@ -161,6 +195,21 @@ impl<R: Read> CaptureReader<R> {
     /// Threads the program ran (from the END block; 0 before it).
     pub fn threads(&self) -> u32 {
         self.threads
+    }
+
+    /// True for a whole system's capture (version 2).
+    pub fn is_system(&self) -> bool {
+        self.record == RECORD_SYSTEM
+    }
+
+    /// Context-switch records read so far (whole-system captures).
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+
+    /// The processes named so far (whole-system captures).
+    pub fn processes(&self) -> &[Process] {
+        &self.processes
     }
 
     fn err(&self, at: u64, field: &str, message: impl Into<String>) -> Error {
@@ -226,6 +275,34 @@ impl<R: Read> CaptureReader<R> {
         }
     }
 
+    /// The error of the malformed whole-system record at `buf[p..]`.
+    fn bad_system_record(&self, p: usize) -> Error {
+        let r = &self.buf[p..p + RECORD_SYSTEM];
+        let at = self.base + p as u64;
+        let size = u16::from_le_bytes([r[20], r[21]]);
+        match (r[22], r[23]) {
+            (k, _) if k > 3 => self.err(
+                at + 22,
+                "kind",
+                format!(
+                    "unknown record kind {k} (expected 0 fetch, 1 load, 2 store, 3 context \
+                     switch)"
+                ),
+            ),
+            (_, m) if m > 1 => self.err(
+                at + 23,
+                "mode",
+                format!("unknown mode {m} (expected 0 user, 1 kernel)"),
+            ),
+            (3, _) => self.err(
+                at + 20,
+                "size",
+                format!("a context switch of {size} bytes (expected 0)"),
+            ),
+            _ => self.err(at + 20, "size", "a reference of 0 bytes"),
+        }
+    }
+
     /// References read so far by kind (fetch, load, store).
     pub fn counts(&self) -> [u64; 3] {
         self.counts
@@ -257,6 +334,21 @@ impl<R: Read> CaptureReader<R> {
                 self.after_exec = false;
                 Ok(true)
             }
+            TAG_PROC if self.is_system() => {
+                self.want(NAME)?;
+                if self.filled - self.pos < NAME {
+                    return Err(self.truncated("inside a PROC block"));
+                }
+                let raw = &self.buf[self.pos..self.pos + NAME];
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(NAME);
+                self.processes.push(Process {
+                    asid: vcpu,
+                    pid: count as u32,
+                    name: String::from_utf8_lossy(&raw[..end]).into_owned(),
+                });
+                self.pos += NAME;
+                Ok(true)
+            }
             TAG_EXEC | TAG_END => {
                 if count != self.records {
                     return Err(self.err(
@@ -286,6 +378,72 @@ impl<R: Read> CaptureReader<R> {
     }
 }
 
+impl<R: Read> CaptureReader<R> {
+    /// Decodes `take` version-1 records at `pos` into `out`; returns the index of the first
+    /// malformed one, if any (then `out` holds those before it).
+    fn decode_program(&mut self, take: usize, out: &mut Vec<Event>) -> Option<usize> {
+        let bytes = &self.buf[self.pos..self.pos + take * RECORD];
+        let mut counts = self.counts;
+        let mut bad = None;
+        for (i, r) in bytes.chunks_exact(RECORD).enumerate() {
+            let addr = u64::from_le_bytes(r[..8].try_into().unwrap_or_default());
+            let word = u64::from_le_bytes(r[8..].try_into().unwrap_or_default());
+            // The kind and the reserved bytes above it in one test.
+            let kind = (word >> 16) as usize;
+            let size = word as u16;
+            if kind > 2 || size == 0 {
+                bad = Some(i);
+                break;
+            }
+            counts[kind] += 1;
+            out.push(Event::reference(REF_KINDS[kind], addr, size));
+        }
+        self.counts = counts;
+        bad
+    }
+
+    /// Decodes `take` version-2 records at `pos` into `out`, like [`Self::decode_program`].
+    fn decode_system(&mut self, take: usize, out: &mut Vec<Event>) -> Option<usize> {
+        let bytes = &self.buf[self.pos..self.pos + take * RECORD_SYSTEM];
+        let mut counts = self.counts;
+        let mut switches = self.switches;
+        let mut bad = None;
+        for (i, r) in bytes.chunks_exact(RECORD_SYSTEM).enumerate() {
+            let addr = u64::from_le_bytes(r[..8].try_into().unwrap_or_default());
+            let paddr = u64::from_le_bytes(r[8..16].try_into().unwrap_or_default());
+            let asid = u32::from_le_bytes([r[16], r[17], r[18], r[19]]);
+            let size = u16::from_le_bytes([r[20], r[21]]);
+            let (kind, mode) = (r[22] as usize, r[23]);
+            let mode = match mode {
+                0 => Mode::User,
+                1 => Mode::Kernel,
+                _ => {
+                    bad = Some(i);
+                    break;
+                }
+            };
+            let e = match kind {
+                0..=2 if size > 0 => {
+                    counts[kind] += 1;
+                    Event::reference(REF_KINDS[kind], addr, size).with_paddr(paddr)
+                }
+                3 if size == 0 => {
+                    switches += 1;
+                    Event::control(Kind::ContextSwitch, 0, asid)
+                }
+                _ => {
+                    bad = Some(i);
+                    break;
+                }
+            };
+            out.push(e.with_asid(asid).with_mode(mode));
+        }
+        self.counts = counts;
+        self.switches = switches;
+        bad
+    }
+}
+
 impl<R: Read> TraceSource for CaptureReader<R> {
     fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
         out.clear();
@@ -300,33 +458,26 @@ impl<R: Read> TraceSource for CaptureReader<R> {
                 }
                 continue;
             }
-            self.want(RECORD)?;
-            let avail = (self.filled - self.pos) / RECORD;
+            let size = self.record;
+            self.want(size)?;
+            let avail = (self.filled - self.pos) / size;
             if avail == 0 {
                 return Err(self.truncated("inside a record"));
             }
             let take = avail.min(BATCH - out.len()).min(self.left as usize);
-            let bytes = &self.buf[self.pos..self.pos + take * RECORD];
-            let mut counts = self.counts;
-            let mut bad = None;
-            for (i, r) in bytes.chunks_exact(RECORD).enumerate() {
-                let addr = u64::from_le_bytes(r[..8].try_into().unwrap_or_default());
-                let word = u64::from_le_bytes(r[8..].try_into().unwrap_or_default());
-                // The kind and the reserved bytes above it in one test.
-                let kind = (word >> 16) as usize;
-                let size = word as u16;
-                if kind > 2 || size == 0 {
-                    bad = Some(i);
-                    break;
-                }
-                counts[kind] += 1;
-                out.push(Event::reference(REF_KINDS[kind], addr, size));
-            }
-            self.counts = counts;
+            let bad = if size == RECORD {
+                self.decode_program(take, out)
+            } else {
+                self.decode_system(take, out)
+            };
             if let Some(i) = bad {
-                return Err(self.bad_record(self.pos + i * RECORD));
+                return Err(if size == RECORD {
+                    self.bad_record(self.pos + i * size)
+                } else {
+                    self.bad_system_record(self.pos + i * size)
+                });
             }
-            self.pos += take * RECORD;
+            self.pos += take * size;
             self.left -= take as u64;
             self.records += take as u64;
         }
@@ -375,6 +526,11 @@ pub struct Recorded {
     /// How the capture ended (QEMU only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ending: Option<Ending>,
+    /// Context switches recorded (whole-system captures).
+    pub switches: u64,
+    /// The processes seen, also stored in the trace's metadata (whole-system captures).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Process>,
     /// Bytes of the stream read.
     pub stream_bytes: u64,
 }
@@ -404,6 +560,23 @@ pub fn record(
             let mut r = pump(&mut reader, Some(CaptureReader::counts), sink, progress)?;
             r.threads = Some(reader.threads());
             r.ending = reader.ending();
+            r.switches = reader.switches();
+            r.processes = reader.processes().to_vec();
+            if !r.processes.is_empty() && format == Format::Native {
+                // Only known now: the header is rewritten with them (as many as fit).
+                let mut meta = Metadata {
+                    processes: r.processes.clone(),
+                    ..meta.clone()
+                };
+                if meta.processes.len() > MAX_PROCESSES {
+                    meta.processes.truncate(MAX_PROCESSES);
+                    meta.extra.insert(
+                        "processes_listed".into(),
+                        format!("the first {MAX_PROCESSES} of {}", r.processes.len()),
+                    );
+                }
+                super::native::set_metadata(dst, &meta)?;
+            }
             Ok(r)
         }
         Via::Lackey => {
@@ -598,8 +771,11 @@ mod tests {
             "{e}"
         );
         let mut s = good.clone();
+        s[8] = 3;
+        assert!(error_of(s).contains("byte offset 8: version: unsupported capture version 3"));
+        let mut s = good.clone();
         s[8] = 2;
-        assert!(error_of(s).contains("byte offset 8: version: unsupported capture version 2"));
+        assert!(error_of(s).contains("byte offset 12: header: record size 16, expected 24"));
         // The second record's kind byte.
         let mut s = good.clone();
         let kind_at = HEAD + HEAD + RECORD + 10;
@@ -628,6 +804,142 @@ mod tests {
         let mut s = good;
         s.push(0);
         assert!(error_of(s).contains("data after the END block"));
+    }
+
+    /// A whole-system stream: header, PROC blocks for `procs`, the events in one block, END.
+    fn system_stream(events: &[Event], procs: &[(u32, u32, &str)]) -> Vec<u8> {
+        let mut s = Vec::new();
+        s.extend_from_slice(MAGIC);
+        s.extend_from_slice(&VERSION_SYSTEM.to_le_bytes());
+        s.extend_from_slice(&(RECORD_SYSTEM as u32).to_le_bytes());
+        for &(asid, pid, name) in procs {
+            s.extend_from_slice(&TAG_PROC.to_le_bytes());
+            s.extend_from_slice(&asid.to_le_bytes());
+            s.extend_from_slice(&(pid as u64).to_le_bytes());
+            let mut n = [0u8; NAME];
+            n[..name.len()].copy_from_slice(name.as_bytes());
+            s.extend_from_slice(&n);
+        }
+        s.extend_from_slice(&TAG_RECORDS.to_le_bytes());
+        s.extend_from_slice(&0u32.to_le_bytes());
+        s.extend_from_slice(&(events.len() as u64).to_le_bytes());
+        for e in events {
+            s.extend_from_slice(&e.addr.to_le_bytes());
+            s.extend_from_slice(&e.paddr.to_le_bytes());
+            s.extend_from_slice(&e.asid.to_le_bytes());
+            s.extend_from_slice(&e.size.to_le_bytes());
+            s.push(e.kind as u8);
+            s.push(e.mode as u8);
+        }
+        s.extend_from_slice(&TAG_END.to_le_bytes());
+        s.extend_from_slice(&1u32.to_le_bytes());
+        s.extend_from_slice(&(events.len() as u64).to_le_bytes());
+        s
+    }
+
+    fn system_sample() -> Vec<Event> {
+        vec![
+            Event::control(Kind::ContextSwitch, 0, 1),
+            Event::reference(Kind::Fetch, 0xffff_ffff_8100_0000, 3)
+                .with_paddr(0x100_0000)
+                .with_asid(1)
+                .with_mode(Mode::Kernel),
+            Event::reference(Kind::Load, 0x40_1000, 8)
+                .with_paddr(0x2345_6008)
+                .with_asid(1),
+            Event::reference(Kind::Store, 0x7fff_0000, 4).with_asid(1),
+            Event::control(Kind::ContextSwitch, 0, 2),
+            Event::reference(Kind::Fetch, 0x40_1000, 2)
+                .with_paddr(0x3000)
+                .with_asid(2),
+        ]
+    }
+
+    #[test]
+    fn system_streams_carry_every_field_and_the_processes() {
+        let events = system_sample();
+        let (got, r) = read_all(system_stream(
+            &events,
+            &[(1, 80, "sh"), (2, 81, "pingpong")],
+        ))
+        .unwrap();
+        assert_eq!(got, events);
+        assert!(r.is_system());
+        assert_eq!((r.switches(), r.counts()), (2, [2, 1, 1]));
+        assert_eq!(
+            r.processes(),
+            &[
+                Process {
+                    asid: 1,
+                    pid: 80,
+                    name: "sh".into()
+                },
+                Process {
+                    asid: 2,
+                    pid: 81,
+                    name: "pingpong".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_system_records_are_errors() {
+        let good = system_stream(&system_sample(), &[]);
+        let first = HEAD + HEAD;
+        let mut s = good.clone();
+        s[first + RECORD_SYSTEM + 22] = 9;
+        assert!(error_of(s).contains(&format!(
+            "byte offset {}: kind: unknown record kind 9",
+            first + RECORD_SYSTEM + 22
+        )),);
+        let mut s = good.clone();
+        s[first + 23] = 2;
+        assert!(error_of(s).contains(": mode: unknown mode 2"));
+        let mut s = good.clone();
+        s[first + 20] = 5; // a context switch with a size
+        assert!(error_of(s).contains(": size: a context switch of 5 bytes"));
+        // A PROC block in a program's stream is not one.
+        let mut s = stream(&sample(2), 4, Some(TAG_END));
+        s[HEAD] = TAG_PROC as u8;
+        assert!(error_of(s).contains("block: unknown block tag 4"));
+        // Cut inside a PROC block's name.
+        let s = system_stream(&[], &[(1, 2, "sh")]);
+        assert!(error_of(s[..HEAD + HEAD + 5].to_vec()).contains("inside a PROC block"));
+    }
+
+    #[test]
+    fn a_system_recording_stores_its_processes_in_the_header() {
+        let dir = std::env::temp_dir().join(format!("lookaside-system-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, dst) = (dir.join("stream"), dir.join("sys.lks"));
+        let events = system_sample();
+        std::fs::write(&src, system_stream(&events, &[(2, 81, "pingpong")])).unwrap();
+        let meta = Metadata {
+            command: Some("workload pipe".into()),
+            ..Default::default()
+        };
+        let r = record(
+            &src,
+            Via::Qemu,
+            &dst,
+            &meta,
+            &WriteOptions::default(),
+            &mut |_| true,
+        )
+        .unwrap();
+        assert_eq!((r.events, r.switches, r.processes.len()), (6, 2, 1));
+        let mut back = super::super::open(&dst, None).unwrap();
+        let m = back.metadata().unwrap().clone();
+        assert_eq!(m.command.as_deref(), Some("workload pipe"));
+        assert_eq!(m.processes, r.processes);
+        let mut got = Vec::new();
+        let mut batch = Vec::new();
+        while back.next_batch(&mut batch).unwrap() {
+            got.extend_from_slice(&batch);
+        }
+        assert_eq!(got, events, "the records survive the new header");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub(crate) mod tests;
 
 pub use compress::Compression;
 pub use format::{detect, Format, ALL_FORMATS};
-pub use native::{Metadata, DEFAULT_LEVEL};
+pub use native::{Metadata, Process, DEFAULT_LEVEL};
 pub use summary::{summarize, Summary};
 
 /// A stream of events, read in batches at constant memory.

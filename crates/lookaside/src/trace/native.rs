@@ -66,6 +66,19 @@ pub struct Metadata {
     /// Free-form key/values (workload, machine, date, …).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, String>,
+    /// The processes of a whole-system trace: which address space each ran in.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Process>,
+}
+
+/// A process seen in a whole-system trace: its pid and name, and the address-space id its
+/// references carry. Threads share their process's address space; a process that execs
+/// moves to a new one (and may appear twice, under each name it had).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    pub asid: u32,
+    pub pid: u32,
+    pub name: String,
 }
 
 impl Metadata {
@@ -76,6 +89,9 @@ impl Metadata {
         self.tool = self.tool.or_else(|| other.tool.clone());
         for (k, v) in &other.extra {
             self.extra.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        if self.processes.is_empty() {
+            self.processes = other.processes.clone();
         }
         self
     }
@@ -416,28 +432,69 @@ pub struct NativeWriter {
 /// Record bytes buffered before they are handed to zstd.
 const RECORD_BUF: usize = 128 * 1024;
 
+/// The preamble and header of a native trace with this metadata (`path` names it in errors).
+fn preamble(metadata: &Metadata, path: &str) -> Result<Vec<u8>> {
+    let mut metadata = metadata.clone();
+    if metadata.tool.is_none() {
+        metadata.tool = Some(tool_name());
+    }
+    let header = Header {
+        encoding: ENCODING.into(),
+        compression: "zstd".into(),
+        checksum: "crc32".into(),
+        metadata,
+    };
+    let json = serde_json::to_vec(&header)
+        .map_err(|e| Error::Usage(format!("{path}: cannot encode the header: {e}")))?;
+    if json.len() > MAX_HEADER as usize {
+        return Err(Error::Usage(format!(
+            "{path}: the metadata is too large for the header ({} bytes, at most {MAX_HEADER})",
+            json.len()
+        )));
+    }
+    let mut pre = Vec::with_capacity(PREAMBLE + json.len());
+    pre.extend_from_slice(MAGIC);
+    pre.extend_from_slice(&VERSION.to_le_bytes());
+    pre.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    pre.extend_from_slice(&json);
+    Ok(pre)
+}
+
+/// Replaces the metadata of the native trace at `path` (uncompressed outside, i.e. `.lks`),
+/// for what is only known once the trace is written, such as the processes of a
+/// whole-system capture. The records are copied as they are (still compressed); the file
+/// is replaced atomically.
+pub fn set_metadata(path: &Path, metadata: &Metadata) -> Result<()> {
+    let name = path.display().to_string();
+    let mut input = std::fs::File::open(path).map_err(|e| Error::io(&name, e))?;
+    let mut pre = [0u8; PREAMBLE];
+    input
+        .read_exact(&mut pre)
+        .map_err(|e| Error::io(&name, e))?;
+    if &pre[..8] != MAGIC {
+        return Err(Error::trace(
+            &name,
+            Location::Byte(0),
+            "magic",
+            "not a Lookaside native trace (expected \"LKSTRACE\")",
+        ));
+    }
+    let len = u32::from_le_bytes([pre[10], pre[11], pre[12], pre[13]]);
+    io::copy(&mut (&mut input).take(len as u64), &mut io::sink())
+        .map_err(|e| Error::io(&name, e))?;
+    let mut out = Output::create_with(path, super::compress::Compression::None)?;
+    out.write_all(&preamble(metadata, &name)?)
+        .map_err(|e| out.error(e))?;
+    io::copy(&mut input, &mut out).map_err(|e| out.error(e))?;
+    out.commit()
+}
+
 impl NativeWriter {
     /// Creates a native trace at `path` with the given metadata and zstd `level` (1-22;
     /// [`DEFAULT_LEVEL`] is a good choice).
     pub fn create(path: &Path, metadata: &Metadata, level: i32) -> Result<NativeWriter> {
         let mut out = Output::create(path)?;
-        let mut metadata = metadata.clone();
-        if metadata.tool.is_none() {
-            metadata.tool = Some(tool_name());
-        }
-        let header = Header {
-            encoding: ENCODING.into(),
-            compression: "zstd".into(),
-            checksum: "crc32".into(),
-            metadata,
-        };
-        let json = serde_json::to_vec(&header)
-            .map_err(|e| Error::Usage(format!("{}: cannot encode the header: {e}", out.path())))?;
-        let mut pre = Vec::with_capacity(PREAMBLE + json.len());
-        pre.extend_from_slice(MAGIC);
-        pre.extend_from_slice(&VERSION.to_le_bytes());
-        pre.extend_from_slice(&(json.len() as u32).to_le_bytes());
-        pre.extend_from_slice(&json);
+        let pre = preamble(metadata, out.path())?;
         out.write_all(&pre).map_err(|e| out.error(e))?;
         let path = out.path().to_string();
         let mut enc =

@@ -3,8 +3,11 @@
 //! Counting is exact except for distinct pages, which need a set: the set is capped at
 //! [`PAGE_LIMIT`] entries (tens of MB), past which the count is a lower bound and
 //! [`Summary::pages_exact`] is false, so that summarising a huge trace cannot exhaust memory.
+//!
+//! For traces with physical addresses (whole-system captures) the summary also checks that
+//! they are consistent with the address-space labels: see [`Translations`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -18,6 +21,39 @@ pub const SUMMARY_PAGE: u64 = 4096;
 pub const PAGE_LIMIT: usize = 1 << 22;
 /// Most distinct address spaces remembered.
 pub const ASID_LIMIT: usize = 1 << 20;
+/// Most address spaces given their own counts in [`Summary::by_asid`].
+pub const BY_ASID_LIMIT: usize = 4096;
+
+/// References of one address space, by mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ModeCounts {
+    pub user: u64,
+    pub kernel: u64,
+}
+
+/// How the physical addresses of a trace map its (address space, virtual page) pairs, over
+/// the user-mode references that carry one (4 KiB pages). Kernel references are left out:
+/// the kernel maps one address to many frames by design (text_poke's temporary mapping),
+/// and a wrong label shows first in the user's own references after a switch anyway.
+///
+/// A page's frame changes legitimately a few times in a run (copy-on-write after fork, a
+/// page freed and faulted in again): those are `remaps`. A page whose frame changes *back*
+/// to the one it had before the last change (A → B → A) is the signature of references
+/// labelled with the wrong address space, e.g. a parent's and a forked child's (same virtual
+/// layout, different frames) mixed up at a context switch; a correctly labelled trace of a
+/// short run has none. `returns` counts them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Translations {
+    /// Distinct (address space, virtual page) pairs with a physical address.
+    pub pages: u64,
+    /// Times a pair's frame differed from the one it had.
+    pub remaps: u64,
+    /// Remaps back to the frame the pair had before its previous remap.
+    pub returns: u64,
+    /// False if there were more pairs than could be remembered (then all three are lower
+    /// bounds).
+    pub exact: bool,
+}
 
 /// Counts and ranges describing a trace.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -45,6 +81,12 @@ pub struct Summary {
     pub addr_max: Option<u64>,
     /// References that carry a physical address.
     pub with_paddr: u64,
+    /// References per address space and mode (the first [`BY_ASID_LIMIT`] address spaces).
+    pub by_asid: BTreeMap<u32, ModeCounts>,
+    /// The translations the physical addresses of user-mode references imply (when any
+    /// carries one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub translations: Option<Translations>,
     /// Records the reader skipped (see the format's documentation).
     pub skipped: u64,
     /// Bytes of the file read.
@@ -61,8 +103,16 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
     let mut pages_exact = true;
     let (mut lo, mut hi) = (u64::MAX, 0u64);
     let mut with_paddr = 0;
-    // The last page inserted per stream (fetch, data): most references repeat it.
-    let mut last = [(u32::MAX, u64::MAX); 2];
+    let mut by_asid: BTreeMap<u32, ModeCounts> = BTreeMap::new();
+    // Per (address space, page): its frame and the frame before the last change.
+    let mut frames: HashMap<(u32, u64), (u64, u64)> = HashMap::new();
+    let mut tr = Translations {
+        exact: true,
+        ..Translations::default()
+    };
+    // The last (address space, page, frame) per stream (fetch, data): most references
+    // repeat it.
+    let mut last = [(u32::MAX, u64::MAX, u64::MAX); 2];
     let mut batch: Vec<Event> = Vec::new();
     while source.next_batch(&mut batch)? {
         for e in &batch {
@@ -73,17 +123,53 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
             if !e.kind.is_ref() {
                 continue;
             }
-            modes[matches!(e.mode, Mode::Kernel) as usize] += 1;
-            with_paddr += (e.paddr != crate::event::NO_PADDR) as u64;
+            let kernel = matches!(e.mode, Mode::Kernel);
+            modes[kernel as usize] += 1;
+            if by_asid.len() < BY_ASID_LIMIT || by_asid.contains_key(&e.asid) {
+                let c = by_asid.entry(e.asid).or_default();
+                if kernel {
+                    c.kernel += 1;
+                } else {
+                    c.user += 1;
+                }
+            }
+            let has_paddr = e.paddr != crate::event::NO_PADDR;
+            with_paddr += has_paddr as u64;
             let end = e.addr.saturating_add((e.size as u64).max(1) - 1);
             lo = lo.min(e.addr);
             hi = hi.max(end);
             let s = (e.kind != Kind::Fetch) as usize;
             let (first, last_page) = (e.addr / SUMMARY_PAGE, end / SUMMARY_PAGE);
-            if last[s] == (e.asid, first) && first == last_page {
+            let frame = if has_paddr {
+                e.paddr / SUMMARY_PAGE
+            } else {
+                u64::MAX
+            };
+            if last[s] == (e.asid, first, frame) && first == last_page {
                 continue;
             }
-            last[s] = (e.asid, last_page);
+            last[s] = (
+                e.asid,
+                last_page,
+                if first == last_page { frame } else { u64::MAX },
+            );
+            if has_paddr && !kernel {
+                // The physical address is that of the first byte: its page is checked.
+                let full = frames.len() >= PAGE_LIMIT;
+                match frames.get_mut(&(e.asid, first)) {
+                    Some((now, before)) if *now != frame => {
+                        tr.remaps += 1;
+                        tr.returns += (*before == frame) as u64;
+                        *before = *now;
+                        *now = frame;
+                    }
+                    Some(_) => {}
+                    None if full => tr.exact = false,
+                    None => {
+                        frames.insert((e.asid, first), (frame, u64::MAX));
+                    }
+                }
+            }
             for p in first..=last_page {
                 if pages.len() < PAGE_LIMIT {
                     pages.insert((e.asid, p));
@@ -112,6 +198,11 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
         addr_min: (references > 0).then_some(lo),
         addr_max: (references > 0).then_some(hi),
         with_paddr,
+        by_asid,
+        translations: (with_paddr > 0 && modes[0] > 0).then_some(Translations {
+            pages: frames.len() as u64,
+            ..tr
+        }),
         skipped: source.skipped(),
         bytes: source.bytes_read(),
     })
@@ -149,6 +240,74 @@ mod tests {
         assert!(s.pages_exact);
         assert_eq!((s.addr_min, s.addr_max), (Some(0x1000), Some(0x5007)));
         assert_eq!(s.with_paddr, 1);
+    }
+
+    #[test]
+    fn counts_references_per_address_space_and_mode() {
+        let r = Event::reference;
+        let events = vec![
+            r(Kind::Fetch, 0x1000, 4).with_asid(1),
+            r(Kind::Load, 0xffff_8000_0000_0000, 8)
+                .with_asid(1)
+                .with_mode(Mode::Kernel),
+            r(Kind::Store, 0x2000, 4).with_asid(7),
+        ];
+        let s = summarize(&mut VecSource::new(events, 2)).unwrap();
+        assert_eq!(s.by_asid[&1], ModeCounts { user: 1, kernel: 1 });
+        assert_eq!(s.by_asid[&7], ModeCounts { user: 1, kernel: 0 });
+        assert_eq!(s.translations, None, "no physical addresses");
+    }
+
+    /// A parent and its forked child: the same virtual pages, different frames.
+    fn fork_pair(rounds: u64, mislabel_every: u64) -> Vec<Event> {
+        let mut v = Vec::new();
+        for i in 0..rounds {
+            for (asid, frame) in [(1u32, 0x10u64), (2, 0x20)] {
+                // The reference after the switch is labelled with the previous address
+                // space every `mislabel_every` rounds (a label applied too late).
+                let label = if mislabel_every > 0 && i % mislabel_every == 0 {
+                    3 - asid
+                } else {
+                    asid
+                };
+                v.push(Event::control(Kind::ContextSwitch, 0, asid));
+                v.push(
+                    Event::reference(Kind::Store, 0x7000 + 8 * i, 8)
+                        .with_asid(label)
+                        .with_paddr(frame * SUMMARY_PAGE + 8 * i),
+                );
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn translations_tell_right_labels_from_wrong_ones() {
+        let s = summarize(&mut VecSource::new(fork_pair(100, 0), 7)).unwrap();
+        let t = s.translations.unwrap();
+        assert_eq!((t.pages, t.remaps, t.returns, t.exact), (2, 0, 0, true));
+        let s = summarize(&mut VecSource::new(fork_pair(100, 10), 7)).unwrap();
+        let t = s.translations.unwrap();
+        assert!(t.returns > 0 && t.remaps > t.returns, "{t:?}");
+        // Copy-on-write: the child's page gets its own frame once, and keeps it.
+        let mut v = fork_pair(3, 0);
+        v.push(
+            Event::reference(Kind::Store, 0x7000, 8)
+                .with_asid(2)
+                .with_paddr(0x30 * SUMMARY_PAGE),
+        );
+        v.extend(fork_pair(3, 0).into_iter().map(|e| {
+            if e.asid == 2 && e.kind.is_ref() {
+                e.with_paddr(0x30 * SUMMARY_PAGE + e.paddr % SUMMARY_PAGE)
+            } else {
+                e
+            }
+        }));
+        let t = summarize(&mut VecSource::new(v, 5))
+            .unwrap()
+            .translations
+            .unwrap();
+        assert_eq!((t.remaps, t.returns), (1, 0));
     }
 
     #[test]

@@ -26,35 +26,20 @@
  * Nothing is allocated per record: the callbacks store into the buffer of their vCPU.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
-#include "qemu-plugin-v1.h"
+#include "lookaside-stream.h"
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2 };
-enum { TAG_RECORDS = 1, TAG_EXEC = 2, TAG_END = 3 };
 
 #define BUF_RECS 4096u
 #define MAX_VCPUS 4096u
-#define PIPE_BYTES (1 << 20)
 
 struct rec {
     uint64_t addr;
     uint64_t word; /* size | kind << 16 */
-};
-
-struct block {
-    uint32_t tag;
-    uint32_t vcpu;
-    uint64_t count;
 };
 
 struct vbuf {
@@ -65,53 +50,8 @@ struct vbuf {
 
 static struct vbuf *bufs[MAX_VCPUS];
 static unsigned n_vcpus;
-static int out_fd = -1;
-static int closed;   /* no more output (finished, failed, or a forked child) */
 static int is_child; /* this process is a fork of the traced one */
-static uint64_t written;
-static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t exec_nr[2] = {-1, -1};
-
-static void say(const char *msg)
-{
-    char line[600];
-    snprintf(line, sizeof line, "lookaside-plugin: %s\n", msg);
-    qemu_plugin_outs(line);
-}
-
-/* Writes all of iov to the output; on failure stops all output. Called with out_lock held. */
-static void write_all(struct iovec *iov, int cnt)
-{
-    while (cnt > 0 && !closed) {
-        ssize_t k = writev(out_fd, iov, cnt);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            char msg[256];
-            snprintf(msg, sizeof msg, "writing the trace failed: %s", strerror(errno));
-            say(msg);
-            closed = 1;
-            return;
-        }
-        while (cnt > 0 && (size_t)k >= iov->iov_len) {
-            k -= iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + k;
-            iov->iov_len -= k;
-        }
-    }
-}
-
-static void put_block(uint32_t tag, uint32_t vcpu, uint64_t count, const void *data,
-                      size_t len)
-{
-    struct block h = {tag, vcpu, count};
-    struct iovec iov[2] = {{&h, sizeof h}, {(void *)data, len}};
-    write_all(iov, len ? 2 : 1);
-}
 
 /* Writes the first n records of b. Called with out_lock held. */
 static void emit_locked(struct vbuf *b, uint32_t n)
@@ -302,23 +242,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         return -1;
     }
     for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "fd=", 3) == 0) {
-            char *end;
-            long fd = strtol(argv[i] + 3, &end, 10);
-            if (*end || fd < 0 || fcntl((int)fd, F_GETFD) < 0) {
-                say("fd=N: not an open file descriptor");
-                return -1;
-            }
-            out_fd = (int)fd;
-        } else if (strncmp(argv[i], "out=", 4) == 0) {
-            out_fd = open(argv[i] + 4, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            if (out_fd < 0) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "%s: %s", argv[i] + 4, strerror(errno));
-                say(msg);
-                return -1;
-            }
-        } else {
+        int r = output_arg(argv[i]);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
             char msg[512];
             snprintf(msg, sizeof msg, "unknown argument '%s' (expected fd=N or out=PATH)",
                      argv[i]);
@@ -326,35 +253,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             return -1;
         }
     }
-    if (out_fd < 0) {
-        say("no output: give fd=N or out=PATH");
+    if (open_stream(1, sizeof(struct rec)) < 0)
         return -1;
-    }
-    /* Out of the way of the program's own descriptors (a file it opens must never get the
-     * number of the stream), and closed on execve, so that programs the traced one starts
-     * do not hold the stream open. */
-    int high = fcntl(out_fd, F_DUPFD_CLOEXEC, 1000);
-    if (high >= 0) {
-        close(out_fd);
-        out_fd = high;
-    } else {
-        fcntl(out_fd, F_SETFD, FD_CLOEXEC);
-    }
-#ifdef F_SETPIPE_SZ
-    fcntl(out_fd, F_SETPIPE_SZ, PIPE_BYTES); /* fewer stalls; harmless if refused */
-#endif
     pthread_atfork(NULL, NULL, in_child);
     set_exec_numbers(info->target_name);
-
-    struct {
-        char magic[8];
-        uint32_t version;
-        uint32_t rec_size;
-    } head = {{'L', 'K', 'S', 'C', 'A', 'P', 'T', 'R'}, 1, sizeof(struct rec)};
-    struct iovec iov = {&head, sizeof head};
-    write_all(&iov, 1);
-    if (closed)
-        return -1;
 
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);

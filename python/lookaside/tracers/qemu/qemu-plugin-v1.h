@@ -2,7 +2,7 @@
  * Lookaside's own declarations of the QEMU TCG plugin API, version 1 (as in QEMU 7.2;
  * Debian 12 ships QEMU 7.2 with plugin support but without the plugin header).
  *
- * Only what lookaside-plugin.c uses is declared. The types and signatures follow the
+ * Only what Lookaside's plugins use is declared. The types and signatures follow the
  * documented ABI of that version: opaque handles, a 64-bit plugin id, a 32-bit memory-info
  * word, and C enums passed as int.
  */
@@ -21,6 +21,7 @@ typedef uint32_t qemu_plugin_meminfo_t;
 
 struct qemu_plugin_tb;
 struct qemu_plugin_insn;
+struct qemu_plugin_hwaddr;
 
 typedef struct qemu_info_t {
     const char *target_name;
@@ -49,6 +50,7 @@ enum qemu_plugin_mem_rw {
     QEMU_PLUGIN_MEM_RW,
 };
 
+typedef void (*qemu_plugin_simple_cb_t)(qemu_plugin_id_t id);
 typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
 typedef void (*qemu_plugin_vcpu_simple_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_index);
 typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
@@ -79,6 +81,9 @@ void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn,
                                       enum qemu_plugin_mem_rw rw, void *userdata);
 void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id,
                                           qemu_plugin_vcpu_syscall_cb_t cb);
+/* Unregisters every callback of the plugin and flushes all translations, asynchronously;
+ * then calls cb, which may register callbacks anew. */
+void qemu_plugin_reset(qemu_plugin_id_t id, qemu_plugin_simple_cb_t cb);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb,
                                     void *userdata);
 
@@ -86,9 +91,16 @@ size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
+const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
+/* The host address of the instruction's bytes (system emulation: inside guest RAM). */
+void *qemu_plugin_insn_haddr(const struct qemu_plugin_insn *insn);
 
 unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
 bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
+/* System emulation only: the guest-physical side of a memory access (NULL if unknown). */
+struct qemu_plugin_hwaddr *qemu_plugin_get_hwaddr(qemu_plugin_meminfo_t info, uint64_t vaddr);
+bool qemu_plugin_hwaddr_is_io(const struct qemu_plugin_hwaddr *haddr);
+uint64_t qemu_plugin_hwaddr_phys_addr(const struct qemu_plugin_hwaddr *haddr);
 
 void qemu_plugin_outs(const char *string);
 

@@ -1,0 +1,449 @@
+"""Full-system capture: boot a real Linux kernel under QEMU, run a workload inside it, and
+record every reference of the kernel and of every process.
+
+``record_system("pipe", "pipe.lks")`` boots Debian's cloud kernel in
+``qemu-system-x86_64`` (TCG) with an initramfs built here (static busybox, the
+``lookaside_marks`` kernel module, the workload), runs the workload, and powers the guest
+off. Lookaside's system plugin records each instruction fetch, load and store with its
+virtual and physical address, user/kernel mode and address space; the module tells the
+plugin which process runs (see ``tracers/system/lookaside_marks.c``). Recording starts
+when the module loads (the boot is not recorded) and ends when it is removed, after the
+workload.
+
+What is fetched, once, into the cache (``LOOKASIDE_CACHE_DIR``, as for user-level
+capture), with ``apt-get download`` (so apt's package lists must be current): the kernel
+image named by ``linux-image-cloud-amd64`` (or ``LOOKASIDE_KERNEL``, a release such as
+``6.1.0-56-cloud-amd64``), its headers and kbuild of the same version to build the module,
+and ``busybox-static``. ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary (default
+``qemu-system-x86_64``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from . import LookasideError, _data_dir, _lookaside
+from .capture import CAPTURE_LEVEL, _cpu, _say, _version, build_plugin, cache_dir
+
+#: The meta package whose dependency names the kernel release used by default.
+KERNEL_META = "linux-image-cloud-amd64"
+#: Guest RAM. Fetch physical addresses come from the host address of guest RAM, which is one
+#: block below 3 GiB on QEMU's pc machine.
+RAM_MIB = 512
+#: Kernel command line: serial console, no KASLR (stable kernel addresses across runs), no
+#: page-table isolation (one CR3 per address space), power off rather than reboot on panic.
+APPEND = "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr pti=off"
+#: The line the guest's /init prints with the workload's exit status.
+EXIT_MARK = "LOOKASIDE-EXIT"
+
+
+def workloads_dir() -> Path:
+    return _data_dir("tracers") / "system" / "workloads"
+
+
+def workload_names() -> list[str]:
+    """The shipped workloads (``tracers/system/workloads/NAME.sh``)."""
+    return sorted(p.stem for p in workloads_dir().glob("*.sh"))
+
+
+def _run(cmd: list[str], what: str, cwd: str | os.PathLike[str] | None = None) -> str:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    except OSError as e:
+        raise LookasideError(f"{what}: cannot run {cmd[0]}: {e.strerror}") from None
+    if p.returncode != 0:
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()] or p.stdout.splitlines()
+        raise LookasideError(f"{what} failed ({shlex.join(cmd)}): "
+                             f"{lines[-1] if lines else f'exit {p.returncode}'}")
+    return p.stdout
+
+
+def _need(tool: str, package: str) -> str:
+    path = shutil.which(tool)
+    if not path:
+        raise LookasideError(f"{tool} not found (install {package})")
+    return path
+
+
+def _depends(package: str) -> list[str]:
+    out = _run(["apt-cache", "depends", package], f"looking up {package}")
+    deps = [ln.split(":", 1)[1].strip() for ln in out.splitlines()
+            if ln.strip().startswith("Depends:")]
+    if not deps:
+        raise LookasideError(f"apt knows no dependencies of {package}: is the package "
+                             "list current (apt-get update)?")
+    return deps
+
+
+def _candidate(package: str) -> str:
+    out = _run(["apt-cache", "policy", package], f"looking up {package}")
+    m = re.search(r"Candidate:\s*(\S+)", out)
+    if not m or m.group(1) == "(none)":
+        raise LookasideError(f"apt has no package {package} (apt-get update?)")
+    return m.group(1)
+
+
+def kernel_release() -> str:
+    """The kernel release to boot: ``LOOKASIDE_KERNEL``, else the one the cloud meta package
+    names (e.g. ``6.1.0-56-cloud-amd64``)."""
+    rel = os.environ.get("LOOKASIDE_KERNEL")
+    if rel:
+        return rel
+    for dep in _depends(KERNEL_META):
+        if dep.startswith("linux-image-"):
+            return dep[len("linux-image-"):]
+    raise LookasideError(f"{KERNEL_META} names no kernel image")
+
+
+class Assets:
+    """The kernel, the headers to build modules for it, and a static busybox, unpacked in
+    the cache."""
+
+    def __init__(self, root: Path, release: str):
+        self.root = root
+        self.release = release
+        self.kernel = root / "boot" / f"vmlinuz-{release}"
+        self.headers = root / "usr" / "src" / f"linux-headers-{release}"
+        self.busybox = root / "bin" / "busybox"
+        self.version = (root / "VERSION").read_text().strip()
+
+
+def assets(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Assets:
+    """Downloads and unpacks what a system capture needs, unless the cache has it."""
+    release = kernel_release()
+    root = (cache or cache_dir()) / "system" / release
+    if (root / "VERSION").is_file():
+        return Assets(root, release)
+    _need("apt-get", "apt")
+    _need("dpkg-deb", "dpkg")
+    image = f"linux-image-{release}"
+    version = _candidate(image)
+    headers = f"linux-headers-{release}"
+    packages = [f"{image}={version}", f"{headers}={version}"]
+    for dep in _depends(headers):
+        if dep.startswith(("linux-headers-", "linux-kbuild-")):
+            packages.append(f"{dep}={version}")
+    packages.append("busybox-static")
+    say(f"fetching kernel {release} ({version}), its headers and busybox (once)")
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
+        _run(["apt-get", "download", *packages], "downloading the guest's packages", cwd=tmp)
+        unpacked = Path(tmp) / "root"
+        for deb in sorted(Path(tmp).glob("*.deb")):
+            _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
+        # The headers' one-line Makefile includes the common tree by its installed path.
+        mk = unpacked / "usr" / "src" / headers / "Makefile"
+        text = mk.read_text()
+        mk.write_text(re.sub(r"include\s+/usr/src/",
+                             f"include {root / 'usr' / 'src'}/", text))
+        (unpacked / "VERSION").write_text(version + "\n")
+        try:
+            os.rename(unpacked, root)
+        except OSError:
+            if not (root / "VERSION").is_file():  # not a concurrent capture that won
+                raise
+    return Assets(root, release)
+
+
+def build_module(a: Assets, cache: Path | None = None) -> Path:
+    """The marker module for this kernel, built unless the cache has a build of this source."""
+    src = _data_dir("tracers") / "system"
+    files = [src / "lookaside_marks.c", src / "Kbuild"]
+    h = hashlib.sha256(a.release.encode())
+    for f in files:
+        h.update(f.read_bytes())
+    out = (cache or cache_dir()) / "system" / a.release / f"lookaside_marks-{h.hexdigest()[:16]}.ko"
+    if out.is_file():
+        return out
+    _need("make", "make")
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files:
+            shutil.copy(f, tmp)
+        _run(["make", "-C", str(a.headers), f"M={tmp}", "modules"],
+             f"building the marker module for {a.release}")
+        tmp_ko = out.with_name(f".{out.name}.{os.getpid()}")
+        _run(["strip", "--strip-debug", "-o", str(tmp_ko), str(Path(tmp) / "lookaside_marks.ko")],
+             "stripping the marker module")
+        os.replace(tmp_ko, out)
+    return out
+
+
+class Cpio:
+    """An initramfs being written: the kernel's "newc" cpio format, uncompressed (nothing to
+    decompress in the emulated guest)."""
+
+    def __init__(self, f):
+        self.f = f
+        self.ino = 1
+        self.seen: set[str] = set()
+
+    def _entry(self, name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0)):
+        name = name.lstrip("/")
+        if name in self.seen:
+            return
+        self.seen.add(name)
+        fields = [self.ino, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1],
+                  len(name) + 1, 0]
+        self.ino += 1
+        head = b"070701" + b"".join(b"%08x" % v for v in fields)
+        self.f.write(head + name.encode() + b"\0")
+        self.f.write(b"\0" * (-(len(head) + len(name) + 1) % 4))
+        self.f.write(data)
+        self.f.write(b"\0" * (-len(data) % 4))
+
+    def dir(self, name: str) -> None:
+        parts = name.strip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            self._entry("/".join(parts[:i]), stat.S_IFDIR | 0o755)
+
+    def file(self, name: str, data: bytes, mode: int = 0o644) -> None:
+        parent = os.path.dirname(name.strip("/"))
+        if parent:
+            self.dir(parent)
+        self._entry(name, stat.S_IFREG | mode, data)
+
+    def device(self, name: str, major: int, minor: int) -> None:
+        self._entry(name, stat.S_IFCHR | 0o600, rdev=(major, minor))
+
+    def close(self) -> None:
+        self._entry("TRAILER!!!", 0)
+
+
+def _libraries(program: str) -> list[str]:
+    """The shared libraries (and loader) a dynamically linked program needs, by ldd."""
+    p = subprocess.run(["ldd", program], capture_output=True, text=True)
+    if p.returncode != 0:  # static, or not an ELF executable ldd understands
+        return []
+    libs = []
+    for ln in p.stdout.splitlines():
+        m = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", ln)
+        if m:
+            libs.append(m.group(1))
+    return libs
+
+
+INIT = """#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sys /sys
+/bin/busybox mount -t devtmpfs dev /dev
+/bin/busybox --install -s /bin
+export PATH=/work/bin:/bin HOME=/work
+cd /work
+if insmod /lookaside_marks.ko; then
+  sh /work/run.sh
+  status=$?
+  rmmod lookaside_marks
+else
+  status=255
+fi
+echo "{mark} $status"
+poweroff -f
+"""
+
+
+def build_initramfs(path: Path, a: Assets, module: Path, script: str,
+                    programs: list[str], files: list[str]) -> None:
+    """Writes the guest's initramfs: busybox, /init, the module, /work/run.sh (the workload),
+    host programs with their libraries in /work/bin, and data files in /work."""
+    with open(path, "wb") as f:
+        c = Cpio(f)
+        for d in ("bin", "dev", "proc", "sys", "tmp", "work/bin"):
+            c.dir(d)
+        c.device("dev/console", 5, 1)
+        c.device("dev/null", 1, 3)
+        c.file("bin/busybox", a.busybox.read_bytes(), 0o755)
+        c.file("init", INIT.format(mark=EXIT_MARK).encode(), 0o755)
+        c.file("lookaside_marks.ko", module.read_bytes())
+        c.file("work/run.sh", script.encode(), 0o755)
+        for prog in programs:
+            c.file(f"work/bin/{os.path.basename(prog)}", Path(prog).read_bytes(), 0o755)
+            for lib in _libraries(prog):
+                c.file(lib, Path(lib).read_bytes(), 0o755)
+        for fpath in files:
+            p = Path(fpath)
+            if not p.is_file():
+                raise LookasideError(f"{fpath}: no such file to copy into the guest")
+            c.file(f"work/{p.name}", p.read_bytes(), 0o644)
+        c.close()
+
+
+def _workload(name: str, cache: Path) -> tuple[str, list[str]]:
+    """The script of a shipped workload and the programs it needs, built from their C
+    source (``NAME.c`` beside it) with ``gcc -static``."""
+    d = workloads_dir()
+    script = d / f"{name}.sh"
+    if not script.is_file():
+        raise LookasideError(f"unknown workload '{name}' (shipped: "
+                             f"{', '.join(workload_names())})")
+    programs = []
+    for src in sorted(d.glob("*.c")):
+        h = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+        exe = cache / "system" / "workloads" / f"{src.stem}-{h}" / src.stem
+        if not exe.is_file():
+            exe.parent.mkdir(parents=True, exist_ok=True)
+            cc = os.environ.get("CC") or "gcc"
+            _need(cc, "gcc")
+            tmp = exe.with_name(f".{src.stem}.{os.getpid()}")
+            _run([cc, "-O2", "-static", "-o", str(tmp), str(src)],
+                 f"building the workload program {src.name}")
+            os.replace(tmp, exe)
+        programs.append(str(exe))
+    return script.read_text(), programs
+
+
+class _Console(threading.Thread):
+    """Passes the guest's console through (unless quiet), keeping its last lines and the
+    workload's exit status."""
+
+    def __init__(self, stream, quiet: bool):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.quiet = quiet
+        self.last: list[str] = []
+        self.status: int | None = None
+
+    def run(self) -> None:
+        with self.stream:
+            for raw in self.stream:
+                line = raw.decode(errors="replace").replace("\r", "")
+                m = re.match(rf"{EXIT_MARK} (\d+)", line.strip())
+                if m:
+                    self.status = int(m.group(1))
+                    continue
+                if not self.quiet:
+                    sys.stderr.write(f"guest| {line}")
+                if line.strip():
+                    self.last = (self.last + [line.strip()])[-5:]
+
+    def why(self) -> str:
+        return f": {self.last[-1]}" if self.last else ""
+
+
+def record_system(workload: str | None, output: str | os.PathLike[str], *,
+                  command: list[str] | None = None, files: list[str] = (),
+                  level: int | None = None,
+                  progress: Callable[[int, int], Any] | None = None,
+                  quiet: bool = False) -> dict[str, Any]:
+    """Boot the guest, run ``workload`` (a shipped one) or ``command`` (a host program and
+    its arguments, copied into the guest with its libraries), and record it into
+    ``output``; returns a summary like :func:`lookaside.capture.record`'s, with the kernel,
+    the processes seen and the workload's exit status. Nothing is written at ``output``
+    unless the capture is complete."""
+    if (workload is None) == (not command):
+        raise LookasideError("give a shipped workload or a command to run in the guest")
+    output = os.fspath(output)
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise LookasideError(f"{output}: no such directory: {parent}")
+    qemu = shutil.which(os.environ.get("LOOKASIDE_QEMU_SYSTEM") or "qemu-system-x86_64")
+    if not qemu:
+        raise LookasideError("qemu-system-x86_64 not found (install qemu-system-x86)")
+    cache = cache_dir()
+    a = assets(cache, (lambda m: None) if quiet else _say)
+    module = build_module(a, cache)
+    plugin = build_plugin(cache, name="lookaside-system-plugin")
+    if workload is not None:
+        script, programs = _workload(workload, cache)
+        described = f"workload {workload}"
+    else:
+        prog = command[0]
+        path = shutil.which(prog) if "/" not in prog else prog
+        if not path or not os.path.isfile(path):
+            raise LookasideError(f"{prog}: program not found")
+        programs = [path]
+        script = shlex.join([os.path.basename(path), *command[1:]]) + "\n"
+        described = shlex.join(command)
+    if not quiet:
+        _say(f"booting Linux {a.release} under QEMU (TCG); recording starts when "
+             f"the {described} does")
+    with tempfile.TemporaryDirectory() as tmp:
+        initrd = Path(tmp) / "initramfs.cpio"
+        build_initramfs(initrd, a, module, script, programs, list(files))
+        r, w = os.pipe()
+        cmd = [qemu, "-nodefaults", "-display", "none", "-no-reboot", "-accel", "tcg",
+               "-cpu", "qemu64", "-smp", "1", "-m", str(RAM_MIB), "-serial", "stdio",
+               "-kernel", str(a.kernel), "-initrd", str(initrd), "-append", APPEND,
+               "-plugin", f"{plugin},fd={w},ram={RAM_MIB << 20}"]
+        extra = [("capture", "qemu-system plugin"), ("capture_tool", _version(qemu)),
+                 ("kernel", f"{a.release} ({a.version})"),
+                 ("machine", f"qemu-system-x86_64 -cpu qemu64 -smp 1 -m {RAM_MIB}M (TCG)"),
+                 ("workload", described),
+                 ("date", datetime.datetime.now(datetime.timezone.utc)
+                  .strftime("%Y-%m-%dT%H:%M:%SZ"))]
+        t0 = time.perf_counter()
+        first: list[float] = []
+
+        def tick(events: int, nbytes: int) -> Any:
+            # The first references arrive when the module loads: the boot is over.
+            if events and not first:
+                first.append(time.perf_counter())
+            return progress(events, nbytes) if progress else None
+
+        cpu0 = _cpu()
+        try:
+            try:
+                proc = subprocess.Popen(cmd, pass_fds=(w,), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            except OSError as e:
+                raise LookasideError(f"{qemu}: cannot start: {e.strerror}") from None
+            os.close(w)
+            w = -1
+            console = _Console(proc.stdout, quiet)
+            console.start()
+            try:
+                raw = _lookaside.record(f"/dev/fd/{r}", "qemu", output,
+                                        f"lookaside trace --system: {described}", extra,
+                                        CAPTURE_LEVEL if level is None else level, tick)
+            except BaseException as e:
+                try:
+                    proc.wait(timeout=5 if isinstance(e, LookasideError) else 0)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                console.join(timeout=1)
+                if isinstance(e, LookasideError):
+                    raise LookasideError(
+                        "the guest stopped before its workload finished "
+                        f"({str(e).replace(f'/dev/fd/{r}', 'the capture stream')})"
+                        f"{console.why()}") from None
+                raise
+            status = proc.wait()
+            console.join(timeout=1)
+            seconds = time.perf_counter() - t0
+            cpu1 = _cpu()
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+    out = json.loads(raw)
+    if status != 0:
+        os.unlink(output)
+        raise LookasideError(f"qemu-system-x86_64 failed (exit status {status})"
+                             f"{console.why()}")
+    out.update(via="qemu-system", seconds=seconds, command=described,
+               exit_status=console.status if console.status is not None else -1,
+               output=output, output_bytes=os.path.getsize(output), kernel=a.release)
+    out["rate"] = out["events"] / seconds if seconds > 0 else 0.0
+    # Progress comes every few million events: the boot's end is known to within those.
+    out["boot_seconds"] = (first[0] if first else t0 + seconds) - t0
+    out["record_seconds"] = seconds - out["boot_seconds"]
+    refs = out["fetches"] + out["loads"] + out["stores"]
+    out["record_rate"] = refs / out["record_seconds"] if out["record_seconds"] > 0 else 0.0
+    out["cpu_program"] = cpu1[0] - cpu0[0]
+    out["cpu_record"] = cpu1[1] - cpu0[1]
+    return out

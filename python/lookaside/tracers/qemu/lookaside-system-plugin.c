@@ -1,0 +1,549 @@
+/*
+ * Lookaside's QEMU TCG plugin for whole systems (qemu-system-x86_64, plugin API version 1):
+ * records every instruction the guest executes (a fetch of its bytes) and every load and
+ * store, kernel and user, with its virtual and physical address, its mode and the address
+ * space it ran in, as a raw stream that `lookaside trace --system` turns into a native trace.
+ *
+ * Arguments (-plugin lookaside-system-plugin.so,ARG,...):
+ *   fd=N | out=PATH   where the stream goes (see lookaside-stream.h)
+ *   ram=BYTES         the guest's RAM size (-m): instruction fetches get physical addresses
+ *                     inside it
+ *
+ * The guest tells the plugin what it runs through *marker loads* executed by the
+ * lookaside_marks kernel module (../system/lookaside_marks.c documents the protocol): the
+ * plugin recognises the marker instruction by its bytes when it translates it and decodes
+ * the low 16 bits of each address it loads from as a word of a message. Nothing is recorded
+ * before the module's START message (the boot) nor after its STOP message, which ends the
+ * stream with its END block; a guest that stops without STOP leaves the stream without one
+ * (an incomplete capture, which the reader rejects). Until START only the marker
+ * instruction is instrumented, so that the boot runs at nearly QEMU's own speed; START
+ * resets the plugin (qemu_plugin_reset flushes every translation) and instruments
+ * everything from then on.
+ *
+ * - Mode: kernel if the instruction's address or the accessed address is in the upper half
+ *   (accesses QEMU makes while delivering an interrupt from user mode carry the user PC).
+ * - Address space: the module's mm->context.ctx_id, numbered densely from 1 in order of
+ *   appearance. The scheduler's SWITCH message names the next task's address space, which
+ *   takes effect at the next executed `mov %reg,%cr3` (the hardware switch; a kernel thread
+ *   borrows the previous one and writes no CR3); EXEC takes effect at once (exec loads its
+ *   new CR3 before the tracepoint fires, with only kernel code in between). A CR3 write no
+ *   message announced loads an address space the module does not name (text_poke's
+ *   temporary mm, kthread_use_mm, init_mm when a lazy kernel thread lets go, exec's new mm
+ *   until EXEC): it is address space 0, and the next unannounced CR3 write returns to the
+ *   one before (unuse_temporary_mm, kthread_unuse_mm). Each switch is a CONTEXT_SWITCH
+ *   record; every CR3 write yields one, even to the same address space.
+ * - Physical addresses: loads and stores from QEMU (qemu_plugin_hwaddr_phys_addr);
+ *   instruction fetches from the host address of their bytes, less the host address of
+ *   guest-physical 0, which the module's CALIB message gives (the physical address of the
+ *   marker instruction, whose host address the plugin saw).
+ * - PROC blocks name each (address space, pid, name) when first seen.
+ *
+ * Records are 24 bytes {u64 vaddr, u64 paddr (all ones: unknown), u32 address space, u16
+ * size, u8 kind (0 fetch, 1 load, 2 store, 3 context switch), u8 mode (0 user, 1 kernel)},
+ * in execution order per vCPU. The marker loads themselves are not recorded.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+
+#include "lookaside-stream.h"
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SWITCH = 3 };
+enum { MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP };
+
+#define BUF_RECS 4096u
+#define MAX_VCPUS 64u
+#define NO_PADDR UINT64_MAX
+#define TASK_WORDS 14
+/* movzbl 0x4c4b0000(%rdi),%eax */
+static const uint8_t MARKER[7] = {0x0f, 0xb6, 0x87, 0x00, 0x00, 0x4b, 0x4c};
+
+struct rec {
+    uint64_t vaddr;
+    uint64_t paddr;
+    uint32_t asid;
+    uint16_t size;
+    uint8_t kind;
+    uint8_t mode;
+};
+
+/* One instruction as translated: kept for as long as the plugin runs, shared by every
+ * translation of the same bytes at the same address (see insn_for). */
+struct insn {
+    uint64_t vaddr;
+    uint64_t haddr;
+    uint16_t size;
+    uint8_t kernel;
+    uint8_t cr3; /* writes CR3 */
+};
+
+/* A message being received from the module. */
+struct msg {
+    uint16_t words[32];
+    int type, need, have;
+};
+
+#define SAVED 16
+
+struct vcpu {
+    uint32_t n;
+    uint32_t asid;    /* address space running */
+    uint32_t pending; /* takes effect at the next CR3 write (0: none) */
+    /* Address spaces left for an unnamed one (address space 0), most recent last. */
+    uint32_t saved[SAVED];
+    uint32_t n_saved;
+    uint64_t marker_haddr;
+    struct msg msg;
+    struct rec recs[BUF_RECS];
+};
+
+static struct vcpu *vcpus[MAX_VCPUS];
+static unsigned n_vcpus;
+static qemu_plugin_id_t plugin_id;
+static int recording, stopped;
+static uint64_t ram_bytes;
+/* Host address of guest-physical 0; valid once calibrated. */
+static uint64_t ram_host;
+static int calibrated;
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline int upper(uint64_t a)
+{
+    return (int)(a >> 63);
+}
+
+/* --- instructions, de-duplicated so that retranslation costs no memory -------------- */
+
+static struct insn **itab;
+static size_t icap, icount;
+
+static size_t ihash(uint64_t vaddr, uint64_t haddr)
+{
+    uint64_t h = vaddr * 0x9e3779b97f4a7c15ull ^ haddr * 0xc2b2ae3d27d4eb4full;
+    return (size_t)(h ^ h >> 29);
+}
+
+/* The one struct insn for these values; called at translation time. */
+static struct insn *insn_for(uint64_t vaddr, uint64_t haddr, uint16_t size, int cr3)
+{
+    pthread_mutex_lock(&table_lock);
+    if (2 * (icount + 1) > icap) {
+        size_t ncap = icap ? 2 * icap : 1u << 16;
+        struct insn **n = calloc(ncap, sizeof *n);
+        if (!n) {
+            say("out of memory");
+            abort();
+        }
+        for (size_t i = 0; i < icap; i++) {
+            struct insn *p = itab[i];
+            if (!p)
+                continue;
+            size_t j = ihash(p->vaddr, p->haddr) & (ncap - 1);
+            while (n[j])
+                j = (j + 1) & (ncap - 1);
+            n[j] = p;
+        }
+        free(itab);
+        itab = n;
+        icap = ncap;
+    }
+    size_t j = ihash(vaddr, haddr) & (icap - 1);
+    struct insn *p;
+    while ((p = itab[j])) {
+        if (p->vaddr == vaddr && p->haddr == haddr && p->size == size && p->cr3 == cr3)
+            break;
+        j = (j + 1) & (icap - 1);
+    }
+    if (!p) {
+        p = malloc(sizeof *p);
+        if (!p) {
+            say("out of memory");
+            abort();
+        }
+        *p = (struct insn){vaddr, haddr, size, (uint8_t)upper(vaddr), (uint8_t)cr3};
+        itab[j] = p;
+        icount++;
+    }
+    pthread_mutex_unlock(&table_lock);
+    return p;
+}
+
+/* --- address spaces and processes ----------------------------------------------------- */
+
+static uint64_t *ctx_ids; /* ctx_ids[asid - 1] */
+static uint32_t n_asids, cap_asids;
+
+/* The address space numbered for this mm->context.ctx_id (0 for none). */
+static uint32_t asid_for(uint64_t ctx)
+{
+    if (ctx == 0)
+        return 0;
+    for (uint32_t i = n_asids; i > 0; i--)
+        if (ctx_ids[i - 1] == ctx)
+            return i;
+    if (n_asids == cap_asids) {
+        cap_asids = cap_asids ? 2 * cap_asids : 256;
+        ctx_ids = realloc(ctx_ids, cap_asids * sizeof *ctx_ids);
+        if (!ctx_ids) {
+            say("out of memory");
+            abort();
+        }
+    }
+    ctx_ids[n_asids++] = ctx;
+    return n_asids;
+}
+
+struct proc {
+    uint32_t pid, asid;
+    char name[16];
+};
+
+static struct proc *procs;
+static size_t n_procs, cap_procs;
+
+/* Writes a PROC block the first time this (pid, address space, name) is seen. Called with
+ * out_lock held. */
+static void note_proc(uint32_t pid, uint32_t asid, const char name[16])
+{
+    for (size_t i = n_procs; i > 0; i--) {
+        struct proc *p = &procs[i - 1];
+        if (p->pid == pid && p->asid == asid && memcmp(p->name, name, 16) == 0)
+            return;
+    }
+    if (n_procs == cap_procs) {
+        cap_procs = cap_procs ? 2 * cap_procs : 256;
+        procs = realloc(procs, cap_procs * sizeof *procs);
+        if (!procs) {
+            say("out of memory");
+            abort();
+        }
+    }
+    struct proc *p = &procs[n_procs++];
+    p->pid = pid;
+    p->asid = asid;
+    memcpy(p->name, name, 16);
+    put_block(TAG_PROC, asid, pid, name, 16);
+}
+
+/* --- records ------------------------------------------------------------------------- */
+
+/* Writes the records of v and empties it. */
+static void flush(struct vcpu *v, unsigned index)
+{
+    pthread_mutex_lock(&out_lock);
+    if (v->n && !closed) {
+        put_block(TAG_RECORDS, index, v->n, v->recs, (size_t)v->n * sizeof(struct rec));
+        if (!closed)
+            written += v->n;
+    }
+    v->n = 0;
+    pthread_mutex_unlock(&out_lock);
+}
+
+static inline void put(unsigned index, uint64_t vaddr, uint64_t paddr, uint16_t size,
+                       uint8_t kind, uint8_t mode)
+{
+    struct vcpu *v = vcpus[index];
+    struct rec *r = &v->recs[v->n];
+    r->vaddr = vaddr;
+    r->paddr = paddr;
+    r->asid = v->asid;
+    r->size = size;
+    r->kind = kind;
+    r->mode = mode;
+    if (++v->n == BUF_RECS)
+        flush(v, index);
+}
+
+static inline uint64_t fetch_paddr(const struct insn *i)
+{
+    uint64_t off = i->haddr - ram_host;
+    return calibrated && off < ram_bytes ? off : NO_PADDR;
+}
+
+static void on_fetch(unsigned int vcpu, void *udata)
+{
+    const struct insn *i = udata;
+    if (recording)
+        put(vcpu, i->vaddr, fetch_paddr(i), i->size, KIND_FETCH, i->kernel);
+}
+
+/* A CR3 write is about to execute: the address space the scheduler chose takes effect. */
+static void on_cr3(unsigned int vcpu, void *udata)
+{
+    on_fetch(vcpu, udata);
+    struct vcpu *v = vcpus[vcpu];
+    if (v->pending) {
+        v->asid = v->pending;
+        v->pending = 0;
+        v->n_saved = 0;
+    } else if (v->asid != 0) {
+        /* Unannounced: into an address space the module does not name. */
+        if (v->n_saved == SAVED) {
+            memmove(v->saved, v->saved + 1, (SAVED - 1) * sizeof v->saved[0]);
+            v->n_saved--;
+        }
+        v->saved[v->n_saved++] = v->asid;
+        v->asid = 0;
+    } else if (v->n_saved > 0) {
+        /* Unannounced, from an unnamed one: back to where it was left. */
+        v->asid = v->saved[--v->n_saved];
+    }
+    if (recording)
+        put(vcpu, 0, NO_PADDR, 0, KIND_SWITCH, 1);
+}
+
+static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+    const struct insn *i = udata;
+    if (!recording)
+        return;
+    struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
+    uint64_t paddr = hw ? qemu_plugin_hwaddr_phys_addr(hw) : NO_PADDR;
+    put(vcpu, vaddr, paddr, (uint16_t)(1u << qemu_plugin_mem_size_shift(info)),
+        qemu_plugin_mem_is_store(info) ? KIND_STORE : KIND_LOAD, i->kernel | upper(vaddr));
+}
+
+/* --- messages from the guest --------------------------------------------------------- */
+
+static uint64_t words_u64(const uint16_t *w, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)w[i] << (16 * i);
+    return v;
+}
+
+static void end_stream(void)
+{
+    for (unsigned k = 0; k < n_vcpus; k++)
+        if (vcpus[k])
+            flush(vcpus[k], k);
+    pthread_mutex_lock(&out_lock);
+    if (!closed) {
+        put_block(TAG_END, n_vcpus, written, NULL, 0);
+        closed = 1;
+    }
+    close(out_fd);
+    pthread_mutex_unlock(&out_lock);
+}
+
+static void on_reset(qemu_plugin_id_t id);
+
+/* A whole message has arrived on vCPU `index`. */
+static void on_message(unsigned index, struct vcpu *v)
+{
+    const uint16_t *w = v->msg.words;
+    switch (v->msg.type) {
+    case MSG_CALIB:
+        ram_host = v->marker_haddr - words_u64(w, 4);
+        calibrated = 1;
+        return;
+    case MSG_STOP:
+        if (recording && !stopped) {
+            stopped = 1;
+            recording = 0;
+            end_stream();
+        }
+        return;
+    case MSG_START:
+    case MSG_SWITCH:
+    case MSG_EXEC:
+    case MSG_RENAME:
+        break;
+    default:
+        return;
+    }
+    if (v->msg.have != TASK_WORDS || stopped)
+        return;
+    uint32_t pid = (uint32_t)words_u64(w, 2);
+    uint32_t asid = asid_for(words_u64(w + 2, 4));
+    char name[16];
+    for (int i = 0; i < 8; i++) {
+        name[2 * i] = (char)(w[6 + i] & 0xff);
+        name[2 * i + 1] = (char)(w[6 + i] >> 8);
+    }
+    if (v->msg.type == MSG_START) {
+        if (!recording)
+            qemu_plugin_reset(plugin_id, on_reset);
+        recording = 1;
+        v->asid = asid;
+        put(index, 0, NO_PADDR, 0, KIND_SWITCH, 1);
+    } else if (v->msg.type == MSG_EXEC && asid) {
+        v->asid = asid;
+        v->pending = 0;
+        v->n_saved = 0;
+        put(index, 0, NO_PADDR, 0, KIND_SWITCH, 1);
+    } else if (v->msg.type == MSG_SWITCH && asid) {
+        v->pending = asid;
+    }
+    if (asid && recording) {
+        pthread_mutex_lock(&out_lock);
+        if (!closed)
+            note_proc(pid, asid, name);
+        pthread_mutex_unlock(&out_lock);
+    }
+}
+
+static void on_marker(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr,
+                      void *udata)
+{
+    (void)info;
+    struct vcpu *v = vcpus[vcpu];
+    struct msg *m = &v->msg;
+    uint16_t word = (uint16_t)vaddr;
+    v->marker_haddr = ((const struct insn *)udata)->haddr;
+    if (m->need == 0) {
+        m->type = word >> 8;
+        m->need = word & 0xff;
+        m->have = 0;
+        if (m->need > (int)(sizeof m->words / sizeof m->words[0])) {
+            m->need = 0; /* not a message this plugin knows: resynchronise */
+            return;
+        }
+        if (m->need == 0)
+            on_message(vcpu, v);
+        return;
+    }
+    m->words[m->have++] = word;
+    if (m->have == m->need) {
+        m->need = 0;
+        on_message(vcpu, v);
+    }
+}
+
+/* --- translation ---------------------------------------------------------------------- */
+
+/* `mov %reg,%cr3`: [REX] 0F 22 /r with reg field 3. */
+static int writes_cr3(const uint8_t *b, size_t n)
+{
+    size_t i = 0;
+    if (n > 0 && (b[0] & 0xf0) == 0x40)
+        i = 1;
+    return n >= i + 3 && b[i] == 0x0f && b[i + 1] == 0x22 && ((b[i + 2] >> 3) & 7) == 3;
+}
+
+static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    for (size_t k = 0; k < n; k++) {
+        struct qemu_plugin_insn *qi = qemu_plugin_tb_get_insn(tb, k);
+        size_t size = qemu_plugin_insn_size(qi);
+        const uint8_t *bytes = qemu_plugin_insn_data(qi);
+        int cr3 = writes_cr3(bytes, size);
+        struct insn *i = insn_for(qemu_plugin_insn_vaddr(qi),
+                                  (uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qi),
+                                  (uint16_t)size, cr3);
+        qemu_plugin_register_vcpu_insn_exec_cb(qi, cr3 ? on_cr3 : on_fetch,
+                                               QEMU_PLUGIN_CB_NO_REGS, i);
+        int marker = size == sizeof MARKER && memcmp(bytes, MARKER, sizeof MARKER) == 0;
+        /* QEMU 7.2 never calls a callback registered for QEMU_PLUGIN_MEM_R alone: register
+         * both directions and tell them apart with qemu_plugin_mem_is_store(). */
+        qemu_plugin_register_vcpu_mem_cb(qi, marker ? on_marker : on_mem,
+                                         QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, i);
+    }
+}
+
+/* Before START: only the marker instruction. */
+static void on_tb_boot(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    for (size_t k = 0; k < n; k++) {
+        struct qemu_plugin_insn *qi = qemu_plugin_tb_get_insn(tb, k);
+        size_t size = qemu_plugin_insn_size(qi);
+        if (size != sizeof MARKER || memcmp(qemu_plugin_insn_data(qi), MARKER, size) != 0)
+            continue;
+        struct insn *i = insn_for(qemu_plugin_insn_vaddr(qi),
+                                  (uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qi),
+                                  (uint16_t)size, 0);
+        qemu_plugin_register_vcpu_mem_cb(qi, on_marker, QEMU_PLUGIN_CB_NO_REGS,
+                                         QEMU_PLUGIN_MEM_RW, i);
+    }
+}
+
+static void on_atexit(qemu_plugin_id_t id, void *udata);
+
+/* After START: every translation is gone; instrument everything from now on. */
+static void on_reset(qemu_plugin_id_t id)
+{
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb);
+    qemu_plugin_register_atexit_cb(id, on_atexit, NULL);
+}
+
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
+{
+    (void)id;
+    if (vcpu >= MAX_VCPUS) {
+        say("more than 64 vCPUs: cannot record this machine");
+        _exit(3);
+    }
+    if (!vcpus[vcpu]) {
+        struct vcpu *v = calloc(1, sizeof *v);
+        if (!v) {
+            say("out of memory");
+            _exit(3);
+        }
+        vcpus[vcpu] = v;
+    }
+    pthread_mutex_lock(&out_lock);
+    if (vcpu + 1 > n_vcpus)
+        n_vcpus = vcpu + 1;
+    pthread_mutex_unlock(&out_lock);
+}
+
+static void on_atexit(qemu_plugin_id_t id, void *udata)
+{
+    (void)id, (void)udata;
+    /* Without STOP the workload did not finish: what was recorded goes out, without the END
+     * block, so that the capture reads as incomplete. */
+    if (stopped)
+        return;
+    for (unsigned k = 0; k < n_vcpus; k++)
+        if (vcpus[k])
+            flush(vcpus[k], k);
+    pthread_mutex_lock(&out_lock);
+    closed = 1;
+    close(out_fd);
+    pthread_mutex_unlock(&out_lock);
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
+                                           int argc, char **argv)
+{
+    if (!info->system_emulation) {
+        say("this plugin records whole systems (qemu-system-*); use lookaside-plugin for "
+            "user-level programs");
+        return -1;
+    }
+    for (int i = 0; i < argc; i++) {
+        int r = output_arg(argv[i]);
+        if (r < 0)
+            return -1;
+        if (r == 1)
+            continue;
+        if (strncmp(argv[i], "ram=", 4) == 0) {
+            char *end;
+            ram_bytes = strtoull(argv[i] + 4, &end, 10);
+            if (*end || ram_bytes == 0) {
+                say("ram=BYTES: not a positive number of bytes");
+                return -1;
+            }
+            continue;
+        }
+        char msg[512];
+        snprintf(msg, sizeof msg, "unknown argument '%s' (expected fd=N, out=PATH or ram=BYTES)",
+                 argv[i]);
+        say(msg);
+        return -1;
+    }
+    if (open_stream(2, sizeof(struct rec)) < 0)
+        return -1;
+    plugin_id = id;
+    qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_boot);
+    qemu_plugin_register_atexit_cb(id, on_atexit, NULL);
+    return 0;
+}

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * lookaside_marks: tells Lookaside's QEMU system plugin which process and address space the
+ * guest is running, by executing *marker loads*.
+ *
+ * QEMU's plugin API (version 1) cannot read guest registers or memory, so the plugin cannot
+ * see CR3 or `current`. It can see every load with its virtual address, and the bytes of
+ * every instruction it translates. This module executes one particular load instruction,
+ * `movzbl 0x4c4b0000(%rdi),%eax` (bytes 0f b6 87 00 00 4b 4c), whose target lies in a
+ * 64 KiB-aligned buffer of its own: the low 16 bits of the address it loads from are a
+ * payload. The plugin recognises the instruction by its bytes and decodes the payloads as a
+ * stream of 16-bit words. A message is a word `type << 8 | n` followed by n words;
+ * integers go low word first. Messages are sent with interrupts off, so they never
+ * interleave on a CPU.
+ *
+ *   CALIB  1  4 words: the guest-physical address of the marker instruction itself (so
+ *             the plugin can give instruction fetches their physical addresses)
+ *   START  2  task: recording starts (sent when the module loads)
+ *   SWITCH 3  task: the scheduler switches to this task (tracepoint sched_switch)
+ *   EXEC   4  task: the current task has exec'd a new program (sched_process_exec)
+ *   RENAME 5  task: the task's name changed (task_rename)
+ *   STOP   6  no words: recording ends (sent when the module is removed)
+ *
+ * A task is 14 words: pid (2 words), the address-space id of its mm (4 words:
+ * mm->context.ctx_id, unique for the life of the kernel, unlike the page-table root, whose
+ * pages are reused; 0 for a kernel thread, which has no mm of its own) and its name (16
+ * bytes, 8 words).
+ *
+ * The probes hang on the kernel's tracepoints, found by name with
+ * for_each_kernel_tracepoint() (the __tracepoint_* symbols are not exported to modules).
+ */
+#include <linux/highmem.h>
+#include <linux/gfp.h>
+#include <linux/irqflags.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/string.h>
+#include <linux/tracepoint.h>
+#include <linux/vmalloc.h>
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("Marker loads for Lookaside's full-system capture");
+
+#define LK_DISP 0x4c4b0000UL
+#define LK_ORDER 4 /* 16 pages: 64 KiB, naturally aligned */
+
+enum { CALIB = 1, START = 2, SWITCH = 3, EXEC = 4, RENAME = 5, STOP = 6 };
+#define TASK_WORDS 14
+
+static unsigned long lk_buf;
+
+/* The marker load. One copy only (noinline), so that its address is known. */
+extern char lk_mark_insn[];
+static noinline void lk_mark(u16 w)
+{
+	unsigned long p = lk_buf + w - LK_DISP;
+	u32 out;
+
+	asm volatile(".globl lk_mark_insn\n"
+		     "lk_mark_insn: movzbl 0x4c4b0000(%%rdi), %%eax"
+		     : "=a"(out)
+		     : "D"(p)
+		     : "memory");
+}
+
+static void lk_words(u64 v, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		lk_mark((u16)(v >> (16 * i)));
+}
+
+/* Sends a task message: pid, address-space id, name. Interrupts off, so that no other
+ * message (a context switch) lands inside it. */
+static void lk_send(int type, struct task_struct *t, const char *comm)
+{
+	char name[TASK_COMM_LEN];
+	unsigned long flags;
+	int i;
+
+	memset(name, 0, sizeof(name));
+	strncpy(name, comm, sizeof(name) - 1);
+	local_irq_save(flags);
+	lk_mark(type << 8 | TASK_WORDS);
+	lk_words((u32)t->pid, 2);
+	lk_words(t->mm ? t->mm->context.ctx_id : 0, 4);
+	for (i = 0; i < TASK_COMM_LEN; i += 2)
+		lk_mark((u8)name[i] | (u16)(u8)name[i + 1] << 8);
+	local_irq_restore(flags);
+}
+
+static void probe_switch(void *data, bool preempt, struct task_struct *prev,
+			 struct task_struct *next, unsigned int prev_state)
+{
+	lk_send(SWITCH, next, next->comm);
+}
+
+static void probe_exec(void *data, struct task_struct *p, pid_t old_pid,
+		       struct linux_binprm *bprm)
+{
+	lk_send(EXEC, p, p->comm);
+}
+
+/* Called before the name changes: sends the new one. */
+static void probe_rename(void *data, struct task_struct *task, const char *comm)
+{
+	lk_send(RENAME, task, comm);
+}
+
+struct lk_probe {
+	const char *name;
+	void *fn;
+	struct tracepoint *tp;
+};
+
+static struct lk_probe probes[] = {
+	{ "sched_switch", probe_switch, NULL },
+	{ "sched_process_exec", probe_exec, NULL },
+	{ "task_rename", probe_rename, NULL },
+};
+
+static void lk_find(struct tracepoint *tp, void *priv)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(probes); i++)
+		if (!strcmp(tp->name, probes[i].name))
+			probes[i].tp = tp;
+}
+
+static int __init lk_init(void)
+{
+	unsigned long flags, insn = (unsigned long)lk_mark_insn;
+	phys_addr_t pa;
+	int i, err;
+
+	lk_buf = __get_free_pages(GFP_KERNEL | __GFP_ZERO, LK_ORDER);
+	if (!lk_buf)
+		return -ENOMEM;
+	for_each_kernel_tracepoint(lk_find, NULL);
+	for (i = 0; i < ARRAY_SIZE(probes); i++) {
+		if (!probes[i].tp) {
+			pr_err("lookaside_marks: no tracepoint %s\n", probes[i].name);
+			free_pages(lk_buf, LK_ORDER);
+			return -ENOENT;
+		}
+	}
+	pa = ((phys_addr_t)vmalloc_to_pfn((void *)insn) << PAGE_SHIFT) + offset_in_page(insn);
+	local_irq_save(flags);
+	lk_mark(CALIB << 8 | 4);
+	lk_words(pa, 4);
+	local_irq_restore(flags);
+	lk_send(START, current, current->comm);
+	for (i = 0; i < ARRAY_SIZE(probes); i++) {
+		err = tracepoint_probe_register(probes[i].tp, probes[i].fn, NULL);
+		if (err) {
+			for (i--; i >= 0; i--)
+				tracepoint_probe_unregister(probes[i].tp, probes[i].fn, NULL);
+			free_pages(lk_buf, LK_ORDER);
+			return err;
+		}
+	}
+	return 0;
+}
+
+static void __exit lk_exit(void)
+{
+	unsigned long flags;
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(probes); i++)
+		tracepoint_probe_unregister(probes[i].tp, probes[i].fn, NULL);
+	tracepoint_synchronize_unregister();
+	local_irq_save(flags);
+	lk_mark(STOP << 8);
+	local_irq_restore(flags);
+	free_pages(lk_buf, LK_ORDER);
+}
+
+module_init(lk_init);
+module_exit(lk_exit);
