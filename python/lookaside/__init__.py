@@ -37,6 +37,7 @@ __all__ = [
     "access_map",
     "check_config",
     "convert",
+    "convert_counts",
     "demo_trace",
     "info",
     "preset_names",
@@ -201,7 +202,17 @@ def check_config(
 def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,
             dst_format: str | None = None, command: str = "") -> int:
     """Convert a trace between formats (chosen from the extensions unless given); returns
-    the number of events written. The output appears only once it is complete."""
+    the number of events written (events the output format cannot represent are left out:
+    :func:`convert_counts` says how many). The output appears only once it is complete."""
+    return convert_counts(src, dst, src_format=src_format, dst_format=dst_format,
+                          command=command)[0]
+
+
+def convert_counts(src: PathLike, dst: PathLike, *, src_format: str | None = None,
+                   dst_format: str | None = None, command: str = "") -> tuple[int, int]:
+    """:func:`convert`, returning ``(written, left_out)``: the events written, and the events
+    read that the output format could not represent (e.g. control events in din, a fifth
+    load of one instruction in ChampSim)."""
     return _lookaside.convert(os.fspath(src), os.fspath(dst), src_format, dst_format, command)
 
 

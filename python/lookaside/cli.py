@@ -22,7 +22,7 @@ from . import (
     Result,
     _lookaside,
     check_config,
-    convert,
+    convert_counts,
     demo_trace,
     info,
     preset_names,
@@ -30,7 +30,7 @@ from . import (
     simulate,
 )
 
-FORMATS = ["lackey", "din", "xdin", "native"]
+FORMATS = ["lackey", "din", "xdin", "native", "champsim", "cloudsuite"]
 
 
 class Progress:
@@ -130,9 +130,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    n = convert(args.src, args.dst, src_format=args.src_format, dst_format=args.dst_format,
-                command=shlex.join(["lookaside", *sys.argv[1:]]))
-    print(f"{args.dst}: {n} events", file=sys.stderr)
+    n, left_out = convert_counts(args.src, args.dst, src_format=args.src_format,
+                                 dst_format=args.dst_format,
+                                 command=shlex.join(["lookaside", *sys.argv[1:]]))
+    note = (f" ({left_out} left out: the output format cannot represent them)"
+            if left_out else "")
+    print(f"{args.dst}: {n} events{note}", file=sys.stderr)
     return 0
 
 
@@ -354,7 +357,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     s = sub.add_parser("simulate", help="simulate a trace on a machine")
-    s.add_argument("trace", help="trace file (lackey, din, xdin or native; .gz/.xz/.zst ok)")
+    s.add_argument("trace", help="trace file (lackey, din, xdin, native or champsim; "
+                                 ".gz/.xz/.zst ok)")
     s.add_argument("-f", "--format", choices=FORMATS, help="trace format (default: detected)")
     add_machine_args(s)
     s.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -370,7 +374,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("convert", help="convert a trace between formats")
     s.add_argument("src")
-    s.add_argument("dst", help="output; format from the extension (.lks .din .xdin .lackey, "
+    s.add_argument("dst", help="output; format from the extension (.lks .din .xdin .lackey "
+                               ".champsimtrace, "
                                "then optionally .gz/.xz/.zst) unless --to")
     s.add_argument("--from", dest="src_format", choices=FORMATS)
     s.add_argument("--to", dest="dst_format", choices=FORMATS)

@@ -133,7 +133,8 @@ fn check_config(
     Ok(m.config().to_toml())
 }
 
-/// Convert a trace between formats; returns the number of events written.
+/// Convert a trace between formats; returns the events written and the events left out
+/// (those the output format cannot represent).
 #[pyfunction]
 #[pyo3(signature = (src, dst, src_format=None, dst_format=None, command=String::new()))]
 fn convert(
@@ -143,7 +144,7 @@ fn convert(
     src_format: Option<String>,
     dst_format: Option<String>,
     command: String,
-) -> PyResult<u64> {
+) -> PyResult<(u64, u64)> {
     let (sf, df) = (
         format_arg(src_format.as_deref())?,
         format_arg(dst_format.as_deref())?,
@@ -152,7 +153,8 @@ fn convert(
         command: Some(command).filter(|c| !c.is_empty()),
         ..Default::default()
     };
-    py.detach(|| lookaside::trace::convert(&src, sf, &dst, df, &meta))
+    py.detach(|| lookaside::trace::convert_counted(&src, sf, &dst, df, &meta))
+        .map(|c| (c.written, c.left_out()))
         .map_err(to_py)
 }
 

@@ -4,8 +4,12 @@
 //! function once). Users rarely want to say which format a file is in, so [`detect`] looks at
 //! the file's first (decompressed) bytes: the native magic number, or else which of the text
 //! syntaxes accepts the first lines. The extension (`.lackey`, `.din`, `.xdin`, `.lks`,
-//! optionally followed by `.gz`, `.xz` or `.zst`) settles ties and names the format of files
-//! too short to tell; an explicit format overrides both.
+//! `.champsim`/`.champsimtrace`, `.cloudsuite`, optionally followed by `.gz`, `.xz` or
+//! `.zst`) settles ties and names the format of files too short to tell; an explicit format
+//! overrides both. ChampSim traces have no magic number and no text to recognise, so they are
+//! known by name (or by the explicit format) only: content alone never makes a file
+//! ChampSim, and a file named `.champsim` whose content is a text or native trace is read as
+//! what it is.
 
 use std::fmt;
 use std::path::Path;
@@ -30,19 +34,33 @@ pub enum Format {
     XDin,
     /// Lookaside's own compressed binary format (`.lks`).
     Native,
+    /// ChampSim's 64-byte instruction records (`.champsimtrace`).
+    ChampSim,
+    /// The CloudSuite variant of ChampSim's records (96 bytes, with an address-space id).
+    CloudSuite,
 }
 
 /// Every format, in the order they are listed to users.
-pub const ALL_FORMATS: [Format; 4] = [Format::Native, Format::Lackey, Format::Din, Format::XDin];
+pub const ALL_FORMATS: [Format; 6] = [
+    Format::Native,
+    Format::Lackey,
+    Format::Din,
+    Format::XDin,
+    Format::ChampSim,
+    Format::CloudSuite,
+];
 
 impl Format {
-    /// The name used on command lines and in metadata (`lackey`, `din`, `xdin`, `native`).
+    /// The name used on command lines and in metadata (`lackey`, `din`, `xdin`, `native`,
+    /// `champsim`, `cloudsuite`).
     pub fn name(self) -> &'static str {
         match self {
             Format::Lackey => "lackey",
             Format::Din => "din",
             Format::XDin => "xdin",
             Format::Native => "native",
+            Format::ChampSim => "champsim",
+            Format::CloudSuite => "cloudsuite",
         }
     }
 
@@ -53,6 +71,8 @@ impl Format {
             Format::Din => "din",
             Format::XDin => "xdin",
             Format::Native => "lks",
+            Format::ChampSim => "champsimtrace",
+            Format::CloudSuite => "cloudsuite",
         }
     }
 
@@ -67,6 +87,9 @@ impl Format {
         }
         if !name.contains('.') {
             return None;
+        }
+        if ext == "champsim" {
+            return Some(Format::ChampSim);
         }
         ALL_FORMATS.into_iter().find(|f| f.extension() == ext)
     }
@@ -87,8 +110,11 @@ impl FromStr for Format {
             "din" => Ok(Format::Din),
             "xdin" => Ok(Format::XDin),
             "native" | "lks" => Ok(Format::Native),
+            "champsim" => Ok(Format::ChampSim),
+            "cloudsuite" => Ok(Format::CloudSuite),
             _ => Err(Error::Usage(format!(
-                "unknown trace format '{s}' (expected lackey, din, xdin or native)"
+                "unknown trace format '{s}' (expected lackey, din, xdin, native, champsim or \
+                 cloudsuite)"
             ))),
         }
     }
@@ -145,7 +171,8 @@ pub fn detect(path: &Path, first_bytes: &[u8]) -> Result<Format> {
             Location::Whole,
             "format",
             "not a trace in any known format (native, lackey, din, xdin); \
-             if it is one, name the format explicitly to see what is wrong",
+             if it is one, name the format explicitly to see what is wrong \
+             (ChampSim traces have no magic number: name them .champsimtrace)",
         )),
         many => Err(Error::trace(
             display(path),
@@ -175,7 +202,8 @@ mod tests {
         assert_eq!("LKS".parse::<Format>().unwrap(), Format::Native);
         assert_eq!(
             "pixie".parse::<Format>().unwrap_err().to_string(),
-            "unknown trace format 'pixie' (expected lackey, din, xdin or native)"
+            "unknown trace format 'pixie' (expected lackey, din, xdin, native, champsim or \
+             cloudsuite)"
         );
     }
 
@@ -190,6 +218,41 @@ mod tests {
         assert_eq!(f("din"), None);
         assert_eq!(f("b.gz"), None);
         assert_eq!(f("b.txt"), None);
+        assert_eq!(
+            f("600.perlbench_s-210B.champsimtrace.xz"),
+            Some(Format::ChampSim)
+        );
+        assert_eq!(f("t.CHAMPSIM.gz"), Some(Format::ChampSim));
+        assert_eq!(f("t.champsimtrace.zst"), Some(Format::ChampSim));
+        assert_eq!(f("t.champsimtrace"), Some(Format::ChampSim));
+        assert_eq!(f("t.cloudsuite.xz"), Some(Format::CloudSuite));
+        assert_eq!(f("champsimtrace"), None);
+    }
+
+    #[test]
+    fn champsim_is_known_by_name_only() {
+        let d = |p: &str, b: &[u8]| detect(Path::new(p), b);
+        let mut rec = vec![0u8; 128];
+        rec[..8].copy_from_slice(&0x401000u64.to_le_bytes());
+        assert_eq!(d("t.champsimtrace", &rec).unwrap(), Format::ChampSim);
+        assert_eq!(d("t.champsim", b"").unwrap(), Format::ChampSim);
+        assert_eq!(d("t.cloudsuite", &rec).unwrap(), Format::CloudSuite);
+        let err = d("t", &rec).unwrap_err().to_string();
+        assert!(err.contains("name them .champsimtrace"), "{err}");
+        // Other formats under a ChampSim name are still what they are.
+        assert_eq!(
+            d("t.champsim", b"I  0400d7d4,8\n L 04222cac,8\n").unwrap(),
+            Format::Lackey
+        );
+        assert_eq!(d("t.champsimtrace", b"2 0\n0 1000\n").unwrap(), Format::Din);
+        assert_eq!(
+            d("t.champsimtrace", b"LKSTRACE\x01\x00").unwrap(),
+            Format::Native
+        );
+        // And a ChampSim record never passes for text, whatever its name.
+        for name in ["t", "t.din", "t.lackey", "t.xdin"] {
+            assert_ne!(d(name, &rec).ok(), Some(Format::ChampSim), "{name}");
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! - [`open`] recognises compression ([`compress`]) and format ([`format::detect`]) from the
 //!   first bytes of a file and returns its reader; [`create`] picks a writer from the
 //!   extension; [`convert`] copies one into the other; [`summarize`] counts what is inside.
-//! - Formats: [`lackey`] (valgrind), [`din`] and [`xdin`] (DineroIV), [`native`] (ours:
+//! - Formats: [`lackey`] (valgrind), [`din`] and [`xdin`] (DineroIV), [`champsim`]
+//!   (ChampSim's instruction records, and their CloudSuite variant), [`native`] (ours:
 //!   compact, exact, checked, fast; its record encoding is in `codec.rs`).
 //! - [`capture`] reads the live stream of Lookaside's QEMU plugin (a program being traced)
 //!   and [`capture::record`]s it, or a valgrind lackey pipe, into a trace file as it arrives.
@@ -21,6 +22,7 @@ use crate::event::Event;
 
 pub mod accessmap;
 pub mod capture;
+pub mod champsim;
 mod codec;
 pub mod compress;
 pub mod din;
@@ -104,6 +106,8 @@ pub fn reader(input: compress::Input, format: Format) -> Result<Box<dyn TraceSou
         Format::Din => Box::new(din::reader(input)),
         Format::XDin => Box::new(xdin::reader(input)),
         Format::Native => Box::new(native::NativeReader::new(input)?),
+        Format::ChampSim => Box::new(champsim::reader(input)),
+        Format::CloudSuite => Box::new(champsim::cloudsuite_reader(input)),
     })
 }
 
@@ -144,8 +148,9 @@ pub fn create_with(
         Some(f) => f,
         None => {
             return Err(Error::Usage(format!(
-                "{}: cannot tell the output format from the name; use .lks, .lackey, .din or \
-                 .xdin (optionally followed by .gz, .xz or .zst), or name the format",
+                "{}: cannot tell the output format from the name; use .lks, .lackey, .din, \
+                 .xdin or .champsimtrace (optionally followed by .gz, .xz or .zst), or name \
+                 the format",
                 path.display()
             )))
         }
@@ -155,21 +160,53 @@ pub fn create_with(
         Format::Din => Box::new(din::writer(path)?),
         Format::XDin => Box::new(xdin::writer(path)?),
         Format::Native => Box::new(native::NativeWriter::create(path, meta, options.level)?),
+        Format::ChampSim => Box::new(champsim::writer(path)?),
+        Format::CloudSuite => {
+            return Err(Error::NotYet(
+                "writing CloudSuite traces (they can be read; write ChampSim's own format, \
+                 .champsimtrace, instead)"
+                    .into(),
+            ))
+        }
     })
 }
 
 /// Copies every event of `source` into `sink` and finishes it; returns the events the sink
 /// kept (those it could represent).
-pub fn copy(source: &mut dyn TraceSource, mut sink: Box<dyn TraceSink + Send>) -> Result<u64> {
+pub fn copy(source: &mut dyn TraceSource, sink: Box<dyn TraceSink + Send>) -> Result<u64> {
+    copy_counted(source, sink).map(|c| c.written)
+}
+
+/// What a conversion did: the events read, and how many of them the output kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Converted {
+    /// Events read from the source.
+    pub read: u64,
+    /// Events written (those the output format can represent).
+    pub written: u64,
+}
+
+impl Converted {
+    /// Events the output format could not represent and left out.
+    pub fn left_out(&self) -> u64 {
+        self.read - self.written
+    }
+}
+
+/// [`copy`], saying how many events were read as well as written.
+pub fn copy_counted(
+    source: &mut dyn TraceSource,
+    mut sink: Box<dyn TraceSink + Send>,
+) -> Result<Converted> {
     let mut batch = Vec::new();
-    let mut total = 0u64;
+    let mut read = 0u64;
     while source.next_batch(&mut batch)? {
         sink.write_batch(&batch)?;
-        total += batch.len() as u64;
+        read += batch.len() as u64;
     }
-    let kept = total - sink.dropped();
+    let written = read - sink.dropped();
     sink.finish()?;
-    Ok(kept)
+    Ok(Converted { read, written })
 }
 
 /// Converts the trace at `src` (in `src_format`, else detected) into `dst` (in `dst_format`,
@@ -182,6 +219,18 @@ pub fn convert(
     dst_format: Option<Format>,
     meta: &Metadata,
 ) -> Result<u64> {
+    convert_counted(src, src_format, dst, dst_format, meta).map(|c| c.written)
+}
+
+/// [`convert`], saying how many events were read as well as written (the difference is
+/// what the output format could not represent).
+pub fn convert_counted(
+    src: &Path,
+    src_format: Option<Format>,
+    dst: &Path,
+    dst_format: Option<Format>,
+    meta: &Metadata,
+) -> Result<Converted> {
     let (input, src_format) = open_input(src, src_format)?;
     let mut source = reader(input, src_format)?;
     // The caller's fields first, then the source's provenance; the tool is always this one.
@@ -195,5 +244,5 @@ pub fn convert(
         meta.source_format = Some(src_format.name().to_string());
     }
     let sink = create(dst, dst_format, &meta)?;
-    copy(source.as_mut(), sink)
+    copy_counted(source.as_mut(), sink)
 }

@@ -1,5 +1,6 @@
 //! Machinery shared by the text formats (lackey, din, xdin): a chunked line reader and a
-//! buffered line writer.
+//! buffered line writer. The writer only appends the bytes an encoder makes, so ChampSim's
+//! binary writer, which also packs events into records as they come, uses it too.
 //!
 //! Text traces run to billions of lines, so the readers never build a `String` per line and
 //! never call `str::parse`: the file is read in 1 MiB chunks, only the complete lines of a
@@ -285,7 +286,7 @@ pub trait LineEncoder: Send {
 /// Text buffered before it is handed to the (compressing) output.
 const WRITE_BUF: usize = 256 * 1024;
 
-/// A text trace being written.
+/// A text trace (or a ChampSim one) being written.
 pub struct TextWriter<E> {
     out: Output,
     encoder: E,
