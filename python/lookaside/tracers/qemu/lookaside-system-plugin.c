@@ -424,21 +424,25 @@ static int writes_cr3(const uint8_t *b, size_t n)
     return n >= i + 3 && b[i] == 0x0f && b[i + 1] == 0x22 && ((b[i + 2] >> 3) & 7) == 3;
 }
 
-static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+/* Instruments the instructions of a block: all of them (`full`), or, before START, only the
+ * marker instruction, so that the boot runs at nearly QEMU's own speed. */
+static void instrument(struct qemu_plugin_tb *tb, int full)
 {
-    (void)id;
     size_t n = qemu_plugin_tb_n_insns(tb);
     for (size_t k = 0; k < n; k++) {
         struct qemu_plugin_insn *qi = qemu_plugin_tb_get_insn(tb, k);
         size_t size = qemu_plugin_insn_size(qi);
         const uint8_t *bytes = qemu_plugin_insn_data(qi);
+        int marker = size == sizeof MARKER && memcmp(bytes, MARKER, sizeof MARKER) == 0;
+        if (!full && !marker)
+            continue;
         int cr3 = writes_cr3(bytes, size);
         struct insn *i = insn_for(qemu_plugin_insn_vaddr(qi),
                                   (uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qi),
                                   (uint16_t)size, cr3);
-        qemu_plugin_register_vcpu_insn_exec_cb(qi, cr3 ? on_cr3 : on_fetch,
-                                               QEMU_PLUGIN_CB_NO_REGS, i);
-        int marker = size == sizeof MARKER && memcmp(bytes, MARKER, sizeof MARKER) == 0;
+        if (full)
+            qemu_plugin_register_vcpu_insn_exec_cb(qi, cr3 ? on_cr3 : on_fetch,
+                                                   QEMU_PLUGIN_CB_NO_REGS, i);
         /* QEMU 7.2 never calls a callback registered for QEMU_PLUGIN_MEM_R alone: register
          * both directions and tell them apart with qemu_plugin_mem_is_store(). */
         qemu_plugin_register_vcpu_mem_cb(qi, marker ? on_marker : on_mem,
@@ -446,22 +450,16 @@ static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
 }
 
-/* Before START: only the marker instruction. */
+static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    instrument(tb, 1);
+}
+
 static void on_tb_boot(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
-    size_t n = qemu_plugin_tb_n_insns(tb);
-    for (size_t k = 0; k < n; k++) {
-        struct qemu_plugin_insn *qi = qemu_plugin_tb_get_insn(tb, k);
-        size_t size = qemu_plugin_insn_size(qi);
-        if (size != sizeof MARKER || memcmp(qemu_plugin_insn_data(qi), MARKER, size) != 0)
-            continue;
-        struct insn *i = insn_for(qemu_plugin_insn_vaddr(qi),
-                                  (uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qi),
-                                  (uint16_t)size, 0);
-        qemu_plugin_register_vcpu_mem_cb(qi, on_marker, QEMU_PLUGIN_CB_NO_REGS,
-                                         QEMU_PLUGIN_MEM_RW, i);
-    }
+    instrument(tb, 0);
 }
 
 static void on_atexit(qemu_plugin_id_t id, void *udata);
