@@ -174,6 +174,41 @@ def test_one_pass_answers_equal_per_config_runs(tmp_path: Path, lackey_trace: Pa
     pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
 
 
+def test_mixed_axes_split_into_one_pass_families_and_batches(tmp_path: Path,
+                                                            lackey_trace: Path):
+    from lookaside.sweep import plan
+
+    spec_file = tmp_path / "m.toml"
+    spec_file.write_text(
+        f'[sweep]\ntlb = ["d:entries=4,ways=full,serves=data"]\n'
+        f'traces = ["demo", "{lackey_trace}"]\n[axes]\n'
+        '"tlb.d.entries" = [8, 16, 64, 256]\n"tlb.d.ways" = [1, 4, "full"]\n'
+        '"tlb.d.policy" = ["lru", "fifo"]\n"pages.size" = ["4k", "16k"]\n')
+    spec = load_spec(spec_file)
+    pts = spec.expand()
+    assert len(pts) == 2 * 4 * 3 * 2 * 2
+    todo = [(spec.point_id(p), p) for p in pts]
+    tasks = plan(spec, todo, workers=2)
+    families = [t for t in tasks if t.family is not None]
+    # Per trace and page size: one all-associativity pass (the 12 set-associative points and
+    # the fully associative 8 and 16) and one stack-distance pass (64 and 256).
+    assert len(families) == 2 * 2 * 2
+    assert sorted(len(t.members) for t in families) == [2] * 4 + [10] * 4
+    assert all(dict(p.settings)["tlb.d.policy"] == "lru" for t in families for _, p in t.members)
+    batches = [t for t in tasks if t.family is None]
+    assert all(len({p.trace for _, p in t.members}) == 1 for t in batches)
+    # Every point is in exactly one task.
+    planned = [pid for t in tasks for pid, _ in t.members]
+    assert sorted(planned) == sorted(pid for pid, _ in todo)
+    fast = run_sweep(spec, tmp_path / "fast", progress=False)
+    engines = [json.loads(f.read_text())["result"].get("engine")
+               for f in (tmp_path / "fast" / "points").glob("*.json")]
+    assert engines.count("all-associativity") == 40 and engines.count("stack-distance") == 8
+    slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False, batch=1)
+    assert fast.total == slow.total == len(pts)
+    pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
+
+
 def test_a_sweep_over_workloads_and_a_fifo_policy_runs_point_by_point(tmp_path: Path):
     spec_file = tmp_path / "w.toml"
     spec_file.write_text(
