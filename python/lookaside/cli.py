@@ -385,7 +385,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(run=cmd_bench)
 
     s = sub.add_parser("sweep", help="run a design-space sweep (a TOML spec of axes × traces)")
-    s.add_argument("spec", help="sweep file; see `lookaside.sweep` or the README")
+    s.add_argument("spec", help="sweep file, or the name of a shipped sweep (tlb-design); "
+                   "see `lookaside.sweep` or the README")
     s.add_argument("-o", "--out", metavar="DIR",
                    help="results directory (default sweep-NAME); rerunning resumes")
     s.add_argument("-j", "--workers", type=int, help="local worker threads (default: cores)")

@@ -49,14 +49,51 @@ def _save(fig: Any, plots: Path, name: str) -> str:
     return svg[svg.index("<svg"):]
 
 
+#: Most rows of the table shown in the page (the files hold them all).
+MAX_TABLE_ROWS = 1000
+#: Most lines on one plot; further axes are held at their most common value.
+MAX_LINES = 12
+
+
+def _mode(column: Any) -> str:
+    """The most common value of `column` (as text); among equally common ones, the middle
+    one in order of appearance (an axis's middle value)."""
+    text = column.map(str)
+    counts = text.value_counts()
+    top = [v for v in text.unique() if counts[v] == counts.max()]
+    return top[len(top) // 2]
+
+
+def _at_mode(g: Any, keys: list[str]) -> Any:
+    """The rows of `g` at the most common value of each of `keys` (see :func:`_mode`)."""
+    for k in keys:
+        g = g[g[k].map(str) == _mode(g[k])]
+    return g
+
+
+def _mode_label(df: Any, keys: list[str]) -> str:
+    return ", ".join(f"{k}={_mode(df[k])}" for k in keys)
+
+
 def _line_plots(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple[str, str]]:
     out = []
     for x in keys:
-        xs = sorted(v for v in df[x].dropna().unique())
+        xs = list(df[x].dropna().unique())
         if len(xs) < 2 or not _numeric(xs):
             continue
-        others = [k for k in keys if k != x and df[k].nunique(dropna=False) > 1]
+        xs = sorted(xs)
+        # One line per combination of the other axes, as many as fit in MAX_LINES (axes
+        # with fewer values first); the rest are held at their most common value.
+        varying = sorted((k for k in keys if k != x and df[k].nunique(dropna=False) > 1),
+                         key=lambda k: df[k].nunique(dropna=False))
+        others, lines = [], 1
+        for k in varying:
+            if lines * df[k].nunique(dropna=False) <= MAX_LINES:
+                others.append(k)
+                lines *= df[k].nunique(dropna=False)
+        held = [k for k in varying if k not in others]
         for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
+            g = _at_mode(g, held)
             plt = _plt()
             fig, ax = plt.subplots(figsize=(6.4, 4))
             groups = g.groupby(others, dropna=False, sort=True) if others else [((), g)]
@@ -69,7 +106,8 @@ def _line_plots(df: Any, keys: list[str], metric: str, plots: Path) -> list[tupl
                 ax.set_xscale("log", base=2)
             ax.set_xlabel(x)
             ax.set_ylabel(f"{structure} {metric.replace('_', ' ')}")
-            ax.set_title(f"{structure} — {trace}")
+            ax.set_title(f"{structure} — {trace}" + (f"\n({_mode_label(g, held)})"
+                                                       if held else ""), fontsize=9)
             ax.grid(True, alpha=0.3)
             if others:
                 ax.legend(fontsize=7)
@@ -86,9 +124,7 @@ def _heat_maps(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple
             rest = [k for k in varying if k not in (a, b)]
             for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
                 # One map per pair, at the most common value of every other axis.
-                for k in rest:
-                    text = g[k].map(str)
-                    g = g[text == text.value_counts().idxmax()]
+                g = _at_mode(g, rest)
                 table = g.pivot_table(index=a, columns=b, values=metric, aggfunc="first")
                 if table.size < 2:
                     continue
@@ -107,9 +143,11 @@ def _heat_maps(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple
     return out
 
 
-def _mapping_size(df: Any, metric: str, plots: Path) -> list[tuple[str, str]]:
+def _mapping_size(df: Any, keys: list[str], metric: str,
+                  plots: Path) -> list[tuple[str, str]]:
     """Per structure and trace, `metric` against mapping size (entries × page size), one line
-    per page size: Chen's Figs. 7-8 to 7-10, where equal-mapping-size points line up."""
+    per page size: Chen's Figs. 7-8 to 7-10, where equal-mapping-size points line up. Axes
+    that set neither the entries nor the page size are held at their most common value."""
     out = []
     if "mapping_bytes" not in df.columns:
         return out
@@ -117,6 +155,14 @@ def _mapping_size(df: Any, metric: str, plots: Path) -> list[tuple[str, str]]:
         g = g.dropna(subset=["mapping_bytes"])
         if g.page_bytes.nunique() < 2 or g.mapping_bytes.nunique() < 2:
             continue
+        held = []
+        for k in keys:
+            h = _at_mode(g, [k])
+            if (h.entries.nunique(), h.page_bytes.nunique()) == (g.entries.nunique(),
+                                                                 g.page_bytes.nunique()):
+                g = h
+                if df[k].nunique(dropna=False) > 1:
+                    held.append(k)
         plt = _plt()
         fig, ax = plt.subplots(figsize=(6.4, 4))
         for page, h in g.groupby("page_bytes", sort=True):
@@ -126,7 +172,8 @@ def _mapping_size(df: Any, metric: str, plots: Path) -> list[tuple[str, str]]:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("mapping size (KiB = entries × page size)")
         ax.set_ylabel(f"{structure} {metric.replace('_', ' ')}")
-        ax.set_title(f"{structure} — {trace}")
+        ax.set_title(f"{structure} — {trace}" + (f"\n({_mode_label(g, held)})" if held else ""),
+                     fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         name = f"mapping-{structure}-{trace}".replace("/", "_").replace(".", "_")
@@ -145,10 +192,7 @@ def _cost_by_type(df: Any, keys: list[str], plots: Path) -> list[tuple[str, str]
     rows = df.drop_duplicates("point")
     for x in varying:
         for trace, g in rows.groupby("trace", sort=True):
-            for k in varying:
-                if k != x:
-                    text = g[k].map(str)
-                    g = g[text == text.value_counts().idxmax()]
+            g = _at_mode(g, [k for k in varying if k != x])
             if g[x].nunique() < 2:
                 continue
             g = g.sort_values(x, key=lambda c: c.map(lambda v: (str(type(v)), v)))
@@ -216,7 +260,7 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     plots.mkdir(exist_ok=True)
     figures = _line_plots(df[df["structure"] != "walk"], keys, metric, plots)
     figures += _heat_maps(df[df["structure"] != "walk"], keys, metric, plots)
-    figures += _mapping_size(df[df["structure"] != "walk"], metric, plots)
+    figures += _mapping_size(df[df["structure"] != "walk"], keys, metric, plots)
     figures += _cost_by_type(df, keys, plots)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -234,7 +278,11 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     for title, svg in figures:
         parts.append(f"<figure>{svg}<figcaption>{html.escape(title)}</figcaption></figure>")
     parts.append("<h2>Results</h2>")
-    parts.append(df.to_html(index=False, float_format=lambda v: f"{v:.6g}", na_rep="—"))
+    if len(df) > MAX_TABLE_ROWS:
+        parts.append(f"<p>The first {MAX_TABLE_ROWS} of {len(df)} rows; all of them are in "
+                     "<code>results.csv</code> and <code>results.parquet</code>.</p>")
+    parts.append(df.head(MAX_TABLE_ROWS).to_html(index=False, float_format=lambda v: f"{v:.6g}",
+                                                 na_rep="—"))
     parts.append("</body></html>")
     target = Path(output) if output else d / "report.html"
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")

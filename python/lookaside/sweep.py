@@ -7,7 +7,7 @@ A sweep is described by a TOML file::
     machine = "modern-x86"              # preset or TOML file (relative to this file); optional
     tlb = ["dtlb:entries=64,ways=full"] # DineroIV-style structures (added to `machine`)
     set = ["machine.seed=1"]            # fixed overrides, as --set
-    traces = ["demo", "traces/gcc.lks"] # "demo" is the shipped demo trace
+    traces = ["demo", "traces/gcc.lks"] # demo, mawk, sortprog: the traces shipped
 
     [axes]                              # every combination of these --set keys
     "tlb.dtlb.entries" = [16, 32, 64, 128]
@@ -47,6 +47,8 @@ from . import ConfigError, _lookaside, _page_bytes, demo_trace, preset_path
 
 #: Bumped when the stored form of a point changes (old points are then rerun).
 POINT_VERSION = 1
+#: The sweeps shipped with the package.
+_EXAMPLES = Path(__file__).resolve().parent / "data" / "sweeps"
 #: A trace name that is a workload spec (``workload:multiserver,servers=3``), not a file.
 WORKLOAD = "workload:"
 
@@ -120,6 +122,14 @@ class Spec:
         return hashlib.sha256(raw).hexdigest()[:24]
 
 
+def _shipped_trace(name: str) -> Path | None:
+    """The trace shipped with the package under this name (demo, mawk, sortprog), if any."""
+    if os.sep in name or "." in name:
+        return None
+    p = demo_trace().parent / f"{name}.lks"
+    return p if p.is_file() else None
+
+
 def _err(source: str, key: str, msg: str) -> ConfigError:
     return ConfigError(f"{source}: {key}: {msg}")
 
@@ -137,9 +147,26 @@ def _load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {e}") from None
 
 
+def example_names() -> list[str]:
+    """Names of the sweeps shipped with the package (``lookaside/data/sweeps``)."""
+    return sorted(p.stem for p in _EXAMPLES.glob("*.toml"))
+
+
+def spec_path(spec: str | os.PathLike[str]) -> Path:
+    """The sweep file `spec` names: a path, or the name of a shipped sweep."""
+    p = Path(spec)
+    if p.is_file() or p.suffix or os.sep in str(spec):
+        return p
+    if (_EXAMPLES / f"{spec}.toml").is_file():
+        return _EXAMPLES / f"{spec}.toml"
+    raise ConfigError(f"{spec}: no such sweep file, nor a shipped sweep "
+                      f"(have: {', '.join(example_names())})")
+
+
 def load_spec(path: str | os.PathLike[str]) -> Spec:
-    """Read and check a sweep file; errors name the file and the key."""
-    path = Path(path)
+    """Read and check a sweep file (or a shipped sweep, by name); errors name the file and
+    the key."""
+    path = spec_path(path)
     src = str(path)
     doc = _load_toml(path)
     unknown = set(doc) - {"sweep", "axes", "points"}
@@ -181,7 +208,7 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
         if t.startswith(WORKLOAD):
             traces.append((t, t))
             continue
-        p = demo_trace() if t == "demo" else base / t
+        p = _shipped_trace(t) or base / t
         if not p.is_file():
             raise _err(src, "sweep.traces", f"{p}: no such trace file")
         traces.append((t, str(p)))
@@ -345,8 +372,12 @@ def _families(spec: Spec, todo: list[tuple[str, Point]]
     groups: dict[tuple[str, tuple[str, ...]], list[tuple[str, Point, tuple[int, int]]]] = {}
     rest: list[tuple[str, Point]] = []
     refusals: dict[tuple[str, ...], str | None] = {}
+    parsed: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for pid, p in todo:
-        tlbs = _toml(spec.machines[tuple(p.overrides())]).get("tlb", [])
+        ov = tuple(p.overrides())
+        if ov not in parsed:
+            parsed[ov] = _toml(spec.machines[ov]).get("tlb", [])
+        tlbs = parsed[ov]
         if len(tlbs) != 1:
             rest.append((pid, p))
             continue
