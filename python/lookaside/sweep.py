@@ -459,9 +459,11 @@ def _dask(client: Any, tasks: list[Task], spec: Spec
           ) -> Iterator[tuple[Task, list[dict[str, Any]]]]:
     from distributed import as_completed as dask_completed
 
+    # A run's own suffix: a driver killed mid-sweep may leave its tasks behind for a while.
+    run = os.urandom(4).hex()
     futs = {}
     for t in tasks:
-        f = client.submit(*t.args(spec), key=t.key, pure=False)
+        f = client.submit(*t.args(spec), key=f"{t.key}-{run}", pure=False)
         futs[f.key] = (f, t)
     try:
         for f in dask_completed([f for f, _ in futs.values()]):
@@ -499,6 +501,8 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
     all-associativity for set-associative ones), with results identical to per-config runs;
     the rest run in batches of up to `batch` points, each batch on one reading of its
     trace (see :func:`plan`)."""
+    if batch is not None and batch < 1:
+        raise ConfigError(f"batch: {batch} points per task (at least 1)")
     out = Path(out)
     points_dir = out / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
