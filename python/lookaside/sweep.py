@@ -466,8 +466,10 @@ def _dask(client: Any, tasks: list[Task], spec: Spec
         f = client.submit(*t.args(spec), key=f"{t.key}-{run}", pure=False)
         futs[f.key] = (f, t)
     try:
-        for f in dask_completed([f for f, _ in futs.values()]):
-            yield futs[f.key][1], f.result()
+        # Results come with their completions, in batches: no round trip per task.
+        for batch in dask_completed([f for f, _ in futs.values()], with_results=True).batches():
+            for f, result in batch:
+                yield futs[f.key][1], result
     finally:
         client.cancel([f for f, _ in futs.values()])
 
