@@ -158,24 +158,30 @@ MAX_TABLE_ROWS = 1000
 MAX_LINES = 12
 
 
-def _mode(column: Any) -> str:
-    """The most common value of `column` (as text); among equally common ones, the middle
-    one in order of appearance (an axis's middle value)."""
-    text = column.map(str)
+def _mode(g: Any, key: str, metric: str | None = None) -> str:
+    """The value (as text) to hold axis `key` at in `g`: among its most common values, the
+    one under which `metric` takes the most distinct values (where the other axes make the
+    most difference: not a direct-mapped TLB when policies are compared), the first of
+    those; without a metric, the middle one in order of appearance."""
+    text = g[key].map(str)
     counts = text.value_counts()
     top = [v for v in text.unique() if counts[v] == counts.max()]
+    if metric is not None and metric in g.columns and len(top) > 1:
+        distinct = [g.loc[text == v, metric].round(12).nunique() for v in top]
+        return top[max(range(len(top)), key=lambda i: (distinct[i], -i))]
     return top[len(top) // 2]
 
 
-def _at_mode(g: Any, keys: list[str]) -> Any:
-    """The rows of `g` at the most common value of each of `keys` (see :func:`_mode`)."""
+def _at_mode(g: Any, keys: list[str], metric: str | None = None) -> Any:
+    """The rows of `g` with each of `keys` held at one value (see :func:`_mode`)."""
     for k in keys:
-        g = g[g[k].map(str) == _mode(g[k])]
+        g = g[g[k].map(str) == _mode(g, k, metric)]
     return g
 
 
 def _mode_label(df: Any, keys: list[str]) -> str:
-    return ", ".join(f"{k}={_mode(df[k])}" for k in keys)
+    """The values `keys` are held at in `df` (each has one by then)."""
+    return ", ".join(f"{k}={df[k].map(str).iloc[0]}" for k in keys if len(df))
 
 
 def _line_plots(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple[str, str]]:
@@ -196,7 +202,7 @@ def _line_plots(df: Any, keys: list[str], metric: str, plots: Path) -> list[tupl
                 lines *= df[k].nunique(dropna=False)
         held = [k for k in varying if k not in others]
         for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
-            g = _at_mode(g, held)
+            g = _at_mode(g, held, metric)
             fig, ax = subplots()
             # Text keys where a column mixes types (4 and "full"), so that it groups and sorts.
             g = g.assign(**{k: g[k].map(_label) for k in others
@@ -220,7 +226,7 @@ def _heat_maps(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple
             rest = [k for k in varying if k not in (a, b)]
             for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
                 # One map per pair, at the most common value of every other axis.
-                g = _at_mode(g, rest)
+                g = _at_mode(g, rest, metric)
                 table = g.pivot_table(index=a, columns=b, values=metric, aggfunc="first")
                 if table.size < 2:
                     continue
@@ -253,7 +259,7 @@ def _mapping_size(df: Any, keys: list[str], metric: str,
             continue
         held = []
         for k in keys:
-            h = _at_mode(g, [k])
+            h = _at_mode(g, [k], metric)
             if (h.entries.nunique(), h.page_bytes.nunique()) == (g.entries.nunique(),
                                                                  g.page_bytes.nunique()):
                 g = h
