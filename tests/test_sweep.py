@@ -291,3 +291,26 @@ def test_a_dask_sweep_killed_and_resumed_equals_a_local_run(tmp_path: Path):
     local = run_sweep(spec, tmp_path / "local", workers=2, progress=False)
     assert len(local.table) == 2 * total  # the TLB and the walks, per point
     pd.testing.assert_frame_equal(table(out), table(local.out))
+
+
+def test_the_shipped_design_space_loads_by_name_and_plans(cli, tmp_path: Path):
+    from lookaside.sweep import example_names, plan
+
+    assert "tlb-design" in example_names()
+    spec = load_spec("tlb-design")
+    pts = spec.expand()
+    assert len(pts) == 3600
+    assert {label for label, _ in spec.traces} == {"demo", "mawk", "sortprog"}
+    assert all(Path(path).is_file() and Path(path).stat().st_size < 1 << 20
+               for _, path in spec.traces)
+    todo = [(spec.point_id(p), p) for p in pts]
+    assert len({pid for pid, _ in todo}) == 3600
+    tasks = plan(spec, todo, workers=2)
+    # Every LRU point is answered in one pass: per trace, page size and stream, one
+    # all-associativity pass and one stack-distance pass (32 … 4096 fully associative).
+    families = [t for t in tasks if t.family is not None]
+    assert len(families) == 3 * 4 * 2 * 2
+    assert sum(len(t.members) for t in families) == 3600 // 3
+    assert sum(len(t.members) for t in tasks) == 3600
+    p = cli("sweep", "no-such-sweep", "-o", tmp_path / "o", check=False)
+    assert p.returncode == 2 and "tlb-design" in p.stderr and "Traceback" not in p.stderr

@@ -24,7 +24,10 @@ point of the spec (one row per point × structure) is then written to ``OUT/resu
 and ``OUT/results.parquet``.
 
 Points run on local threads by default (the engine releases the GIL), or on a Dask
-distributed cluster given its scheduler address; the driver alone writes files.
+distributed cluster given its scheduler address; the driver alone writes files. The planner
+(:func:`plan`) answers families of LRU geometries in one pass over their trace and batches
+the other points of a trace so that each batch reads the trace once; results never depend
+on the plan. ``lookaside sweep NAME`` runs a sweep shipped in ``lookaside/data/sweeps``.
 """
 
 from __future__ import annotations
