@@ -174,6 +174,41 @@ def test_one_pass_answers_equal_per_config_runs(tmp_path: Path, lackey_trace: Pa
     pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
 
 
+def test_mixed_axes_split_into_one_pass_families_and_batches(tmp_path: Path,
+                                                            lackey_trace: Path):
+    from lookaside.sweep import plan
+
+    spec_file = tmp_path / "m.toml"
+    spec_file.write_text(
+        f'[sweep]\ntlb = ["d:entries=4,ways=full,serves=data"]\n'
+        f'traces = ["demo", "{lackey_trace}"]\n[axes]\n'
+        '"tlb.d.entries" = [8, 16, 64, 256]\n"tlb.d.ways" = [1, 4, "full"]\n'
+        '"tlb.d.policy" = ["lru", "fifo"]\n"pages.size" = ["4k", "16k"]\n')
+    spec = load_spec(spec_file)
+    pts = spec.expand()
+    assert len(pts) == 2 * 4 * 3 * 2 * 2
+    todo = [(spec.point_id(p), p) for p in pts]
+    tasks = plan(spec, todo, workers=2)
+    families = [t for t in tasks if t.family is not None]
+    # Per trace and page size: one all-associativity pass (the 12 set-associative points and
+    # the fully associative 8 and 16) and one stack-distance pass (64 and 256).
+    assert len(families) == 2 * 2 * 2
+    assert sorted(len(t.members) for t in families) == [2] * 4 + [10] * 4
+    assert all(dict(p.settings)["tlb.d.policy"] == "lru" for t in families for _, p in t.members)
+    batches = [t for t in tasks if t.family is None]
+    assert all(len({p.trace for _, p in t.members}) == 1 for t in batches)
+    # Every point is in exactly one task.
+    planned = [pid for t in tasks for pid, _ in t.members]
+    assert sorted(planned) == sorted(pid for pid, _ in todo)
+    fast = run_sweep(spec, tmp_path / "fast", progress=False)
+    engines = [json.loads(f.read_text())["result"].get("engine")
+               for f in (tmp_path / "fast" / "points").glob("*.json")]
+    assert engines.count("all-associativity") == 40 and engines.count("stack-distance") == 8
+    slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False, batch=1)
+    assert fast.total == slow.total == len(pts)
+    pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
+
+
 def test_a_sweep_over_workloads_and_a_fifo_policy_runs_point_by_point(tmp_path: Path):
     spec_file = tmp_path / "w.toml"
     spec_file.write_text(
@@ -211,3 +246,71 @@ def test_report_plots_mapping_size_and_cost_by_miss_type(tmp_path: Path):
     html = write_report(tmp_path / "t").read_text()
     assert re.search(r"trap cycles by miss type vs tlb\.tlb\.partition\.lower", html)
     assert list((tmp_path / "t" / "plots").glob("cost-*.png"))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_dask_sweep_killed_and_resumed_equals_a_local_run(tmp_path: Path):
+    """A few hundred points over a real trace (the shipped sortprog) on a real Dask cluster
+    (a scheduler and two worker processes): the driver is SIGKILLed midway, the rerun
+    finishes only what is missing, and the table equals that of a local run."""
+    distributed = pytest.importorskip("distributed")
+    spec_file = tmp_path / "d.toml"
+    spec_file.write_text(
+        '[sweep]\ntlb = ["t:entries=4,ways=full"]\ntraces = ["sortprog"]\n[axes]\n'
+        '"tlb.t.entries" = [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]\n'
+        '"tlb.t.ways" = [1, 2, 4, "full"]\n"tlb.t.policy" = ["lru", "fifo", "random"]\n'
+        '"pages.size" = ["4k", "16k"]\n"tlb.t.serves" = ["data", "unified"]\n')
+    spec = load_spec(spec_file)
+    total = len(spec.expand())
+    assert total == 10 * 4 * 3 * 2 * 2
+    out = tmp_path / "dask"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        # Small batches, so that the driver is killed while it is storing points.
+        cmd = [sys.executable, "-m", "lookaside.cli", "sweep", str(spec_file), "-o", str(out),
+               "--scheduler", cluster.scheduler_address, "--batch", "8", "-q", "--no-report"]
+        with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+            deadline = time.monotonic() + 120
+            while len(list((out / "points").glob("*.json"))) < total // 4:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        done = {f.stem for f in (out / "points").glob("*.json")}
+        assert total // 4 <= len(done) < total, "the sweep finished before it could be killed"
+        assert not (out / "results.csv").exists()
+        o = run_sweep(spec, out, scheduler=cluster.scheduler_address, progress=False)
+    assert (o.reused, o.ran) == (len(done), total - len(done))
+    stored = {f.stem for f in (out / "points").glob("*.json")}
+    assert stored == {spec.point_id(p) for p in spec.expand()}  # nothing lost, nothing extra
+    assert not list((out / "points").glob(".*.tmp"))
+    local = run_sweep(spec, tmp_path / "local", workers=2, progress=False)
+    assert len(local.table) == 2 * total  # the TLB and the walks, per point
+    pd.testing.assert_frame_equal(table(out), table(local.out))
+
+
+def test_the_shipped_design_space_loads_by_name_and_plans(cli, tmp_path: Path):
+    from lookaside.sweep import example_names, plan
+
+    assert "tlb-design" in example_names()
+    spec = load_spec("tlb-design")
+    pts = spec.expand()
+    assert len(pts) == 3600
+    assert {label for label, _ in spec.traces} == {"demo", "mawk", "sortprog"}
+    assert all(Path(path).is_file() and Path(path).stat().st_size < 1 << 20
+               for _, path in spec.traces)
+    todo = [(spec.point_id(p), p) for p in pts]
+    assert len({pid for pid, _ in todo}) == 3600
+    tasks = plan(spec, todo, workers=2)
+    # Every LRU point is answered in one pass: per trace, page size and stream, one
+    # all-associativity pass and one stack-distance pass (32 … 4096 fully associative).
+    families = [t for t in tasks if t.family is not None]
+    assert len(families) == 3 * 4 * 2 * 2
+    assert sum(len(t.members) for t in families) == 3600 // 3
+    assert sum(len(t.members) for t in tasks) == 3600
+    p = cli("sweep", "no-such-sweep", "-o", tmp_path / "o", check=False)
+    assert p.returncode == 2 and "tlb-design" in p.stderr and "Traceback" not in p.stderr

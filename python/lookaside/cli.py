@@ -279,7 +279,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"{args.workers or os.cpu_count()} local workers")
     print(f"sweep {spec.name}: {len(spec.expand())} points on {where} → {out}/", file=sys.stderr)
     o = run_sweep(spec, out, workers=args.workers, scheduler=args.scheduler,
-                  progress=None if not args.quiet else False, one_pass=not args.no_one_pass)
+                  progress=None if not args.quiet else False, one_pass=not args.no_one_pass,
+                  batch=args.batch)
     print(f"{o.total} points ({o.ran} run, {o.reused} already done): "
           f"{out}/results.csv, {out}/results.parquet", file=sys.stderr)
     if not args.no_report:
@@ -419,7 +420,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(run=cmd_bench)
 
     s = sub.add_parser("sweep", help="run a design-space sweep (a TOML spec of axes × traces)")
-    s.add_argument("spec", help="sweep file; see `lookaside.sweep` or the README")
+    s.add_argument("spec", help="sweep file, or the name of a shipped sweep (tlb-design); "
+                   "see `lookaside.sweep` or the README")
     s.add_argument("-o", "--out", metavar="DIR",
                    help="results directory (default sweep-NAME); rerunning resumes")
     s.add_argument("-j", "--workers", type=int, help="local worker threads (default: cores)")
@@ -429,6 +431,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--no-one-pass", action="store_true",
                    help="run every point on its own, even where one pass over the trace "
                         "answers them (same results, slower)")
+    s.add_argument("--batch", type=int, metavar="N",
+                   help="at most N points per task (default: enough tasks for every worker, "
+                        "up to 32 points each); each task reads its trace once")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(run=cmd_sweep)
 

@@ -12,13 +12,12 @@ itself. Plot files are also written as ``DIR/plots/*.svg`` and ``*.png``.
 from __future__ import annotations
 
 import html
-import io
 import json
 import numbers
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def _plt():
@@ -38,41 +37,182 @@ def _label(v: Any) -> str:
     return "—" if v is None else str(v)
 
 
+# Plotting primitives: the sweep report below and the ``lookaside reproduce`` recipes draw
+# every plot with these, so all plots share one look and one place to change it.
+
+
+def subplots(ncols: int = 1, size: tuple[float, float] = (6.4, 4)) -> tuple[Any, Any]:
+    """A figure of `ncols` axes side by side (off screen); returns (figure, axes), the axes a
+    list when `ncols` > 1."""
+    fig, axes = _plt().subplots(1, ncols, figsize=size)
+    return fig, list(axes) if ncols > 1 else axes
+
+
+def save_figure(fig: Any, plots: str | os.PathLike[str], name: str) -> Path:
+    """Write the figure as ``plots/NAME.svg`` and ``plots/NAME.png`` and close it; returns
+    the SVG's path."""
+    plots = Path(plots)
+    svg = plots / f"{name}.svg"
+    fig.savefig(svg, format="svg", bbox_inches="tight")
+    fig.savefig(plots / f"{name}.png", dpi=110, bbox_inches="tight")
+    _plt().close(fig)
+    return svg
+
+
+def _finish(ax: Any, xlabel: str | None, ylabel: str | None, title: str | None,
+            xlog: bool | int, ylog: bool | int, legend: bool, grid: str = "both") -> None:
+    for log, set_scale in ((xlog, ax.set_xscale), (ylog, ax.set_yscale)):
+        if log:
+            set_scale("log", **({"base": log} if log is not True else {}))
+    ax.set(**{k: v for k, v in (("xlabel", xlabel), ("ylabel", ylabel), ("title", title))
+              if v is not None})
+    ax.grid(True, axis=grid, alpha=0.3)
+    if legend and ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=7)
+
+
+def plot_lines(ax: Any, df: Any, x: str, y: str | dict[str, str], by: str | list[str] | None = None,
+               *, published: str | None = None, hlines: dict[str, float] | None = None,
+               xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
+               xlog: bool | int = False, ylog: bool | int = False, legend: bool = True,
+               marker: str = "o", label: str | Callable[..., str] | None = None,
+               published_label: str = "paper") -> None:
+    """Lines of `y` against `x` on axes `ax`, one per group of `by` (columns of `df`).
+
+    `y` is a column, or {column: label} for several series per group (each its own marker
+    and dash). With `published` (a column of the paper's values), each line is drawn as
+    "(ours)" and the published values over it, dashed with crosses in the same colour, where
+    there are any, labelled `published_label`. `hlines` adds labelled horizontal reference
+    lines. `xlog`/`ylog`: True or a base. A group is labelled by `label` (a format string,
+    or a function, given the group's values), else by its value when `by` is one column,
+    or by ``column=value, …``."""
+    series = {y: None} if isinstance(y, str) else dict(y)
+    keys = [by] if isinstance(by, str) else list(by or [])
+    groups = df.groupby(keys, sort=True) if keys else [((), df)]
+    markers, dashes = [marker, "s", "^", "v", "D"], ["-", "--", ":", "-."]
+    colour = 0
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        if callable(label):
+            name = label(*key)
+        elif label is not None:
+            name = label.format(*key)
+        elif isinstance(by, str):
+            name = _label(key[0])
+        else:
+            name = ", ".join(f"{k}={_label(v)}" for k, v in zip(keys, key))
+        g = g.sort_values(x)
+        for i, (col, text) in enumerate(series.items()):
+            line = ", ".join(t for t in (text, name) if t) or col
+            c = f"C{colour % 10}"
+            if published is None:
+                ax.plot(g[x], g[col], marker=markers[i % len(markers)],
+                        ls=dashes[i % len(dashes)], color=c, label=line)
+            else:
+                ax.plot(g[x], g[col], marker=marker, color=c, label=f"{line} (ours)")
+                p = g.dropna(subset=[published])
+                if len(p):
+                    ax.plot(p[x], p[published], marker="x", ls="--", color=c,
+                            label=f"{line} ({published_label})")
+            if published is not None or len(series) == 1:
+                colour += 1
+        if published is None and len(series) > 1:
+            colour += 1
+    for i, (text, v) in enumerate((hlines or {}).items()):
+        ax.axhline(v, ls="--", color="gray" if i == 0 else f"C{7 + i}", label=text)
+    _finish(ax, xlabel, ylabel, title, xlog, ylog, legend)
+
+
+def plot_bars(ax: Any, df: Any, x: str, y: dict[str, str], *, stacked: bool = True,
+              xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
+              rotate: float = 0, legend: bool = True, scale: float = 1.0) -> None:
+    """Bars of the columns `y` ({column: label}) of `df` at each value of column `x` (as
+    categories, in the frame's order): stacked, or grouped side by side. Values are
+    multiplied by `scale`."""
+    labels = [_label(v) for v in df[x]]
+    pos = list(range(len(labels)))
+    bottom = [0.0] * len(labels)
+    width = 0.8 / len(y)
+    for i, (col, text) in enumerate(y.items()):
+        vals = [scale * float(v) for v in df[col].fillna(0)]
+        if stacked:
+            ax.bar(pos, vals, bottom=bottom, label=text)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        else:
+            ax.bar([p - 0.4 + width * (i + 0.5) for p in pos], vals, width=width, label=text)
+    ax.set_xticks(pos, labels)
+    if rotate:
+        ax.tick_params(axis="x", rotation=rotate)
+    _finish(ax, xlabel, ylabel, title, False, False, legend, grid="y")
+
+
 def _save(fig: Any, plots: Path, name: str) -> str:
     """Write the figure as SVG and PNG; return the SVG text for embedding."""
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    fig.savefig(plots / f"{name}.png", dpi=110, bbox_inches="tight")
-    svg = buf.getvalue()
-    (plots / f"{name}.svg").write_text(svg, encoding="utf-8")
-    _plt().close(fig)
+    svg = save_figure(fig, plots, name).read_text(encoding="utf-8")
     return svg[svg.index("<svg"):]
+
+
+#: Most rows of the table shown in the page (the files hold them all).
+MAX_TABLE_ROWS = 1000
+#: Most lines on one plot; further axes are held at their most common value.
+MAX_LINES = 12
+
+
+def _mode(g: Any, key: str, metric: str | None = None) -> str:
+    """The value (as text) to hold axis `key` at in `g`: among its most common values, the
+    one under which `metric` takes the most distinct values (where the other axes make the
+    most difference: not a direct-mapped TLB when policies are compared), the first of
+    those; without a metric, the middle one in order of appearance."""
+    text = g[key].map(str)
+    counts = text.value_counts()
+    top = [v for v in text.unique() if counts[v] == counts.max()]
+    if metric is not None and metric in g.columns and len(top) > 1:
+        distinct = [g.loc[text == v, metric].round(12).nunique() for v in top]
+        return top[max(range(len(top)), key=lambda i: (distinct[i], -i))]
+    return top[len(top) // 2]
+
+
+def _at_mode(g: Any, keys: list[str], metric: str | None = None) -> Any:
+    """The rows of `g` with each of `keys` held at one value (see :func:`_mode`)."""
+    for k in keys:
+        g = g[g[k].map(str) == _mode(g, k, metric)]
+    return g
+
+
+def _mode_label(df: Any, keys: list[str]) -> str:
+    """The values `keys` are held at in `df` (each has one by then)."""
+    return ", ".join(f"{k}={df[k].map(str).iloc[0]}" for k in keys if len(df))
 
 
 def _line_plots(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple[str, str]]:
     out = []
     for x in keys:
-        xs = sorted(v for v in df[x].dropna().unique())
+        xs = list(df[x].dropna().unique())
         if len(xs) < 2 or not _numeric(xs):
             continue
-        others = [k for k in keys if k != x and df[k].nunique(dropna=False) > 1]
+        xs = sorted(xs)
+        # One line per combination of the other axes, as many as fit in MAX_LINES (axes
+        # with fewer values first); the rest are held at their most common value.
+        varying = sorted((k for k in keys if k != x and df[k].nunique(dropna=False) > 1),
+                         key=lambda k: df[k].nunique(dropna=False))
+        others, lines = [], 1
+        for k in varying:
+            if lines * df[k].nunique(dropna=False) <= MAX_LINES:
+                others.append(k)
+                lines *= df[k].nunique(dropna=False)
+        held = [k for k in varying if k not in others]
         for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
-            plt = _plt()
-            fig, ax = plt.subplots(figsize=(6.4, 4))
-            groups = g.groupby(others, dropna=False, sort=True) if others else [((), g)]
-            for key, h in groups:
-                h = h.sort_values(x)
-                key = key if isinstance(key, tuple) else (key,)
-                label = ", ".join(f"{k}={_label(v)}" for k, v in zip(others, key)) or metric
-                ax.plot(h[x], h[metric], marker="o", label=label)
-            if max(xs) / max(min(xs), 1e-12) >= 8:
-                ax.set_xscale("log", base=2)
-            ax.set_xlabel(x)
-            ax.set_ylabel(f"{structure} {metric.replace('_', ' ')}")
-            ax.set_title(f"{structure} — {trace}")
-            ax.grid(True, alpha=0.3)
-            if others:
-                ax.legend(fontsize=7)
+            g = _at_mode(g, held, metric)
+            fig, ax = subplots()
+            # Text keys where a column mixes types (4 and "full"), so that it groups and sorts.
+            g = g.assign(**{k: g[k].map(_label) for k in others
+                            if len({type(v) for v in g[k]}) > 1})
+            plot_lines(ax, g, x, {metric: ""}, others, xlabel=x,
+                       ylabel=f"{structure} {metric.replace('_', ' ')}",
+                       xlog=2 if max(xs) / max(min(xs), 1e-12) >= 8 else False,
+                       legend=bool(others))
+            ax.set_title(f"{structure} — {trace}" + (f"\n({_mode_label(g, held)})"
+                                                       if held else ""), fontsize=9)
             name = f"line-{structure}-{x}-{trace}".replace("/", "_").replace(".", "_")
             out.append((f"{structure}: {metric} vs {x} ({trace})", _save(fig, plots, name)))
     return out
@@ -86,9 +226,7 @@ def _heat_maps(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple
             rest = [k for k in varying if k not in (a, b)]
             for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
                 # One map per pair, at the most common value of every other axis.
-                for k in rest:
-                    text = g[k].map(str)
-                    g = g[text == text.value_counts().idxmax()]
+                g = _at_mode(g, rest, metric)
                 table = g.pivot_table(index=a, columns=b, values=metric, aggfunc="first")
                 if table.size < 2:
                     continue
@@ -107,9 +245,11 @@ def _heat_maps(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple
     return out
 
 
-def _mapping_size(df: Any, metric: str, plots: Path) -> list[tuple[str, str]]:
+def _mapping_size(df: Any, keys: list[str], metric: str,
+                  plots: Path) -> list[tuple[str, str]]:
     """Per structure and trace, `metric` against mapping size (entries × page size), one line
-    per page size: Chen's Figs. 7-8 to 7-10, where equal-mapping-size points line up."""
+    per page size: Chen's Figs. 7-8 to 7-10, where equal-mapping-size points line up. Axes
+    that set neither the entries nor the page size are held at their most common value."""
     out = []
     if "mapping_bytes" not in df.columns:
         return out
@@ -117,18 +257,23 @@ def _mapping_size(df: Any, metric: str, plots: Path) -> list[tuple[str, str]]:
         g = g.dropna(subset=["mapping_bytes"])
         if g.page_bytes.nunique() < 2 or g.mapping_bytes.nunique() < 2:
             continue
-        plt = _plt()
-        fig, ax = plt.subplots(figsize=(6.4, 4))
-        for page, h in g.groupby("page_bytes", sort=True):
-            h = h.groupby("mapping_bytes", as_index=False)[metric].mean()
-            ax.plot(h.mapping_bytes / 1024, h[metric], marker="o",
-                    label=f"{int(page) // 1024} KiB pages" if page >= 1024 else f"{page} B")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("mapping size (KiB = entries × page size)")
-        ax.set_ylabel(f"{structure} {metric.replace('_', ' ')}")
-        ax.set_title(f"{structure} — {trace}")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        held = []
+        for k in keys:
+            h = _at_mode(g, [k], metric)
+            if (h.entries.nunique(), h.page_bytes.nunique()) == (g.entries.nunique(),
+                                                                 g.page_bytes.nunique()):
+                g = h
+                if df[k].nunique(dropna=False) > 1:
+                    held.append(k)
+        fig, ax = subplots()
+        h = g.groupby(["page_bytes", "mapping_bytes"], as_index=False)[metric].mean()
+        h["mapping_kib"] = h.mapping_bytes / 1024
+        plot_lines(ax, h, "mapping_kib", {metric: ""}, "page_bytes", xlog=2,
+                   label=lambda p: f"{int(p) // 1024} KiB pages" if p >= 1024 else f"{int(p)} B",
+                   xlabel="mapping size (KiB = entries × page size)",
+                   ylabel=f"{structure} {metric.replace('_', ' ')}")
+        ax.set_title(f"{structure} — {trace}" + (f"\n({_mode_label(g, held)})" if held else ""),
+                     fontsize=9)
         name = f"mapping-{structure}-{trace}".replace("/", "_").replace(".", "_")
         out.append((f"{structure}: {metric} vs mapping size ({trace})", _save(fig, plots, name)))
     return out
@@ -145,25 +290,13 @@ def _cost_by_type(df: Any, keys: list[str], plots: Path) -> list[tuple[str, str]
     rows = df.drop_duplicates("point")
     for x in varying:
         for trace, g in rows.groupby("trace", sort=True):
-            for k in varying:
-                if k != x:
-                    text = g[k].map(str)
-                    g = g[text == text.value_counts().idxmax()]
+            g = _at_mode(g, [k for k in varying if k != x])
             if g[x].nunique() < 2:
                 continue
             g = g.sort_values(x, key=lambda c: c.map(lambda v: (str(type(v)), v)))
-            plt = _plt()
-            fig, ax = plt.subplots(figsize=(6.4, 4))
-            labels = [_label(v) for v in g[x]]
-            bottom = [0.0] * len(g)
-            for c in kinds:
-                vals = [float(v) for v in g[c].fillna(0)]
-                ax.bar(labels, vals, bottom=bottom, label=c.removeprefix("cycles_"))
-                bottom = [b + v for b, v in zip(bottom, vals)]
-            ax.set_xlabel(x)
-            ax.set_ylabel("TLB miss handling (cycles)")
-            ax.set_title(f"cost by miss type — {trace}")
-            ax.legend(fontsize=7)
+            fig, ax = subplots()
+            plot_bars(ax, g, x, {c: c[len("cycles_"):] for c in kinds}, xlabel=x,
+                      ylabel="TLB miss handling (cycles)", title=f"cost by miss type — {trace}")
             name = f"cost-{x}-{trace}".replace("/", "_").replace(".", "_")
             out.append((f"trap cycles by miss type vs {x} ({trace})", _save(fig, plots, name)))
     return out
@@ -216,7 +349,7 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     plots.mkdir(exist_ok=True)
     figures = _line_plots(df[df["structure"] != "walk"], keys, metric, plots)
     figures += _heat_maps(df[df["structure"] != "walk"], keys, metric, plots)
-    figures += _mapping_size(df[df["structure"] != "walk"], metric, plots)
+    figures += _mapping_size(df[df["structure"] != "walk"], keys, metric, plots)
     figures += _cost_by_type(df, keys, plots)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -234,7 +367,11 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     for title, svg in figures:
         parts.append(f"<figure>{svg}<figcaption>{html.escape(title)}</figcaption></figure>")
     parts.append("<h2>Results</h2>")
-    parts.append(df.to_html(index=False, float_format=lambda v: f"{v:.6g}", na_rep="—"))
+    if len(df) > MAX_TABLE_ROWS:
+        parts.append(f"<p>The first {MAX_TABLE_ROWS} of {len(df)} rows; all of them are in "
+                     "<code>results.csv</code> and <code>results.parquet</code>.</p>")
+    parts.append(df.head(MAX_TABLE_ROWS).to_html(index=False, float_format=lambda v: f"{v:.6g}",
+                                                 na_rep="—"))
     parts.append("</body></html>")
     target = Path(output) if output else d / "report.html"
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")

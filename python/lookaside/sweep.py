@@ -7,7 +7,7 @@ A sweep is described by a TOML file::
     machine = "modern-x86"              # preset or TOML file (relative to this file); optional
     tlb = ["dtlb:entries=64,ways=full"] # DineroIV-style structures (added to `machine`)
     set = ["machine.seed=1"]            # fixed overrides, as --set
-    traces = ["demo", "traces/gcc.lks"] # "demo" is the shipped demo trace
+    traces = ["demo", "traces/gcc.lks"] # demo, mawk, sortprog: the traces shipped
 
     [axes]                              # every combination of these --set keys
     "tlb.dtlb.entries" = [16, 32, 64, 128]
@@ -24,11 +24,15 @@ point of the spec (one row per point × structure) is then written to ``OUT/resu
 and ``OUT/results.parquet``.
 
 Points run on local threads by default (the engine releases the GIL), or on a Dask
-distributed cluster given its scheduler address; the driver alone writes files.
+distributed cluster given its scheduler address; the driver alone writes files. The planner
+(:func:`plan`) answers families of LRU geometries in one pass over their trace and batches
+the other points of a trace so that each batch reads the trace once; results never depend
+on the plan. ``lookaside sweep NAME`` runs a sweep shipped in ``lookaside/data/sweeps``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -46,6 +50,8 @@ from . import ConfigError, _lookaside, _page_bytes, demo_trace, preset_path
 
 #: Bumped when the stored form of a point changes (old points are then rerun).
 POINT_VERSION = 1
+#: The sweeps shipped with the package.
+_EXAMPLES = Path(__file__).resolve().parent / "data" / "sweeps"
 #: A trace name that is a workload spec (``workload:multiserver,servers=3``), not a file.
 WORKLOAD = "workload:"
 
@@ -119,6 +125,14 @@ class Spec:
         return hashlib.sha256(raw).hexdigest()[:24]
 
 
+def _shipped_trace(name: str) -> Path | None:
+    """The trace shipped with the package under this name (demo, mawk, sortprog), if any."""
+    if os.sep in name or "." in name:
+        return None
+    p = demo_trace().parent / f"{name}.lks"
+    return p if p.is_file() else None
+
+
 def _err(source: str, key: str, msg: str) -> ConfigError:
     return ConfigError(f"{source}: {key}: {msg}")
 
@@ -136,9 +150,26 @@ def _load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {e}") from None
 
 
+def example_names() -> list[str]:
+    """Names of the sweeps shipped with the package (``lookaside/data/sweeps``)."""
+    return sorted(p.stem for p in _EXAMPLES.glob("*.toml"))
+
+
+def spec_path(spec: str | os.PathLike[str]) -> Path:
+    """The sweep file `spec` names: a path, or the name of a shipped sweep."""
+    p = Path(spec)
+    if p.is_file() or p.suffix or os.sep in str(spec):
+        return p
+    if (_EXAMPLES / f"{spec}.toml").is_file():
+        return _EXAMPLES / f"{spec}.toml"
+    raise ConfigError(f"{spec}: no such sweep file, nor a shipped sweep "
+                      f"(have: {', '.join(example_names())})")
+
+
 def load_spec(path: str | os.PathLike[str]) -> Spec:
-    """Read and check a sweep file; errors name the file and the key."""
-    path = Path(path)
+    """Read and check a sweep file (or a shipped sweep, by name); errors name the file and
+    the key."""
+    path = spec_path(path)
     src = str(path)
     doc = _load_toml(path)
     unknown = set(doc) - {"sweep", "axes", "points"}
@@ -180,7 +211,7 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
         if t.startswith(WORKLOAD):
             traces.append((t, t))
             continue
-        p = demo_trace() if t == "demo" else base / t
+        p = _shipped_trace(t) or base / t
         if not p.is_file():
             raise _err(src, "sweep.traces", f"{p}: no such trace file")
         traces.append((t, str(p)))
@@ -275,40 +306,175 @@ class _Bar:
             sys.stderr.flush()
 
 
-def _local(jobs: list[tuple[str, Point]], spec: Spec, workers: int
-           ) -> Iterator[tuple[str, Point, dict[str, Any]]]:
+def run_points(trace: str, machine_text: str | None, machine_name: str, tlb: list[str],
+               overrides: list[list[str]]) -> list[dict[str, Any]]:
+    """Simulate several points of one trace on one reading of it (decoding is paid once);
+    each result is exactly what :func:`run_point` gives for that point alone."""
+    machines = [(machine_text, machine_name, tlb, o) for o in overrides]
+    return json.loads(_lookaside.simulate_many(trace, machines))
+
+
+#: Geometries the all-associativity engine answers: power-of-two set counts up to this, and
+#: at most `_AA_WAYS` ways (see ``lookaside::onepass``).
+_AA_SETS, _AA_WAYS = 1 << 16, 16
+
+
+def run_family(trace: str, machine_text: str | None, machine_name: str, tlb: list[str],
+               overrides: list[str], want: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """The results of the machine's single LRU TLB at each geometry (entries, ways) of
+    `want`, from one pass over the trace, shaped like :func:`run_point`'s (with the fields
+    the sweep's table reads)."""
+    raw = _lookaside.one_pass(trace, machine_text, machine_name, tlb, overrides, None,
+                              sorted(set(want)))
+    r = json.loads(raw)
+    answers = {(a["entries"], a["ways"]): a for a in r["answers"]}
+    out = []
+    for g in want:
+        a = answers[g]
+        s = {**a["structure"], "geometry": {"entries": a["entries"], "sets": a["sets"],
+                                            "ways": a["ways"], "page": r["page"]}}
+        out.append({"engine": r["engine"], "trace": r["trace"],
+                    "structures": {r["structure"]: s}, "walk": a["walk"]})
+    return out
+
+
+@dataclass
+class Task:
+    """One unit of work: a one-pass family (`want` set) or a batch of per-config points of
+    one trace; either way one reading of the trace."""
+
+    trace: str
+    members: list[tuple[str, Point]]
+    #: For a family: the overrides of its machine and the geometry of each member.
+    family: list[str] | None = None
+    want: list[tuple[int, int]] = field(default_factory=list)
+
+    def args(self, spec: Spec) -> tuple[Any, ...]:
+        if self.family is not None:
+            return (run_family, self.trace, spec.machine_text, spec.machine_name, spec.tlb,
+                    self.family, self.want)
+        return (run_points, self.trace, spec.machine_text, spec.machine_name, spec.tlb,
+                [spec.fixed + p.overrides() for _, p in self.members])
+
+    @property
+    def key(self) -> str:
+        h = hashlib.sha256("".join(pid for pid, _ in self.members).encode())
+        return f"lookaside-{'family' if self.family is not None else 'points'}-{h.hexdigest()[:16]}"
+
+
+def _families(spec: Spec, todo: list[tuple[str, Point]]
+              ) -> tuple[list[Task], list[tuple[str, Point]]]:
+    """The one-pass tasks among `todo`, and the points left to run one by one.
+
+    Points of one trace whose machines have a single TLB and differ only in its `entries`
+    and `ways` form a family; when the engines answer that machine (LRU, one page size, no
+    partition, no software refill… — the engine decides), its set-associative members with
+    a power-of-two set count take one all-associativity pass (with the fully associative
+    ones of up to 16 entries), and its other fully associative members one stack-distance
+    pass. Families of one point run as ordinary points."""
+    groups: dict[tuple[str, tuple[str, ...]], list[tuple[str, Point, tuple[int, int]]]] = {}
+    rest: list[tuple[str, Point]] = []
+    refusals: dict[tuple[str, ...], str | None] = {}
+    parsed: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for pid, p in todo:
+        ov = tuple(p.overrides())
+        if ov not in parsed:
+            parsed[ov] = _toml(spec.machines[ov]).get("tlb", [])
+        tlbs = parsed[ov]
+        if len(tlbs) != 1:
+            rest.append((pid, p))
+            continue
+        t = tlbs[0]
+        geometric = {f"tlb.{t['name']}.entries", f"tlb.{t['name']}.ways"}
+        base = tuple(spec.fixed + [o for (k, _), o in zip(p.settings, p.overrides())
+                                   if k not in geometric])
+        if base not in refusals:
+            try:
+                refusals[base] = _lookaside.one_pass_refusal(
+                    spec.machine_text, spec.machine_name, spec.tlb, list(base))
+            except ConfigError as e:  # the machine is only valid at the points' geometry
+                refusals[base] = str(e)
+        if refusals[base] is not None:
+            rest.append((pid, p))
+            continue
+        entries = t["entries"]
+        ways = entries if t["ways"] == "full" else t["ways"]
+        groups.setdefault((p.trace, base), []).append((pid, p, (entries, ways)))
+    tasks = []
+
+    def fits(g: tuple[int, int]) -> bool:  # answered by all-associativity
+        sets = g[0] // g[1]
+        return sets & (sets - 1) == 0 and sets <= _AA_SETS and g[1] <= _AA_WAYS
+
+    for (trace, base), members in groups.items():
+        assoc = [m for m in members if m[2][0] != m[2][1] and fits(m[2])]
+        # Small fully associative members ride along with a set-associative pass.
+        full = [m for m in members if m[2][0] == m[2][1] and not (assoc and fits(m[2]))]
+        assoc += [m for m in members if m[2][0] == m[2][1] and assoc and fits(m[2])]
+        taken = {m[0] for m in assoc + full}
+        rest += [(pid, p) for pid, p, _ in members if pid not in taken]
+        for part in (full, assoc):
+            if len(part) < 2:
+                rest += [(pid, p) for pid, p, _ in part]
+            else:
+                tasks.append(Task(trace, [(pid, p) for pid, p, _ in part], list(base),
+                                  [g for _, _, g in part]))
+    return tasks, rest
+
+
+def plan(spec: Spec, todo: list[tuple[str, Point]], workers: int, *, one_pass: bool = True,
+         batch: int | None = None) -> list[Task]:
+    """The tasks that run `todo`: one-pass families first (see :func:`_families`), then the
+    other points in batches of up to `batch` per trace (by default enough batches to keep
+    `workers` busy, at most 32 points each). Results never depend on the plan."""
+    tasks, rest = _families(spec, todo) if one_pass else ([], list(todo))
+    by_trace: dict[str, list[tuple[str, Point]]] = {}
+    for pid, p in rest:
+        by_trace.setdefault(p.trace, []).append((pid, p))
+    if batch is None:
+        batch = max(1, min(32, len(rest) // max(1, 4 * workers)))
+    for trace, pts in by_trace.items():
+        tasks += [Task(trace, pts[i:i + batch]) for i in range(0, len(pts), batch)]
+    return tasks
+
+
+def _local(tasks: list[Task], spec: Spec, workers: int
+           ) -> Iterator[tuple[Task, list[dict[str, Any]]]]:
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futs = {pool.submit(run_point, p.trace, spec.machine_text, spec.machine_name, spec.tlb,
-                            spec.fixed + p.overrides()): (pid, p) for pid, p in jobs}
+        futs = {pool.submit(*t.args(spec)): t for t in tasks}
         try:
             for f in as_completed(futs):
-                pid, p = futs[f]
-                yield pid, p, f.result()
+                yield futs[f], f.result()
         finally:
             for f in futs:
                 f.cancel()
 
 
-def _dask(jobs: list[tuple[str, Point]], spec: Spec, address: str
-          ) -> Iterator[tuple[str, Point, dict[str, Any]]]:
+def _client(address: str) -> Any:
     try:
         from distributed import Client
-        from distributed import as_completed as dask_completed
     except ModuleNotFoundError:
         raise ConfigError("--scheduler needs Dask: pip install 'lookaside[dask]'") from None
-    with Client(address, timeout="30s") as client:
-        futs = {}
-        for pid, p in jobs:
-            f = client.submit(run_point, p.trace, spec.machine_text, spec.machine_name,
-                              spec.tlb, spec.fixed + p.overrides(), key=f"lookaside-{pid}",
-                              pure=False)
-            futs[f.key] = (f, pid, p)
-        try:
-            for f in dask_completed([f for f, _, _ in futs.values()]):
-                _, pid, p = futs[f.key]
-                yield pid, p, f.result()
-        finally:
-            client.cancel([f for f, _, _ in futs.values()])
+    return Client(address, timeout="30s")
+
+
+def _dask(client: Any, tasks: list[Task], spec: Spec
+          ) -> Iterator[tuple[Task, list[dict[str, Any]]]]:
+    from distributed import as_completed as dask_completed
+
+    # A run's own suffix: a driver killed mid-sweep may leave its tasks behind for a while.
+    run = os.urandom(4).hex()
+    futs = {}
+    for t in tasks:
+        f = client.submit(*t.args(spec), key=f"{t.key}-{run}", pure=False)
+        futs[f.key] = (f, t)
+    try:
+        # Results come with their completions, in batches: no round trip per task.
+        for batch in dask_completed([f for f, _ in futs.values()], with_results=True).batches():
+            for f, result in batch:
+                yield futs[f.key][1], result
+    finally:
+        client.cancel([f for f, _ in futs.values()])
 
 
 def _toml(text: str) -> dict[str, Any]:
@@ -317,58 +483,6 @@ def _toml(text: str) -> dict[str, Any]:
     except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
         import tomli as tomllib  # type: ignore[no-redef]
     return tomllib.loads(text)
-
-
-def _one_pass_groups(spec: Spec, todo: list[tuple[str, Point]]
-                     ) -> tuple[dict[str, list[tuple[str, Point, tuple[int, int]]]],
-                                list[tuple[str, Point]]]:
-    """Split `todo` into groups one pass answers (per trace) and points to run one by one.
-
-    A group qualifies when the machine has one TLB and the points differ only in its
-    `entries` and `ways`; whether the engines can answer it exactly (LRU, one page size, no
-    partition, power-of-two sets…) is the engine's decision, asked when the group runs.
-    """
-    base = _toml(_lookaside.check_config(spec.machine_text, spec.machine_name, spec.tlb,
-                                         spec.fixed))
-    tlbs = base.get("tlb", [])
-    if len(tlbs) != 1:
-        return {}, todo
-    name = tlbs[0]["name"]
-    geometric = {f"tlb.{name}.entries", f"tlb.{name}.ways"}
-    if not set(spec.keys) <= geometric:
-        return {}, todo
-    groups: dict[str, list[tuple[str, Point, tuple[int, int]]]] = {}
-    for pid, p in todo:
-        cfg = _toml(spec.machines[tuple(p.overrides())])
-        t = cfg["tlb"][0]
-        ways = t["entries"] if t["ways"] == "full" else t["ways"]
-        groups.setdefault(p.trace, []).append((pid, p, (t["entries"], ways)))
-    return groups, []
-
-
-def _one_pass(spec: Spec, trace: str, group: list[tuple[str, Point, tuple[int, int]]]
-              ) -> list[tuple[str, Point, dict[str, Any]]] | None:
-    """The group's results from one pass, shaped like per-config results; None if the
-    engines cannot answer this machine exactly."""
-    from . import LookasideError
-
-    want = sorted({g for _, _, g in group})
-    try:
-        raw = _lookaside.one_pass(trace, spec.machine_text, spec.machine_name, spec.tlb,
-                                  spec.fixed, None, want)
-    except LookasideError:
-        return None
-    r = json.loads(raw)
-    answers = {(a["entries"], a["ways"]): a for a in r["answers"]}
-    out = []
-    for pid, p, g in group:
-        a = answers[g]
-        s = {**a["structure"], "geometry": {"entries": a["entries"], "sets": a["sets"],
-                                            "ways": a["ways"], "page": r["page"]}}
-        result = {"engine": r["engine"], "trace": r["trace"],
-                  "structures": {r["structure"]: s}, "walk": a["walk"]}
-        out.append((pid, p, result))
-    return out
 
 
 @dataclass
@@ -384,13 +498,16 @@ class SweepOutcome:
 def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = None,
               scheduler: str | None = None, progress: bool | None = None,
               on_point: Callable[[str], None] | None = None,
-              one_pass: bool = True) -> SweepOutcome:
+              one_pass: bool = True, batch: int | None = None) -> SweepOutcome:
     """Run every point of `spec` not already stored under `out`, then write the table.
 
     With `one_pass`, points that differ only in the geometry of a single LRU TLB are
     answered by one pass over each trace (stack distance for fully associative sizes,
     all-associativity for set-associative ones), with results identical to per-config runs;
-    the rest run one by one."""
+    the rest run in batches of up to `batch` points, each batch on one reading of its
+    trace (see :func:`plan`)."""
+    if batch is not None and batch < 1:
+        raise ConfigError(f"batch: {batch} points per task (at least 1)")
     out = Path(out)
     points_dir = out / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
@@ -403,6 +520,7 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
     todo = [(pid, p) for pid, p in zip(ids, pts) if _stored(points_dir, pid) is None]
     bar = _Bar(len(pts), len(pts) - len(todo),
                sys.stderr.isatty() if progress is None else progress)
+
     def store(pid: str, p: Point, result: dict[str, Any]) -> None:
         record = {"id": pid, "trace": p.trace_label, "settings": dict(p.settings),
                   "result": result}
@@ -411,21 +529,20 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
         if on_point:
             on_point(pid)
 
-    rest = todo
-    if todo and one_pass:
-        groups, rest = _one_pass_groups(spec, todo)
-        for trace, group in groups.items():
-            answered = _one_pass(spec, trace, group)
-            if answered is None:
-                rest += [(pid, p) for pid, p, _ in group]
-                continue
-            for pid, p, result in answered:
-                store(pid, p, result)
-    if rest:
-        runner = (_dask(rest, spec, scheduler) if scheduler
-                  else _local(rest, spec, workers or os.cpu_count() or 1))
-        for pid, p, result in runner:
-            store(pid, p, result)
+    if todo:
+        with contextlib.ExitStack() as stack:
+            if scheduler:
+                client = stack.enter_context(_client(scheduler))
+                n = sum(client.nthreads().values()) or 1
+                tasks = plan(spec, todo, n, one_pass=one_pass, batch=batch)
+                runner = _dask(client, tasks, spec)
+            else:
+                n = workers or os.cpu_count() or 1
+                tasks = plan(spec, todo, n, one_pass=one_pass, batch=batch)
+                runner = _local(tasks, spec, n)
+            for task, results in runner:
+                for (pid, p), result in zip(task.members, results):
+                    store(pid, p, result)
     bar.close()
     table = collect(spec, out)
     write_table(table, out)

@@ -120,6 +120,52 @@ fn simulate(
     result.map(|v| v.to_string()).map_err(to_py)
 }
 
+/// Simulate several machines, each `(config_text, config_name, tlb, set)`, on one reading
+/// of a trace; returns a JSON list of their results, each what `simulate` gives for that
+/// machine alone.
+#[pyfunction]
+#[pyo3(signature = (trace, machines, format=None, progress=None))]
+#[allow(clippy::type_complexity)]
+fn simulate_many(
+    py: Python<'_>,
+    trace: PathBuf,
+    machines: Vec<(Option<String>, String, Vec<String>, Vec<String>)>,
+    format: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let mut ms = machines
+        .iter()
+        .map(|(text, name, tlb, set)| machine(text.as_deref(), name, tlb, set))
+        .collect::<PyResult<Vec<Machine>>>()?;
+    let format = format_arg(format.as_deref())?;
+    let result = with_progress(py, progress, |cb| {
+        lookaside::run::simulate_many(&trace, format, &mut ms, cb)
+    })?;
+    result
+        .map(|v| serde_json::Value::Array(v).to_string())
+        .map_err(to_py)
+}
+
+/// Why the one-pass engines cannot answer this machine's family (its single TLB varying in
+/// entries and ways), or None when they can.
+#[pyfunction]
+#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![]))]
+fn one_pass_refusal(
+    config_text: Option<String>,
+    config_name: String,
+    tlb: Vec<String>,
+    set: Vec<String>,
+) -> PyResult<Option<String>> {
+    let config = lookaside::config::MachineConfig::assemble(
+        config_text.as_deref(),
+        &config_name,
+        &tlb,
+        &set,
+    )
+    .map_err(to_py)?;
+    Ok(lookaside::onepass::Options::for_machine(&config).err())
+}
+
 /// Validate a machine and return it as normalised TOML (defaults filled in).
 #[pyfunction]
 #[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![]))]
@@ -319,6 +365,8 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add("NotYetError", m.py().get_type::<NotYetError>())?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_many, m)?)?;
+    m.add_function(wrap_pyfunction!(one_pass_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;

@@ -274,6 +274,39 @@ pub fn simulate_path(
     Ok(crate::report::result_json(machine, &info))
 }
 
+/// [`simulate_path`] for several machines at once: the trace (or workload) is read once,
+/// each batch going through every machine in turn, so reading and decoding are paid once
+/// for all of them. Each result is exactly what [`simulate_path`] gives for that machine
+/// alone (machines share nothing but the events).
+pub fn simulate_many(
+    path: &Path,
+    format: Option<Format>,
+    machines: &mut [Machine],
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<Vec<serde_json::Value>> {
+    let (mut source, format) = open_source(path, format)?;
+    let mut batch: Vec<Event> = Vec::with_capacity(BATCH);
+    let mut p = Progress::default();
+    while source.next_batch(&mut batch)? {
+        for m in machines.iter_mut() {
+            m.run_batch(&batch);
+        }
+        p.events += batch.len() as u64;
+        p.bytes = source.bytes_read();
+        tick(&mut p, batch.len(), progress)?;
+    }
+    p.bytes = source.bytes_read();
+    progress(p);
+    let info = TraceInfo {
+        path: path.display().to_string(),
+        format: format.into(),
+    };
+    Ok(machines
+        .iter()
+        .map(|m| crate::report::result_json(m, &info))
+        .collect())
+}
+
 /// What `lookaside info` shows: the trace's summary, format and metadata, as JSON.
 pub fn info_json(path: &Path, format: Option<Format>) -> Result<serde_json::Value> {
     let (mut source, format) = open_source(path, format)?;
@@ -314,6 +347,7 @@ mod tests {
     use crate::error::Error;
     use crate::event::Kind;
     use crate::workload::Synthetic;
+    use std::path::PathBuf;
 
     fn machine() -> Machine {
         let flags = [
@@ -427,6 +461,58 @@ mod tests {
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn many_machines_on_one_reading_give_each_its_own_result() {
+        let trace =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sortprog.lackey.zst");
+        let mach3 = include_str!("../../../python/lookaside/presets/decstation3100-mach3.toml");
+        let builds: Vec<(Option<&str>, Vec<String>, Vec<String>)> = vec![
+            (None, vec!["d:entries=16,ways=4,policy=fifo".into()], vec![]),
+            (
+                None,
+                vec!["d:entries=64,ways=full,policy=random,page=4k+2M".into()],
+                vec![],
+            ),
+            (
+                None,
+                vec![
+                    "i:entries=8,ways=full,next=l2".into(),
+                    "l2:entries=128,ways=8".into(),
+                ],
+                vec!["pages.size=\"16k\"".into()],
+            ),
+            (Some(mach3), vec![], vec![]),
+        ];
+        let build = |(text, tlb, set): &(Option<&str>, Vec<String>, Vec<String>)| {
+            Machine::assemble(*text, "t", tlb, set).unwrap()
+        };
+        for path in [
+            trace.clone(),
+            PathBuf::from("workload:multiserver,servers=2,hops=300"),
+        ] {
+            let mut many: Vec<Machine> = builds.iter().map(build).collect();
+            let got = simulate_many(&path, None, &mut many, &mut |_| true).unwrap();
+            assert_eq!(got.len(), builds.len());
+            for (b, g) in builds.iter().zip(&got) {
+                let mut one = build(b);
+                let want = simulate_path(&path, None, &mut one, Reading::OneThread, &mut |_| true)
+                    .unwrap();
+                assert_eq!(*g, want, "{b:?} on {}", path.display());
+            }
+        }
+        let mut none: Vec<Machine> = vec![];
+        assert!(simulate_many(&trace, None, &mut none, &mut |_| true)
+            .unwrap()
+            .is_empty());
+        let e = simulate_many(
+            Path::new("no-such.lks"),
+            None,
+            &mut [machine()],
+            &mut |_| true,
+        );
+        assert!(e.unwrap_err().to_string().contains("no-such.lks"));
     }
 
     /// A source that fails after some batches, as a corrupt file does.

@@ -153,11 +153,8 @@ def write(o: Outcome, d: Path) -> None:
 
 
 def save_figure(fig: Any, d: Path, name: str) -> Path:
-    """Write a matplotlib figure as ``plots/NAME.svg`` and ``.png``; returns the SVG path."""
-    import matplotlib.pyplot as plt
+    """Write a figure (drawn with :mod:`lookaside.report`'s plotting functions) as
+    ``d/plots/NAME.svg`` and ``.png``; returns the SVG path."""
+    from ..report import save_figure as save
 
-    svg = d / "plots" / f"{name}.svg"
-    fig.savefig(svg, bbox_inches="tight")
-    fig.savefig(d / "plots" / f"{name}.png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return svg
+    return save(fig, d / "plots", name)

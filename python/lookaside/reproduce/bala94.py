@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..report import plot_lines, subplots
 from . import RECIPES, Check, Outcome, save_figure
 from .uhlig94 import machine, ring, traps
 
@@ -20,10 +21,6 @@ def kernel(t: dict) -> int:
 
 
 def run(d: Path, say: Callable[[str], None]) -> Outcome:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     o = Outcome("bala94", RECIPES["bala94"][0])
@@ -63,14 +60,10 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     o.checks.append(Check("the STLB removes kernel traps (no nested traps on its hits)",
                           "20–40%", f"{100 * df.stlb_cut.min():.0f}–{100 * df.stlb_cut.max():.0f}%",
                           bool(((df.stlb_cut >= 0.15) & (df.stlb_cut <= 0.45)).all())))
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    for lower, g in df.groupby("lower"):
-        ax.plot(g.servers, g.kernel_traps, marker="o", label=f"base, {lower} lower")
-        ax.plot(g.servers, g.with_prefetch, marker="s", ls="--", label=f"prefetch, {lower} lower")
-        ax.plot(g.servers, g.with_stlb, marker="^", ls=":", label=f"STLB, {lower} lower")
-    ax.set(xlabel="servers on the ring", ylabel="kernel TLB traps (L1K + L2 + L3)",
-           title="Bala 1994 on the token ring")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig, ax = subplots()
+    plot_lines(ax, df, "servers", {"kernel_traps": "base", "with_prefetch": "prefetch",
+                                   "with_stlb": "STLB"}, "lower", label="{} lower",
+               xlabel="servers on the ring", ylabel="kernel TLB traps (L1K + L2 + L3)",
+               title="Bala 1994 on the token ring")
     o.figures.append(("Kernel traps with prefetching and the STLB", save_figure(fig, d, "bala")))
     return o

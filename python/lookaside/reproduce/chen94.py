@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import demo_trace, preset_path
+from ..report import plot_access_map, plot_bars, plot_lines, subplots
 from ..sweep import run_point
 from . import RECIPES, Check, Outcome, save_figure
 
@@ -79,10 +80,6 @@ def misses(r: dict, structure: str | None = None) -> int:
 
 
 def run(d: Path, say: Callable[[str], None]) -> Outcome:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     o = Outcome("chen94", RECIPES["chen94"][0])
@@ -257,47 +254,35 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
 
     # Memory access maps of the real trace (Figs. 7-12 to 7-14), the superpage question.
     from .. import access_map
-    from ..report import plot_access_map
 
     for select, page in (("data", "4k"), ("instruction", "4k")):
         amap = access_map(trace, page=page, interval=50_000, select=select)
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = subplots(size=(6, 4))
         plot_access_map(amap, ax, f"demo trace: {select} pages over time")
         o.figures.append((f"Memory access map of the demo trace's {select} references "
                           "(4 KiB pages, 50,000-instruction intervals; cf. Figs. 7-12 to 7-14)",
                           save_figure(fig, d, f"access_map_{select}")))
-        plt.close(fig)
 
     # Figures.
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for policy, g in micro.groupby("policy"):
-        ax.plot(g.entries, g.instructions_per_miss, marker="o", label=policy.upper())
-    ax.set(xlabel="micro-TLB entries (instruction, 4 KiB)", ylabel="instructions per miss",
-           yscale="log", title="Micro-TLB (cf. Chen Fig. 7-1, 7-4)")
-    ax.legend()
+    fig, ax = subplots(size=(6, 4))
+    plot_lines(ax, micro, "entries", "instructions_per_miss", "policy",
+               label=lambda p: p.upper(), ylog=True,
+               xlabel="micro-TLB entries (instruction, 4 KiB)", ylabel="instructions per miss",
+               title="Micro-TLB (cf. Chen Fig. 7-1, 7-4)")
     o.figures.append(("Instructions per micro-TLB miss against entries",
                       save_figure(fig, d, "micro_tlb")))
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for kib, g in size_df.groupby("page_kib"):
-        ax.plot(g.mapping_kib, g.instructions_per_miss, marker="o", label=f"{kib} KiB pages")
-    ax.set(xlabel="mapping size (KiB = entries × page size)", ylabel="instructions per miss",
-           xscale="log", yscale="log", title="Shared TLB against mapping size (cf. Fig. 7-8)")
-    ax.legend()
+    fig, ax = subplots(size=(6, 4))
+    plot_lines(ax, size_df, "mapping_kib", "instructions_per_miss", "page_kib",
+               label="{} KiB pages", xlog=True, ylog=True,
+               xlabel="mapping size (KiB = entries × page size)", ylabel="instructions per miss",
+               title="Shared TLB against mapping size (cf. Fig. 7-8)")
     o.figures.append(("Instructions per miss against mapping size, one line per page size",
                       save_figure(fig, d, "mapping_size")))
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    labels = [f"{r.workload}\n{r.private}" for r in os_df.itertuples()]
-    bottom = [0.0] * len(os_df)
-    for c in ("icache", "dcache", "wbuffer"):
-        for md in ("system", "user"):
-            vals = list(os_df[f"{c}_{md}"])
-            ax.bar(labels, vals, bottom=bottom, label=f"{c} ({md})")
-            bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set(ylabel="MCPI", title="MCPI by component and mode (cf. Fig. 4-1)")
-    ax.legend(fontsize=7)
+    fig, ax = subplots(size=(7, 4))
+    bars = os_df.assign(case=[f"{r.workload}\n{r.private}" for r in os_df.itertuples()])
+    plot_bars(ax, bars, "case", {f"{c}_{md}": f"{c} ({md})" for c in ("icache", "dcache", "wbuffer")
+                                 for md in ("system", "user")},
+              ylabel="MCPI", title="MCPI by component and mode (cf. Fig. 4-1)")
     o.figures.append(("MCPI by component and mode on the OS-structure model, shared and "
                       "private caches", save_figure(fig, d, "mcpi")))
-    plt.close(fig)
     return o

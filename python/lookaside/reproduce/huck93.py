@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..report import plot_bars, plot_lines, subplots
 from ..sweep import run_point
 from . import RECIPES, Check, Outcome, save_figure
 
@@ -96,10 +97,6 @@ def row(label: str, workload: str, extra: str = "") -> dict:
 
 
 def run(d: Path, say: Callable[[str], None]) -> Outcome:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     o = Outcome("huck93", RECIPES["huck93"][0])
@@ -239,40 +236,29 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     say("aliasing: done")
 
     # Figures: cycles per miss (Graph 4), head-bucket hit rate (Graph 7), chains, aliasing.
-    fig, ax = plt.subplots(figsize=(9, 4))
-    ax.bar(df.config, df.basic, label="basic")
-    ax.bar(df.config, df.cache_penalty, bottom=df.basic, label="data-cache penalty")
-    ax.set(ylabel="cycles per TLB miss", title="Cycles per miss by configuration (cf. Graph 4)")
-    ax.tick_params(axis="x", rotation=60)
-    ax.legend()
-    ax.grid(axis="y", alpha=0.3)
+    fig, ax = subplots(size=(9, 4))
+    plot_bars(ax, df, "config", {"basic": "basic", "cache_penalty": "data-cache penalty"},
+              rotate=60, ylabel="cycles per TLB miss",
+              title="Cycles per miss by configuration (cf. Graph 4)")
     o.figures.append(("Cycles per TLB miss, basic and cache penalty",
                       save_figure(fig, d, "cycles")))
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    sizes = [0.25, 0.5, 1, 2]
-    ax.plot(sizes, heads, marker="o", label="ASM hybrid HPT cache")
-    ax.axhline(float(by.loc["UX-HW-HPT4x-1w", "head_hit_rate"]), ls="--", color="gray",
-               label="UX native HPT 4×")
-    ax.set(xscale="log", xlabel="HPT-cache entries per physical page",
-           ylabel="head-bucket hit rate", title="Head-bucket hits (cf. Graph 7)")
-    ax.legend()
-    ax.grid(alpha=0.3)
+    fig, ax = subplots(size=(5.5, 4))
+    plot_lines(ax, pd.DataFrame({"size": [0.25, 0.5, 1, 2], "head": heads}), "size",
+               {"head": "ASM hybrid HPT cache"},
+               hlines={"UX native HPT 4×": float(by.loc["UX-HW-HPT4x-1w", "head_hit_rate"])},
+               xlog=True, xlabel="HPT-cache entries per physical page",
+               ylabel="head-bucket hit rate", title="Head-bucket hits (cf. Graph 7)")
     o.figures.append(("Head-bucket hit rate against HPT size", save_figure(fig, d, "head")))
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    ax.plot(ch.alpha, ch.formula, label="1 + α/2")
-    ax.plot(ch.alpha, ch.measured, "o", label="measured (uniform keys)")
-    ax.set(xlabel="α = pages per HPT entry", ylabel="mean chain length",
-           title="HPT chain length")
-    ax.legend()
-    ax.grid(alpha=0.3)
+    fig, ax = subplots(size=(5.5, 4))
+    plot_lines(ax, ch, "alpha", {"measured": "uniform keys"}, published="formula",
+               published_label="1 + α/2", xlabel="α = pages per HPT entry",
+               ylabel="mean chain length", title="HPT chain length")
     o.figures.append(("Mean chain length against the load factor", save_figure(fig, d, "chains")))
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    x = range(len(al))
-    ax.bar([i - 0.2 for i in x], 100 * al["global"], width=0.4, label="global addresses")
-    ax.bar([i + 0.2 for i in x], 100 * al.asm, width=0.4, label="per-process aliases (ASM)")
-    ax.set_xticks(list(x), al.workload)
-    ax.set(ylabel="TLB miss rate (%)", title="Aliasing and TLB misses (cf. Graph 6)")
-    ax.legend()
+    fig, ax = subplots(size=(5.5, 4))
+    plot_bars(ax, al, "workload", {"global": "global addresses",
+                                   "asm": "per-process aliases (ASM)"},
+              stacked=False, scale=100, ylabel="TLB miss rate (%)",
+              title="Aliasing and TLB misses (cf. Graph 6)")
     o.figures.append(("TLB miss rate under global addresses and aliases",
                       save_figure(fig, d, "aliasing")))
     for c in o.checks:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import _lookaside
+from ..report import plot_bars, plot_lines, subplots
 from . import RECIPES, Check, Outcome, save_figure
 
 DESIGNS = {"copy": "Chorus IPC-copy", "move": "Chorus IPC-move (lazy)",
@@ -29,10 +30,6 @@ def _span(xs) -> str:
 
 
 def run(d: Path, say: Callable[[str], None]) -> Outcome:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     o = Outcome("inouye92", RECIPES["inouye92"][0])
@@ -194,39 +191,26 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                           note="writers in turn; the policy must know colours to exploit it"))
 
     # Figures.
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for i, (des, label) in enumerate(DESIGNS.items()):
-        g = base[(base.design == des) & (base.bytes > 0)]
-        ax.plot(g.bytes / 1024, g.ours, marker="o", color=f"C{i}", label=f"{label} (model)")
-        p = g.dropna(subset=["published"])
-        if len(p):
-            ax.plot(p.bytes / 1024, p.published, marker="x", ls="--", color=f"C{i}",
-                    label=f"{label} (paper)")
-    ax.set(xscale="log", xlabel="message size (KB)", ylabel="ipcSend cost (µs)",
-           title="Inouye 1992, Table 3: IPC cost per design")
+    fig, ax = subplots(size=(6.4, 4.2))
+    ipc = base[base.bytes > 0].assign(kb=lambda t: t.bytes / 1024)
+    plot_lines(ax, ipc, "kb", "ours", "design", published="published",
+               label=lambda des: DESIGNS[des], xlog=True, xlabel="message size (KB)",
+               ylabel="ipcSend cost (µs)", title="Inouye 1992, Table 3: IPC cost per design")
     ax.set_xticks([1, 2, 4, 8, 16], labels=["1", "2", "4", "8", "16"])
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
     o.figures.append(("ipcSend cost against message size, per IPC design",
                       save_figure(fig, d, "ipc_designs")))
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, axes = subplots(2, size=(9, 3.8))
     for ax, df, key, title in [(axes[0], t1, "state", "Table 1: flush"),
                                (axes[1], t2, "case", "Table 2: copy")]:
-        for i, (k, g) in enumerate(df.groupby(key, sort=False)):
-            ax.plot(g.kb, g.ours, marker="o", color=f"C{i}", label=f"{k} (model)")
-            ax.plot(g.kb, g.published, marker="x", ls="--", color=f"C{i}", label=f"{k} (paper)")
-        ax.set(xlabel="KB", ylabel="µs", title=title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        plot_lines(ax, df, "kb", "ours", key, published="published", xlabel="KB",
+                   ylabel="µs", title=title)
     o.figures.append(("Flush and copy cost by cache state, model against the paper",
                       save_figure(fig, d, "flush_copy")))
 
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.bar([f"case {c}" for c in cow.case], cow.fault, label="fault handling")
-    ax.bar([f"case {c}" for c in cow.case], cow.touch, bottom=cow.fault,
-           label="task reads the page")
-    ax.set(ylabel="µs", title="Mach copy-on-write page initialisation")
-    ax.legend(fontsize=8)
+    fig, ax = subplots(size=(5, 3.6))
+    plot_bars(ax, cow.assign(label=[f"case {c}" for c in cow.case]), "label",
+              {"fault": "fault handling", "touch": "task reads the page"}, ylabel="µs",
+              title="Mach copy-on-write page initialisation")
     o.figures.append(("Copy-on-write cases 1–3", save_figure(fig, d, "cow_cases")))
     return o

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import _lookaside, preset_path
+from ..report import plot_lines, subplots
 from ..sweep import run_point
 from . import RECIPES, Check, Outcome, save_figure
 
@@ -44,10 +45,6 @@ def traps(workload: str, text: str) -> dict:
 
 
 def run(d: Path, say: Callable[[str], None]) -> Outcome:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     o = Outcome("uhlig94", RECIPES["uhlig94"][0])
@@ -99,17 +96,13 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     o.checks.append(Check("the optimum moves right as servers are added", "moves right",
                           " → ".join(str(optima[s][0]) for s in (1, 2, 3)) + " lower slots",
                           bool(moves)))
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    for servers, g in part.groupby("servers"):
-        ax[0].plot(g.lower, g.L2, marker=".", label=f"{servers} server(s)")
-        ax[1].plot(g.lower, g.seconds, marker=".", label=f"{servers} server(s)")
-    ax[0].set(xlabel="lower (wired) slots", ylabel="L2 traps", yscale="log",
-              title="L2 misses vs partition point")
-    ax[1].set(xlabel="lower (wired) slots", ylabel="TLB service time (s)",
-              title="total cost vs partition point")
-    for a in ax:
-        a.grid(alpha=0.3)
-        a.legend()
+    fig, ax = subplots(2, size=(11, 4))
+    plot_lines(ax[0], part, "lower", "L2", "servers", label="{} server(s)", marker=".",
+               ylog=True, xlabel="lower (wired) slots", ylabel="L2 traps",
+               title="L2 misses vs partition point")
+    plot_lines(ax[1], part, "lower", "seconds", "servers", label="{} server(s)", marker=".",
+               xlabel="lower (wired) slots", ylabel="TLB service time (s)",
+               title="total cost vs partition point")
     o.figures.append(("Partition point on the token ring (cf. Fig. 9)",
                       save_figure(fig, d, "partition")))
 
