@@ -153,4 +153,4 @@ def test_the_linux_recipe_runs_on_whole_system_traces(pipe, tmp_path):
     per = o.tables["per_address_space"]
     assert "pingpong" in set(", ".join(per.processes).split(", "))
     assert (tmp_path / "linux" / "report.html").is_file()
-    assert len(o.checks) == 4 and all(c.ours for c in o.checks)
+    assert len(o.checks) == 6 and all(c.ours for c in o.checks)
