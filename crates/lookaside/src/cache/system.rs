@@ -375,7 +375,7 @@ impl MemorySystem {
                 (side.d, DCACHE)
             };
             if let Some(l1) = l1 {
-                let shift = self.levels[l1].cache.line().trailing_zeros();
+                let shift = self.levels[l1].cache.line_shift();
                 let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1);
                 // The last byte's line, when it is another one (physically: the next page's
                 // frame when the reference crosses a page too).
