@@ -183,12 +183,33 @@ pub struct Feed<'m> {
 
 impl EventSink for Feed<'_> {
     /// Simulate the next event of the stream.
+    #[inline(always)]
+    fn event(&mut self, e: &Event) {
+        self.simulate::<false>(e);
+    }
+}
+
+/// A [`Feed`] for a machine with a memory system, whose loop gets the memory system's
+/// per-reference work inlined (see [`Machine::run_memory_batch`]).
+struct MemoryFeed<'m>(Feed<'m>);
+
+impl EventSink for MemoryFeed<'_> {
+    #[inline(always)]
+    fn event(&mut self, e: &Event) {
+        self.0.simulate::<true>(e);
+    }
+}
+
+impl Feed<'_> {
+    /// Simulate the next event of the stream. `INLINE_MEMORY`: the memory system's work is
+    /// inlined here rather than called — only in loops made for machines with one
+    /// ([`MemoryFeed`]), so that the loops of the others stay small.
     ///
     /// Calls out of here take the event by value, or a copy of it: as long as nothing takes
     /// the address of `e` itself, the event a decoder hands over stays in registers, and is
     /// only stored on the (rare) paths that call out.
     #[inline(always)]
-    fn event(&mut self, e: &Event) {
+    fn simulate<const INLINE_MEMORY: bool>(&mut self, e: &Event) {
         let m = &mut *self.m;
         if self.refilled {
             if let Some(r) = m.refill.as_deref_mut() {
@@ -217,7 +238,11 @@ impl EventSink for Feed<'_> {
             }
             if let Some(mem) = m.memory.as_deref_mut() {
                 let copy = *e;
-                mem.reference(&copy, mapped);
+                if INLINE_MEMORY {
+                    mem.reference_inline(&copy, mapped);
+                } else {
+                    mem.reference(&copy, mapped);
+                }
             }
         } else {
             let _ = self.translate::<false>(e, cell);
@@ -643,7 +668,22 @@ impl Machine {
         if let Some(r) = self.refill.as_deref_mut() {
             return r.run_batch(events, &mut self.ledger);
         }
+        if self.memory.is_some() {
+            return self.run_memory_batch(events);
+        }
         let mut feed = self.feed();
+        for e in events {
+            feed.event(e);
+        }
+    }
+
+    /// [`Machine::run_batch`] of a machine with a memory system: its own loop, with the
+    /// memory system's work inlined ([`MemoryFeed`]). (A native trace decoded straight into
+    /// the machine calls the memory system instead: a second loop inlined beside the
+    /// decoder's costs the TLB-only one more than the call costs this one.)
+    #[inline(never)]
+    fn run_memory_batch(&mut self, events: &[Event]) {
+        let mut feed = MemoryFeed(self.feed());
         for e in events {
             feed.event(e);
         }
