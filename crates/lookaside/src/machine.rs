@@ -179,6 +179,9 @@ pub struct Feed<'m> {
     /// The walker's data cache sees the program's loads and stores: every reference takes
     /// the full path.
     data: bool,
+    /// None of the three above: a reference in the running address space needs nothing but
+    /// translation (one flag to test per event instead of three).
+    plain: bool,
 }
 
 impl EventSink for Feed<'_> {
@@ -211,6 +214,12 @@ impl Feed<'_> {
     #[inline(always)]
     fn simulate<const INLINE_MEMORY: bool>(&mut self, e: &Event) {
         let m = &mut *self.m;
+        if self.plain && e.kind.is_ref() && e.asid == m.cur_asid {
+            let cell = Tally::cell(e.mode, e.kind);
+            self.tally.refs[cell] += 1;
+            let _ = self.translate::<false>(e, cell);
+            return;
+        }
         if self.refilled {
             if let Some(r) = m.refill.as_deref_mut() {
                 let copy = *e;
@@ -694,10 +703,14 @@ impl Machine {
     /// hand each event over while it is still in registers. Counts reach the ledger when the
     /// handle is dropped.
     pub fn feed(&mut self) -> Feed<'_> {
+        let refilled = self.refill.is_some();
+        let memory = self.memory.is_some();
+        let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
         Feed {
-            refilled: self.refill.is_some(),
-            memory: self.memory.is_some(),
-            data: self.walker.as_ref().is_some_and(|w| w.sees_data()),
+            refilled,
+            memory,
+            data,
+            plain: !(refilled || memory || data),
             m: self,
             tally: Tally::default(),
         }
