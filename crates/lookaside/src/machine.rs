@@ -127,9 +127,13 @@ pub struct Machine {
     split: bool,
     global_above: u64,
     cur_asid: u32,
-    /// Per structure, the page number of its last access, when every address is backed by
-    /// the default page size (else always [`NO_PAGE`]). See [`Machine::run_batch`].
-    last_page: Vec<u64>,
+    /// Per structure and reference kind, a page whose next reference of that kind is a hit
+    /// that changes nothing (see [`Feed`]), when every address is backed by the default page
+    /// size (else always [`NO_PAGE`]); four kinds so that a masked kind needs no bounds check.
+    last_page: Vec<[u64; 4]>,
+    /// Per structure, whether its hits change no replacement state at all (see
+    /// [`TlbParams::hits_change_nothing`]).
+    free_hits: Vec<bool>,
     /// Per structure, its page shift for the default page size.
     default_shift: Vec<u32>,
     /// Per reference kind, what the fast path does (derived from `roots` and the page map).
@@ -159,6 +163,12 @@ const NO_PAGE: u64 = u64::MAX;
 /// settled into the ledger before anything that changes the running address space and when
 /// the feed ends. `last_page` is kept only while the page map is uniform, and forgotten
 /// whenever entries can change otherwise (flushes, shootdowns, switches).
+///
+/// A structure whose hits change no replacement state at all (FIFO, random, direct-mapped)
+/// keeps a last page per reference kind instead: until its next fill, every page it hit or
+/// filled since the last one is still there, and hitting it again changes nothing. A unified
+/// TLB that fetches alternate with data references in another page (most of them) then
+/// still takes the fast path for both.
 pub struct Feed<'m> {
     m: &'m mut Machine,
     tally: Tally,
@@ -169,23 +179,58 @@ pub struct Feed<'m> {
     /// The walker's data cache sees the program's loads and stores: every reference takes
     /// the full path.
     data: bool,
+    /// None of the three above: a reference in the running address space needs nothing but
+    /// translation (one flag to test per event instead of three).
+    plain: bool,
 }
 
 impl EventSink for Feed<'_> {
     /// Simulate the next event of the stream.
     #[inline(always)]
     fn event(&mut self, e: &Event) {
+        self.simulate::<false>(e);
+    }
+}
+
+/// A [`Feed`] for a machine with a memory system, whose loop gets the memory system's
+/// per-reference work inlined (see [`Machine::run_memory_batch`]).
+struct MemoryFeed<'m>(Feed<'m>);
+
+impl EventSink for MemoryFeed<'_> {
+    #[inline(always)]
+    fn event(&mut self, e: &Event) {
+        self.0.simulate::<true>(e);
+    }
+}
+
+impl Feed<'_> {
+    /// Simulate the next event of the stream. `INLINE_MEMORY`: the memory system's work is
+    /// inlined here rather than called — only in loops made for machines with one
+    /// ([`MemoryFeed`]), so that the loops of the others stay small.
+    ///
+    /// Calls out of here take the event by value, or a copy of it: as long as nothing takes
+    /// the address of `e` itself, the event a decoder hands over stays in registers, and is
+    /// only stored on the (rare) paths that call out.
+    #[inline(always)]
+    fn simulate<const INLINE_MEMORY: bool>(&mut self, e: &Event) {
         let m = &mut *self.m;
+        if self.plain && e.kind.is_ref() && e.asid == m.cur_asid {
+            let cell = Tally::cell(e.mode, e.kind);
+            self.tally.refs[cell] += 1;
+            let _ = self.translate::<false>(e, cell);
+            return;
+        }
         if self.refilled {
             if let Some(r) = m.refill.as_deref_mut() {
-                r.run_batch(std::slice::from_ref(e), &mut m.ledger);
+                let copy = *e;
+                r.run_batch(std::slice::from_ref(&copy), &mut m.ledger);
             }
             return;
         }
         if !e.kind.is_ref() {
             m.settle(&mut self.tally);
             m.ledger.control(e.kind);
-            m.control(e);
+            m.control(*e);
             return;
         }
         if e.asid != m.cur_asid {
@@ -198,10 +243,15 @@ impl EventSink for Feed<'_> {
             let (mapped, walked) = self.translate::<true>(e, cell);
             let m = &mut *self.m;
             if walked {
-                m.run_handler(e);
+                m.run_handler(*e);
             }
             if let Some(mem) = m.memory.as_deref_mut() {
-                mem.reference(e, mapped);
+                let copy = *e;
+                if INLINE_MEMORY {
+                    mem.reference_inline(&copy, mapped);
+                } else {
+                    mem.reference(&copy, mapped);
+                }
             }
         } else {
             let _ = self.translate::<false>(e, cell);
@@ -239,28 +289,29 @@ impl Feed<'_> {
                 let page = e.addr >> shift;
                 let last = e.addr.wrapping_add(e.size.saturating_sub(1) as u64) >> shift;
                 if last == page || !m.split {
-                    if page == m.last_page[r] {
+                    if page == m.last_page[r][e.kind as usize & 3] {
                         self.tally.hits[cell] += 1;
                         return (true, false);
                     }
                     // The first level, inline: most references hit it.
-                    m.last_page[r] = page;
                     let u = &mut m.units[r];
                     let ctx = if e.addr >= m.global_above {
                         u.ctx_global
                     } else {
                         u.ctx_now
                     };
-                    if u.tlb.access(page, ctx, NO_CTX, u.part(e.mode)) {
+                    let hit = u.tlb.access(page, ctx, NO_CTX, u.part(e.mode));
+                    m.touched(r, e.kind, page, !hit);
+                    if hit {
                         self.tally.hits[cell] += 1;
                         return (true, false);
                     }
-                    return (true, m.root_missed(e, r));
+                    return (true, m.root_missed(*e, r));
                 }
             }
             Fast::Slow => {}
         }
-        m.reference(e)
+        m.reference(*e)
     }
 }
 
@@ -553,6 +604,10 @@ impl Machine {
             Some(p) => Some(Box::new(Walker::from_config(p, source_name)?)),
             None => None,
         };
+        let free_hits = units
+            .iter()
+            .map(|u| u.tlb.params().hits_change_nothing())
+            .collect();
         Ok(Machine {
             fast,
             refill,
@@ -565,7 +620,8 @@ impl Machine {
             roots,
             pages,
             cur_asid: 0,
-            last_page: vec![NO_PAGE; default_shift.len()],
+            last_page: vec![[NO_PAGE; 4]; default_shift.len()],
+            free_hits,
             default_shift,
             ledger,
             config,
@@ -621,7 +677,22 @@ impl Machine {
         if let Some(r) = self.refill.as_deref_mut() {
             return r.run_batch(events, &mut self.ledger);
         }
+        if self.memory.is_some() {
+            return self.run_memory_batch(events);
+        }
         let mut feed = self.feed();
+        for e in events {
+            feed.event(e);
+        }
+    }
+
+    /// [`Machine::run_batch`] of a machine with a memory system: its own loop, with the
+    /// memory system's work inlined ([`MemoryFeed`]). (A native trace decoded straight into
+    /// the machine calls the memory system instead: a second loop inlined beside the
+    /// decoder's costs the TLB-only one more than the call costs this one.)
+    #[inline(never)]
+    fn run_memory_batch(&mut self, events: &[Event]) {
+        let mut feed = MemoryFeed(self.feed());
         for e in events {
             feed.event(e);
         }
@@ -632,10 +703,14 @@ impl Machine {
     /// hand each event over while it is still in registers. Counts reach the ledger when the
     /// handle is dropped.
     pub fn feed(&mut self) -> Feed<'_> {
+        let refilled = self.refill.is_some();
+        let memory = self.memory.is_some();
+        let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
         Feed {
-            refilled: self.refill.is_some(),
-            memory: self.memory.is_some(),
-            data: self.walker.as_ref().is_some_and(|w| w.sees_data()),
+            refilled,
+            memory,
+            data,
+            plain: !(refilled || memory || data),
             m: self,
             tally: Tally::default(),
         }
@@ -658,7 +733,7 @@ impl Machine {
     /// Translate reference `e` (both pages when it straddles and `straddle = "split"`);
     /// returns whether its address is mapped and whether a translation walked.
     #[inline(never)]
-    fn reference(&mut self, e: &Event) -> (bool, bool) {
+    fn reference(&mut self, e: Event) -> (bool, bool) {
         let Some(shift) = self.pages.backing(e.addr, e.asid) else {
             self.ledger.unmapped += 1;
             return (false, false);
@@ -683,12 +758,12 @@ impl Machine {
     fn memory_event(&mut self, e: &Event) {
         self.ledger.add_references(e.mode, e.kind, 1);
         let (mapped, walked) = if self.roots[e.kind as usize].is_some() {
-            self.reference(e)
+            self.reference(*e)
         } else {
             (self.pages.backing(e.addr, e.asid).is_some(), false)
         };
         if walked {
-            self.run_handler(e);
+            self.run_handler(*e);
         }
         if let Some(m) = self.memory.as_deref_mut() {
             m.reference(e, mapped);
@@ -700,7 +775,7 @@ impl Machine {
     /// PTE from the linear page table in mapped kernel memory, which can itself miss); a
     /// kernel reference takes a KTLB handler (its instructions, then a load of the root PTE
     /// from unmapped memory).
-    fn run_handler(&mut self, e: &Event) {
+    fn run_handler(&mut self, e: Event) {
         let Some(h) = &self.handler else { return };
         let (code, table, root, pte) = (h.code, h.page_table, h.root_table, h.pte_bytes as u64);
         let shift = self.pages.default.unwrap_or(12);
@@ -738,7 +813,7 @@ impl Machine {
     /// The fast path's first-level structure `r` missed (and was filled) on `e`: count the
     /// miss and go on to the next levels.
     #[inline(never)]
-    fn root_missed(&mut self, e: &Event, r: usize) -> bool {
+    fn root_missed(&mut self, e: Event, r: usize) -> bool {
         self.ledger.access(r, e.mode, e.kind, true);
         match self.pages.default {
             Some(backing) => {
@@ -777,7 +852,7 @@ impl Machine {
             let hit = u.tlb.access(addr >> s, ctx, NO_CTX, u.part(mode));
             let next = u.next;
             // Only meaningful while the page map is uniform (then s is the default shift).
-            self.last_page[i] = addr >> s;
+            self.touched(i, kind, addr >> s, !hit);
             self.ledger.access(i, mode, kind, !hit);
             if hit {
                 return false;
@@ -808,12 +883,29 @@ impl Machine {
         }
     }
 
-    /// Forget the last pages of the fast path (entries or the running context changed).
-    fn forget_pages(&mut self) {
-        self.last_page.fill(NO_PAGE);
+    /// Structure `i` was just accessed on `page` by a reference of `kind`, and filled it if
+    /// it `missed`: keep the fast path's last pages (see [`Feed`]).
+    #[inline(always)]
+    fn touched(&mut self, i: usize, kind: Kind, page: u64, missed: bool) {
+        let last = &mut self.last_page[i];
+        if !self.free_hits[i] {
+            // Only a repeat of this very access changes nothing.
+            *last = [page; 4];
+            return;
+        }
+        if missed {
+            // The fill may have evicted the other kinds' pages.
+            *last = [NO_PAGE; 4];
+        }
+        last[kind as usize & 3] = page;
     }
 
-    fn control(&mut self, e: &Event) {
+    /// Forget the last pages of the fast path (entries or the running context changed).
+    fn forget_pages(&mut self) {
+        self.last_page.fill([NO_PAGE; 4]);
+    }
+
+    fn control(&mut self, e: Event) {
         if matches!(e.kind, Kind::TlbFlush | Kind::Unmap | Kind::Protect) {
             self.forget_pages();
         }

@@ -438,9 +438,11 @@ mod tests {
         let regions = "[pages]\nsize = \"4k\"\n[[pages.regions]]\nstart = 0x200000\nend = 0x600000\nsize = \"2M\"\n";
         // A software-refilled machine (its own model of every event) reads the same way too.
         let mach3 = include_str!("../../../python/lookaside/presets/decstation3100-mach3.toml");
-        for text in [None, Some(regions), Some(mach3)] {
+        // A machine with a memory system: batches take its own loop, a native trace the feed.
+        let memory = include_str!("../../../python/lookaside/presets/decstation5000-200.toml");
+        for text in [None, Some(regions), Some(mach3), Some(memory)] {
             let build = || {
-                if text == Some(mach3) {
+                if text == Some(mach3) || text == Some(memory) {
                     return Machine::assemble(text, "t", &[], &[]).unwrap();
                 }
                 let mut flags = vec!["dtlb:entries=8,ways=2,next=l2,page=4k+2M".to_string()];

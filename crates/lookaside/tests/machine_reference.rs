@@ -158,6 +158,13 @@ const MACHINES: &[&[Spec]] = &[
         ("l2", 16, 16, false, true, "data", None),
         ("itlb", 3, 1, true, true, "instruction", None),
     ],
+    // Structures whose hits change nothing (direct-mapped, FIFO) serving several kinds:
+    // their fast path keeps a last page per kind.
+    &[("u", 8, 1, true, true, "unified", None)],
+    &[
+        ("u", 4, 4, false, true, "unified", Some("l2")),
+        ("l2", 8, 2, false, false, "unified", None),
+    ],
 ];
 
 /// `regions`: 0, none; 1, a (4 KiB, so semantically empty) region, which turns off the

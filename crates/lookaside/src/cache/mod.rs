@@ -214,8 +214,14 @@ impl Cache {
         1 << self.line_shift
     }
 
+    /// log2 of the line size.
+    #[inline(always)]
+    pub fn line_shift(&self) -> u32 {
+        self.line_shift
+    }
+
     /// Read (`write == false`) or write the byte at `paddr`.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, paddr: u64, write: bool) -> Outcome {
         if write {
             self.write(paddr)
@@ -230,7 +236,9 @@ impl Cache {
         self.read_line(paddr >> self.line_shift).hit
     }
 
-    #[inline]
+    /// A read of line `key`. The hit, by far the most common case, is inlined into the
+    /// caller; the miss (fills, fetch block) is a call.
+    #[inline(always)]
     fn read_line(&mut self, key: u64) -> Outcome {
         self.stats.reads += 1;
         if self.tags.lookup(key, LINE_CTX, NO_CTX) {
@@ -239,6 +247,12 @@ impl Cache {
                 ..Outcome::default()
             };
         }
+        self.read_miss(key)
+    }
+
+    /// [`Cache::read_line`] of a line that is absent.
+    #[inline(never)]
+    fn read_miss(&mut self, key: u64) -> Outcome {
         self.stats.read_misses += 1;
         let mut o = Outcome::default();
         if self.fetch_lines > 1 {
@@ -253,9 +267,25 @@ impl Cache {
         o
     }
 
+    /// A write of the byte at `paddr`. A write-through hit (nothing to mark) is inlined into
+    /// the caller; everything else is a call.
+    #[inline(always)]
     fn write(&mut self, paddr: u64) -> Outcome {
-        self.stats.writes += 1;
         let key = paddr >> self.line_shift;
+        if !self.write_back && self.tags.lookup(key, LINE_CTX, NO_CTX) {
+            self.stats.writes += 1;
+            return Outcome {
+                hit: true,
+                ..Outcome::default()
+            };
+        }
+        self.write_slow(key)
+    }
+
+    /// [`Cache::write`] of line `key` other than a write-through hit.
+    #[inline(never)]
+    fn write_slow(&mut self, key: u64) -> Outcome {
+        self.stats.writes += 1;
         let hit = if self.write_back {
             match self.tags.probe(key, LINE_CTX, NO_CTX) {
                 Some((set, way)) => {
@@ -266,7 +296,8 @@ impl Cache {
                 None => false,
             }
         } else {
-            self.tags.lookup(key, LINE_CTX, NO_CTX)
+            // The lookup of `write` missed, and changed nothing.
+            false
         };
         let mut o = Outcome {
             hit,

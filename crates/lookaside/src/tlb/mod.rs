@@ -156,6 +156,19 @@ impl TlbParams {
         }
     }
 
+    /// Whether a hit never changes the replacement state: FIFO and random ignore hits, and
+    /// the one way of a direct-mapped set is its only victim whatever its state. Then a hit
+    /// can be skipped altogether (only counted) as long as nothing was filled or removed
+    /// since the entry was last seen — however many other entries were hit in between.
+    pub fn hits_change_nothing(&self) -> bool {
+        let free = |p: Policy| matches!(p, Policy::Fifo | Policy::Random);
+        self.ways == 1
+            || match &self.partition {
+                None => free(self.policy),
+                Some(q) => free(q.lower_policy) && free(q.upper_policy),
+            }
+    }
+
     /// Whether these parameters describe a TLB [`Tlb::new`] can build.
     pub fn check(&self) -> Result<(), ParamError> {
         let err = |field, message: String| Err(ParamError { field, message });

@@ -651,3 +651,52 @@ fn deterministic_and_independent_of_lookup_structure() {
         assert!(outcomes.windows(2).all(|w| w[0] == w[1]), "{policy}");
     }
 }
+
+/// Apply `op`, returning what it answered (for comparing two TLBs).
+fn apply(t: &mut Tlb, op: &Op) -> String {
+    match *op {
+        Op::Lookup(v, c, g) => format!("{:?}", t.lookup(v, c, g)),
+        Op::Fill(v, c, part) => format!("{:?}", t.fill(v, c, part)),
+        Op::Access(v, c, g, part) => format!("{:?}", t.access(v, c, g, part)),
+        Op::Invalidate(v, c, g) => format!("{:?}", t.invalidate(v, c, g)),
+        Op::Repartition(l) => format!("{:?}", t.repartition(l).is_ok()),
+        Op::Retag(v, c, n) => format!("{:?}", t.retag(v, c, n)),
+        Op::FlushCtx(k) => format!("{:?}", t.flush_if(|_, c| c == k)),
+        Op::FlushNonGlobal => format!("{:?}", t.flush_if(|_, c| c != G)),
+        Op::FlushVpnMod3(m) => format!("{:?}", t.flush_if(|v, _| v % 3 == m)),
+        Op::FlushAll => {
+            t.flush_all();
+            String::new()
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// What the machine's per-kind fast path relies on: when
+    /// [`TlbParams::hits_change_nothing`], extra lookups of earlier keys (hits or misses)
+    /// anywhere in a stream change no answer and no final content.
+    #[test]
+    fn free_hits_change_nothing((p, lookup) in params(), raw in raw_ops(300), every in 1usize..4) {
+        prop_assume!(p.hits_change_nothing());
+        let ops = expand(&raw, &p);
+        let mut plain = Tlb::with_lookup(&p, lookup).unwrap();
+        let mut probed = Tlb::with_lookup(&p, lookup).unwrap();
+        let mut keys = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            if i % every == 0 && !keys.is_empty() {
+                let (v, c, g) = keys[(i * 7) % keys.len()];
+                probed.lookup(v, c, g);
+            }
+            if let Op::Lookup(v, c, g) | Op::Access(v, c, g, _) = *op {
+                keys.push((v, c, g));
+            }
+            prop_assert_eq!(apply(&mut plain, op), apply(&mut probed, op), "#{} {:?}", i, op);
+        }
+        prop_assert_eq!(
+            plain.entries_iter().collect::<Vec<_>>(),
+            probed.entries_iter().collect::<Vec<_>>()
+        );
+    }
+}

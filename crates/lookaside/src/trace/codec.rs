@@ -337,6 +337,11 @@ pub(crate) fn decode(
         at,
         message: message.to_string(),
     };
+    // Cut the buffer at `limit + WINDOW`: then `pos < limit` alone proves that the window
+    // at `pos` is in it, and the compiler drops the per-record bounds check below.
+    let Some(buf) = limit.checked_add(WINDOW).and_then(|end| buf.get(..end)) else {
+        return Err(bad(pos, "internal: record window out of the buffer"));
+    };
     let mut n = 0;
     let result = loop {
         if pos >= limit {
