@@ -4,6 +4,7 @@ trends are reported with the comparison, and the outputs a person looks at are w
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -68,6 +69,12 @@ def test_chen94_reproduces_table_4_3_and_reports_the_memory_system(cli, tmp_path
     os_model = pd.read_csv(d / "memory_os_model.csv")
     parts = [f"{c}_{m}" for c in ("icache", "dcache", "wbuffer") for m in ("user", "system")]
     assert (abs(os_model[parts].sum(axis=1) - os_model.mcpi) < 1e-9).all()
+    if shutil.which("qemu-system-x86_64"):
+        # Chen's locality and competition assertions, on full-system Linux traces.
+        full = pd.read_csv(d / "memory_full_system.csv").set_index("workload")
+        assert set(full.index) == {"compress", "pipe"}
+        assert (full.system_cache_cpi > 0).all() and (full.user_cache_cpi > 0).all()
+        assert (tmp_path / "linux" / "traces" / "pipe.lks").is_file()
     assert {p.stem for p in (d / "plots").glob("*.svg")} == {
         "micro_tlb", "mapping_size", "mcpi", "access_map_data", "access_map_instruction"}
 
