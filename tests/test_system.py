@@ -64,10 +64,13 @@ def test_every_reference_has_a_consistent_physical_address(pipe):
     assert i["with_paddr"] == i["references"]
     assert i["modes"]["kernel"] > 0 and i["modes"]["user"] > 0
     t = i["translations"]
-    # Correct labels: no page ever flips back to a frame it had (which a parent and its
-    # forked child mixed up at a context switch would do at every switch); the few remaps
-    # are copy-on-write after fork and exec reusing virtual addresses.
-    assert t["exact"] and t["returns"] == 0, t
+    # Correct labels: a page's frame flips back to one it had (which a parent and its forked
+    # child mixed up at a context switch would do at nearly every switch) at most rarely,
+    # when a copy-on-write copy lands in a recently freed frame; the few remaps are
+    # copy-on-write after fork and exec reusing virtual addresses.
+    switches = i["kinds"]["context_switch"]
+    assert switches > 2000
+    assert t["exact"] and t["returns"] * 100 <= switches, t
     assert t["remaps"] < t["pages"] // 4, t
 
 

@@ -680,6 +680,17 @@ mod tests {
 
     type Reader = CaptureReader<Cursor<Vec<u8>>>;
 
+    /// [`record`] with default options; `go` is what the progress callback answers.
+    fn record_with(
+        src: &Path,
+        via: Via,
+        dst: &Path,
+        meta: &Metadata,
+        go: bool,
+    ) -> Result<Recorded> {
+        record(src, via, dst, meta, &WriteOptions::default(), &mut |_| go)
+    }
+
     fn read_all(bytes: Vec<u8>) -> Result<(Vec<Event>, Reader)> {
         let mut r = CaptureReader::new(Cursor::new(bytes), "cap")?;
         let mut all = Vec::new();
@@ -919,15 +930,7 @@ mod tests {
             command: Some("workload pipe".into()),
             ..Default::default()
         };
-        let r = record(
-            &src,
-            Via::Qemu,
-            &dst,
-            &meta,
-            &WriteOptions::default(),
-            &mut |_| true,
-        )
-        .unwrap();
+        let r = record_with(&src, Via::Qemu, &dst, &meta, true).unwrap();
         assert_eq!((r.events, r.switches, r.processes.len()), (6, 2, 1));
         let mut back = super::super::open(&dst, None).unwrap();
         let m = back.metadata().unwrap().clone();
@@ -983,25 +986,11 @@ mod tests {
         // Truncated, or abandoned: no output at all.
         let bytes = stream(&events, 16384, None);
         std::fs::write(&src, bytes).unwrap();
-        let e = record(
-            &src,
-            Via::Qemu,
-            &dst,
-            &meta,
-            &WriteOptions::default(),
-            &mut |_| true,
-        );
+        let e = record_with(&src, Via::Qemu, &dst, &meta, true);
         assert!(e.unwrap_err().to_string().contains("truncated"));
         assert!(!dst.exists());
         std::fs::write(&src, stream(&events, 16384, Some(TAG_END))).unwrap();
-        let e = record(
-            &src,
-            Via::Qemu,
-            &dst,
-            &meta,
-            &WriteOptions::default(),
-            &mut |_| false,
-        );
+        let e = record_with(&src, Via::Qemu, &dst, &meta, false);
         assert_eq!(e.unwrap_err().to_string(), "interrupted");
         assert!(!dst.exists());
         assert_eq!(
@@ -1012,15 +1001,7 @@ mod tests {
         // A lackey pipe: M is a load and a store.
         let lackey = "==1== Lackey\nI  0400d7d4,3\n L 04222cac,8\n M 0421ab10,4\n S 7ff0,1\n";
         std::fs::write(&src, lackey).unwrap();
-        let r = record(
-            &src,
-            Via::Lackey,
-            &dst,
-            &meta,
-            &WriteOptions::default(),
-            &mut |_| true,
-        )
-        .unwrap();
+        let r = record_with(&src, Via::Lackey, &dst, &meta, true).unwrap();
         assert_eq!((r.events, r.fetches, r.loads, r.stores), (5, 1, 2, 2));
         assert_eq!((r.threads, r.ending), (None, None));
         std::fs::remove_dir_all(&dir).unwrap();

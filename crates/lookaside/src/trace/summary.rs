@@ -40,8 +40,10 @@ pub struct ModeCounts {
 /// page freed and faulted in again): those are `remaps`. A page whose frame changes *back*
 /// to the one it had before the last change (A → B → A) is the signature of references
 /// labelled with the wrong address space, e.g. a parent's and a forked child's (same virtual
-/// layout, different frames) mixed up at a context switch; a correctly labelled trace of a
-/// short run has none. `returns` counts them.
+/// layout, different frames) mixed up at a context switch, which makes one at nearly every
+/// switch. A correctly labelled trace has a few at most: the page allocator hands out
+/// recently freed frames first, so a copy-on-write copy can land in the frame the page had
+/// before. `returns` counts them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Translations {
     /// Distinct (address space, virtual page) pairs with a physical address.
