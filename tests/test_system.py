@@ -157,3 +157,26 @@ def test_the_linux_recipe_runs_on_whole_system_traces(pipe, tmp_path):
     assert "pingpong" in set(", ".join(per.processes).split(", "))
     assert (tmp_path / "linux" / "report.html").is_file()
     assert len(o.checks) == 6 and all(c.ours for c in o.checks)
+
+
+def test_without_apt_the_cached_kernel_serves(tmp_path, monkeypatch):
+    """Offline (apt cannot name the kernel), the one release in the cache is used; with none
+    or several, the error says why."""
+    def offline() -> str:
+        raise lookaside.LookasideError("apt has no package linux-image-cloud-amd64")
+
+    monkeypatch.setattr(system, "kernel_release", offline)
+    with pytest.raises(lookaside.LookasideError, match="apt has no package"):
+        system.assets(tmp_path, say=lambda m: None)
+    rel = tmp_path / "system" / "6.1.0-99-cloud-amd64"
+    rel.mkdir(parents=True)
+    (rel / "VERSION").write_text("6.1.999-1\n")
+    said = []
+    a = system.assets(tmp_path, say=said.append)
+    assert (a.release, a.version) == ("6.1.0-99-cloud-amd64", "6.1.999-1")
+    assert a.kernel == rel / "boot" / "vmlinuz-6.1.0-99-cloud-amd64"
+    assert said and "the one in the cache" in said[0]
+    (tmp_path / "system" / "6.1.0-98-cloud-amd64").mkdir()
+    (tmp_path / "system" / "6.1.0-98-cloud-amd64" / "VERSION").write_text("x\n")
+    with pytest.raises(lookaside.LookasideError, match="apt has no package"):
+        system.assets(tmp_path, say=lambda m: None)

@@ -123,9 +123,18 @@ class Assets:
 
 
 def assets(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Assets:
-    """Downloads and unpacks what a system capture needs, unless the cache has it."""
-    release = kernel_release()
-    root = (cache or cache_dir()) / "system" / release
+    """Downloads and unpacks what a system capture needs, unless the cache has it. Without
+    apt (offline, or no package lists), a single release already in the cache serves."""
+    base = (cache or cache_dir()) / "system"
+    try:
+        release = kernel_release()
+    except LookasideError:
+        cached = sorted(d.name for d in base.glob("*") if (d / "VERSION").is_file())
+        if len(cached) != 1:
+            raise
+        release = cached[0]
+        say(f"apt cannot name the kernel: using {release}, the one in the cache")
+    root = base / release
     if (root / "VERSION").is_file():
         return Assets(root, release)
     _need("apt-get", "apt")
