@@ -84,7 +84,7 @@ def test_user_references_agree_with_a_user_level_capture(pipe, tmp_path):
     client = ping[0][1]  # the parent; the server is its forked child
     guest = i["by_asid"][str(client)]["user"]
     _script, programs = system._workload("pipe", system.cache_dir())
-    env = {"PATH": os.environ["PATH"], "HOME": "/work", "TERM": "linux",
+    env = {"PATH": os.environ["PATH"], "HOME": "/workload", "TERM": "linux",
            "QEMU_CPU": "qemu64", "LOOKASIDE_CACHE_DIR": str(system.cache_dir())}
     host_trace = tmp_path / "client.lks"
     subprocess.run([sys.executable, "-m", "lookaside.cli", "trace", "-q", "-o",
@@ -122,7 +122,7 @@ def test_the_initramfs_is_a_valid_newc_archive(tmp_path):
     path = tmp_path / "i.cpio"
     with open(path, "wb") as f:
         c = system.Cpio(f)
-        c.file("work/run.sh", b"echo hi\n", 0o755)
+        c.file("workload/run.sh", b"echo hi\n", 0o755)
         c.device("dev/console", 5, 1)
         c.file("odd", b"x" * 5)
         c.close()
@@ -130,7 +130,7 @@ def test_the_initramfs_is_a_valid_newc_archive(tmp_path):
         p = subprocess.run(["cpio", "-itv"], stdin=f, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     names = [ln.split()[-1] for ln in p.stdout.splitlines()]
-    assert names == ["work", "work/run.sh", "dev/console", "odd"]
+    assert names == ["workload", "workload/run.sh", "dev/console", "odd"]
     assert p.stdout.splitlines()[2].startswith("crw")
     assert json.dumps(system.workload_names()) == '["compress", "mix", "pipe"]'
     assert Path(system.workloads_dir() / "pingpong.c").is_file()

@@ -251,10 +251,10 @@ INIT = """#!/bin/busybox sh
 /bin/busybox mount -t sysfs sys /sys
 /bin/busybox mount -t devtmpfs dev /dev
 /bin/busybox --install -s /bin
-export PATH=/work/bin:/bin HOME=/work
-cd /work
+export PATH=/workload/bin:/bin HOME=/workload
+cd /workload
 if insmod /lookaside_marks.ko; then
-  sh /work/run.sh
+  sh /workload/run.sh
   status=$?
   rmmod lookaside_marks
 else
@@ -267,27 +267,27 @@ poweroff -f
 
 def build_initramfs(path: Path, a: Assets, module: Path, script: str,
                     programs: list[str], files: list[str]) -> None:
-    """Writes the guest's initramfs: busybox, /init, the module, /work/run.sh (the workload),
-    host programs with their libraries in /work/bin, and data files in /work."""
+    """Writes the guest's initramfs: busybox, /init, the module, /workload/run.sh (the workload),
+    host programs with their libraries in /workload/bin, and data files in /workload."""
     with open(path, "wb") as f:
         c = Cpio(f)
-        for d in ("bin", "dev", "proc", "sys", "tmp", "work/bin"):
+        for d in ("bin", "dev", "proc", "sys", "tmp", "workload/bin"):
             c.dir(d)
         c.device("dev/console", 5, 1)
         c.device("dev/null", 1, 3)
         c.file("bin/busybox", a.busybox.read_bytes(), 0o755)
         c.file("init", INIT.format(mark=EXIT_MARK).encode(), 0o755)
         c.file("lookaside_marks.ko", module.read_bytes())
-        c.file("work/run.sh", script.encode(), 0o755)
+        c.file("workload/run.sh", script.encode(), 0o755)
         for prog in programs:
-            c.file(f"work/bin/{os.path.basename(prog)}", Path(prog).read_bytes(), 0o755)
+            c.file(f"workload/bin/{os.path.basename(prog)}", Path(prog).read_bytes(), 0o755)
             for lib in _libraries(prog):
                 c.file(lib, Path(lib).read_bytes(), 0o755)
         for fpath in files:
             p = Path(fpath)
             if not p.is_file():
                 raise LookasideError(f"{fpath}: no such file to copy into the guest")
-            c.file(f"work/{p.name}", p.read_bytes(), 0o644)
+            c.file(f"workload/{p.name}", p.read_bytes(), 0o644)
         c.close()
 
 
