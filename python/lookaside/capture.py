@@ -140,18 +140,28 @@ def _version(binary: str) -> str:
 
 
 class _Tee(threading.Thread):
-    """Passes a child's stderr through to ours, keeping its last lines for error messages."""
+    """Passes a child's stderr through to ours (each line after `prefix`, nothing if
+    `quiet`), keeping its last lines for error messages."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, prefix: str = "", quiet: bool = False):
         super().__init__(daemon=True)
         self.stream = stream
+        self.prefix = prefix
+        self.quiet = quiet
         self.last: deque[str] = deque(maxlen=5)
+
+    def take(self, line: str) -> str | None:
+        """The line to pass through and keep, or None to swallow it."""
+        return line
 
     def run(self) -> None:
         with self.stream:
             for raw in self.stream:
-                line = raw.decode(errors="replace")
-                sys.stderr.write(line)
+                line = self.take(raw.decode(errors="replace"))
+                if line is None:
+                    continue
+                if not self.quiet:
+                    sys.stderr.write(f"{self.prefix}{line}")
                 if line.strip():
                     self.last.append(line.strip())
         sys.stderr.flush()
@@ -256,12 +266,18 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
         raise LookasideError(f"valgrind failed ({_status(status)}){tee.why()}")
     out.update(via=tool, seconds=seconds, command=command, exit_status=status,
                output=output, output_bytes=os.path.getsize(output))
+    _timings(out, seconds, cpu0, cpu1)
+    return out
+
+
+def _timings(out: dict[str, Any], seconds: float, cpu0: tuple[float, float],
+             cpu1: tuple[float, float]) -> None:
+    """Adds the rate and the CPU seconds of the program under QEMU (or valgrind) and of
+    reading, encoding and compressing its stream here (on two threads; all three run in
+    parallel) to a capture's summary."""
     out["rate"] = out["events"] / seconds if seconds > 0 else 0.0
-    # CPU seconds of the program under QEMU (or valgrind), and of reading, encoding and
-    # compressing its stream here (on two threads); all three run in parallel.
     out["cpu_program"] = cpu1[0] - cpu0[0]
     out["cpu_record"] = cpu1[1] - cpu0[1]
-    return out
 
 
 def _cpu() -> tuple[float, float]:

@@ -29,15 +29,13 @@ import shlex
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from . import LookasideError, _data_dir, _lookaside
-from .capture import CAPTURE_LEVEL, _cpu, _say, _version, build_plugin, cache_dir
+from .capture import CAPTURE_LEVEL, _cpu, _say, _Tee, _timings, _version, build_plugin, cache_dir
 
 #: The meta package whose dependency names the kernel release used by default.
 KERNEL_META = "linux-image-cloud-amd64"
@@ -315,32 +313,21 @@ def _workload(name: str, cache: Path) -> tuple[str, list[str]]:
     return script.read_text(), programs
 
 
-class _Console(threading.Thread):
-    """Passes the guest's console through (unless quiet), keeping its last lines and the
-    workload's exit status."""
+class _Console(_Tee):
+    """The guest's console, passed through like a program's stderr, less the line that
+    carries the workload's exit status."""
 
     def __init__(self, stream, quiet: bool):
-        super().__init__(daemon=True)
-        self.stream = stream
-        self.quiet = quiet
-        self.last: list[str] = []
+        super().__init__(stream, prefix="guest| ", quiet=quiet)
         self.status: int | None = None
 
-    def run(self) -> None:
-        with self.stream:
-            for raw in self.stream:
-                line = raw.decode(errors="replace").replace("\r", "")
-                m = re.match(rf"{EXIT_MARK} (\d+)", line.strip())
-                if m:
-                    self.status = int(m.group(1))
-                    continue
-                if not self.quiet:
-                    sys.stderr.write(f"guest| {line}")
-                if line.strip():
-                    self.last = (self.last + [line.strip()])[-5:]
-
-    def why(self) -> str:
-        return f": {self.last[-1]}" if self.last else ""
+    def take(self, line: str) -> str | None:
+        line = line.replace("\r", "")
+        m = re.match(rf"{EXIT_MARK} (\d+)", line.strip())
+        if m:
+            self.status = int(m.group(1))
+            return None
+        return line
 
 
 def record_system(workload: str | None, output: str | os.PathLike[str], *,
@@ -447,12 +434,10 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     out.update(via="qemu-system", seconds=seconds, command=described,
                exit_status=console.status if console.status is not None else -1,
                output=output, output_bytes=os.path.getsize(output), kernel=a.release)
-    out["rate"] = out["events"] / seconds if seconds > 0 else 0.0
+    _timings(out, seconds, cpu0, cpu1)
     # Progress comes every few million events: the boot's end is known to within those.
     out["boot_seconds"] = (first[0] if first else t0 + seconds) - t0
     out["record_seconds"] = seconds - out["boot_seconds"]
     refs = out["fetches"] + out["loads"] + out["stores"]
     out["record_rate"] = refs / out["record_seconds"] if out["record_seconds"] > 0 else 0.0
-    out["cpu_program"] = cpu1[0] - cpu0[0]
-    out["cpu_record"] = cpu1[1] - cpu0[1]
     return out

@@ -47,6 +47,17 @@ fn to_py(e: Error) -> PyErr {
     }
 }
 
+/// The machine config of `--config` text (or none) named `name`, with `--tlb` and `--set`
+/// flags applied.
+fn assemble(
+    text: Option<&str>,
+    name: &str,
+    tlb: &[String],
+    set: &[String],
+) -> PyResult<lookaside::config::MachineConfig> {
+    lookaside::config::MachineConfig::assemble(text, name, tlb, set).map_err(to_py)
+}
+
 fn format_arg(format: Option<&str>) -> PyResult<Option<Format>> {
     format
         .map(|f| f.parse::<Format>().map_err(to_py))
@@ -156,13 +167,7 @@ fn one_pass_refusal(
     tlb: Vec<String>,
     set: Vec<String>,
 ) -> PyResult<Option<String>> {
-    let config = lookaside::config::MachineConfig::assemble(
-        config_text.as_deref(),
-        &config_name,
-        &tlb,
-        &set,
-    )
-    .map_err(to_py)?;
+    let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
     Ok(lookaside::onepass::Options::for_machine(&config).err())
 }
 
@@ -317,13 +322,7 @@ fn one_pass(
     format: Option<String>,
     want: Vec<(usize, usize)>,
 ) -> PyResult<String> {
-    let config = lookaside::config::MachineConfig::assemble(
-        config_text.as_deref(),
-        &config_name,
-        &tlb,
-        &set,
-    )
-    .map_err(to_py)?;
+    let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
     let format = format_arg(format.as_deref())?;
     let want: Vec<lookaside::onepass::Geometry> = want
         .into_iter()
