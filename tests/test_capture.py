@@ -127,6 +127,27 @@ def test_capture_a_program_with_qemu(programs, env, tmp_path, cli):
 
 
 @needs_qemu
+def test_system_calls_are_marked_where_they_happen(env, tmp_path, cli):
+    c = tmp_path / "calls.c"
+    c.write_text("#include <unistd.h>\n#include <sys/syscall.h>\n"
+                 "int main(void) { for (int i = 0; i < 50; i++) syscall(SYS_getppid); "
+                 "return 0; }\n")
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "calls"), str(c)], check=True)
+    base, more = tmp_path / "base.lks", tmp_path / "more.lks"
+    assert trace(env, "-o", base, "--", "true").returncode == 0
+    p = trace(env, "-o", more, "--", tmp_path / "calls")
+    assert p.returncode == 0, p.stderr
+    marked = counts(more)["marker"]
+    assert f"{marked:,} system calls (marked in the trace)" in p.stderr
+    # The program's 50 calls beyond what start-up and exit make (`true` makes about as many).
+    assert 50 <= marked - counts(base)["marker"] <= 60
+    # An OS model serves them: a microkernel's server touches mapped kernel data.
+    w = f"workload:os,structure=microkernel,trace={more}"
+    r = json.loads(cli("simulate", w, "--config", "decstation3100-mach3", "--json").stdout)
+    assert r["traps"]["counts"]["L1K"] > 0
+
+
+@needs_qemu
 @needs_valgrind
 @pytest.mark.parametrize("name,args", [("sum", ["100000"]), ("threads", [])])
 def test_counts_agree_with_valgrind(programs, env, tmp_path, name, args):

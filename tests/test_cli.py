@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import lookaside
 
 
 def test_demo_prints_a_table(cli):
@@ -81,6 +84,30 @@ def test_not_yet_commands_say_so(cli, demo):
     p = cli("simulate", demo, "--config", "decstation3100-mach3", "--set",
             "memory.mapping=random", check=False)
     check_error(p, "not yet")
+
+
+def test_the_os_model_serves_a_real_programs_calls(cli, demo):
+    shipped = Path(lookaside.__file__).parent / "data" / "tarzone.lks"
+    assert lookaside.info(shipped)["kinds"]["marker"] == 331  # tar's system calls
+
+    def traps(structure: str, trace: Path, preset: str, more: str = "") -> dict:
+        w = f"workload:os,structure={structure},trace={trace}{more}"
+        r = json.loads(cli("simulate", w, "--config", preset, "--json").stdout)
+        return r["traps"]["counts"]
+
+    ultrix = traps("monolithic", shipped, "decstation3100-ultrix")
+    mach = traps("microkernel", shipped, "decstation3100-mach3")
+    assert ultrix["L1K"] == 0 < mach["L1K"] and ultrix["L1U"] < mach["L1U"]
+    # A trace without markers (lackey's): calls injected every N references, or an error.
+    assert traps("microkernel", demo, "decstation3100-mach3", ",every=5000")["L1K"] > 0
+    w = f"workload:os,structure=microkernel,trace={demo}"
+    check_error(cli("simulate", w, "--config", "decstation3100-mach3", check=False),
+                "workload:os: the trace has no system-call markers")
+    for more, key in [(",every=0", "every"), (",syscalls=5", "syscalls")]:
+        check_error(cli("simulate", w + more, "--config", "decstation3100-mach3", check=False),
+                    f": {key}: ")
+    check_error(cli("simulate", "workload:os,every=5", "--config", "decstation3100-mach3",
+                    check=False), "give trace=FILE too")
 
 
 def test_page_table_machines_simulate_and_name_bad_keys(cli, tmp_path):

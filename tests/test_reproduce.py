@@ -30,6 +30,11 @@ def test_uhlig94_and_bala94_reproduce(cli, tmp_path: Path):
     held = {c["claim"] for c in u["checks"] if c["ok"]}
     assert "the optimum moves right as servers are added" in held
     assert any(c.startswith("policy D") for c in held)
+    # A real program, its own system calls served by each OS structure of Table V.
+    real = [c for c in u["checks"] if c["claim"].startswith("real program")]
+    assert len(real) == 5 and all(c["ok"] for c in real), real
+    structures = pd.read_csv(tmp_path / "uhlig94" / "real_program_structures.csv")
+    assert list(structures.system) == ["Ultrix", "OSF/1", "Mach3", "Mach3+AFSout"]
     b = json.loads((tmp_path / "bala94" / "verdict.json").read_text())
     assert all(c["ok"] for c in b["checks"])
 

@@ -306,7 +306,9 @@ def describe(s: dict[str, Any]) -> list[str]:
     lines = [f"{s['output']}: {refs:,} references (fetch {s['fetches']:,}, load {s['loads']:,}, "
              f"store {s['stores']:,}) of `{s['command']}` via {s['via']}"
              + (f", {s['threads']} thread{'s' if s['threads'] != 1 else ''}"
-                if s.get("threads") and s["via"] != "qemu-system" else ""),
+                if s.get("threads") and s["via"] != "qemu-system" else "")
+             + (f", {s['syscalls']:,} system calls (marked in the trace)"
+                if s.get("syscalls") else ""),
              f"{s['seconds']:.2f} s, {s['rate'] / 1e6:.1f} M references/s recorded; "
              f"{s['output_bytes'] / 1e6:.1f} MB, {s['output_bytes'] / max(ev, 1):.2f} bytes "
              "per reference",

@@ -13,6 +13,9 @@ pub enum Location {
     Byte(u64),
     /// The whole input (e.g. empty or unreadable).
     Whole,
+    /// 1-based event of a trace, in stream order (where a consumer of events found the
+    /// problem, after the reader had decoded them).
+    Event(u64),
 }
 
 impl fmt::Display for Location {
@@ -21,6 +24,7 @@ impl fmt::Display for Location {
             Location::Line(n) => write!(f, "line {n}"),
             Location::Byte(n) => write!(f, "byte offset {n}"),
             Location::Whole => Ok(()),
+            Location::Event(n) => write!(f, "event {n}"),
         }
     }
 }

@@ -97,6 +97,15 @@ pub const NO_PADDR: u64 = u64::MAX;
 /// `addr` of a [`Kind::TlbFlush`] that invalidates every entry (of every address space).
 pub const FLUSH_ALL: u64 = u64::MAX;
 
+/// Payload tag of a system-call marker: a [`Kind::Marker`] whose payload is this tag or'ed with
+/// the call's number (below 2^32) marks the point where the program entered the kernel. The
+/// user-level capture writes one per system call, so a model of the operating system can
+/// serve the program's own calls at the program's own points (`workload:os,trace=…`); the
+/// tag keeps them apart from markers with small payloads (idle-loop markers).
+pub const SYSCALL_MARK: u64 = 0x5359_5343_0000_0000; // "SYSC"
+/// The bits of a system-call marker's payload that hold the call's number.
+pub const SYSCALL_NR: u64 = 0xFFFF_FFFF;
+
 /// One reference or control event: 24 bytes, `Copy`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,6 +134,20 @@ impl Event {
             kind,
             mode: Mode::User,
         }
+    }
+
+    /// The marker of a system call numbered `nr` (see [`SYSCALL_MARK`]), in address space
+    /// `asid`, made from user mode.
+    #[inline]
+    pub fn syscall(nr: u64, asid: u32) -> Event {
+        Event::control(Kind::Marker, SYSCALL_MARK | (nr & SYSCALL_NR), asid).with_mode(Mode::User)
+    }
+
+    /// The number of the system call this event marks, if it is a system-call marker.
+    #[inline]
+    pub fn syscall_number(&self) -> Option<u64> {
+        (self.kind == Kind::Marker && self.addr & !SYSCALL_NR == SYSCALL_MARK)
+            .then_some(self.addr & SYSCALL_NR)
     }
 
     /// A control event of `kind` with the given address (or payload) and address space.
@@ -193,5 +216,13 @@ mod tests {
         }
         assert_eq!(Kind::from_u8(9), None);
         assert!(Kind::Store.is_ref() && !Kind::ContextSwitch.is_ref());
+    }
+
+    #[test]
+    fn system_call_markers_are_told_from_other_markers() {
+        assert_eq!(Event::syscall(231, 0).syscall_number(), Some(231));
+        assert_eq!(Event::control(Kind::Marker, 7, 0).syscall_number(), None);
+        let store = Event::reference(Kind::Store, SYSCALL_MARK | 3, 4);
+        assert_eq!(store.syscall_number(), None);
     }
 }

@@ -17,7 +17,9 @@
 //! 16      …     blocks, each a 16-byte header {u32 tag, u32 vcpu, u64 count} and then:
 //!   tag 1 RECORDS  `count` records, all of thread (vCPU) `vcpu`, in execution order.
 //!                  Version 1: u64 virtual address, u16 size (bytes, > 0), u8 kind (0 fetch,
-//!                  1 load, 2 store), 5 zero bytes.
+//!                  1 load, 2 store, 3 system call: the thread entered the kernel, the
+//!                  call's number (below 2^32) in place of the address, size 0), 5 zero
+//!                  bytes.
 //!                  Version 2: u64 virtual address, u64 physical address (all ones if
 //!                  unknown), u32 address space, u16 size, u8 kind (0 fetch, 1 load, 2 store,
 //!                  3 context switch: the running address space becomes this record's,
@@ -32,8 +34,8 @@
 //!
 //! Records of one thread keep their order; records of different threads interleave block by
 //! block (blocks of up to 4096 records), in the order the blocks were written. In version 1
-//! every event is a user-mode reference in address space 0 (the threads of a program share
-//! it) with no physical address. A stream that ends anywhere but after END (or EXEC) is an
+//! every event is a user-mode event in address space 0 (the threads of a program share
+//! it) with no physical address; a system call becomes a marker ([`Event::syscall`]). A stream that ends anywhere but after END (or EXEC) is an
 //! error ("truncated"), as is any malformed block or record; errors name the byte offset.
 
 use std::io::{self, Read};
@@ -43,7 +45,7 @@ use serde::Serialize;
 
 use super::{create_with, Format, Metadata, Process, TraceSource, WriteOptions};
 use crate::error::{Error, Location, Result};
-use crate::event::{Event, Kind, Mode, BATCH};
+use crate::event::{Event, Kind, Mode, BATCH, SYSCALL_NR};
 
 /// Record kinds, by their code in the stream.
 const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
@@ -105,6 +107,7 @@ pub struct CaptureReader<R> {
     /// Bytes per record: [`RECORD`] (a program) or [`RECORD_SYSTEM`] (a whole system).
     record: usize,
     switches: u64,
+    syscalls: u64,
     processes: Vec<Process>,
 }
 
@@ -127,6 +130,7 @@ impl<R: Read> CaptureReader<R> {
             counts: [0; 3],
             record: RECORD,
             switches: 0,
+            syscalls: 0,
             processes: Vec::new(),
         };
         r.want(HEAD)?;
@@ -207,6 +211,11 @@ impl<R: Read> CaptureReader<R> {
         self.switches
     }
 
+    /// System-call records read so far (a program's captures).
+    pub fn syscalls(&self) -> u64 {
+        self.syscalls
+    }
+
     /// The processes named so far (whole-system captures).
     pub fn processes(&self) -> &[Process] {
         &self.processes
@@ -257,14 +266,29 @@ impl<R: Read> CaptureReader<R> {
     fn bad_record(&self, p: usize) -> Error {
         let word = u64::from_le_bytes(self.buf[p + 8..p + 16].try_into().unwrap_or_default());
         let at = self.base + p as u64;
+        let addr = u64::from_le_bytes(self.buf[p..p + 8].try_into().unwrap_or_default());
         let kind = (word >> 16) & 0xff;
-        if kind > 2 {
+        if kind > 3 {
             self.err(
                 at + 10,
                 "kind",
-                format!("unknown record kind {kind} (expected 0 fetch, 1 load, 2 store)"),
+                format!(
+                    "unknown record kind {kind} (expected 0 fetch, 1 load, 2 store, 3 system call)"
+                ),
             )
-        } else if word as u16 == 0 {
+        } else if kind == 3 && word as u16 != 0 {
+            self.err(
+                at + 8,
+                "size",
+                format!("a system call of {} bytes (expected 0)", word as u16),
+            )
+        } else if kind == 3 && addr > SYSCALL_NR {
+            self.err(
+                at,
+                "address",
+                format!("system call number {addr} is not below 2^32"),
+            )
+        } else if kind < 3 && word as u16 == 0 {
             self.err(at + 8, "size", "a reference of 0 bytes")
         } else {
             self.err(
@@ -392,6 +416,11 @@ impl<R: Read> CaptureReader<R> {
             let kind = (word >> 16) as usize;
             let size = word as u16;
             if kind > 2 || size == 0 {
+                if word == 3 << 16 && addr <= SYSCALL_NR {
+                    self.syscalls += 1;
+                    out.push(Event::syscall(addr, 0));
+                    continue;
+                }
                 bad = Some(i);
                 break;
             }
@@ -528,6 +557,8 @@ pub struct Recorded {
     pub ending: Option<Ending>,
     /// Context switches recorded (whole-system captures).
     pub switches: u64,
+    /// System calls recorded (a program's captures under QEMU), as markers in the trace.
+    pub syscalls: u64,
     /// The processes seen, also stored in the trace's metadata (whole-system captures).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<Process>,
@@ -561,6 +592,7 @@ pub fn record(
             r.threads = Some(reader.threads());
             r.ending = reader.ending();
             r.switches = reader.switches();
+            r.syscalls = reader.syscalls();
             r.processes = reader.processes().to_vec();
             if !r.processes.is_empty() && format == Format::Native {
                 // Only known now: the header is rewritten with them (as many as fit).
@@ -733,6 +765,22 @@ mod tests {
         assert_eq!((got.len(), r.ending()), (6, Some(Ending::Exit)));
     }
 
+    #[test]
+    fn system_calls_become_markers_in_stream_order() {
+        let events = [(0, 0x1000, 4), (3, 1, 0), (1, 0x2000, 8), (3, 231, 0)];
+        let (got, r) = read_all(stream(&events, 3, Some(TAG_END))).unwrap();
+        assert_eq!(
+            got,
+            [
+                Event::reference(Kind::Fetch, 0x1000, 4),
+                Event::syscall(1, 0),
+                Event::reference(Kind::Load, 0x2000, 8),
+                Event::syscall(231, 0),
+            ]
+        );
+        assert_eq!((r.syscalls(), r.counts(), r.records()), (2, [1, 1, 0], 4));
+    }
+
     fn error_of(bytes: Vec<u8>) -> String {
         read_all(bytes).err().expect("an error").to_string()
     }
@@ -793,7 +841,20 @@ mod tests {
         s[kind_at] = 7;
         assert_eq!(
             error_of(s),
-            format!("cap: byte offset {kind_at}: kind: unknown record kind 7 (expected 0 fetch, 1 load, 2 store)")
+            format!("cap: byte offset {kind_at}: kind: unknown record kind 7 (expected 0 fetch, 1 load, 2 store, 3 system call)")
+        );
+        // A system call with a size, or with a number that does not fit its marker.
+        let mut s = good.clone();
+        s[kind_at] = 3;
+        assert!(error_of(s).contains(": size: a system call of 2 bytes (expected 0)"));
+        let syscall = |nr: u64| stream(&[(0, 0x1000, 4), (3, nr, 0)], 4, Some(TAG_END));
+        let e = error_of(syscall(1 << 32));
+        assert_eq!(
+            e,
+            format!(
+                "cap: byte offset {}: address: system call number 4294967296 is not below 2^32",
+                HEAD + HEAD + RECORD
+            )
         );
         let mut s = good.clone();
         s[HEAD + HEAD + 8] = 0;

@@ -25,6 +25,8 @@ pub const PREFIX: &str = "workload:";
 /// The source a workload spec names, DineroIV-style like `--tlb`:
 /// `workload:multiserver,servers=3,pages_per_hop=24,hops=2000,seed=0`,
 /// `workload:os,structure=microkernel,syscalls=5000`,
+/// `workload:os,structure=monolithic-mapped,trace=prog.lks` (a real program; see
+/// [`OsWorkload::over_trace`]; the path cannot hold a comma),
 /// `workload:multiuser,users=8,shared=50,addresses=per-process`, `workload:uniform,pages=8192` or
 /// `workload:synthetic,refs=1e7,seed=1`.
 /// `Ok(None)` when `spec` is not a workload spec (it does not start with [`PREFIX`]); an
@@ -77,7 +79,12 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
         }
         "os" => {
             let mut p = OsWorkloadParams::default();
+            let (mut trace, mut every) = (None, None);
+            let mut model_keys = Vec::new();
             for (k, v) in kv {
+                if matches!(k, "syscalls" | "app_pages" | "burst_pages") {
+                    model_keys.push(k);
+                }
                 match k {
                     "structure" => {
                         p.structure = match v {
@@ -97,10 +104,30 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
                     "forward_every" => p.forward_every = small(k, v)?,
                     "refs_per_page" => p.refs_per_page = small(k, v)?,
                     "seed" => p.seed = num(k, v)?,
-                    _ => return Err(err(k, "unknown key (structure, syscalls, app_pages, burst_pages, kernel_pages, ipc_pages, server_pages, forward_every, refs_per_page, seed)".into())),
+                    "trace" => trace = Some(v),
+                    "every" => match num(k, v)? {
+                        0 => return Err(err(k, "must be at least 1".into())),
+                        n => every = Some(n),
+                    },
+                    _ => return Err(err(k, "unknown key (structure, syscalls, app_pages, burst_pages, kernel_pages, ipc_pages, server_pages, forward_every, refs_per_page, seed, trace, every)".into())),
                 }
             }
-            Ok(Some(Box::new(OsWorkload::new(p))))
+            let Some(path) = trace else {
+                if every.is_some() {
+                    return Err(err(
+                        "every",
+                        "injects calls into a program's trace: give trace=FILE too".into(),
+                    ));
+                }
+                return Ok(Some(Box::new(OsWorkload::new(p))));
+            };
+            if let Some(k) = model_keys.first() {
+                return Err(err(k, "with trace=, the program's own references and calls replace the model's application (remove this key)".into()));
+            }
+            let source = crate::trace::open(std::path::Path::new(path), None)?;
+            Ok(Some(Box::new(OsWorkload::over_trace(
+                p, source, path, every,
+            ))))
         }
         "multiuser" => {
             let mut p = MultiuserParams::default();

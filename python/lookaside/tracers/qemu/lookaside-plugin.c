@@ -13,7 +13,8 @@
  *   header  16 bytes: "LKSCAPTR", u32 version (1), u32 record size (16)
  *   blocks  16-byte header {u32 tag, u32 vcpu, u64 count} followed, for a RECORDS block,
  *           by count records of 16 bytes {u64 vaddr, u16 size, u8 kind, 5 zero bytes}
- *           (kind 0 fetch, 1 load, 2 store);
+ *           (kind 0 fetch, 1 load, 2 store, 3 system call: the call's number in place of
+ *           vaddr, size 0);
  *           EXEC (the program is about to execve another one, which runs untraced: the
  *           stream may end here) and END (count = records written, vcpu = threads seen).
  *
@@ -32,7 +33,7 @@
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
-enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2 };
+enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SYSCALL = 3 };
 
 #define BUF_RECS 4096u
 #define MAX_VCPUS 4096u
@@ -179,7 +180,13 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
                        uint64_t a7, uint64_t a8)
 {
     (void)id, (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
-    if (is_child || (num != exec_nr[0] && num != exec_nr[1]))
+    if (is_child)
+        return;
+    /* Where the thread entered the kernel, in order with its references: a model of the
+     * operating system serves the program's calls here. */
+    if (num >= 0 && num <= 0xffffffffll)
+        put(vcpu, (uint64_t)num, (uint64_t)KIND_SYSCALL << 16);
+    if (num != exec_nr[0] && num != exec_nr[1])
         return;
     /* The program may be replaced: what this thread recorded goes out, then a mark saying
      * the stream may end here. If execve fails, recording simply goes on. */
