@@ -110,6 +110,24 @@ def test_the_os_model_serves_a_real_programs_calls(cli, demo):
                     check=False), "give trace=FILE too")
 
 
+def test_a_trace_is_rewritten_between_sharing_models(cli, demo, tmp_path):
+    w = "workload:multiuser,users=3,slices=30,quantum=1000,shared=60"
+    saved = tmp_path / "global.lks"
+    cli("convert", w, saved)  # a workload spec converts like a trace
+    assert lookaside.info(saved)["metadata"]["extra"]["workload"] == w
+
+    def result(source: str) -> dict:
+        r = json.loads(cli("simulate", source, "--config", "pa-risc-hpt", "--json").stdout)
+        return {k: r[k] for k in ("structures", "walk", "pagetable")}
+
+    aliased = result(f"workload:rewrite,trace={saved},to=per-process")
+    assert aliased == result(w + ",addresses=per-process")
+    assert aliased != result(str(saved))
+    check_error(cli("simulate", f"workload:rewrite,trace={demo},to=global", check=False),
+                "event 3: address: 0x1fff000738 does not fit the 32-bit offset")
+    check_error(cli("simulate", f"workload:rewrite,trace={demo}", check=False), ": to: missing")
+
+
 def test_page_table_machines_simulate_and_name_bad_keys(cli, tmp_path):
     w = "workload:multiuser,users=3,slices=30,quantum=1000"
     r = json.loads(cli("simulate", w, "--config", "pa-risc-hpt", "--json").stdout)

@@ -66,6 +66,26 @@ pub trait TraceSource {
     }
 }
 
+/// A boxed source is a source (so that wrappers like [`crate::workload::Rewrite`] take what
+/// [`open`] returns).
+impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        (**self).next_batch(out)
+    }
+
+    fn bytes_read(&self) -> u64 {
+        (**self).bytes_read()
+    }
+
+    fn skipped(&self) -> u64 {
+        (**self).skipped()
+    }
+
+    fn metadata(&self) -> Option<&Metadata> {
+        (**self).metadata()
+    }
+}
+
 /// Somewhere events can be written.
 pub trait TraceSink {
     fn write_batch(&mut self, events: &[Event]) -> Result<()>;
@@ -231,17 +251,27 @@ pub fn convert_counted(
     dst_format: Option<Format>,
     meta: &Metadata,
 ) -> Result<Converted> {
-    let (input, src_format) = open_input(src, src_format)?;
-    let mut source = reader(input, src_format)?;
+    // A `workload:` spec is a source too: converting it writes the stream it makes.
+    let spec = src.display().to_string();
+    let (mut source, src_format) = match crate::workload::from_spec(&spec)? {
+        Some(w) => (w, "workload"),
+        None => {
+            let (input, f) = open_input(src, src_format)?;
+            (reader(input, f)?, f.name())
+        }
+    };
     // The caller's fields first, then the source's provenance; the tool is always this one.
     let mut meta = meta.clone();
+    if src_format == "workload" {
+        meta.extra.entry("workload".into()).or_insert(spec);
+    }
     if let Some(m) = source.metadata() {
         let tool = meta.tool.take();
         meta = meta.or(m);
         meta.tool = tool;
     }
     if meta.source_format.is_none() {
-        meta.source_format = Some(src_format.name().to_string());
+        meta.source_format = Some(src_format.to_string());
     }
     let sink = create(dst, dst_format, &meta)?;
     copy_counted(source.as_mut(), sink)

@@ -27,7 +27,9 @@ pub const PREFIX: &str = "workload:";
 /// `workload:os,structure=microkernel,syscalls=5000`,
 /// `workload:os,structure=monolithic-mapped,trace=prog.lks` (a real program; see
 /// [`OsWorkload::over_trace`]; the path cannot hold a comma),
-/// `workload:multiuser,users=8,shared=50,addresses=per-process`, `workload:uniform,pages=8192` or
+/// `workload:multiuser,users=8,shared=50,addresses=per-process`,
+/// `workload:rewrite,trace=hpux.din,to=per-process` (any trace, see [`Rewrite`]),
+/// `workload:uniform,pages=8192` or
 /// `workload:synthetic,refs=1e7,seed=1`.
 /// `Ok(None)` when `spec` is not a workload spec (it does not start with [`PREFIX`]); an
 /// error naming the bad key otherwise.
@@ -156,6 +158,26 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
             }
             Ok(Some(Box::new(Multiuser::new(p))))
         }
+        "rewrite" => {
+            let (mut trace, mut to) = (None, None);
+            for (k, v) in kv {
+                match k {
+                    "trace" => trace = Some(v),
+                    "to" => {
+                        to = Some(match v {
+                            "global" => AddressModel::Global,
+                            "per-process" => AddressModel::PerProcess,
+                            _ => return Err(err(k, format!("'{v}' is not global or per-process"))),
+                        })
+                    }
+                    _ => return Err(err(k, "unknown key (trace, to)".into())),
+                }
+            }
+            let trace = trace.ok_or_else(|| err("trace", "the trace to rewrite is missing (trace=FILE)".into()))?;
+            let to = to.ok_or_else(|| err("to", "missing: to=per-process or to=global".into()))?;
+            let source = crate::trace::open(std::path::Path::new(trace), None)?;
+            Ok(Some(Box::new(Rewrite::named(source, to, trace))))
+        }
         "uniform" => {
             let (mut pages, mut rounds, mut seed) = (8192u32, 4u64, 1u64);
             for (k, v) in kv {
@@ -181,7 +203,7 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
         }
         _ => Err(err(
             "workload",
-            format!("'{name}' is not a workload (multiserver, multiuser, os, synthetic, uniform)"),
+            format!("'{name}' is not a workload (multiserver, multiuser, os, rewrite, synthetic, uniform)"),
         )),
     }
 }

@@ -22,7 +22,7 @@
 //! so each segment has a hot core and a long tail; a run reads or writes `span` bytes of its
 //! page, round and round. Deterministic for a seed.
 
-use crate::error::Result;
+use crate::error::{Error, Location, Result};
 use crate::event::{Event, Kind, BATCH};
 use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
@@ -241,27 +241,62 @@ impl TraceSource for Uniform {
 /// aliases (keep the low 32 bits, tagged with the running process), or to global addresses
 /// (each process's 32-bit space gets a space id of its own in the upper bits; a
 /// per-process stream carries no sharing, so nothing becomes shared).
+///
+/// The offsets are 32-bit, as on PA-RISC: rewriting to global addresses a reference whose
+/// address does not fit 32 bits (a 64-bit program's) would alias distinct pages, so it is an
+/// error naming the event (when the source is named, see [`Rewrite::named`]).
 pub struct Rewrite<S> {
     inner: S,
     to: AddressModel,
+    name: String,
+    /// Events passed on so far.
+    seen: u64,
 }
 
 impl<S: TraceSource> Rewrite<S> {
     pub fn new(inner: S, to: AddressModel) -> Self {
-        Rewrite { inner, to }
+        Rewrite {
+            inner,
+            to,
+            name: "rewrite".into(),
+            seen: 0,
+        }
+    }
+
+    /// The same, naming the source `name` in errors.
+    pub fn named(inner: S, to: AddressModel, name: impl Into<String>) -> Self {
+        Rewrite {
+            name: name.into(),
+            ..Rewrite::new(inner, to)
+        }
     }
 }
 
 impl<S: TraceSource> TraceSource for Rewrite<S> {
     fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
         let more = self.inner.next_batch(out)?;
-        for e in out.iter_mut().filter(|e| e.kind.is_ref()) {
+        for (i, e) in out.iter_mut().enumerate() {
+            if !e.kind.is_ref() {
+                continue;
+            }
             let offset = e.addr & 0xFFFF_FFFF;
             e.addr = match self.to {
                 AddressModel::PerProcess => offset,
+                AddressModel::Global if offset != e.addr => {
+                    return Err(Error::trace(
+                        &self.name,
+                        Location::Event(self.seen + i as u64 + 1),
+                        "address",
+                        format!(
+                            "{:#x} does not fit the 32-bit offset of a global address (to=global rewrites 32-bit programs)",
+                            e.addr
+                        ),
+                    ))
+                }
                 AddressModel::Global => (space16(e.asid) << 32) | offset,
             };
         }
+        self.seen += out.len() as u64;
         Ok(more)
     }
 
@@ -308,6 +343,30 @@ mod tests {
         };
         assert!(pages(&asm, true) > 3 * pages(&global, false));
         assert!(global.iter().all(|e| !e.kind.is_ref() || e.addr >> 48 == 0));
+    }
+
+    #[test]
+    fn rewriting_a_64_bit_program_to_global_addresses_is_an_error() {
+        use crate::trace::tests::VecSource;
+        let events = vec![
+            Event::reference(Kind::Load, 0x1000, 4),
+            Event::reference(Kind::Load, 0x7ffd_0000_1000, 4),
+        ];
+        let mut r = Rewrite::named(
+            VecSource::new(events.clone(), 8),
+            AddressModel::Global,
+            "t.lks",
+        );
+        let e = r.next_batch(&mut Vec::new()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.lks: event 2: address: 0x7ffd00001000 does not fit"),
+            "{e}"
+        );
+        let per = all(&mut Rewrite::new(
+            VecSource::new(events, 8),
+            AddressModel::PerProcess,
+        ));
+        assert_eq!(per[1].addr, 0x1000);
     }
 
     #[test]
