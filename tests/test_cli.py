@@ -128,6 +128,23 @@ def test_a_trace_is_rewritten_between_sharing_models(cli, demo, tmp_path):
     check_error(cli("simulate", f"workload:rewrite,trace={demo}", check=False), ": to: missing")
 
 
+def test_a_virtually_addressed_cache_in_a_machine(cli, demo, tmp_path):
+    m = tmp_path / "vac.toml"
+    m.write_text('[[tlb]]\nname = "dtlb"\nentries = 64\nserves = "data"\n'
+                 '[vac]\nmapping = "colour"\n')
+    r = json.loads(cli("simulate", demo, "--config", m, "--json").stdout)
+    v, kinds = r["vac"], r["trace"]["by_kind"]
+    assert (v["counts"]["loads"], v["counts"]["stores"]) == (kinds["load"], kinds["store"])
+    assert v["lines"]["hits"] + v["lines"]["misses"] >= kinds["load"] + kinds["store"]
+    assert v["primitives"]["maps"] == v["counts"]["first_touch_maps"] > 0
+    assert v["cache"]["colours"] == 32 and v["elapsed_us"] > 0
+    assert "vac: 128 KiB 2-way" in cli("simulate", demo, "--config", m).stdout
+    for bad, key in [("ways = 3", "vac.size"), ('policy = "magic"', "vac.policy"),
+                     ('mapping = "best"', "vac.mapping"), ("colour = 1", "colour")]:
+        m.write_text(f'[[tlb]]\nname = "t"\nentries = 8\n[vac]\n{bad}\n')
+        check_error(cli("simulate", demo, "--config", m, check=False), key)
+
+
 def test_page_table_machines_simulate_and_name_bad_keys(cli, tmp_path):
     w = "workload:multiuser,users=3,slices=30,quantum=1000"
     r = json.loads(cli("simulate", w, "--config", "pa-risc-hpt", "--json").stdout)

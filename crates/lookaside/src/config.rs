@@ -109,6 +109,11 @@ pub struct MachineConfig {
     /// and [`crate::mmu::Walker`]), each walk's references going through a data cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pagetable: Option<PageTableConfig>,
+    /// Present: a virtually addressed data cache under an OS that keeps it consistent
+    /// (Inouye et al.; [`crate::cache::vac::drive`]), fed the data references and the VM
+    /// events of the stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vac: Option<VacConfig>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -316,6 +321,67 @@ impl<'de> Deserialize<'de> for Bytes {
             }),
         }
     }
+}
+
+/// A virtually indexed, physically tagged, write-back data cache and the consistency
+/// policy of its OS. Every default is the HP 9000/834 of Inouye et al. Validated in
+/// [`crate::cache::vac::drive::VacDriver::from_config`], whose errors name the key.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VacConfig {
+    #[serde(default = "default_vac_size")]
+    pub size: Bytes,
+    #[serde(default = "default_vac_ways")]
+    pub ways: usize,
+    #[serde(default = "default_vac_line")]
+    pub line: Bytes,
+    /// The VM page (2 KiB on the HP 9000/834): the unit of mapping, copy and zero.
+    #[serde(default = "default_vac_page")]
+    pub page: Bytes,
+    /// Replacement within a set: lru | fifo | random.
+    #[serde(default = "default_vac_replacement")]
+    pub replacement: String,
+    /// virtual | physical.
+    #[serde(default = "default_vac_indexing")]
+    pub indexing: String,
+    /// The alias policy: `none`, or `pseudo-aliasing` with any of `+purge`, `+read-only`,
+    /// `+equivalent`.
+    #[serde(default = "default_vac_policy")]
+    pub policy: String,
+    /// The timing preset pricing the primitives.
+    #[serde(default = "default_vac_timing")]
+    pub timing: String,
+    /// The frame a page gets on its first touch: trace | any | colour.
+    #[serde(default = "default_vac_mapping")]
+    pub mapping: String,
+}
+
+fn default_vac_size() -> Bytes {
+    Bytes(128 << 10)
+}
+fn default_vac_ways() -> usize {
+    2
+}
+fn default_vac_line() -> Bytes {
+    Bytes(32)
+}
+fn default_vac_page() -> Bytes {
+    Bytes(2 << 10)
+}
+fn default_vac_replacement() -> String {
+    "lru".into()
+}
+fn default_vac_indexing() -> String {
+    "virtual".into()
+}
+fn default_vac_policy() -> String {
+    "pseudo-aliasing".into()
+}
+fn default_vac_timing() -> String {
+    "hp9000-834".into()
+}
+fn default_vac_mapping() -> String {
+    "any".into()
 }
 
 /// The memory system behind translation (Chen's DECstation 5000/200 model is the shipped

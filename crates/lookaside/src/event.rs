@@ -30,12 +30,19 @@ pub enum Kind {
     Protect = 7,
     /// A marker with a payload in `addr` (phase boundaries, labels); counted, not simulated.
     Marker = 8,
+    /// The OS copied a page (a VM primitive, as Mach's `pmap_copy_page`): from the frame at
+    /// physical address `paddr` to the page at `addr` of `asid` (physical when `asid` is
+    /// [`PHYSICAL`]).
+    CopyPage = 9,
+    /// The OS zeroed the page at `addr` of `asid` (physical when `asid` is [`PHYSICAL`]), as
+    /// Mach's `pmap_zero_page`.
+    ZeroPage = 10,
 }
 
 /// Number of reference kinds (fetch, load, store); ledger arrays are indexed by `Kind as usize`.
 pub const REF_KINDS: usize = 3;
 /// Every kind, in discriminant order.
-pub const ALL_KINDS: [Kind; 9] = [
+pub const ALL_KINDS: [Kind; 11] = [
     Kind::Fetch,
     Kind::Load,
     Kind::Store,
@@ -45,6 +52,8 @@ pub const ALL_KINDS: [Kind; 9] = [
     Kind::Unmap,
     Kind::Protect,
     Kind::Marker,
+    Kind::CopyPage,
+    Kind::ZeroPage,
 ];
 
 impl Kind {
@@ -66,6 +75,8 @@ impl Kind {
             Kind::Unmap => "unmap",
             Kind::Protect => "protect",
             Kind::Marker => "marker",
+            Kind::CopyPage => "copy_page",
+            Kind::ZeroPage => "zero_page",
         }
     }
 
@@ -91,6 +102,10 @@ impl Mode {
         }
     }
 }
+
+/// The address space of a VM primitive ([`Kind::CopyPage`], [`Kind::ZeroPage`]) whose `addr`
+/// is a physical address: the kernel working on a frame through its physical address.
+pub const PHYSICAL: u32 = u32::MAX;
 
 /// Marks an event with no physical address.
 pub const NO_PADDR: u64 = u64::MAX;
@@ -214,7 +229,7 @@ mod tests {
         for k in ALL_KINDS {
             assert_eq!(Kind::from_u8(k as u8), Some(k));
         }
-        assert_eq!(Kind::from_u8(9), None);
+        assert_eq!(Kind::from_u8(11), None);
         assert!(Kind::Store.is_ref() && !Kind::ContextSwitch.is_ref());
     }
 

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::event::{Kind, Mode, REF_KINDS};
+use crate::event::{Kind, Mode, ALL_KINDS, REF_KINDS};
 
 /// Accesses and misses of one cell.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub struct Ledger {
     /// References per address space × mode × kind (`accesses` only).
     refs: Vec<u64>,
     /// Control events by kind (references are counted in `refs`).
-    pub control: [u64; 9],
+    pub control: [u64; ALL_KINDS.len()],
     /// References whose page crossed into a second page and were translated twice.
     pub straddles: u64,
     /// References to addresses the page map marks `unmapped` (not translated).
@@ -70,7 +70,7 @@ impl Ledger {
             stride,
             cells: Vec::new(),
             refs: Vec::new(),
-            control: [0; 9],
+            control: [0; ALL_KINDS.len()],
             straddles: 0,
             unmapped: 0,
         };

@@ -22,6 +22,7 @@
 //!   the page out of the `[pagetable]`, so that its next walk faults.
 
 use crate::cache::system::{Activity, MemorySystem};
+use crate::cache::vac::drive::VacDriver;
 use crate::config::{HandlerConfig, MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
@@ -150,6 +151,10 @@ pub struct Machine {
     /// The page-table walker, when the config has `[pagetable]`: every walk (a miss in the
     /// last level) searches its table.
     walker: Option<Box<Walker>>,
+    /// The virtually addressed cache, when the config has `[vac]`: it sees every event of
+    /// [`Machine::run_batch`] before the TLBs do (a machine with one is never fed one event
+    /// at a time, see [`Machine::fed_in_batches`]).
+    vac: Option<Box<VacDriver>>,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it.
@@ -608,7 +613,12 @@ impl Machine {
             .iter()
             .map(|u| u.tlb.params().hits_change_nothing())
             .collect();
+        let vac = match &config.vac {
+            Some(c) => Some(Box::new(VacDriver::from_config(c, source_name)?)),
+            None => None,
+        };
         Ok(Machine {
+            vac,
             fast,
             refill,
             memory,
@@ -659,6 +669,11 @@ impl Machine {
         self.memory.as_deref()
     }
 
+    /// The virtually addressed cache and its OS, when the machine has one (`[vac]`).
+    pub fn vac(&self) -> Option<&VacDriver> {
+        self.vac.as_deref()
+    }
+
     /// The page-table walker, when the machine has one.
     pub fn walker(&self) -> Option<&Walker> {
         self.walker.as_deref()
@@ -674,6 +689,9 @@ impl Machine {
 
     /// Simulate a batch of events, in order.
     pub fn run_batch(&mut self, events: &[Event]) {
+        if let Some(v) = self.vac.as_deref_mut() {
+            v.run_batch(events);
+        }
         if let Some(r) = self.refill.as_deref_mut() {
             return r.run_batch(events, &mut self.ledger);
         }
@@ -696,6 +714,18 @@ impl Machine {
         for e in events {
             feed.event(e);
         }
+    }
+
+    /// Whether events must reach this machine in batches ([`Machine::run_batch`]) rather than
+    /// one at a time ([`Machine::feed`]): true when it has a virtually addressed cache.
+    pub fn fed_in_batches(&self) -> bool {
+        self.vac.is_some()
+    }
+
+    /// The first event the machine refused, with its 1-based position in the stream: only a
+    /// virtually addressed cache refuses events (an unmap of a page that is not mapped, …).
+    pub fn refused(&self) -> Option<&(u64, String)> {
+        self.vac.as_deref().and_then(VacDriver::error)
     }
 
     /// A handle that simulates events handed to it one at a time ([`EventSink::event`]), with the

@@ -204,6 +204,9 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     if let Some(w) = machine.walker() {
         result["pagetable"] = w.json();
     }
+    if let Some(v) = machine.vac() {
+        result["vac"] = v.json();
+    }
     result
 }
 
@@ -320,6 +323,10 @@ pub fn table(r: &Value) -> String {
     if let Some(p) = r.get("pagetable") {
         out.push('\n');
         out.push_str(&pagetable_table(p));
+    }
+    if let Some(v) = r.get("vac") {
+        out.push('\n');
+        out.push_str(&crate::cache::vac::drive::table(v));
     }
     out
 }

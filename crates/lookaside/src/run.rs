@@ -230,7 +230,7 @@ pub fn run_path(
         (Reading::Pipelined, _) => {
             run_pipelined(crate::trace::open(path, Some(format))?, machine, progress)
         }
-        (Reading::OneThread, Format::Native) => {
+        (Reading::OneThread, Format::Native) if !machine.fed_in_batches() => {
             let input = crate::trace::compress::Input::open(path)?;
             run_native(&mut NativeReader::new(input)?, machine, progress)
         }
@@ -259,6 +259,7 @@ pub fn simulate_path(
             Reading::OneThread => run(source.as_mut(), machine, progress)?,
             Reading::Pipelined => run_pipelined(source, machine, progress)?,
         };
+        refused(machine, &name)?;
         let info = TraceInfo {
             path: name,
             format: "workload".into(),
@@ -267,6 +268,7 @@ pub fn simulate_path(
     }
     let format = format_of(path, format)?;
     run_path(path, format, machine, reading, progress)?;
+    refused(machine, &name)?;
     let info = TraceInfo {
         path: name,
         format: format.name().into(),
@@ -297,6 +299,9 @@ pub fn simulate_many(
     }
     p.bytes = source.bytes_read();
     progress(p);
+    for m in machines.iter() {
+        refused(m, &path.display().to_string())?;
+    }
     let info = TraceInfo {
         path: path.display().to_string(),
         format: format.into(),
@@ -305,6 +310,21 @@ pub fn simulate_many(
         .iter()
         .map(|m| crate::report::result_json(m, &info))
         .collect())
+}
+
+/// The error of the first event `machine` refused (see [`Machine::refused`]), naming the
+/// trace `name` and the event: a result over a stream the machine could not follow would be
+/// wrong.
+fn refused(machine: &Machine, name: &str) -> Result<()> {
+    match machine.refused() {
+        Some((at, message)) => Err(crate::error::Error::trace(
+            name,
+            crate::error::Location::Event(*at),
+            "vac",
+            message.clone(),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// What `lookaside info` shows: the trace's summary, format and metadata, as JSON.

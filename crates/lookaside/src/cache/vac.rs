@@ -15,6 +15,7 @@
 //!   read-only aliasing, equivalent mapping by page colour) and the VM primitives (map,
 //!   unmap, remap, protect, copy page, zero page) priced from the lines each one actually
 //!   finds in the cache.
+//! * [`drive`] — the model fed by an event stream: a machine's `[vac]` section.
 //! * [`timing`] — what the primitives cost in microseconds: presets calibrated to the
 //!   HP 9000/834 (Tables 1 and 2 of the paper), shipped as data files.
 //! * [`inouye92`] — the paper's measurements re-run on the model: Tables 1–3, IPC by copy,
@@ -33,6 +34,7 @@
 //! [`MAX_PADDR`] so that the key fits in 64 bits.
 
 pub mod alias;
+pub mod drive;
 pub mod inouye92;
 pub mod timing;
 

@@ -397,6 +397,13 @@ impl VacVm {
         us
     }
 
+    /// Take the frame holding physical address `paddr` out of the free pool (if it is in it),
+    /// so that a frame a workload names itself (a map event, a physical access, a trace's
+    /// physical address) is never handed out again by [`VacVm::alloc_frame`].
+    pub fn claim_frame(&mut self, paddr: u64) {
+        self.used.insert(paddr / self.page());
+    }
+
     /// Take a frame from the free pool: the lowest free frame, of page colour `colour` when
     /// one is given (page colouring lets the OS make aliases equivalently mapped). Returns
     /// the frame's physical address.

@@ -1,0 +1,475 @@
+//! The virtually addressed cache and its OS driven by an event stream: what a machine's
+//! `[vac]` section does (see [`crate::config::VacConfig`]).
+//!
+//! Every data reference (load, store) of the stream is a load or store of the [`VacVm`] at
+//! its virtual address in its address space; a page touched for the first time is mapped
+//! then, as the OS would on its first fault, to a frame the `mapping` policy picks: the
+//! trace's own physical address, the lowest free frame, or the lowest free frame of the
+//! page's colour (equivalent mapping, so that aliases stay cache aligned). The VM events of the
+//! stream are the primitives: [`Kind::Map`] (a remap when the page is mapped already),
+//! [`Kind::Unmap`], [`Kind::CopyPage`] and [`Kind::ZeroPage`], each priced from the lines it
+//! actually finds in the cache. Instruction fetches do not reach it (it is the data cache), and
+//! neither do context switches, flushes, protection changes and markers.
+//!
+//! A primitive the model refuses (an unmap of a page that is not mapped, a copy without a
+//! source frame) is an error of the stream: the driver keeps the first one, with the event's
+//! position, and ignores the rest of the stream; the caller turns it into an error naming the
+//! trace ([`VacDriver::error`]).
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::alias::{AliasPolicy, At, VacVm, PHYS};
+use super::timing::Timing;
+use super::{Indexing, VacParams};
+use crate::config::VacConfig;
+use crate::error::{Error, Result};
+use crate::event::{Event, Kind, NO_PADDR, PHYSICAL};
+
+/// Which frame a page gets when it is first touched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirstTouch {
+    /// The frame of the physical address the reference carries (full-system traces); a
+    /// reference without one is an error.
+    Trace,
+    /// The lowest free frame.
+    Any,
+    /// The lowest free frame of the page's colour (equivalent mapping).
+    Colour,
+}
+
+impl FirstTouch {
+    pub fn parse(name: &str) -> Result<FirstTouch, String> {
+        match name {
+            "trace" => Ok(FirstTouch::Trace),
+            "any" => Ok(FirstTouch::Any),
+            "colour" | "color" => Ok(FirstTouch::Colour),
+            _ => Err(format!("'{name}' is not trace, any or colour")),
+        }
+    }
+}
+
+/// What the stream asked of the driver, beyond the primitives' own counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DriveCounts {
+    pub loads: u64,
+    pub stores: u64,
+    /// Pages mapped on their first touch.
+    pub first_touch_maps: u64,
+    /// Map events of pages already mapped (remaps).
+    pub remaps: u64,
+}
+
+/// A [`VacVm`] fed by events (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct VacDriver {
+    vm: VacVm,
+    mapping: FirstTouch,
+    counts: DriveCounts,
+    /// Events seen so far.
+    seen: u64,
+    /// The first error: the 1-based event and what was wrong.
+    error: Option<(u64, String)>,
+}
+
+impl VacDriver {
+    /// The error names the parameter that is wrong.
+    pub fn new(
+        params: &VacParams,
+        policy: AliasPolicy,
+        timing: Timing,
+        mapping: FirstTouch,
+    ) -> std::result::Result<VacDriver, String> {
+        Ok(VacDriver {
+            vm: VacVm::new(params, policy, timing)?,
+            mapping,
+            counts: DriveCounts::default(),
+            seen: 0,
+            error: None,
+        })
+    }
+
+    /// The driver a machine's `[vac]` section describes; errors name the key
+    /// (`vac.ways`, …) in `source_name`.
+    pub fn from_config(c: &VacConfig, source_name: &str) -> Result<VacDriver> {
+        let err = |field: &str, m: String| Error::config(source_name, format!("vac.{field}"), m);
+        let params = VacParams {
+            size: c.size.0,
+            ways: c.ways,
+            line: c.line.0,
+            page: c.page.0,
+            policy: c
+                .replacement
+                .parse()
+                .map_err(|m: String| err("replacement", m))?,
+            indexing: match c.indexing.as_str() {
+                "virtual" => Indexing::Virtual,
+                "physical" => Indexing::Physical,
+                other => {
+                    return Err(err(
+                        "indexing",
+                        format!("'{other}' is not virtual or physical"),
+                    ))
+                }
+            },
+        };
+        params.check().map_err(|m| {
+            let (field, msg) = m.split_once(": ").unwrap_or(("size", &m));
+            let field = field.split_whitespace().next().unwrap_or("size");
+            err(field, msg.to_string())
+        })?;
+        let policy = AliasPolicy::parse(&c.policy)
+            .map_err(|m| err("policy", m.trim_start_matches("alias policy: ").into()))?;
+        let timing = Timing::preset(&c.timing).map_err(|m| err("timing", m))?;
+        let mapping = FirstTouch::parse(&c.mapping).map_err(|m| err("mapping", m))?;
+        VacDriver::new(&params, policy, timing, mapping).map_err(|m| err("size", m))
+    }
+
+    pub fn vm(&self) -> &VacVm {
+        &self.vm
+    }
+
+    /// The first event the model refused: (1-based position in the stream, message).
+    pub fn error(&self) -> Option<&(u64, String)> {
+        self.error.as_ref()
+    }
+
+    /// Drive the model with `events`, in order.
+    pub fn run_batch(&mut self, events: &[Event]) {
+        for e in events {
+            self.seen += 1;
+            if self.error.is_some() {
+                continue;
+            }
+            if let Err(m) = self.event(e) {
+                self.error = Some((self.seen, m));
+            }
+        }
+    }
+
+    fn event(&mut self, e: &Event) -> std::result::Result<(), String> {
+        let page = self.vm.vac().params().page;
+        match e.kind {
+            Kind::Load | Kind::Store => {
+                let at = self.touch(e.asid, e.addr, e.paddr)?;
+                if e.kind == Kind::Load {
+                    self.counts.loads += 1;
+                    self.vm.load(at)?;
+                } else {
+                    self.counts.stores += 1;
+                    self.vm.store(at, 0)?;
+                }
+            }
+            Kind::Map => {
+                if e.paddr == NO_PADDR {
+                    return Err(format!(
+                        "paddr: the map event of page {:#x} (address space {}) gives no frame",
+                        e.addr, e.asid
+                    ));
+                }
+                // The page holding each address (the VAC's page may be smaller than the
+                // machine's).
+                let (va, frame) = (e.addr & !(page - 1), e.paddr & !(page - 1));
+                self.vm.claim_frame(frame);
+                if self.vm.mapped(e.asid, va).is_some() {
+                    self.counts.remaps += 1;
+                    self.vm.remap(e.asid, va, frame)?;
+                } else {
+                    self.vm.map(e.asid, va, frame, true, false)?;
+                }
+            }
+            Kind::Unmap => {
+                self.vm.unmap(e.asid, e.addr & !(page - 1), false)?;
+            }
+            Kind::CopyPage => {
+                if e.paddr == NO_PADDR {
+                    return Err(format!(
+                        "paddr: the copy to page {:#x} (address space {}) gives no source frame",
+                        e.addr, e.asid
+                    ));
+                }
+                self.vm.claim_frame(e.paddr);
+                let dst = self.touch(e.asid, e.addr & !(page - 1), NO_PADDR)?;
+                self.vm.copy_page(At::Phys(e.paddr & !(page - 1)), dst)?;
+            }
+            Kind::ZeroPage => {
+                let dst = self.touch(e.asid, e.addr & !(page - 1), NO_PADDR)?;
+                self.vm.zero_page(dst)?;
+            }
+            Kind::Fetch | Kind::ContextSwitch | Kind::TlbFlush | Kind::Protect | Kind::Marker => {}
+        }
+        Ok(())
+    }
+
+    /// Where a reference to `addr` of `asid` goes, mapping its page first if it is touched
+    /// for the first time (`paddr`: the physical address the event carries, if any).
+    fn touch(&mut self, asid: u32, addr: u64, paddr: u64) -> std::result::Result<At, String> {
+        if asid == PHYSICAL || asid == PHYS {
+            self.vm.claim_frame(addr);
+            return Ok(At::Phys(addr));
+        }
+        if self.vm.mapped(asid, addr).is_none() {
+            let page = self.vm.vac().params().page;
+            let frame = match self.mapping {
+                FirstTouch::Trace if paddr == NO_PADDR => {
+                    return Err(format!(
+                        "paddr: {addr:#x} (address space {asid}) is touched first by a \
+                         reference without a physical address (mapping = \"trace\" needs one)"
+                    ))
+                }
+                FirstTouch::Trace => {
+                    self.vm.claim_frame(paddr);
+                    paddr & !(page - 1)
+                }
+                FirstTouch::Any => self.vm.alloc_frame(None)?,
+                FirstTouch::Colour => {
+                    let colour = self.vm.vac().colour(addr);
+                    self.vm.alloc_frame(Some(colour))?
+                }
+            };
+            self.vm.map(asid, addr & !(page - 1), frame, true, true)?;
+            self.counts.first_touch_maps += 1;
+        }
+        Ok(At::Virt(asid, addr))
+    }
+
+    /// The `vac` section of a result.
+    pub fn json(&self) -> Value {
+        let p = self.vm.vac().params();
+        json!({
+            "cache": {"size": p.size, "ways": p.ways, "line": p.line, "page": p.page,
+                      "indexing": p.indexing, "colours": self.vm.vac().colours()},
+            "policy": self.vm.policy().name(),
+            "timing": self.vm.timing().name,
+            "mapping": self.mapping,
+            "counts": self.counts,
+            "lines": self.vm.cache_counts(),
+            "primitives": self.vm.counts(),
+            "elapsed_us": self.vm.elapsed_us(),
+        })
+    }
+}
+
+/// The `vac` section of a result (as [`VacDriver::json`] makes it) as a few lines of text.
+pub fn table(v: &Value) -> String {
+    let n = |path: &[&str]| {
+        path.iter()
+            .try_fold(v, |v, p| v.get(*p))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let c = &v["cache"];
+    let mut out = format!(
+        "vac: {} KiB {}-way {}-byte lines, {}-indexed, {} colours; policy {}, first touch {}\n",
+        n(&["cache", "size"]) >> 10,
+        n(&["cache", "ways"]),
+        n(&["cache", "line"]),
+        c["indexing"].as_str().unwrap_or("?"),
+        n(&["cache", "colours"]),
+        v["policy"].as_str().unwrap_or("?"),
+        v["mapping"].as_str().unwrap_or("?"),
+    );
+    out.push_str(&format!(
+        "  lines: {} hits, {} misses, {} written back; flushes wrote {} dirty lines, purges \
+         discarded {}\n",
+        n(&["lines", "hits"]),
+        n(&["lines", "misses"]),
+        n(&["lines", "writebacks"]),
+        n(&["lines", "flushed_dirty"]),
+        n(&["lines", "purged_dirty"]),
+    ));
+    out.push_str(&format!(
+        "  primitives: {} maps ({} on first touch), {} unmaps, {} remaps, {} copies, {} zeroes, \
+         {} pseudo page faults, {} flush and {} purge calls; {:.1} µs\n",
+        n(&["primitives", "maps"]),
+        n(&["counts", "first_touch_maps"]),
+        n(&["primitives", "unmaps"]),
+        n(&["primitives", "remaps"]),
+        n(&["primitives", "copies"]),
+        n(&["primitives", "zeros"]),
+        n(&["primitives", "pseudo_faults"]),
+        n(&["primitives", "flush_calls"]),
+        n(&["primitives", "purge_calls"]),
+        v["elapsed_us"].as_f64().unwrap_or(0.0),
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver(mapping: FirstTouch) -> VacDriver {
+        VacDriver::new(
+            &VacParams::hp9000_834(),
+            AliasPolicy::chorus(),
+            Timing::preset("hp9000-834").unwrap(),
+            mapping,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn references_map_pages_on_first_touch_and_hit_after() {
+        let mut d = driver(FirstTouch::Any);
+        let load = |a| Event::reference(Kind::Load, a, 4).with_asid(1);
+        d.run_batch(&[
+            load(0x1000),
+            load(0x1004),
+            Event::reference(Kind::Store, 0x1008, 4).with_asid(1),
+            Event::reference(Kind::Fetch, 0x9000, 4).with_asid(1),
+            load(0x5000),
+        ]);
+        assert!(d.error().is_none());
+        assert_eq!(d.counts.first_touch_maps, 2);
+        assert_eq!((d.counts.loads, d.counts.stores), (3, 1));
+        let c = d.vm.cache_counts();
+        // One 32-byte line for 0x1000..0x100c, one for 0x5000: two cold misses.
+        assert_eq!((c.misses, c.hits), (2, 2));
+        assert_eq!(d.vm.frame_at(1, 0x1000), Some(0));
+        assert_eq!(d.vm.frame_at(1, 0x5000), Some(2 << 10));
+        // A frame a map event names is not handed out again.
+        d.run_batch(&[
+            Event::control(Kind::Map, 0x7000, 1).with_paddr(0x1000),
+            load(0x9000),
+        ]);
+        assert_eq!(d.vm.frame_at(1, 0x9000), Some(0x1800));
+    }
+
+    #[test]
+    fn colour_mapping_keeps_aliases_cache_aligned() {
+        let mut d = driver(FirstTouch::Colour);
+        d.run_batch(&[Event::reference(Kind::Load, 0x3_0800, 4).with_asid(2)]);
+        let frame = d.vm.frame_at(2, 0x3_0800).unwrap();
+        assert_eq!(d.vm.vac().colour(frame), d.vm.vac().colour(0x3_0800));
+    }
+
+    #[test]
+    fn copies_and_zeroes_are_priced_from_the_cache() {
+        let mut d = driver(FirstTouch::Any);
+        let page = 2 << 10;
+        d.run_batch(&[
+            Event::control(Kind::ZeroPage, 0x8000, 1),
+            Event::control(Kind::CopyPage, 0xA000, 1).with_paddr(0x10_0000),
+        ]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        let p = d.vm.counts();
+        assert_eq!((p.zeros, p.copies), (1, 1));
+        // Zeroing missed every line of the page; the copy missed every source and
+        // destination line (the source frame is cold, and the destination page is new).
+        let lines = page / 32;
+        assert_eq!(d.vm.cache_counts().misses, 3 * lines);
+        assert!(d.vm.elapsed_us() > 0.0);
+    }
+
+    #[test]
+    fn a_machine_feeds_its_vac_every_event_and_its_tlbs_are_unchanged() {
+        use crate::machine::Machine;
+        let tlb = "[[tlb]]\nname = \"dtlb\"\nentries = 16\n";
+        let vac = "[vac]\npolicy = \"pseudo-aliasing+purge\"\nmapping = \"colour\"\n";
+        let mut rng = crate::tlb::SplitMix64::new(3);
+        let mut events = Vec::new();
+        for i in 0..5000u64 {
+            let r = rng.next_u64();
+            let (asid, addr) = ((r % 3) as u32, (r >> 8) % (64 << 10));
+            events.push(match i % 97 {
+                0 => Event::control(Kind::ZeroPage, addr, asid),
+                1 => Event::control(Kind::CopyPage, addr, asid)
+                    .with_paddr(0x40_0000 + (r >> 40) % 16 * 2048),
+                2 => Event::control(Kind::ContextSwitch, 0, asid),
+                _ if r.is_multiple_of(4) => Event::reference(Kind::Store, addr, 4).with_asid(asid),
+                _ => Event::reference(Kind::Load, addr, 4).with_asid(asid),
+            });
+        }
+        let mut with = Machine::assemble(Some(&format!("{tlb}{vac}")), "m.toml", &[], &[]).unwrap();
+        let mut without = Machine::assemble(Some(tlb), "m.toml", &[], &[]).unwrap();
+        let mut alone = VacDriver::from_config(with.config().vac.as_ref().unwrap(), "m").unwrap();
+        for chunk in events.chunks(700) {
+            with.run_batch(chunk);
+            without.run_batch(chunk);
+            alone.run_batch(chunk);
+        }
+        assert!(with.refused().is_none());
+        assert_eq!(with.vac().unwrap().json(), alone.json());
+        let all = |m: &Machine| m.ledger().total(0, |_, _, _| true);
+        assert_eq!(all(&with), all(&without));
+        assert!(all(&with).misses > 0);
+        let v = alone.json();
+        assert!(v["primitives"]["copies"].as_u64().unwrap() > 40);
+        assert!(v["lines"]["misses"].as_u64().unwrap() > 0);
+        let cfg = VacConfig {
+            ways: 3,
+            ..with.config().vac.clone().unwrap()
+        };
+        let e = VacDriver::from_config(&cfg, "m.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("m.toml: vac.size: "), "{e}");
+        let cfg = VacConfig {
+            policy: "pseudo-aliasing+fast".into(),
+            ..cfg
+        };
+        let e = VacDriver::from_config(&VacConfig { ways: 2, ..cfg }, "m.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("m.toml: vac.policy: option 'fast'"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_refused_event_fails_the_run_naming_the_trace_and_the_event() {
+        use crate::machine::Machine;
+        use crate::run::{simulate_path, Reading};
+        let dir = crate::trace::tests::scratch("vac-refused");
+        let path = dir.join("t.lks");
+        let mut sink =
+            crate::trace::create(&path, None, &crate::trace::Metadata::default()).unwrap();
+        sink.write_batch(&[
+            Event::reference(Kind::Load, 0x1000, 4),
+            Event::control(Kind::ZeroPage, 0x1000, 0),
+            Event::control(Kind::Unmap, 0x8000, 0),
+        ])
+        .unwrap();
+        sink.finish().unwrap();
+        let text = "[[tlb]]\nname = \"t\"\nentries = 8\n[vac]\n";
+        for reading in [Reading::OneThread, Reading::Pipelined] {
+            let mut m = Machine::assemble(Some(text), "m.toml", &[], &[]).unwrap();
+            let e = simulate_path(&path, None, &mut m, reading, &mut |_| true)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "{}: event 3: vac: va: 0x8000 is not mapped in address space 0",
+                    path.display()
+                )
+            );
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn refused_primitives_are_errors_naming_the_event() {
+        let mut d = driver(FirstTouch::Any);
+        d.run_batch(&[
+            Event::reference(Kind::Load, 0x1000, 4),
+            Event::control(Kind::Unmap, 0x4000, 0),
+            Event::control(Kind::Unmap, 0x8000, 0),
+        ]);
+        let (at, msg) = d.error().unwrap();
+        assert_eq!(*at, 2);
+        assert!(msg.contains("not mapped"), "{msg}");
+        let mut d = driver(FirstTouch::Trace);
+        d.run_batch(&[Event::reference(Kind::Load, 0x1000, 4)]);
+        assert!(d
+            .error()
+            .unwrap()
+            .1
+            .contains("mapping = \"trace\" needs one"));
+        let mut d = driver(FirstTouch::Trace);
+        d.run_batch(&[Event::reference(Kind::Load, 0x1234, 4).with_paddr(0x7_7234)]);
+        assert_eq!(d.vm.frame_at(0, 0x1000), Some(0x7_7000 & !0x7ff));
+    }
+}
