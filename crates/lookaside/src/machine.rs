@@ -187,7 +187,13 @@ pub struct Feed<'m> {
     /// None of the three above: a reference in the running address space needs nothing but
     /// translation (one flag to test per event instead of three).
     plain: bool,
+    /// The running address space when `plain`, else [`NOT_PLAIN`] (which no `u32` address
+    /// space equals): one compare tells a plain reference.
+    plain_asid: u64,
 }
+
+/// [`Feed::plain_asid`] of a machine whose references are never plain.
+const NOT_PLAIN: u64 = u64::MAX;
 
 impl EventSink for Feed<'_> {
     /// Simulate the next event of the stream.
@@ -213,18 +219,129 @@ impl Feed<'_> {
     /// inlined here rather than called — only in loops made for machines with one
     /// ([`MemoryFeed`]), so that the loops of the others stay small.
     ///
-    /// Calls out of here take the event by value, or a copy of it: as long as nothing takes
-    /// the address of `e` itself, the event a decoder hands over stays in registers, and is
-    /// only stored on the (rare) paths that call out.
+    /// Inlined into a decoder's loop, this is all the loop holds of the machine: the
+    /// references that need no translation or repeat the last page of their structure are
+    /// only counted, everything else is a call. Small, the loop keeps the decoder's state in
+    /// registers; and the calls take the event's fields as scalars, so that the event itself
+    /// is never stored to memory on the way.
     #[inline(always)]
     fn simulate<const INLINE_MEMORY: bool>(&mut self, e: &Event) {
-        let m = &mut *self.m;
-        if self.plain && e.kind.is_ref() && e.asid == m.cur_asid {
+        if e.kind.is_ref() && e.asid as u64 == self.plain_asid {
             let cell = Tally::cell(e.mode, e.kind);
             self.tally.refs[cell] += 1;
-            let _ = self.translate::<false>(e, cell);
+            match self.step(e, cell) {
+                Step::Done => {}
+                Step::Root(r, page) => self.translate_root(r, page, e.addr, e.kind, e.mode),
+                Step::Full => self.translate_plain(e.addr, e.paddr, e.size, e.kind, e.mode),
+            }
             return;
         }
+        if INLINE_MEMORY {
+            // A machine with a memory system has no plain references: `plain_asid` stays.
+            self.simulate_full::<true>(e);
+        } else {
+            self.simulate_cold(e.addr, e.paddr, e.asid, e.size, e.kind, e.mode);
+        }
+    }
+
+    /// What a plain reference `e` (counted in `cell`) still needs: nothing if its kind is not
+    /// translated or it repeats the last page of its first-level structure (a hit that
+    /// changes nothing, see [`Feed`], counted here); else a probe of that structure, or
+    /// (regions in the page map, a split straddle) the full translation.
+    #[inline(always)]
+    fn step(&mut self, e: &Event, cell: usize) -> Step {
+        let m = &*self.m;
+        match m.fast[e.kind as usize] {
+            Fast::Untranslated => Step::Done,
+            Fast::Root(r, shift) if !m.pages.has_holes => {
+                let page = e.addr >> shift;
+                // A straddling access translates two pages when split.
+                let last = e.addr.wrapping_add(e.size.saturating_sub(1) as u64) >> shift;
+                if m.split && last != page {
+                    return Step::Full;
+                }
+                if page != m.last_page[r][e.kind as usize & 3] {
+                    return Step::Root(r, page);
+                }
+                self.tally.hits[cell] += 1;
+                Step::Done
+            }
+            _ => Step::Full,
+        }
+    }
+
+    /// Probe first-level structure `r` for `page`, the page of a plain reference at `addr`
+    /// (already counted as a reference); the next levels on a miss.
+    #[inline(never)]
+    fn translate_root(&mut self, r: usize, page: u64, addr: u64, kind: Kind, mode: Mode) {
+        let m = &mut *self.m;
+        let u = &mut m.units[r];
+        let ctx = if addr >= m.global_above {
+            u.ctx_global
+        } else {
+            u.ctx_now
+        };
+        let hit = u.tlb.access(page, ctx, NO_CTX, u.part(mode));
+        m.touched(r, kind, page, !hit);
+        if hit {
+            self.tally.hits[Tally::cell(mode, kind)] += 1;
+        } else {
+            m.root_missed(addr, kind, mode, r);
+        }
+    }
+
+    /// Translate a plain reference (of the running address space) in full, as
+    /// [`Feed::step`] says, already counted as a reference.
+    #[inline(never)]
+    fn translate_plain(&mut self, addr: u64, paddr: u64, size: u16, kind: Kind, mode: Mode) {
+        let e = Event {
+            addr,
+            paddr,
+            asid: self.m.cur_asid,
+            size,
+            kind,
+            mode,
+        };
+        let _ = self.translate::<false>(&e, Tally::cell(mode, kind));
+    }
+
+    /// [`Feed::simulate_full`] out of line, for events that are not plain references.
+    #[inline(never)]
+    fn simulate_cold(
+        &mut self,
+        addr: u64,
+        paddr: u64,
+        asid: u32,
+        size: u16,
+        kind: Kind,
+        mode: Mode,
+    ) {
+        let e = Event {
+            addr,
+            paddr,
+            asid,
+            size,
+            kind,
+            mode,
+        };
+        self.simulate_full::<false>(&e);
+        self.plain_asid = self.plain_asid();
+    }
+
+    /// What [`Feed::plain_asid`] should be now.
+    fn plain_asid(&self) -> u64 {
+        if self.plain {
+            self.m.cur_asid as u64
+        } else {
+            NOT_PLAIN
+        }
+    }
+
+    /// Simulate an event that is not a plain reference of the running address space (or
+    /// any event, on a machine with a memory system).
+    #[inline(always)]
+    fn simulate_full<const INLINE_MEMORY: bool>(&mut self, e: &Event) {
+        let m = &mut *self.m;
         if self.refilled {
             if let Some(r) = m.refill.as_deref_mut() {
                 let copy = *e;
@@ -311,7 +428,7 @@ impl Feed<'_> {
                         self.tally.hits[cell] += 1;
                         return (true, false);
                     }
-                    return (true, m.root_missed(*e, r));
+                    return (true, m.root_missed(e.addr, e.kind, e.mode, r));
                 }
             }
             Fast::Slow => {}
@@ -324,6 +441,14 @@ impl Drop for Feed<'_> {
     fn drop(&mut self) {
         self.m.settle(&mut self.tally);
     }
+}
+
+/// What a plain reference needs after the inline part of [`Feed::simulate`].
+enum Step {
+    Done,
+    /// A probe of first-level structure `.0` for page `.1`.
+    Root(usize, u64),
+    Full,
 }
 
 /// What the fast path of [`EventSink::event`] does with a reference of one kind.
@@ -736,11 +861,17 @@ impl Machine {
         let refilled = self.refill.is_some();
         let memory = self.memory.is_some();
         let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
+        let plain = !(refilled || memory || data);
         Feed {
             refilled,
             memory,
             data,
-            plain: !(refilled || memory || data),
+            plain,
+            plain_asid: if plain {
+                self.cur_asid as u64
+            } else {
+                NOT_PLAIN
+            },
             m: self,
             tally: Tally::default(),
         }
@@ -843,12 +974,10 @@ impl Machine {
     /// The fast path's first-level structure `r` missed (and was filled) on `e`: count the
     /// miss and go on to the next levels.
     #[inline(never)]
-    fn root_missed(&mut self, e: Event, r: usize) -> bool {
-        self.ledger.access(r, e.mode, e.kind, true);
+    fn root_missed(&mut self, addr: u64, kind: Kind, mode: Mode, r: usize) -> bool {
+        self.ledger.access(r, mode, kind, true);
         match self.pages.default {
-            Some(backing) => {
-                self.translate_from(self.units[r].next, e.addr, e.kind, e.mode, backing)
-            }
+            Some(backing) => self.translate_from(self.units[r].next, addr, kind, mode, backing),
             None => false,
         }
     }

@@ -329,18 +329,9 @@ pub(crate) fn decode(
     max: usize,
     sink: &mut impl EventSink,
 ) -> Result<(usize, usize, Stop), DecodeError> {
-    let mut regs = st.regs;
-    let mut pregs = st.pregs;
-    let mut asid = st.asid;
-    let mut kernel = st.kernel;
     let bad = |at: usize, message: &str| DecodeError {
         at,
         message: message.to_string(),
-    };
-    // Cut the buffer at `limit + WINDOW`: then `pos < limit` alone proves that the window
-    // at `pos` is in it, and the compiler drops the per-record bounds check below.
-    let Some(buf) = limit.checked_add(WINDOW).and_then(|end| buf.get(..end)) else {
-        return Err(bad(pos, "internal: record window out of the buffer"));
     };
     let mut n = 0;
     let result = loop {
@@ -350,70 +341,161 @@ pub(crate) fn decode(
         if n >= max {
             break Ok(Stop::Full);
         }
-        let Some(w) = buf
-            .get(pos..pos + WINDOW)
-            .and_then(|s| <&[u8; WINDOW]>::try_from(s).ok())
-        else {
+        // A record is at least one byte long and emits at most one event, so the records
+        // that start before `end` can pass neither `limit` nor `max`: one check of both per
+        // stretch instead of per record.
+        let end = limit.min(pos.saturating_add(max - n));
+        // The windows of exactly the records that start before `end` lie in `stretch`.
+        let Some(stretch) = end.checked_add(WINDOW - 1).and_then(|end| buf.get(..end)) else {
             break Err(bad(pos, "internal: record window out of the buffer"));
         };
+        let (left, emitted, stop) = decode_stretch(&stretch[pos..], st, sink);
+        n += emitted;
+        // Where the rest starts: the next record, or the bad one.
+        pos = stretch.len() - left;
+        match stop {
+            None => {}
+            Some(Ok((len, stop))) => {
+                pos += len;
+                break Ok(stop);
+            }
+            Some(Err(message)) => break Err(DecodeError { at: pos, message }),
+        }
+    };
+    result.map(|stop| (pos, n, stop))
+}
+
+/// What ended a stretch early: the END record (its length, and the trailer), or a bad
+/// record (what is wrong with it).
+type StretchStop = Option<Result<(usize, Stop), String>>;
+
+/// Decodes the records whose windows lie in `rest` (those starting before its last
+/// `WINDOW - 1` bytes) into `sink`; returns the bytes left from the first record not
+/// decoded (the bad one, or END), the number of events emitted, and why it stopped early.
+///
+/// Out of line, with only the loop's own values live in it: inlined into the caller's
+/// loops, those competed for registers with the caller's and went to the stack; a call per
+/// stretch of thousands of records costs nothing.
+#[inline(never)]
+fn decode_stretch(
+    mut rest: &[u8],
+    st: &mut DecodeState,
+    sink: &mut impl EventSink,
+) -> (usize, usize, StretchStop) {
+    let mut regs = st.regs;
+    let mut pregs = st.pregs;
+    // The address space (low half) and kernel mode (bit 32) in one register.
+    let mut space = st.asid as u64 | (st.kernel as u64) << 32;
+    let mut n = 0;
+    let stop = loop {
+        let Some(w) = rest.first_chunk::<WINDOW>() else {
+            break None;
+        };
         let t = HEADERS[w[0] as usize];
-        if t & T_SPECIAL != 0 {
-            match other(w, &mut asid, &mut kernel) {
+        let kind = REF_KINDS[((t >> T_KIND) & 3) as usize];
+        let mode = if space >> 32 != 0 {
+            Mode::Kernel
+        } else {
+            Mode::User
+        };
+        let r = ((t >> T_REG) as usize) & (REGS - 1);
+        let (d, short) = if w[1] < 0x80 {
+            (w[1] as u64, 2)
+        } else if w[2] < 0x80 {
+            ((w[1] & 0x7f) as u64 | (w[2] as u64) << 7, 3)
+        } else {
+            (0, 0)
+        };
+        if t & (T_SPECIAL | T_PADDR | T_SIZE) == 0 && short != 0 {
+            // Most records: a reference with only an address delta of one or two bytes,
+            // decoded here; the rest below (out of the way of this path's registers).
+            let addr = regs[r].wrapping_add(unzigzag(d));
+            regs[r] = addr;
+            sink.event(&Event {
+                addr,
+                paddr: NO_PADDR,
+                asid: space as u32,
+                size: t as u16,
+                kind,
+                mode,
+            });
+            n += 1;
+            // (Advanced here, where the length is known to be short, with no bounds check.)
+            rest = &rest[short..];
+            continue;
+        }
+        let len = if t & T_SPECIAL != 0 {
+            let (mut asid, mut kernel) = (space as u32, space >> 32 != 0);
+            let other = other(w, &mut asid, &mut kernel);
+            space = asid as u64 | (kernel as u64) << 32;
+            match other {
                 Other::Event(e, len) => {
                     sink.event(&e);
                     n += 1;
-                    pos += len;
+                    len
                 }
-                Other::State(len) => pos += len,
-                Other::End(t) => {
-                    pos += END_LEN;
-                    break Ok(Stop::End(t));
-                }
-                Other::Bad(message) => break Err(DecodeError { at: pos, message }),
+                Other::State(len) => len,
+                Other::End(t) => break Some(Ok((END_LEN, Stop::End(t)))),
+                Other::Bad(message) => break Some(Err(message)),
             }
-            continue;
-        }
-        let r = ((t >> T_REG) as usize) & (REGS - 1);
-        let Some((d, mut i)) = varint(w, 1) else {
-            break Err(bad(pos, "malformed address varint"));
+        } else {
+            match reference(w, t, r, &mut regs, &mut pregs) {
+                Ok((addr, paddr, size, len)) => {
+                    sink.event(&Event {
+                        addr,
+                        paddr,
+                        asid: space as u32,
+                        size,
+                        kind,
+                        mode,
+                    });
+                    n += 1;
+                    len
+                }
+                Err(message) => break Some(Err(message.to_string())),
+            }
         };
-        let addr = regs[r].wrapping_add(unzigzag(d));
-        regs[r] = addr;
-        let mut paddr = NO_PADDR;
-        if t & T_PADDR != 0 {
-            let Some((d, j)) = varint(w, i) else {
-                break Err(bad(pos, "malformed physical address varint"));
-            };
-            i = j;
-            paddr = pregs[r].wrapping_add(unzigzag(d));
-            pregs[r] = paddr;
-        }
-        let mut size = t as u16;
-        if t & T_SIZE != 0 {
-            match varint(w, i) {
-                Some((v, j)) if v <= u16::MAX as u64 => {
-                    i = j;
-                    size = v as u16;
-                }
-                _ => break Err(bad(pos, "malformed or too large size")),
-            }
-        }
-        sink.event(&Event {
-            addr,
-            paddr,
-            asid,
-            size,
-            kind: REF_KINDS[((t >> T_KIND) & 3) as usize],
-            mode: if kernel { Mode::Kernel } else { Mode::User },
-        });
-        n += 1;
-        pos += i;
+        rest = &rest[len..];
     };
     st.regs = regs;
     st.pregs = pregs;
-    st.asid = asid;
-    st.kernel = kernel;
-    result.map(|stop| (pos, n, stop))
+    st.asid = space as u32;
+    st.kernel = space >> 32 != 0;
+    (rest.len(), n, stop)
+}
+
+/// A reference record in window `w` with header meaning `t` and address register `r`, in
+/// general (a long delta, a physical address, a size): its address, physical address, size
+/// and length, having updated the registers.
+#[inline(never)]
+fn reference(
+    w: &[u8; WINDOW],
+    t: u32,
+    r: usize,
+    regs: &mut [u64; REGS],
+    pregs: &mut [u64; REGS],
+) -> Result<(u64, u64, u16, usize), &'static str> {
+    let (d, mut i) = varint(w, 1).ok_or("malformed address varint")?;
+    let addr = regs[r].wrapping_add(unzigzag(d));
+    regs[r] = addr;
+    let mut paddr = NO_PADDR;
+    if t & T_PADDR != 0 {
+        let (d, j) = varint(w, i).ok_or("malformed physical address varint")?;
+        i = j;
+        paddr = pregs[r].wrapping_add(unzigzag(d));
+        pregs[r] = paddr;
+    }
+    let mut size = t as u16;
+    if t & T_SIZE != 0 {
+        match varint(w, i) {
+            Some((v, j)) if v <= u16::MAX as u64 => {
+                i = j;
+                size = v as u16;
+            }
+            _ => return Err("malformed or too large size"),
+        }
+    }
+    Ok((addr, paddr, size, i))
 }
 
 /// A record that is not a plain reference, decoded.
