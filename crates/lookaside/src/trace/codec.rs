@@ -28,7 +28,7 @@
 //!   op 0  END, then u64 event count and u32 CRC-32 of every record byte before END (LE)
 //!   op 1  ASID varint: the address space of every following event
 //!   op 2  MODE user, op 3 MODE kernel: the mode of every following reference
-//!   op 4-9  control event of kind op - 1 (context switch … marker), carrying all its fields:
+//!   op 4-11 control event of kind op - 1 (context switch … zero page), carrying all its fields:
 //!         flags byte (bit 0 kernel, bit 1 paddr follows, bit 2 size follows; others 0),
 //!         varint addr, [varint paddr], [varint size]              absolute, no registers
 //! ```
@@ -49,7 +49,7 @@ const OP_END: u8 = 0;
 const OP_ASID: u8 = 1;
 const OP_USER: u8 = 2;
 const OP_KERNEL: u8 = 3;
-/// `op = kind + CONTROL_OP_BIAS` for control kinds 3..=8 (ops 4..=9).
+/// `op = kind + CONTROL_OP_BIAS` for control kinds 3..=10 (ops 4..=11).
 const CONTROL_OP_BIAS: u8 = 1;
 
 const FLAG_KERNEL: u8 = 1;
@@ -766,7 +766,7 @@ mod tests {
         let msg = |bytes: &[u8]| run(bytes).unwrap_err().message;
         assert_eq!(msg(&[0x40, 0]), "reserved bit set in record header 0x40");
         assert_eq!(msg(&[0xff]), "unknown record type 0xff");
-        assert_eq!(msg(&[0x2b]), "unknown record type 0x2b");
+        assert_eq!(msg(&[0x33]), "unknown record type 0x33");
         assert_eq!(
             msg(&[0x04, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]),
             "malformed address varint"
