@@ -976,6 +976,12 @@ impl VacVm {
             .unwrap_or_default()
     }
 
+    /// Whether `va` of `asid` is mapped writable (false when it is not mapped).
+    pub fn writable(&self, asid: Asid, va: u64) -> bool {
+        let va = va & !(self.page() - 1);
+        self.maps.get(&(asid, va)).is_some_and(|m| m.writable)
+    }
+
     /// Whether `va` of `asid` is mapped, and live.
     pub fn mapped(&self, asid: Asid, va: u64) -> Option<bool> {
         let va = va & !(self.page() - 1);

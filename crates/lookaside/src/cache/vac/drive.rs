@@ -7,9 +7,11 @@
 //! trace's own physical address, the lowest free frame, or the lowest free frame of the
 //! page's colour (equivalent mapping, so that aliases stay cache aligned). The VM events of the
 //! stream are the primitives: [`Kind::Map`] (a remap when the page is mapped already),
-//! [`Kind::Unmap`], [`Kind::CopyPage`] and [`Kind::ZeroPage`], each priced from the lines it
-//! actually finds in the cache. Instruction fetches do not reach it (it is the data cache), and
-//! neither do context switches, flushes, protection changes and markers.
+//! [`Kind::Unmap`], [`Kind::Protect`] (write-protect the page, as for copy-on-write; the next
+//! store to it is a write fault, which makes it writable again, charged as a protection
+//! change), [`Kind::CopyPage`] and [`Kind::ZeroPage`], each priced from the lines it actually
+//! finds in the cache. Instruction fetches do not reach it (it is the data cache), and neither
+//! do context switches, TLB flushes and markers.
 //!
 //! A primitive the model refuses (an unmap of a page that is not mapped, a copy without a
 //! source frame) is an error of the stream: the driver keeps the first one, with the event's
@@ -59,6 +61,8 @@ pub struct DriveCounts {
     pub first_touch_maps: u64,
     /// Map events of pages already mapped (remaps).
     pub remaps: u64,
+    /// Stores to write-protected pages, which made them writable.
+    pub write_faults: u64,
 }
 
 /// A [`VacVm`] fed by events (see the module documentation).
@@ -158,6 +162,12 @@ impl VacDriver {
                     self.vm.load(at)?;
                 } else {
                     self.counts.stores += 1;
+                    if let At::Virt(asid, va) = at {
+                        if !self.vm.writable(asid, va) {
+                            self.counts.write_faults += 1;
+                            self.vm.protect(asid, va & !(page - 1), true)?;
+                        }
+                    }
                     self.vm.store(at, 0)?;
                 }
             }
@@ -182,6 +192,9 @@ impl VacDriver {
             Kind::Unmap => {
                 self.vm.unmap(e.asid, e.addr & !(page - 1), false)?;
             }
+            Kind::Protect => {
+                self.vm.protect(e.asid, e.addr & !(page - 1), false)?;
+            }
             Kind::CopyPage => {
                 if e.paddr == NO_PADDR {
                     return Err(format!(
@@ -197,7 +210,7 @@ impl VacDriver {
                 let dst = self.touch(e.asid, e.addr & !(page - 1), NO_PADDR)?;
                 self.vm.zero_page(dst)?;
             }
-            Kind::Fetch | Kind::ContextSwitch | Kind::TlbFlush | Kind::Protect | Kind::Marker => {}
+            Kind::Fetch | Kind::ContextSwitch | Kind::TlbFlush | Kind::Marker => {}
         }
         Ok(())
     }
@@ -280,12 +293,15 @@ pub fn table(v: &Value) -> String {
         n(&["lines", "purged_dirty"]),
     ));
     out.push_str(&format!(
-        "  primitives: {} maps ({} on first touch), {} unmaps, {} remaps, {} copies, {} zeroes, \
-         {} pseudo page faults, {} flush and {} purge calls; {:.1} µs\n",
+        "  primitives: {} maps ({} on first touch), {} unmaps, {} remaps, {} protects ({} write \
+         faults), {} copies, {} zeroes, {} pseudo page faults, {} flush and {} purge calls; \
+         {:.1} µs\n",
         n(&["primitives", "maps"]),
         n(&["counts", "first_touch_maps"]),
         n(&["primitives", "unmaps"]),
         n(&["primitives", "remaps"]),
+        n(&["primitives", "protects"]),
+        n(&["counts", "write_faults"]),
         n(&["primitives", "copies"]),
         n(&["primitives", "zeros"]),
         n(&["primitives", "pseudo_faults"]),
@@ -335,6 +351,23 @@ mod tests {
             load(0x9000),
         ]);
         assert_eq!(d.vm.frame_at(1, 0x9000), Some(0x1800));
+    }
+
+    #[test]
+    fn a_store_to_a_protected_page_is_a_write_fault() {
+        let mut d = driver(FirstTouch::Any);
+        let store = Event::reference(Kind::Store, 0x1010, 4).with_asid(1);
+        d.run_batch(&[
+            store,
+            Event::control(Kind::Protect, 0x1000, 1),
+            Event::reference(Kind::Load, 0x1010, 4).with_asid(1),
+            store,
+            store,
+        ]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        assert_eq!(d.counts.write_faults, 1);
+        // The protection change and the write fault's.
+        assert_eq!(d.vm.counts().protects, 2);
     }
 
     #[test]
