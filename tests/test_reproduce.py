@@ -47,6 +47,12 @@ def test_huck93_reproduces(cli, tmp_path: Path):
     assert ((chains.measured - chains.formula).abs() <= 0.02).all()
     configs = pd.read_csv(d / "configurations.csv").set_index("config")
     assert {"UX-SW-IPT4x-1w", "ASM-HW-HPT.25x-1w", "ASM-HW-FMPT"} <= set(configs.index)
+    # The walks again with the table references in a memory system's data cache: the same
+    # basic cycles, a cache penalty of their own.
+    mem = pd.read_csv(d / "memory_system.csv")
+    assert len(mem) == 9 and (mem.cache_penalty > 0).all()
+    for _, g in mem.groupby("config"):
+        assert g.basic.nunique() == 1
     held = {c["claim"] for c in v["checks"] if c["ok"]}
     assert "software HPT costs fewer cycles per miss than the software IPT" in held
     assert "head-bucket hit rate rises with HPT-cache size" in held
