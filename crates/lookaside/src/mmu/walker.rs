@@ -1013,6 +1013,11 @@ mod tests {
         let r = crate::report::result_json(&m, &crate::report::TraceInfo::default());
         assert_eq!(r["pagetable"]["walks"], 2);
         assert_eq!(r["memory"]["tlb_handlers"]["walk"]["misses"], 2);
+        let text = crate::report::table(&r);
+        assert!(
+            text.contains("walk") && text.contains("(2 misses"),
+            "{text}"
+        );
     }
 
     #[test]
