@@ -30,6 +30,13 @@ def test_uhlig94_and_bala94_reproduce(cli, tmp_path: Path):
     held = {c["claim"] for c in u["checks"] if c["ok"]}
     assert "the optimum moves right as servers are added" in held
     assert any(c.startswith("policy D") for c in held)
+    # The handlers through the DECstation 5000/200's caches: their instructions are the
+    # priced cycles of the TLB-miss traps, and their cache misses add stalls.
+    h = pd.read_csv(tmp_path / "uhlig94" / "handlers_in_the_caches.csv").set_index("costs")
+    assert (h.handler_instructions <= h.trap_cycles).all()
+    assert (h.utlb_stall_cycles > 0).all() and (h.ktlb_stall_cycles > 0).all()
+    insts = h.handler_instructions
+    assert insts["mach3-new-vectors"] < insts["mach3"]
     b = json.loads((tmp_path / "bala94" / "verdict.json").read_text())
     assert all(c["ok"] for c in b["checks"])
 
