@@ -934,6 +934,28 @@ proptest! {
             h["utlb"]["instructions"].as_u64().unwrap() + h["ktlb"]["instructions"].as_u64().unwrap(),
             priced
         );
+        // The kernel's D-cache sees the kernel's loads and the handlers' loads that reach
+        // memory: the counted PTE loads less the L2 traps nested in a uTLB handler (whose
+        // trapped load it does not see), plus the software TLB's probes (8-byte entries: two
+        // accesses of 4-byte lines each).
+        let hw = c.handler();
+        let probes = c.stlb_counts().map_or(0, |(fast, misses)| fast.iter().sum::<u64>() + misses);
+        let kernel_loads = evs
+            .iter()
+            .filter(|e| e.kind == Kind::Load && e.mode == Mode::Kernel)
+            .count() as u64;
+        let kd = j["caches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == "dcache[kernel]")
+            .unwrap();
+        prop_assert_eq!(
+            kd["reads"].as_u64().unwrap(),
+            kernel_loads + hw.pte_loads_mapped + hw.pte_loads_unmapped
+                - c.counts().by_depth[1][Trap::L2 as usize]
+                + 2 * probes
+        );
         prop_assert_eq!(j["system"]["instructions"].as_u64().unwrap() + j["user"]["instructions"].as_u64().unwrap() + j["idle"]["instructions"].as_u64().unwrap(),
             priced + evs.iter().filter(|e| e.kind == Kind::Fetch).count() as u64);
     }
