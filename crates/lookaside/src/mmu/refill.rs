@@ -40,8 +40,9 @@
 //! exception vector in kseg0 ([`layout::UTLB_VECTOR`] for L1U, [`layout::GENERAL_VECTOR`] for
 //! the others), then makes its loads. A load that misses the TLB traps before it reaches
 //! memory: it is recorded once, when it completes (after the nested handler, or made again by
-//! Mach's L2 handler), so the recorded loads are the counted ones less one per L2 trap nested
-//! in an L1U handler. Modify and Invalid traps (`tlb_mod`, the VM fault path) are priced but
+//! Mach's L2 handler), so the recorded PTE loads are the counted ones less one per L2 trap
+//! nested in an L1U handler; the software TLB's probes (8-byte entries) are recorded too.
+//! Modify and Invalid traps (`tlb_mod`, the VM fault path) are priced but
 //! make no recorded references.
 //!
 //! # Placement
