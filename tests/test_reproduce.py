@@ -35,6 +35,13 @@ def test_uhlig94_and_bala94_reproduce(cli, tmp_path: Path):
     assert len(real) == 5 and all(c["ok"] for c in real), real
     structures = pd.read_csv(tmp_path / "uhlig94" / "real_program_structures.csv")
     assert list(structures.system) == ["Ultrix", "OSF/1", "Mach3", "Mach3+AFSout"]
+    # The handlers through the DECstation 5000/200's caches: their instructions are the
+    # priced cycles of the TLB-miss traps, and their cache misses add stalls.
+    h = pd.read_csv(tmp_path / "uhlig94" / "handlers_in_the_caches.csv").set_index("costs")
+    assert (h.handler_instructions <= h.trap_cycles).all()
+    assert (h.utlb_stall_cycles > 0).all() and (h.ktlb_stall_cycles > 0).all()
+    insts = h.handler_instructions
+    assert insts["mach3-new-vectors"] < insts["mach3"]
     b = json.loads((tmp_path / "bala94" / "verdict.json").read_text())
     assert all(c["ok"] for c in b["checks"])
 
@@ -52,6 +59,12 @@ def test_huck93_reproduces(cli, tmp_path: Path):
     assert ((chains.measured - chains.formula).abs() <= 0.02).all()
     configs = pd.read_csv(d / "configurations.csv").set_index("config")
     assert {"UX-SW-IPT4x-1w", "ASM-HW-HPT.25x-1w", "ASM-HW-FMPT"} <= set(configs.index)
+    # The walks again with the table references in a memory system's data cache: the same
+    # basic cycles, a cache penalty of their own.
+    mem = pd.read_csv(d / "memory_system.csv")
+    assert len(mem) == 9 and (mem.cache_penalty > 0).all()
+    for _, g in mem.groupby("config"):
+        assert g.basic.nunique() == 1
     held = {c["claim"] for c in v["checks"] if c["ok"]}
     assert "software HPT costs fewer cycles per miss than the software IPT" in held
     assert "head-bucket hit rate rises with HPT-cache size" in held

@@ -20,18 +20,29 @@
 //! - `TlbFlush` with `FLUSH_ALL` empties every structure; with an address it invalidates that
 //!   page in every structure, as do `Unmap` and `Protect` (a shootdown); `Unmap` also takes
 //!   the page out of the `[pagetable]`, so that its next walk faults.
+//! - With a memory system (`[memory]`), the translation machinery's own references reach its
+//!   caches as kernel references, through [`MemorySystem::machinery`]: the handlers that
+//!   `[memory.handler]` synthesises, the software-refill model's handlers (`[refill]`: their
+//!   instruction fetches and PTE loads, see [`crate::mmu::HandlerStep`]), or the page-table
+//!   walker's table reads (`[pagetable]`, instead of its private data cache). They come
+//!   before the reference that caused them.
 
-use crate::cache::system::{Activity, MemorySystem};
+use crate::cache::system::{Activity, At, MemorySystem};
 use crate::cache::vac::drive::VacDriver;
 use crate::config::{HandlerConfig, MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
-use crate::mmu::{SoftwareManagedTlb, Walker};
+use crate::mmu::layout::{self, Segment};
+use crate::mmu::{HandlerStep, SoftwareManagedTlb, Trap, Walker};
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
 /// Context-tag bit of a global entry.
 const GLOBAL: u64 = 1 << 40;
+
+/// The address space whose page mapping places the pages of MIPS kseg2 on a machine with
+/// `[refill]` and `[memory]`: kseg2 is global, so its pages have one frame whoever runs.
+pub const KSEG2_SPACE: u32 = u32::MAX;
 
 /// A structure and how it is wired.
 #[derive(Debug)]
@@ -155,6 +166,8 @@ pub struct Machine {
     /// [`Machine::run_batch`] before the TLBs do (a machine with one is never fed one event
     /// at a time, see [`Machine::fed_in_batches`]).
     vac: Option<Box<VacDriver>>,
+    /// With `[refill]` and `[memory]`: the refill model's handler work of the last event.
+    steps: Vec<HandlerStep>,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it.
@@ -179,6 +192,8 @@ pub struct Feed<'m> {
     tally: Tally,
     /// The machine refills by software: every event goes to its model instead.
     refilled: bool,
+    /// ... and has a memory system, which then sees the event after the model.
+    refilled_memory: bool,
     /// The machine has a memory system: every event takes the full path.
     memory: bool,
     /// The walker's data cache sees the program's loads and stores: every reference takes
@@ -343,8 +358,10 @@ impl Feed<'_> {
     fn simulate_full<const INLINE_MEMORY: bool>(&mut self, e: &Event) {
         let m = &mut *self.m;
         if self.refilled {
-            if let Some(r) = m.refill.as_deref_mut() {
-                let copy = *e;
+            let copy = *e;
+            if self.refilled_memory {
+                m.refill_memory_event(copy);
+            } else if let Some(r) = m.refill.as_deref_mut() {
                 r.run_batch(std::slice::from_ref(&copy), &mut m.ledger);
             }
             return;
@@ -684,12 +701,25 @@ impl Machine {
             Some(r) if uniform => Fast::Root(r, default_shift[r]),
             Some(_) => Fast::Slow,
         });
-        let memory = match &config.memory {
-            Some(_) if config.refill.is_some() => {
-                return Err(Error::NotYet(format!(
-                    "{source_name}: [memory] together with [refill] (the memory system behind the software-refill model)"
-                )))
-            }
+        let handler = config.memory.as_ref().and_then(|m| m.handler.clone());
+        if handler.is_some() && config.refill.is_some() {
+            return Err(err(
+                "memory.handler".into(),
+                "with [refill] the software-refill model runs the miss handlers (their instructions and PTE loads reach the caches); leave out [memory.handler]".into(),
+            ));
+        }
+        if handler.is_some() && config.pagetable.is_some() {
+            return Err(Error::NotYet(format!(
+                "{source_name}: memory.handler: [memory.handler] together with [pagetable] (a software walker's instruction fetches; its table references reach the caches without it)"
+            )));
+        }
+        if config.memory.is_some() && config.pagetable.as_ref().is_some_and(|p| p.data_refs) {
+            return Err(err(
+                "pagetable.data_refs".into(),
+                "with [memory] the program's loads and stores already go through the memory system's data cache, as do the walker's table references; leave data_refs out".into(),
+            ));
+        }
+        let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,
                 pages.shifts().min().unwrap_or(12),
@@ -698,7 +728,6 @@ impl Machine {
             )?)),
             None => None,
         };
-        let handler = config.memory.as_ref().and_then(|m| m.handler.clone());
         if let Some(h) = &handler {
             // The handlers run from unmapped memory: a handler whose code or root table
             // could miss the TLB would recurse.
@@ -712,11 +741,16 @@ impl Machine {
             }
         }
         let refill = match &config.refill {
-            Some(_) => Some(Box::new(SoftwareManagedTlb::from_config(
-                &config,
-                units[0].tlb.params(),
-                source_name,
-            )?)),
+            Some(_) => {
+                let mut r = Box::new(SoftwareManagedTlb::from_config(
+                    &config,
+                    units[0].tlb.params(),
+                    source_name,
+                )?);
+                // The memory system sees the handlers' work.
+                r.record_handler_refs(memory.is_some());
+                Some(r)
+            }
             None => None,
         };
         let walker = match &config.pagetable {
@@ -726,12 +760,15 @@ impl Machine {
                     "a machine refills either by the MIPS software model ([refill]) or from a page table ([pagetable]), not both".into(),
                 ))
             }
-            Some(_) if memory.is_some() => {
-                return Err(Error::NotYet(format!(
-                    "{source_name}: [pagetable] together with [memory] (the walker's references through the memory system's caches)"
-                )))
+            Some(p) => {
+                let mut w = Box::new(Walker::from_config(p, source_name)?);
+                if let Some(m) = memory.as_deref_mut() {
+                    // The table references go through the memory system's caches.
+                    w.set_memory();
+                    m.set_walker();
+                }
+                Some(w)
             }
-            Some(p) => Some(Box::new(Walker::from_config(p, source_name)?)),
             None => None,
         };
         let free_hits = units
@@ -760,6 +797,7 @@ impl Machine {
             default_shift,
             ledger,
             config,
+            steps: Vec::new(),
         })
     }
 
@@ -817,6 +855,12 @@ impl Machine {
         if let Some(v) = self.vac.as_deref_mut() {
             v.run_batch(events);
         }
+        if self.refill.is_some() && self.memory.is_some() {
+            for e in events {
+                self.refill_memory_event(*e);
+            }
+            return;
+        }
         if let Some(r) = self.refill.as_deref_mut() {
             return r.run_batch(events, &mut self.ledger);
         }
@@ -864,6 +908,7 @@ impl Machine {
         let plain = !(refilled || memory || data);
         Feed {
             refilled,
+            refilled_memory: refilled && memory,
             memory,
             data,
             plain,
@@ -929,6 +974,78 @@ impl Machine {
         if let Some(m) = self.memory.as_deref_mut() {
             m.reference(e, mapped);
         }
+    }
+
+    /// One event on a machine with `[refill]` and `[memory]`: the refill model translates (and
+    /// counts) it, then the memory system sees what its handlers did — each trap's instruction
+    /// fetches from its vector, each PTE load at its virtual address (kseg0: unmapped; kseg2:
+    /// the frame of its page under [`KSEG2_SPACE`]), counted under `utlb` (L1U traps) or
+    /// `ktlb` (L1K, L2, L3 traps) — and then the reference itself, unless it was an address
+    /// error.
+    #[inline(never)]
+    fn refill_memory_event(&mut self, e: Event) {
+        let (Some(r), Some(mem)) = (self.refill.as_deref_mut(), self.memory.as_deref_mut()) else {
+            return;
+        };
+        r.run_batch(std::slice::from_ref(&e), &mut self.ledger);
+        r.take_handler_refs(&mut self.steps);
+        let fold = r.params().fold_user_addresses;
+        // The activities the running handlers interrupted (traps nest three deep at most).
+        let mut interrupted = [Activity::Program; 4];
+        let mut depth = 0;
+        for s in &self.steps {
+            match *s {
+                HandlerStep::Enter {
+                    trap,
+                    code,
+                    instructions,
+                } => {
+                    let a = if trap == Trap::L1U {
+                        Activity::Utlb
+                    } else {
+                        Activity::Ktlb
+                    };
+                    interrupted[depth & 3] = mem.enter(a);
+                    depth += 1;
+                    for i in 0..instructions as u64 {
+                        mem.machinery(e.asid, Kind::Fetch, At::Unmapped(code + 4 * i), 4);
+                    }
+                }
+                HandlerStep::Load(l) => {
+                    let at = match layout::segment(l.addr) {
+                        Segment::Unmapped => At::Unmapped(l.addr),
+                        _ => At::Mapped {
+                            addr: l.addr,
+                            space: KSEG2_SPACE,
+                        },
+                    };
+                    mem.machinery(l.asid, l.kind, at, l.size);
+                }
+                HandlerStep::Leave => {
+                    depth = depth.saturating_sub(1);
+                    mem.leave(interrupted[depth & 3]);
+                }
+            }
+        }
+        if !e.kind.is_ref() {
+            if e.kind == Kind::Marker {
+                mem.marker(e.addr);
+            }
+            return;
+        }
+        // Where the reference lies, as the refill model translated it.
+        let kernel = e.mode == Mode::Kernel;
+        let (mapped, space) = match layout::segment(e.addr) {
+            Segment::User => (true, e.asid),
+            Segment::Unmapped if kernel => (false, e.asid),
+            Segment::KernelData | Segment::UserPageTable | Segment::KernelPageTable if kernel => {
+                (true, KSEG2_SPACE)
+            }
+            _ if !kernel && fold => (true, e.asid),
+            // An address error: no memory reference.
+            _ => return,
+        };
+        mem.reference_in(&e, mapped, space);
     }
 
     /// Synthesise the work of the software miss handler for `e`, which walked (MIPS R3000,
@@ -1021,7 +1138,7 @@ impl Machine {
         let w = self.ledger.walk_index();
         self.ledger.access(w, mode, kind, true);
         if let Some(w) = self.walker.as_deref_mut() {
-            w.miss(self.cur_asid, addr, shift);
+            w.miss(self.cur_asid, addr, shift, self.memory.as_deref_mut());
         }
         true
     }

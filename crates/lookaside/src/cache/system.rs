@@ -14,9 +14,13 @@
 //! * **MCPI** = stall cycles / non-idle instructions; **S-MCPI** = system stall cycles /
 //!   system instructions. Instructions and stalls between the idle markers are counted
 //!   apart and left out.
-//! * **TLB handler work** is synthesised by the machine as kernel references (see
-//!   [`crate::machine`]), so it appears as instructions and references in the totals; while
-//!   it runs, its instructions and stalls are also counted under `utlb` or `ktlb`.
+//! * **Translation work** — TLB miss handlers' instruction fetches and PTE loads, a page-table
+//!   walker's table reads — reaches the caches as kernel references through one door,
+//!   [`MemorySystem::machinery`] (the machine synthesises the handlers of `[memory.handler]`,
+//!   the software-refill model reports its handlers' work, the walker its table reads; see
+//!   [`crate::machine`]). It is system work in every total (instructions, stall components,
+//!   MCPI, S-MCPI); while it runs its instructions and stalls are also counted apart, under
+//!   `utlb`, `ktlb` or `walk` ([`Activity`]).
 //!
 //! Write-through writes go to the write buffer (none configured: they cost nothing); a
 //! write-back cache's dirty victims go there too as full writes. The model does not check a
@@ -45,6 +49,29 @@ pub enum Activity {
     Utlb = 1,
     /// A kernel-TLB-miss handler.
     Ktlb = 2,
+    /// A page-table walk (the walker's table references).
+    Walk = 3,
+}
+
+/// Where a reference of the translation machinery lies (see [`MemorySystem::machinery`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    /// A mapped virtual address: its frame comes from the page mapping, under address space
+    /// `space` (a kernel page shared by every address space is mapped under one space).
+    Mapped { addr: u64, space: u32 },
+    /// An unmapped virtual address: physically `addr & unmapped_mask`.
+    Unmapped(u64),
+    /// A physical address (a page-table entry the table organisation placed).
+    Physical(u64),
+}
+
+/// What one reference cost (see [`MemorySystem::machinery`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    /// It missed the first-level cache (or was uncached).
+    pub missed: bool,
+    /// Stall cycles it took, of every component.
+    pub stalls: u64,
 }
 
 /// One cache and its miss cost.
@@ -141,8 +168,10 @@ pub struct MemorySystem {
     acct: [Account; 2],
     idle_acct: Account,
     /// `[activity]`: instructions and stall cycles of handler work (index 0 unused).
-    handler: [Account; 3],
-    handler_runs: [u64; 3],
+    handler: [Account; 4],
+    handler_runs: [u64; 4],
+    /// The machine has a page-table walker (the report gains `tlb_handlers.walk`).
+    walker: bool,
     /// Per address space (in order of first reference), for per-context attribution; `cur`
     /// indexes the running one.
     spaces: Vec<(u32, Account)>,
@@ -291,8 +320,9 @@ impl MemorySystem {
             now: 0,
             acct: [Account::default(); 2],
             idle_acct: Account::default(),
-            handler: [Account::default(); 3],
-            handler_runs: [0; 3],
+            handler: [Account::default(); 4],
+            handler_runs: [0; 4],
+            walker: false,
             spaces: Vec::new(),
             cur: usize::MAX,
             space_base: Account::default(),
@@ -307,6 +337,39 @@ impl MemorySystem {
     pub fn enter(&mut self, a: Activity) -> Activity {
         self.handler_runs[a as usize] += 1;
         std::mem::replace(&mut self.activity, a)
+    }
+
+    /// The machine's page-table walker sends its table references here
+    /// ([`MemorySystem::machinery`] under [`Activity::Walk`]): report them.
+    pub fn set_walker(&mut self) {
+        self.walker = true;
+    }
+
+    /// A reference the translation machinery makes — a miss handler's instruction fetch or
+    /// PTE load, a walker's table read: kernel mode, in address space `asid` (the running one,
+    /// whose account it joins), `kind` of `size` bytes at `at`. Counted as system work and
+    /// under the running [`Activity`]. The one way translation work reaches the caches.
+    pub fn machinery(&mut self, asid: u32, kind: Kind, at: At, size: u16) -> Cost {
+        let (addr, mapped, space, physical) = match at {
+            At::Mapped { addr, space } => (addr, true, space, NO_PADDR),
+            At::Unmapped(addr) => (addr, false, asid, NO_PADDR),
+            At::Physical(p) => (p, false, asid, p),
+        };
+        let e = Event {
+            addr,
+            paddr: NO_PADDR,
+            asid,
+            size,
+            kind,
+            mode: crate::event::Mode::Kernel,
+        };
+        self.access(&e, mapped, space, physical)
+    }
+
+    /// [`MemorySystem::reference`] of a reference whose mapped page belongs to address space
+    /// `space` rather than to `e.asid` (a kernel page every address space shares).
+    pub fn reference_in(&mut self, e: &Event, mapped: bool, space: u32) {
+        self.access(e, mapped, space, NO_PADDR);
     }
 
     /// Whose references are being simulated.
@@ -342,25 +405,39 @@ impl MemorySystem {
     /// and restoring registers, the event passed through memory) costs a tenth of the work.
     #[inline(always)]
     pub fn reference_inline(&mut self, e: &Event, mapped: bool) {
+        self.access(e, mapped, e.asid, NO_PADDR);
+    }
+
+    /// Simulate reference `e`: a mapped one at the frame of its page in address space
+    /// `space`, an unmapped one at `addr & unmapped_mask`; `physical` (unless [`NO_PADDR`]):
+    /// at that physical address. Returns what it cost.
+    #[inline(always)]
+    fn access(&mut self, e: &Event, mapped: bool, space: u32, physical: u64) -> Cost {
         if self.spaces.get(self.cur).is_none_or(|s| s.0 != e.asid) {
             self.switch_space(e.asid);
         }
-        let paddr = if mapped {
-            self.frames_base + self.mapper.translate(e.asid, e.addr, e.paddr)
+        let paddr = if physical != NO_PADDR {
+            physical
+        } else if mapped {
+            self.frames_base + self.mapper.translate(space, e.addr, e.paddr)
         } else {
             e.addr & self.unmapped_mask
         };
+        let mut hit = true;
         let mode = e.mode as usize & 1;
         let mut stalls = [0u64; 4];
         if e.kind == Kind::Fetch {
             self.now += 1;
         }
+        // The uncached ranges are virtual: a physical reference is cached.
         let uncached = !self.uncached.is_empty()
+            && physical == NO_PADDR
             && self
                 .uncached
                 .iter()
                 .any(|&(s, x)| e.addr >= s && e.addr < x);
         if uncached {
+            hit = false;
             self.uncached_refs += 1;
             if e.kind == Kind::Store {
                 stalls[WBUFFER] += self.write_memory(paddr, e.size);
@@ -389,12 +466,12 @@ impl MemorySystem {
                 // frame when the reference crosses a page too).
                 let second = (last >> shift != e.addr >> shift).then(|| {
                     if mapped && (last ^ e.addr) >> self.mapper.page_shift() != 0 {
-                        self.frames_base + self.mapper.translate(e.asid, last, NO_PADDR)
+                        self.frames_base + self.mapper.translate(space, last, NO_PADDR)
                     } else {
                         paddr.wrapping_add(last - e.addr)
                     }
                 });
-                self.cached(l1, side.l2, comp, paddr, second, e, &mut stalls);
+                hit = self.cached(l1, side.l2, comp, paddr, second, e, &mut stalls);
             } else if e.kind == Kind::Store {
                 stalls[WBUFFER] += self.write_memory(paddr, e.size);
             }
@@ -410,6 +487,10 @@ impl MemorySystem {
         acct.add(fetch, &stalls);
         if self.activity != Activity::Program {
             self.handler[self.activity as usize].add(fetch, &stalls);
+        }
+        Cost {
+            missed: !hit,
+            stalls: total,
         }
     }
 
@@ -472,7 +553,8 @@ impl MemorySystem {
 
     /// A reference through first-level cache `l1` (and `l2`): the line of `paddr`, and of
     /// `second` when the reference's last byte lies in another line (two accesses, as the
-    /// hardware makes; counted in `straddles`). Stalls into `stalls`.
+    /// hardware makes; counted in `straddles`). Stalls into `stalls`; returns whether every
+    /// line hit.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     fn cached(
@@ -484,18 +566,21 @@ impl MemorySystem {
         second: Option<u64>,
         e: &Event,
         stalls: &mut [u64; 4],
-    ) {
+    ) -> bool {
         let write = e.kind == Kind::Store;
         let hit = self.line(l1, l2, comp, paddr, write, stalls);
+        let mut both = hit;
         if let Some(p2) = second {
             let hit2 = self.line(l1, l2, comp, p2, write, stalls);
             let lv = &mut self.levels[l1];
             lv.straddles += 1;
             lv.straddle_double_misses += (!hit && !hit2) as u64;
+            both &= hit2;
         }
         if write && self.levels[l1].cache.write_policy() == WritePolicy::Through {
             stalls[WBUFFER] += self.write_memory(paddr, e.size);
         }
+        both
     }
 
     /// One line access through `l1` (and `l2`); returns whether it hit.
@@ -625,7 +710,12 @@ impl MemorySystem {
                     (asid.to_string(), mode_json(&a))
                 })
                 .collect::<serde_json::Map<String, Value>>(),
-            "tlb_handlers": { "utlb": handler(Activity::Utlb), "ktlb": handler(Activity::Ktlb) },
+            "tlb_handlers": if self.walker {
+                json!({ "utlb": handler(Activity::Utlb), "ktlb": handler(Activity::Ktlb),
+                        "walk": handler(Activity::Walk) })
+            } else {
+                json!({ "utlb": handler(Activity::Utlb), "ktlb": handler(Activity::Ktlb) })
+            },
             "caches": caches,
             "write_buffer": self.wbuf.as_ref().map(|w| json!({
                 "writes": w.writes, "page_mode_writes": w.page_mode_writes,
@@ -695,8 +785,11 @@ pub fn table(m: &Value) -> String {
             f(v, "system")
         ));
     }
-    for h in ["utlb", "ktlb"] {
+    for h in ["utlb", "ktlb", "walk"] {
         let v = &m["tlb_handlers"][h];
+        if v.is_null() {
+            continue;
+        }
         out.push_str(&format!(
             "{:<10} {:>9.4}  ({} misses, {} handler instructions)\n",
             h,

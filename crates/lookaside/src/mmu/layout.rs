@@ -42,6 +42,11 @@ pub const ADDR_LIMIT: u64 = 1 << 32;
 /// place does not matter to the TLB (kseg0 is unmapped); it is fixed so that handler
 /// references are reproducible addresses.
 pub const ROOT_KPTES: u64 = KSEG0 + 0x0010_0000;
+/// The R2000's uTLB-miss exception vector (kseg0): the L1U handler's code starts here.
+pub const UTLB_VECTOR: u64 = KSEG0;
+/// The general exception vector (kseg0): the L1K, L2 and L3 handlers' code starts here (one
+/// path into Mach's `tlb_miss`, so their instructions share cache lines).
+pub const GENERAL_VECTOR: u64 = KSEG0 + 0x80;
 /// Task page tables that fit between `USER_PT_BASE` and `KPTEADDR` (446).
 pub const USER_PT_SLOTS: u64 = (KPTEADDR - USER_PT_BASE) / UPTESIZE;
 

@@ -32,8 +32,18 @@
 //!
 //! Every trap is counted under its own type and nesting depth; the cost model prices them
 //! after the run ([`super::CostTable`]). The handlers' PTE loads are real references: those
-//! into kseg2 go through the TLB (that is how traps nest), all are counted, and they can be
-//! recorded as events for a cache model ([`SoftwareManagedTlb::record_handler_refs`]).
+//! into kseg2 go through the TLB (that is how traps nest), all are counted, and the handlers'
+//! work can be recorded, in order, for a memory system ([`HandlerStep`],
+//! [`SoftwareManagedTlb::record_handler_refs`]): each TLB-miss trap (L1U, L1K, L2, L3) runs
+//! as many instructions as its cost table's cycles (one per cycle; a trap the software TLB
+//! serves runs `stlb_hit`, one it misses adds `stlb_miss`), fetched in sequence from its
+//! exception vector in kseg0 ([`layout::UTLB_VECTOR`] for L1U, [`layout::GENERAL_VECTOR`] for
+//! the others), then makes its loads. A load that misses the TLB traps before it reaches
+//! memory: it is recorded once, when it completes (after the nested handler, or made again by
+//! Mach's L2 handler), so the recorded PTE loads are the counted ones less one per L2 trap
+//! nested in an L1U handler; the software TLB's probes (8-byte entries) are recorded too.
+//! Modify and Invalid traps (`tlb_mod`, the VM fault path) are priced but
+//! make no recorded references.
 //!
 //! # Placement
 //!
@@ -117,6 +127,23 @@ pub struct HandlerWork {
     pub fills_lower: u64,
     /// Valid entries replaced, by class of the entry evicted.
     pub evicted: [u64; 4],
+}
+
+/// One step of the handlers' work as a memory system sees it (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandlerStep {
+    /// A TLB-miss trap's handler starts: `instructions` fetches of 4 bytes in sequence from
+    /// `code` (unmapped, cached kseg0).
+    Enter {
+        trap: Trap,
+        code: u64,
+        instructions: u32,
+    },
+    /// A load: a PTE, a software-TLB entry, or a prefetched L2 PTE (kernel mode; `paddr` set
+    /// for a PTE read from unmapped memory).
+    Load(Event),
+    /// The handler entered last returns.
+    Leave,
 }
 
 /// What the IPC-path prefetcher did.
@@ -313,7 +340,7 @@ pub struct SoftwareManagedTlb {
     counts: TrapCounts,
     handler: HandlerWork,
     address_errors: u64,
-    handler_refs: Option<Vec<Event>>,
+    handler_refs: Option<Vec<HandlerStep>>,
     stlb: Option<Stlb>,
     stlb_misses: u64,
     /// The running address space's most recently used L1 page-table pages (most recent
@@ -706,15 +733,16 @@ impl SoftwareManagedTlb {
         &self.prefetch
     }
 
-    /// Start (or stop) recording every handler PTE load as an event (kernel mode, 4-byte
-    /// load; `paddr` set for unmapped ones), to feed a cache model. The caller drains them
-    /// with [`SoftwareManagedTlb::take_handler_refs`] after each batch.
+    /// Start (or stop) recording the handlers' work — trap entries with their instruction
+    /// counts, PTE loads that reach memory (kernel mode, 4 bytes; `paddr` set for unmapped
+    /// ones), returns — to feed a memory system. The caller drains them with
+    /// [`SoftwareManagedTlb::take_handler_refs`] after each batch.
     pub fn record_handler_refs(&mut self, on: bool) {
         self.handler_refs = on.then(Vec::new);
     }
 
     /// Move the recorded handler references into `out` (cleared first).
-    pub fn take_handler_refs(&mut self, out: &mut Vec<Event>) {
+    pub fn take_handler_refs(&mut self, out: &mut Vec<HandlerStep>) {
         out.clear();
         if let Some(v) = &mut self.handler_refs {
             std::mem::swap(v, out);
@@ -810,19 +838,23 @@ impl SoftwareManagedTlb {
     #[cold]
     fn utlb_miss(&mut self, vpn: u64, store: bool) {
         self.counts.add(Trap::L1U, 0);
+        self.enter_handler(Trap::L1U, self.trap_instructions(Trap::L1U));
         // lw k0, 0(k0): the L1U PTE at its virtual address, through the TLB.
         let pte = layout::l1u_pte_addr(self.ptebase, vpn << PAGE_SHIFT);
-        self.record(pte, false);
         if self.params.prefetch_l2 > 0 {
             self.note_page_table_page(pte >> PAGE_SHIFT);
         }
-        if !self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
-            // The nested L2 trap (generic vector); Mach's handler then loads the L1U PTE
-            // itself, through the L2 entry it just wrote, and inserts it.
+        if self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
+            self.record(pte, false);
+        } else {
+            // The load traps: the nested L2 trap (generic vector); Mach's handler then loads
+            // the L1U PTE itself, through the L2 entry it just wrote, and inserts it.
+            self.count_pte(false);
             self.kernel_miss(pte, 1);
             self.record(pte, false);
             self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX);
         }
+        self.leave_handler();
         let key = user_key(self.cur_asid, vpn);
         let state = match self.pages.get(&key) {
             Some(&s) => s,
@@ -880,23 +912,37 @@ impl SoftwareManagedTlb {
             let stlb = self.stlb.as_mut().expect("stlb_serves");
             let hit = stlb.lookup(vpn);
             let entry = stlb.entry_addr(vpn);
+            let c = &self.params.costs;
+            let instructions = if hit {
+                c.stlb_hit
+            } else {
+                self.trap_instructions(trap) + c.stlb_miss
+            };
+            self.enter_handler(trap, instructions);
             self.record_stlb(entry);
             if hit {
                 self.counts.fast[trap as usize] += 1;
                 self.fill(vpn, GLOBAL, class);
+                self.leave_handler();
                 return;
             }
             self.stlb_misses += 1;
+        } else {
+            self.enter_handler(trap, self.trap_instructions(trap));
         }
         if trap == Trap::L3 {
             // The root of the hierarchy, in kseg0: never through the TLB.
             self.record(layout::l3_pte_addr(addr), true);
         } else if self.params.levels == 3 {
-            // pmap_pte(kernel_pmap, addr): a kseg2 load that can miss, nesting an L3.
+            // pmap_pte(kernel_pmap, addr): a kseg2 load that can miss, nesting an L3 (after
+            // which it is made again).
             let pte = layout::kpte_addr(addr);
-            self.record(pte, false);
-            if !self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
+            if self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
+                self.record(pte, false);
+            } else {
+                self.count_pte(false);
                 self.kernel_miss(pte, depth + 1);
+                self.emit(pte, false);
             }
         } else {
             self.record(layout::sysmap_pte_addr(addr), true);
@@ -918,6 +964,39 @@ impl SoftwareManagedTlb {
             }
         }
         self.fill(vpn, GLOBAL, class);
+        self.leave_handler();
+    }
+
+    /// Instructions the handler of a TLB-miss trap of type `t` runs: its cycles in the cost
+    /// table (the memory system's CPU runs one instruction per cycle).
+    #[inline]
+    fn trap_instructions(&self, t: Trap) -> u32 {
+        self.params.costs.cycles_of(t).unwrap_or(0)
+    }
+
+    /// Record (if asked) that the handler of `trap` starts, running `instructions`.
+    #[inline]
+    fn enter_handler(&mut self, trap: Trap, instructions: u32) {
+        if let Some(v) = &mut self.handler_refs {
+            let code = if trap == Trap::L1U {
+                layout::UTLB_VECTOR
+            } else {
+                layout::GENERAL_VECTOR
+            };
+            v.push(HandlerStep::Enter {
+                trap,
+                code,
+                instructions,
+            });
+        }
+    }
+
+    /// Record (if asked) that the handler entered last returns.
+    #[inline]
+    fn leave_handler(&mut self) {
+        if let Some(v) = &mut self.handler_refs {
+            v.push(HandlerStep::Leave);
+        }
     }
 
     /// Does the software TLB cache PTEs of `class`?
@@ -979,35 +1058,47 @@ impl SoftwareManagedTlb {
     #[inline]
     fn record_stlb(&mut self, addr: u64) {
         if let Some(v) = &mut self.handler_refs {
-            v.push(
+            v.push(HandlerStep::Load(
                 Event::reference(Kind::Load, addr, 8)
                     .with_mode(Mode::Kernel)
                     .with_asid(self.cur_asid)
                     .with_paddr(addr - layout::KSEG0),
-            );
+            ));
         }
     }
 
-    /// Count (and record, if asked) a handler PTE load.
+    /// Count and record (if asked) a handler PTE load.
     #[inline]
     fn record(&mut self, addr: u64, unmapped: bool) {
+        self.count_pte(unmapped);
+        self.emit(addr, unmapped);
+    }
+
+    /// Count a handler PTE load.
+    #[inline]
+    fn count_pte(&mut self, unmapped: bool) {
         if unmapped {
             self.handler.pte_loads_unmapped += 1;
         } else {
             self.handler.pte_loads_mapped += 1;
         }
+    }
+
+    /// Record (if asked) a PTE load that reaches memory.
+    #[inline]
+    fn emit(&mut self, addr: u64, unmapped: bool) {
         if let Some(v) = &mut self.handler_refs {
             let paddr = if unmapped {
                 addr - layout::KSEG0
             } else {
                 NO_PADDR
             };
-            v.push(
+            v.push(HandlerStep::Load(
                 Event::reference(Kind::Load, addr, 4)
                     .with_mode(Mode::Kernel)
                     .with_asid(self.cur_asid)
                     .with_paddr(paddr),
-            );
+            ));
         }
     }
 

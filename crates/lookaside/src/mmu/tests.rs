@@ -317,24 +317,46 @@ fn handler_references_are_recorded_in_order() {
     let (mut m, mut l) = model(3, FirstTouch::None);
     m.record_handler_refs(true);
     run(&mut m, &mut l, &[load(0x40_0000, 1)]);
-    let mut refs = Vec::new();
-    m.take_handler_refs(&mut refs);
-    let addrs: Vec<u64> = refs.iter().map(|e| e.addr).collect();
+    let mut steps = Vec::new();
+    m.take_handler_refs(&mut steps);
+    let enter = |trap, code, instructions| HandlerStep::Enter {
+        trap,
+        code,
+        instructions,
+    };
+    let ld = |addr: u64, paddr| {
+        HandlerStep::Load(
+            Event::reference(Kind::Load, addr, 4)
+                .with_mode(Mode::Kernel)
+                .with_asid(1)
+                .with_paddr(paddr),
+        )
+    };
+    let root = layout::l3_pte_addr(0xFFF2_0804);
+    // L1U → L2 → L3, each running its Mach 3.0 cycles as instructions from its vector; the
+    // loads that missed the TLB reach memory once each, after the handler they nested.
     assert_eq!(
-        addrs,
+        steps,
         [
-            0xC820_1000,
-            0xFFF2_0804,
-            layout::l3_pte_addr(0xFFF2_0804),
-            0xC820_1000
+            enter(Trap::L1U, layout::UTLB_VECTOR, 20),
+            enter(Trap::L2, layout::GENERAL_VECTOR, 407),
+            enter(Trap::L3, layout::GENERAL_VECTOR, 286),
+            ld(root, root - KSEG0),
+            HandlerStep::Leave,
+            ld(0xFFF2_0804, crate::event::NO_PADDR),
+            HandlerStep::Leave,
+            ld(0xC820_1000, crate::event::NO_PADDR),
+            HandlerStep::Leave,
         ]
     );
-    assert!(refs
-        .iter()
-        .all(|e| e.mode == Mode::Kernel && e.kind == Kind::Load));
-    assert_eq!(refs[2].paddr, layout::l3_pte_addr(0xFFF2_0804) - KSEG0);
-    m.take_handler_refs(&mut refs);
-    assert!(refs.is_empty());
+    // Counted: the L1U PTE load twice (trapped, then made by the L2 handler), the L2 PTE
+    // load once, the root once.
+    assert_eq!(
+        (m.handler().pte_loads_mapped, m.handler().pte_loads_unmapped),
+        (3, 1)
+    );
+    m.take_handler_refs(&mut steps);
+    assert!(steps.is_empty());
 }
 
 #[test]
@@ -771,4 +793,170 @@ fn hill_climbing_moves_the_partition_point() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("refill.dynamic.period"), "{e}");
+}
+
+// ----- the machine with [refill] and [memory]: handler references reach the caches ---------
+
+/// Cold 64 KiB direct-mapped caches (16-byte I lines; 4-byte D lines fetching 16 bytes), 15
+/// cycles a miss, physical = virtual for mapped pages, kseg0 at `vaddr & 0x1fffffff`.
+const CACHES: &str = "[memory]\nmapping = 'identity'\n[memory.icache]\nsize = '64KiB'\nline = 16\nmiss_cycles = 15\n[memory.dcache]\nsize = '64KiB'\nline = 4\nwrite = 'through'\nfetch = 16\nmiss_cycles = 15\n";
+
+#[test]
+fn handler_fetches_and_pte_loads_reach_the_caches() {
+    let mut m = machine(&format!(
+        "[refill]\ninvalid_on_first_touch = 'none'\n{CACHES}"
+    ))
+    .unwrap();
+    // A cold user load: L1U (20 instructions from 0x80000000), L2 nested in it (407 from
+    // 0x80000080), L3 nested in that (286 from 0x80000080, every line already fetched by L2).
+    m.run_batch(&[load(0x40_0000, 1)]);
+    assert_eq!(m.refill().unwrap().counts().totals(), [1, 0, 1, 1, 0, 0]);
+    let j = m.memory().unwrap().json();
+    assert_eq!(j["system"]["instructions"], 20 + 407 + 286);
+    assert_eq!(j["user"]["instructions"], 0);
+    // I-misses: L1U's 80 bytes are 5 lines; L2's 1,628 bytes from 0x80 are lines 8..=109.
+    let icache = &j["caches"][0];
+    assert_eq!(icache["reads"], 713);
+    assert_eq!(icache["read_misses"], 5 + 102);
+    // D: the three PTE loads that reach memory (root, L2 PTE, L1U PTE; the L1U PTE load
+    // that trapped does not), all cold, in four distinct lines with the user load.
+    let dcache = &j["caches"][1];
+    assert_eq!(
+        (dcache["reads"].clone(), dcache["read_misses"].clone()),
+        (4.into(), 4.into())
+    );
+    assert_eq!(j["system"]["stalls"]["icache"], 107 * 15);
+    assert_eq!(j["system"]["stalls"]["dcache"], 3 * 15);
+    assert_eq!(j["user"]["stalls"]["dcache"], 15);
+    // The UTLB handler: its 20 instructions, 5 I-misses and the L1U PTE load made for it;
+    // the nested L2 and L3 handlers count under KTLB.
+    let h = &j["tlb_handlers"];
+    assert_eq!(
+        (
+            h["utlb"]["misses"].clone(),
+            h["utlb"]["instructions"].clone()
+        ),
+        (1.into(), 20.into())
+    );
+    assert_eq!(h["utlb"]["stall_cycles"], 6 * 15);
+    assert_eq!(
+        (
+            h["ktlb"]["misses"].clone(),
+            h["ktlb"]["instructions"].clone()
+        ),
+        (2.into(), 693.into())
+    );
+    assert_eq!(h["ktlb"]["stall_cycles"], (102 + 2) * 15);
+    assert_eq!(j["mcpi"], (107 + 4) as f64 * 15.0 / 713.0);
+    // The next page of the same 4 MB: one L1U trap, whose code and PTE (in the 16 bytes the
+    // first PTE load fetched) hit; only the user load misses.
+    m.run_batch(&[load(0x40_1000, 1)]);
+    let j = m.memory().unwrap().json();
+    assert_eq!(j["tlb_handlers"]["utlb"]["stall_cycles"], 6 * 15);
+    assert_eq!(j["system"]["instructions"], 713 + 20);
+    assert_eq!(j["caches"][1]["read_misses"], 5);
+    // Both sections are in the result.
+    let r = crate::report::result_json(&m, &crate::report::TraceInfo::default());
+    assert_eq!(r["traps"]["counts"]["L1U"], 2);
+    assert_eq!(r["memory"]["tlb_handlers"]["utlb"]["misses"], 2);
+}
+
+#[test]
+fn refill_with_memory_config_errors_name_the_key() {
+    let e = machine(&format!(
+        "[refill]\n{CACHES}[memory.handler]\ncode = 0x80000000\npage_table = 0xc8000000\nroot_table = 0x80100000\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("memory.handler"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The caches change no translation result: traps by type and depth, handler work, the
+    /// ledger and the TLB's contents are those of the machine without [memory]; and the
+    /// handlers the memory system saw are the traps taken, running the instructions priced.
+    #[test]
+    fn memory_changes_no_trap_count(
+        raw in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>()), 1..300),
+        levels in 2u8..4,
+        stlb in any::<bool>(),
+        prefetch in any::<bool>(),
+    ) {
+        let evs = events(&raw);
+        let costs = if levels == 2 { "ultrix" } else { "mach3" };
+        let mut extra = format!("[refill]\nlevels = {levels}\ncosts = '{costs}'\n");
+        if stlb {
+            extra.push_str("[refill.stlb]\nentries = 16\n");
+        }
+        if prefetch {
+            extra.push_str("[refill.prefetch]\nl2_entries = 2\n");
+        }
+        let mut plain = machine(&extra).unwrap();
+        // Caches private per mode: the handlers' references take the kernel's.
+        let caches = CACHES.replace("[memory]\n", "[memory]\nprivate = 'mode'\n");
+        let mut cached = machine(&format!("{extra}{caches}")).unwrap();
+        for chunk in evs.chunks(29) {
+            plain.run_batch(chunk);
+        }
+        // Half through the feed a decoder uses.
+        let (a, b) = evs.split_at(evs.len() / 2);
+        cached.run_batch(a);
+        {
+            let mut f = cached.feed();
+            for e in b {
+                crate::event::EventSink::event(&mut f, e);
+            }
+        }
+        let (p, c) = (plain.refill().unwrap(), cached.refill().unwrap());
+        prop_assert_eq!(p.counts(), c.counts());
+        prop_assert_eq!(p.handler(), c.handler());
+        prop_assert_eq!(p.address_errors(), c.address_errors());
+        prop_assert_eq!(p.tlb().entries_iter().collect::<Vec<_>>(), c.tlb().entries_iter().collect::<Vec<_>>());
+        let (lp, lc) = (plain.ledger().total(0, |_, _, _| true), cached.ledger().total(0, |_, _, _| true));
+        prop_assert_eq!((lp.accesses, lp.misses), (lc.accesses, lc.misses));
+        let t = c.counts().totals();
+        let j = cached.memory().unwrap().json();
+        let h = &j["tlb_handlers"];
+        prop_assert_eq!(h["utlb"]["misses"].as_u64(), Some(t[Trap::L1U as usize]));
+        prop_assert_eq!(
+            h["ktlb"]["misses"].as_u64(),
+            Some(t[Trap::L1K as usize] + t[Trap::L2 as usize] + t[Trap::L3 as usize])
+        );
+        let s = c.service();
+        let priced: u64 = [Trap::L1U, Trap::L1K, Trap::L2, Trap::L3]
+            .iter()
+            .map(|&t| s.cycles[t as usize].unwrap_or(0))
+            .sum::<u64>()
+            + s.stlb_cycles;
+        prop_assert_eq!(
+            h["utlb"]["instructions"].as_u64().unwrap() + h["ktlb"]["instructions"].as_u64().unwrap(),
+            priced
+        );
+        // The kernel's D-cache sees the kernel's loads and the handlers' loads that reach
+        // memory: the counted PTE loads less the L2 traps nested in a uTLB handler (whose
+        // trapped load it does not see), plus the software TLB's probes (8-byte entries: two
+        // accesses of 4-byte lines each).
+        let hw = c.handler();
+        let probes = c.stlb_counts().map_or(0, |(fast, misses)| fast.iter().sum::<u64>() + misses);
+        let kernel_loads = evs
+            .iter()
+            .filter(|e| e.kind == Kind::Load && e.mode == Mode::Kernel)
+            .count() as u64;
+        let kd = j["caches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == "dcache[kernel]")
+            .unwrap();
+        prop_assert_eq!(
+            kd["reads"].as_u64().unwrap(),
+            kernel_loads + hw.pte_loads_mapped + hw.pte_loads_unmapped
+                - c.counts().by_depth[1][Trap::L2 as usize]
+                + 2 * probes
+        );
+        prop_assert_eq!(j["system"]["instructions"].as_u64().unwrap() + j["user"]["instructions"].as_u64().unwrap() + j["idle"]["instructions"].as_u64().unwrap(),
+            priced + evs.iter().filter(|e| e.kind == Kind::Fetch).count() as u64);
+    }
 }

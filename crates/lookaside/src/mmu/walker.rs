@@ -24,6 +24,12 @@
 //! | hybrid | `hw_hpt (+s)`; miss: `+ sw_fmpt (+levels) + hpt_refill` | the same with `sw_hpt` |
 //! | swtlb | — | `swtlb`; miss: `+` the software cost behind it `+ hpt_refill` |
 //!
+//! On a machine with a memory system (`[memory]`), the table references are loads (and the
+//! front tables' refills stores) through its data cache instead, at the physical addresses
+//! the organisation gives them, in kernel mode and counted as walk work
+//! ([`MemorySystem::machinery`]); their cache-penalty cycles are the stall cycles the memory
+//! system charges them, and the private cache is not used.
+//!
 //! How hardware and software add up after a native HPT's head-bucket miss is not stated by
 //! the paper; `overflow` (default: the software HPT's 27) is that parameter.
 //!
@@ -39,9 +45,11 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::cache::system::{Activity, At, MemorySystem};
 use crate::cache::{Cache, CacheParams, WritePolicy};
 use crate::config::PageTableConfig;
 use crate::error::{Error, Result};
+use crate::event::Kind;
 use crate::pagetable::{
     scramble_space, Chaining, Frames, Front, FrontKind, FrontParams, Hashed, HashedParams,
     InsertError, Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, Usage, Walk,
@@ -228,6 +236,8 @@ pub struct Walker {
     resident: HashMap<(u32, u64), u64>,
     last: (u32, u64, u64),
     config: PageTableConfig,
+    /// The table references go through the machine's memory system (see [`Walker::miss`]).
+    through_memory: bool,
 }
 
 /// Build a table of organisation `org` from the config (`behind` for a swTLB's inner).
@@ -364,6 +374,10 @@ fn build_table(
         }
     })
 }
+
+/// Bytes of one table reference through a memory system's data cache (a word of the entry:
+/// the cache works in lines, so only a reference's first line matters).
+const TABLE_WORD: u16 = 4;
 
 /// Space ids of the preloaded pages: above every per-process and global id in use.
 const BACKGROUND: u32 = 0xF000_0000;
@@ -503,7 +517,14 @@ impl Walker {
             resident: HashMap::new(),
             last: (u32::MAX, u64::MAX, 0),
             config: c.clone(),
+            through_memory: false,
         })
+    }
+
+    /// The machine has a memory system: [`Walker::miss`] is handed it, and the private data
+    /// cache goes unused (reported as `cache = "memory"`).
+    pub fn set_memory(&mut self) {
+        self.through_memory = true;
     }
 
     /// Whether the program's loads and stores go through the data cache too.
@@ -529,8 +550,9 @@ impl Walker {
     }
 
     /// The last-level TLB missed on `addr` (a page of `2^shift` bytes) in address space
-    /// `asid`: walk, map on a fault, price the walk.
-    pub fn miss(&mut self, asid: u32, addr: u64, shift: u32) {
+    /// `asid`: walk, map on a fault, price the walk. With `memory`, the table references go
+    /// through its caches rather than the private one.
+    pub fn miss(&mut self, asid: u32, addr: u64, shift: u32, memory: Option<&mut MemorySystem>) {
         let (space, vpn) = self.page(asid, addr);
         self.refs.clear();
         let mut w = self.table.lookup(space, vpn, &mut self.refs);
@@ -557,10 +579,10 @@ impl Walker {
             self.refs.clear();
             w = self.table.lookup(space, vpn, &mut self.refs);
         }
-        self.count(&w);
+        self.count(&w, asid, memory);
     }
 
-    fn count(&mut self, w: &Walk) {
+    fn count(&mut self, w: &Walk, asid: u32, memory: Option<&mut MemorySystem>) {
         let basic = self.basic(w);
         let s = &mut self.stats;
         s.walks += 1;
@@ -569,6 +591,19 @@ impl Walker {
         s.head_hits += w.head as u64;
         s.second_way += w.second_way as u64;
         s.psc_skipped += w.skipped as u64;
+        s.basic_cycles += basic;
+        if let Some(m) = memory {
+            let previous = m.enter(Activity::Walk);
+            for r in &self.refs {
+                let kind = if r.write { Kind::Store } else { Kind::Load };
+                let c = m.machinery(asid, kind, At::Physical(r.addr), TABLE_WORD);
+                s.level_refs[r.level as usize] += 1;
+                s.level_misses[r.level as usize] += c.missed as u64;
+                s.penalty_cycles += c.stalls;
+            }
+            m.leave(previous);
+            return;
+        }
         let mut misses = 0u64;
         for r in &self.refs {
             let hit = match &mut self.cache {
@@ -582,7 +617,6 @@ impl Walker {
             }
         }
         s.penalty_cycles += misses * self.costs.cache_miss as u64;
-        s.basic_cycles += basic;
     }
 
     /// The basic (instruction) cycles of a walk (see the module documentation).
@@ -727,6 +761,7 @@ impl Walker {
             "refill": match self.refill { RefillBy::Hardware => "hardware", RefillBy::Software => "software" },
             "addresses": self.config.addresses,
             "costs": costs,
+            "cache": if self.through_memory { "memory" } else if self.cache.is_some() { "private" } else { "none" },
             "walks": s.walks,
             "faults": s.faults,
             "unmappable": s.unmappable,
@@ -920,6 +955,137 @@ mod tests {
                 (j["walks"].as_u64(), j["faults"].as_u64()),
                 (Some(2), Some(2)),
                 "{org}"
+            );
+        }
+    }
+
+    /// A small memory system: 1 KiB fully associative LRU D-cache of 16-byte lines (no
+    /// conflicts), 15 cycles a miss, identity page mapping.
+    const MEMORY: &str = "[memory]\nmapping = 'identity'\n[memory.dcache]\nsize = '1KiB'\nline = 16\nways = 'full'\nmiss_cycles = 15\n";
+
+    #[test]
+    fn table_references_go_through_the_memory_systems_data_cache() {
+        let mut m = Machine::assemble(
+            Some(&format!(
+                "[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='radix'\nlevels=4\n{MEMORY}"
+            )),
+            "m.toml",
+            &[],
+            &[],
+        )
+        .unwrap();
+        // One walk of the 4-level table: 4 loads (L4 … L1), all cold misses in the D-cache.
+        m.run_batch(&[Event::reference(Kind::Load, 0x2000, 8).with_asid(1)]);
+        let w = m.walker().unwrap().json();
+        let per_level = |j: &serde_json::Value, k: &str| -> Vec<u64> {
+            j["levels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l[k].as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(w["cache"], "memory");
+        assert_eq!(per_level(&w, "refs"), [1, 1, 1, 1]);
+        assert_eq!(per_level(&w, "misses"), [1, 1, 1, 1]);
+        assert_eq!(w["cycles"]["cache_penalty"], 4 * 15);
+        let j = m.memory().unwrap().json();
+        assert_eq!(j["caches"][0]["reads"], 4 + 1);
+        assert_eq!(j["caches"][0]["read_misses"], 4 + 1);
+        assert_eq!(j["system"]["stalls"]["dcache"], 4 * 15);
+        assert_eq!(j["user"]["stalls"]["dcache"], 15);
+        let walk = &j["tlb_handlers"]["walk"];
+        assert_eq!(
+            (walk["misses"].clone(), walk["stall_cycles"].clone()),
+            (1.into(), 60.into())
+        );
+        // The next page: its leaf entry (8 bytes on, at 24) shares the first one's 16-byte
+        // line, the upper entries are the same: 4 loads, all hits.
+        m.run_batch(&[Event::reference(Kind::Load, 0x3000, 8).with_asid(1)]);
+        let w = m.walker().unwrap().json();
+        assert_eq!(per_level(&w, "refs"), [2, 2, 2, 2]);
+        assert_eq!(per_level(&w, "misses"), [1, 1, 1, 1]);
+        assert_eq!(w["cycles"]["cache_penalty"], 60);
+        let j = m.memory().unwrap().json();
+        assert_eq!(j["tlb_handlers"]["walk"]["misses"], 2);
+        assert_eq!(j["system"]["stalls"]["dcache"], 60);
+        // Both sections in the result.
+        let r = crate::report::result_json(&m, &crate::report::TraceInfo::default());
+        assert_eq!(r["pagetable"]["walks"], 2);
+        assert_eq!(r["memory"]["tlb_handlers"]["walk"]["misses"], 2);
+        let text = crate::report::table(&r);
+        assert!(
+            text.contains("walk") && text.contains("(2 misses"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn page_tables_with_memory_name_what_is_refused() {
+        let e = |extra: &str| {
+            Machine::assemble(
+                Some(&format!(
+                    "[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='hashed'\n{extra}\n{MEMORY}{}",
+                    if extra.is_empty() { "[memory.handler]\ncode = 0x80000000\npage_table = 0xc0000000\nroot_table = 0x80100000\n" } else { "" }
+                )),
+                "m.toml",
+                &[],
+                &[],
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let d = e("data_refs = true");
+        assert!(d.contains("pagetable.data_refs"), "{d}");
+        let h = e("");
+        assert!(h.contains("not yet") && h.contains("memory.handler"), "{h}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+        /// The memory system changes no translation result: TLB and walk counts, faults and
+        /// chains are those of the machine without it; the walks it saw are the walks taken,
+        /// and every table reference reached its data cache.
+        #[test]
+        fn memory_changes_no_walk_count(
+            raw in proptest::collection::vec((0u8..8, 0u16..64, 0u8..3), 1..300),
+            org in proptest::sample::select(&["radix", "hashed", "inverted", "hybrid", "swtlb"][..]),
+        ) {
+            let evs: Vec<Event> = raw
+                .iter()
+                .map(|&(op, page, asid)| match op {
+                    0 => Event::control(Kind::Unmap, (page as u64) << 12, asid as u32),
+                    1 => Event::control(Kind::ContextSwitch, 0, asid as u32),
+                    2 => Event::reference(Kind::Store, (page as u64) << 12, 8).with_asid(asid as u32),
+                    _ => Event::reference(Kind::Load, ((page as u64) << 12) | 0x10, 8).with_asid(asid as u32),
+                })
+                .collect();
+            let text = |memory: &str| format!(
+                "[[tlb]]\nname='t'\nentries=8\npolicy='lru'\n[pagetable]\norganisation='{org}'\nrefill='software'\nmemory=65536\nratio=1\n{memory}"
+            );
+            let mut plain = Machine::assemble(Some(&text("")), "m.toml", &[], &[]).unwrap();
+            let mut cached = Machine::assemble(Some(&text(MEMORY)), "m.toml", &[], &[]).unwrap();
+            plain.run_batch(&evs);
+            cached.run_batch(&evs);
+            let (a, b) = (plain.walker().unwrap().json(), cached.walker().unwrap().json());
+            for k in ["walks", "faults", "unmappable", "chain", "head_hits", "second_way"] {
+                proptest::prop_assert_eq!(&a[k], &b[k], "{}", k);
+            }
+            proptest::prop_assert_eq!(&a["cycles"]["basic"], &b["cycles"]["basic"]);
+            let refs = |j: &serde_json::Value| -> u64 {
+                j["levels"].as_array().unwrap().iter().map(|l| l["refs"].as_u64().unwrap()).sum()
+            };
+            proptest::prop_assert_eq!(refs(&a), refs(&b));
+            let (ta, tb) = (plain.ledger().total(0, |_, _, _| true), cached.ledger().total(0, |_, _, _| true));
+            proptest::prop_assert_eq!((ta.accesses, ta.misses), (tb.accesses, tb.misses));
+            let j = cached.memory().unwrap().json();
+            proptest::prop_assert_eq!(&j["tlb_handlers"]["walk"]["misses"], &b["walks"]);
+            let program = evs.iter().filter(|e| e.kind.is_ref()).count() as u64;
+            let d = &j["caches"][0];
+            proptest::prop_assert_eq!(
+                d["reads"].as_u64().unwrap() + d["writes"].as_u64().unwrap(),
+                program + refs(&b)
             );
         }
     }
