@@ -69,6 +69,8 @@ def test_huck93_reproduces(cli, tmp_path: Path):
     assert "software HPT costs fewer cycles per miss than the software IPT" in held
     assert "head-bucket hit rate rises with HPT-cache size" in held
     assert "aliasing (ASM) raises the TLB miss rate of a sharing workload" in held
+    assert "the hybrid gains on the hardware FMPT walker as the table deepens" in held
+    assert set(pd.read_csv(d / "deeper_fmpt.csv").levels) == {2, 3, 4}
     html = (d / "report.html").read_text()
     assert "<svg" in html and len(list((d / "plots").glob("*.png"))) == 4
 
