@@ -719,6 +719,17 @@ impl Machine {
                 "with [memory] the program's loads and stores already go through the memory system's data cache, as do the walker's table references; leave data_refs out".into(),
             ));
         }
+        if config.memory.is_some()
+            && config
+                .pagetable
+                .as_ref()
+                .is_some_and(|p| p.cache != crate::config::WalkCacheConfig::default())
+        {
+            return Err(err(
+                "pagetable.cache".into(),
+                "with [memory] the walker's table references take the memory system's data cache; leave [pagetable.cache] out".into(),
+            ));
+        }
         let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,

@@ -1037,6 +1037,8 @@ mod tests {
         };
         let d = e("data_refs = true");
         assert!(d.contains("pagetable.data_refs"), "{d}");
+        let c = e("[pagetable.cache]\nsize = \"64K\"");
+        assert!(c.contains("pagetable.cache: with [memory]"), "{c}");
         let h = e("");
         assert!(h.contains("not yet") && h.contains("memory.handler"), "{h}");
     }
