@@ -30,6 +30,10 @@ def test_uhlig94_and_bala94_reproduce(cli, tmp_path: Path):
     held = {c["claim"] for c in u["checks"] if c["ok"]}
     assert "the optimum moves right as servers are added" in held
     assert any(c.startswith("policy D") for c in held)
+    # Table IX's pattern on the Mach 3.0 OS-structure model (policy B): dynamic partitioning
+    # at or below the best static point, a fixed 8 far worse.
+    t9 = pd.read_csv(tmp_path / "uhlig94" / "partitioning_schemes.csv").iloc[0]
+    assert t9.dynamic <= t9.static < t9.fixed_8 and t9.static_lower != 8
     # A real program, its own system calls served by each OS structure of Table V.
     real = [c for c in u["checks"] if c["claim"].startswith("real program")]
     assert len(real) == 5 and all(c["ok"] for c in real), real

@@ -187,25 +187,45 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                           "D ≫ A ≈ B ≈ C", f"D {dd:.3f} s vs A–C {abc.min():.3f}–"
                           f"{abc.max():.3f} s", bool(dd > 1.5 * abc.max())))
     say("placement policies: done")
-    fifo = min(traps(ring(2, seed=7), machine(lw, upper="fifo"))["seconds"]["total"]
-               for lw in range(4, 21, 2))
-    rand = min(traps(ring(2, seed=7), machine(lw, upper="random"))["seconds"]["total"]
-               for lw in range(4, 21, 2))
+    # Replacement (Fig. 10: Mach 3.0, policy A, ousterhout, an OS-intensive benchmark) and
+    # dynamic partitioning (Table IX: policy B) on the Mach 3.0 OS-structure model, whose
+    # system calls (IPC to the server and back) are the paper's kind of workload. The cyclic
+    # token ring and the short real program are shown beside it, not judged.
+    mk = "workload:os,structure=microkernel,syscalls=20000"
+    tar = f"workload:os,structure=microkernel,trace={_data_dir('data') / 'tarzone.lks'}"
+
+    def fifo_over_random(workload: str) -> float:
+        best = {u: min(traps(workload, machine(lw, upper=u))["seconds"]["total"]
+                       for lw in range(4, 21, 2)) for u in ("fifo", "random")}
+        return best["fifo"] / best["random"]
+
+    fr = {name: fifo_over_random(w) for name, w in
+          (("model", mk), ("ring", ring(2, seed=7)), ("tar", tar))}
     o.checks.append(Check("FIFO ≈ random replacement in the upper partition", "FIFO ≈ random",
-                          f"FIFO {fifo:.3f} s, random {rand:.3f} s ({fifo / rand:.2f}×)",
-                          bool(abs(fifo / rand - 1) < 0.15),
-                          note="the ring cycles through more pages than the upper partition "
-                               "holds, which is FIFO's worst case; Uhlig's traces were not "
-                               "cyclic"))
-    # Dynamic partitioning (Section 5.3, Table IX) against the best static point.
-    static = min(c for c in part[part.servers == 2].seconds)
-    dyn = traps(ring(2), machine(8, extra="\n[refill.dynamic]\n"))["seconds"]["total"]
-    o.checks.append(Check("dynamic partitioning reaches the best static point",
-                          "at or below the best static point (0–13% below)",
-                          f"{dyn:.4f} s vs best static {static:.4f} s ({dyn / static:.2f}×)",
-                          bool(dyn <= 1.0 * static),
-                          note="the ring is stationary: hill climbing pays for counting L1U "
-                               "misses and for its excursions, with nothing to adapt to"))
+                          f"FIFO / random {fr['model']:.2f}× (Mach 3.0 OS-structure model, "
+                          "each at its best partition)", bool(abs(fr["model"] - 1) < 0.15),
+                          note=f"{fr['ring']:.2f}× on the 2-server token ring, which cycles "
+                               "through more pages than the upper partition holds (FIFO's "
+                               f"worst case); {fr['tar']:.2f}× on the short real program (tar) "
+                               "under Mach 3.0, whose loops over its buffers cycle too"))
+    static = {lw: traps(mk, machine(lw, placement="B"))["seconds"]["total"]
+              for lw in range(4, 33, 2)}
+    best_lower = min(static, key=static.get)
+    dyn = traps(mk, machine(8, placement="B", extra="\n[refill.dynamic]\n"))["seconds"]["total"]
+    ring_static = min(c for c in part[part.servers == 2].seconds)
+    ring_dyn = traps(ring(2), machine(8, extra="\n[refill.dynamic]\n"))["seconds"]["total"]
+    o.checks.append(Check(
+        "dynamic partitioning reaches the best static point, far below a fixed 8",
+        "at or below the best static point (0–13% below); fixed 8 up to 3× worse (Table IX)",
+        f"dynamic {dyn:.3f} s, best static {static[best_lower]:.3f} s ({best_lower}), "
+        f"fixed 8 {static[8]:.3f} s", bool(dyn <= static[best_lower] and dyn < 0.8 * static[8]),
+        note=f"policy B as in Table IX, on the Mach 3.0 OS-structure model; on the stationary "
+             f"token ring it pays for counting L1U misses and its excursions with nothing to "
+             f"adapt to ({ring_dyn / ring_static:.2f}× the best static point)"))
+    o.tables["partitioning_schemes"] = pd.DataFrame(
+        [{"workload": "Mach 3.0 OS-structure model", "placement": "B",
+          "fixed_8": static[8], "static": static[best_lower], "static_lower": best_lower,
+          "dynamic": dyn}])
     # Cheaper L1K and L2 vectors make a larger upper partition pay (Section 6).
     new = machine(8).replace('costs = "mach3"', 'costs = "mach3-new-vectors"')
     old_s = traps(ring(3), machine(8))["seconds"]["total"]
@@ -214,7 +234,6 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                           "large gains (Table VII: 106.56 → 58.29 s)",
                           f"{old_s:.4f} → {new_s:.4f} s", bool(new_s < 0.75 * old_s)))
     # Size and associativity (Section 5.4, Fig. 13 and 14) under a Mach 3.0-like structure.
-    mk = "workload:os,structure=microkernel,syscalls=20000"
     cheap = machine(8).replace('costs = "mach3"', 'costs = "mach3-new-vectors"')
     upper = {u: traps(mk, cheap.replace("entries = 64", f"entries = {u + 8}"))["seconds"]["total"]
              for u in (64, 128)}
@@ -222,21 +241,37 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                           "by over 50%", f"{upper[64]:.4f} → {upper[128]:.4f} s "
                           f"(-{100 * (1 - upper[128] / upper[64]):.0f}%)",
                           bool(upper[128] < 0.5 * upper[64])))
-    rows = [{"entries": e, "ways": w, "seconds": traps(mk, unpartitioned(e, w))["seconds"]["total"]}
-            for e in (32, 64, 128) for w in (2, 4, 8)]
+    rows = []
+    for e in (32, 64, 128):
+        for w in (2, 4, 8):
+            t = traps(mk, unpartitioned(e, w))
+            rows.append({"entries": e, "ways": w, "seconds": t["seconds"]["total"],
+                         "misses": t["counts"]["total"],
+                         "kernel_misses": sum(t["counts"][k] for k in ("L1K", "L2", "L3"))})
     geo = pd.DataFrame(rows)
     o.tables["size_and_associativity"] = geo
     cost = {(r.entries, r.ways): r.seconds for r in geo.itertuples()}
+    misses = {(r.entries, r.ways): r.misses for r in geo.itertuples()}
+    kernel = {(r.entries, r.ways): r.kernel_misses for r in geo.itertuples()}
     helps = all(cost[(e, 2)] > cost[(e, 4)] > cost[(e, 8)] for e in (32, 64, 128))
     o.checks.append(Check("more associativity always helps", "always",
                           "2 → 4 → 8 ways lower the cost at 32, 64 and 128 entries"
                           if helps else "not at every size", helps))
     pairs = [(32, 2), (64, 2), (32, 4), (64, 4)]
     ratios = [cost[(2 * e, w)] / cost[(e, 2 * w)] for e, w in pairs]
-    o.checks.append(Check("doubling the size ≈ doubling the associativity", "≈ (Fig. 14)",
-                          "2× size / 2× ways: " + ", ".join(f"{r:.2f}" for r in ratios),
+    counts = [misses[(2 * e, w)] / misses[(e, 2 * w)] for e, w in pairs]
+    shift = kernel[(128, 4)] / max(kernel[(64, 8)], 1)
+    o.checks.append(Check("doubling the size ≈ doubling the associativity",
+                          "≈ in total TLB service time (Fig. 14)",
+                          "2× size / 2× ways, service time: "
+                          + ", ".join(f"{r:.2f}" for r in ratios) + "; misses: "
+                          + ", ".join(f"{r:.2f}" for r in counts),
                           all(0.75 <= r <= 1.33 for r in ratios),
-                          note="total service time; ≈ taken as within a third"))
+                          note="≈ taken as within a third. In misses the rule holds; in time "
+                               "the extra ways win from 8 ways on, because they keep the "
+                               "kernel's PTEs: 128 entries 4-way take "
+                               f"{shift:.1f}× the L1K, L2 and L3 traps of 64 entries 8-way "
+                               "(expensive) for fewer L1U ones (cheap)"))
     say("size and associativity: done")
 
     # The handlers' references are real references: the ring again with the DECstation
