@@ -48,6 +48,12 @@ def test_uhlig94_and_bala94_reproduce(cli, tmp_path: Path):
     assert insts["mach3-new-vectors"] < insts["mach3"]
     b = json.loads((tmp_path / "bala94" / "verdict.json").read_text())
     assert all(c["ok"] for c in b["checks"])
+    # Prefetch classes: each added class inserts more and takes away misses of its own kind.
+    pc = pd.read_csv(tmp_path / "bala94" / "prefetch_classes.csv").set_index("prefetched")
+    assert pc.kernel_traps["L2"] < pc.kernel_traps["none"]
+    assert pc.L1U["L2 + L1U"] < pc.L1U["L2"]
+    assert pc.kernel_traps["L2 + L1U + L1K"] < pc.kernel_traps["L2 + L1U"]
+    assert (pc.inserted.diff().dropna() > 0).all()
 
 
 def test_huck93_reproduces(cli, tmp_path: Path):

@@ -47,6 +47,8 @@
 //! classes = ["L1K", "L2", "L3"]
 //! [refill.prefetch]        # Bala's IPC-path prefetch, at every switch of address space
 //! l2_entries = 3           # the receiver's most recent L1 page-table pages (at most 8)
+//! l1u_entries = 0          # its most recently missed user pages (at most 8)
+//! l1k_entries = 0          # the kernel data pages it most recently missed on (at most 8)
 //! [refill.dynamic]         # Uhlig's dynamic partitioning by hill climbing
 //! period = 1000            # traps between decisions
 //! threshold = 0.05         # relative cost change that counts
@@ -960,14 +962,21 @@ fn default_stlb_classes() -> Vec<String> {
 }
 
 /// Bala's IPC-path prefetching: when the running address space changes (the IPC hand-off),
-/// probe the TLB for the L2 PTEs of the receiver's most recently used L1 page-table pages and
-/// insert those that are absent.
+/// probe the TLB for the receiver's most recently missed entries and insert those that are
+/// absent: by default the L2 PTEs of its L1 page-table pages; optionally its user pages
+/// (L1U) and the kernel data pages (L1K) it missed on.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PrefetchConfig {
     /// L2 PTEs prefetched per switch (the receiver's text, data and stack: 3), at most 8.
     #[serde(default = "three_entries")]
     pub l2_entries: usize,
+    /// The receiver's most recently missed user pages (L1U) prefetched per switch, at most 8.
+    #[serde(default)]
+    pub l1u_entries: usize,
+    /// Kernel data pages (L1K) the receiver most recently missed on, per switch, at most 8.
+    #[serde(default)]
+    pub l1k_entries: usize,
 }
 
 fn three_entries() -> usize {

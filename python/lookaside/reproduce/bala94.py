@@ -60,6 +60,22 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     o.checks.append(Check("the STLB removes kernel traps (no nested traps on its hits)",
                           "20–40%", f"{100 * df.stlb_cut.min():.0f}–{100 * df.stlb_cut.max():.0f}%",
                           bool(((df.stlb_cut >= 0.15) & (df.stlb_cut <= 0.45)).all())))
+    # Which classes to prefetch (no published numbers): the receiver's L2 PTEs, then also its
+    # user pages and the kernel data it missed on; what each saves and what it pollutes.
+    rows = []
+    w = ring(3, seed=7)
+    for name, entries in (("none", None), ("L2", (3, 0, 0)), ("L2 + L1U", (3, 4, 0)),
+                          ("L2 + L1U + L1K", (3, 4, 4))):
+        extra = "" if entries is None else (
+            "\n[refill.prefetch]\nl2_entries = {}\nl1u_entries = {}\nl1k_entries = {}\n"
+            .format(*entries))
+        t = traps(w, machine(8, extra=extra))
+        pf = t.get("prefetch", {})
+        rows.append({"prefetched": name, "L1U": t["counts"]["L1U"], "kernel_traps": kernel(t),
+                     "probes": pf.get("probes", 0), "inserted": pf.get("inserted", 0),
+                     "evicted": pf.get("evicted", 0), "seconds": t["seconds"]["total"]})
+    o.tables["prefetch_classes"] = pd.DataFrame(rows)
+    say("prefetch classes: done")
     fig, ax = subplots()
     plot_lines(ax, df, "servers", {"kernel_traps": "base", "with_prefetch": "prefetch",
                                    "with_stlb": "STLB"}, "lower", label="{} lower",

@@ -34,7 +34,8 @@ mod tests;
 
 pub use cost::{CostTable, Service, Trap, TrapCounts, Work, ALL_TRAPS, DEPTHS, TRAPS};
 pub use refill::{
-    placement_parts, DynamicParams, DynamicWork, HandlerStep, HandlerWork, PrefetchWork, PteClass,
-    RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH, PTE_CLASSES,
+    placement_parts, DynamicParams, DynamicWork, HandlerStep, HandlerWork, PrefetchParams,
+    PrefetchWork, PteClass, RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH,
+    PREFETCH_CLASSES, PTE_CLASSES,
 };
 pub use walker::{Addresses, RefillBy, WalkCosts, WalkStats, Walker, CHAIN_BINS, COST_NAMES};

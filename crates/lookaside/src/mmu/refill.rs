@@ -149,13 +149,46 @@ pub enum HandlerStep {
 /// What the IPC-path prefetcher did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PrefetchWork {
-    /// TLB probes (one per L2 PTE considered at a switch).
+    /// TLB probes (one per entry considered at a switch).
     pub probes: u64,
     /// Entries absent and so inserted.
     pub inserted: u64,
     /// Valid entries those insertions evicted (the pollution).
     pub evicted: u64,
+    /// `inserted` per class, in [`PREFETCH_CLASSES`] order.
+    pub inserted_by_class: [u64; 3],
 }
+
+/// The classes the IPC-path prefetcher can bring back, in the order of
+/// [`PrefetchParams::entries`]: the L2 PTEs mapping the receiver's L1 page-table pages (Bala's
+/// default), the receiver's own user pages (L1U) and the kernel data pages (L1K) it missed
+/// on while it ran.
+pub const PREFETCH_CLASSES: [PteClass; 3] = [PteClass::L2, PteClass::L1U, PteClass::L1K];
+
+/// Bala's IPC-path prefetching: at every switch of address space, the receiver's most
+/// recently missed entries of each class are probed for and inserted if absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefetchParams {
+    /// Entries per switch for each class of [`PREFETCH_CLASSES`] (each at most
+    /// [`MAX_PREFETCH`]); all 0 = off.
+    pub entries: [usize; 3],
+}
+
+impl PrefetchParams {
+    /// Bala's default: the receiver's `n` most recent L1 page-table pages (text, data and
+    /// stack: 3).
+    pub fn l2(n: usize) -> PrefetchParams {
+        PrefetchParams { entries: [n, 0, 0] }
+    }
+
+    /// Is any class prefetched?
+    pub fn on(&self) -> bool {
+        self.entries.iter().any(|&n| n > 0)
+    }
+}
+
+/// Recently missed pages per prefetch class (most recent first, `NO_VPN` past the end).
+type RecentPages = [[u64; MAX_PREFETCH]; 3];
 
 /// A software TLB's shape (see [`super::stlb`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,7 +241,7 @@ struct Climber {
     work: DynamicWork,
 }
 
-/// Most L2 PTEs the prefetcher can consider per switch.
+/// Most entries of one class the prefetcher can consider per switch.
 pub const MAX_PREFETCH: usize = 8;
 
 /// The parameters of a [`SoftwareManagedTlb`], validated by [`SoftwareManagedTlb::new`].
@@ -229,9 +262,9 @@ pub struct RefillParams {
     pub split_straddles: bool,
     /// Bala's software TLB of kernel translations, if any.
     pub stlb: Option<StlbParams>,
-    /// Bala's IPC-path prefetching: L2 PTEs of the receiver probed (and inserted if absent)
-    /// at every switch of address space; 0 = off.
-    pub prefetch_l2: usize,
+    /// Bala's IPC-path prefetching: entries of the receiver probed (and inserted if absent)
+    /// at every switch of address space.
+    pub prefetch: PrefetchParams,
     /// Uhlig's dynamic partitioning, if any.
     pub dynamic: Option<DynamicParams>,
 }
@@ -261,7 +294,7 @@ impl RefillParams {
             fold_user_addresses: false,
             split_straddles: true,
             stlb: None,
-            prefetch_l2: 0,
+            prefetch: PrefetchParams::default(),
             dynamic: None,
         }
     }
@@ -343,10 +376,10 @@ pub struct SoftwareManagedTlb {
     handler_refs: Option<Vec<HandlerStep>>,
     stlb: Option<Stlb>,
     stlb_misses: u64,
-    /// The running address space's most recently used L1 page-table pages (most recent
-    /// first), kept for the prefetcher; the other spaces' lists wait in `recent_pt`.
-    cur_recent: [u64; MAX_PREFETCH],
-    recent_pt: HashMap<u32, [u64; MAX_PREFETCH]>,
+    /// The running address space's most recently missed pages per prefetch class, kept for
+    /// the prefetcher; the other spaces' lists wait in `recent`.
+    cur_recent: RecentPages,
+    recent: HashMap<u32, RecentPages>,
     prefetch: PrefetchWork,
     climber: Option<Climber>,
 }
@@ -384,11 +417,12 @@ impl SoftwareManagedTlb {
                 p.placement
             ));
         }
-        if p.prefetch_l2 > MAX_PREFETCH {
-            return Err(format!(
-                "prefetch.l2_entries: {} is more than {MAX_PREFETCH}",
-                p.prefetch_l2
-            ));
+        for (n, name) in p.prefetch.entries.iter().zip(["l2", "l1u", "l1k"]) {
+            if *n > MAX_PREFETCH {
+                return Err(format!(
+                    "prefetch.{name}_entries: {n} is more than {MAX_PREFETCH}"
+                ));
+            }
         }
         let stlb = match &p.stlb {
             Some(s) => {
@@ -456,8 +490,8 @@ impl SoftwareManagedTlb {
             handler_refs: None,
             stlb,
             stlb_misses: 0,
-            cur_recent: [NO_VPN; MAX_PREFETCH],
-            recent_pt: HashMap::new(),
+            cur_recent: [[NO_VPN; MAX_PREFETCH]; 3],
+            recent: HashMap::new(),
             prefetch: PrefetchWork::default(),
             climber,
         };
@@ -575,7 +609,12 @@ impl SoftwareManagedTlb {
         let params = RefillParams {
             dynamic,
             stlb,
-            prefetch_l2: r.prefetch.as_ref().map_or(0, |p| p.l2_entries),
+            prefetch: r
+                .prefetch
+                .as_ref()
+                .map_or(PrefetchParams::default(), |p| PrefetchParams {
+                    entries: [p.l2_entries, p.l1u_entries, p.l1k_entries],
+                }),
             tlb: tlb.clone(),
             tagged: t.asid,
             levels: r.levels,
@@ -841,8 +880,9 @@ impl SoftwareManagedTlb {
         self.enter_handler(Trap::L1U, self.trap_instructions(Trap::L1U));
         // lw k0, 0(k0): the L1U PTE at its virtual address, through the TLB.
         let pte = layout::l1u_pte_addr(self.ptebase, vpn << PAGE_SHIFT);
-        if self.params.prefetch_l2 > 0 {
-            self.note_page_table_page(pte >> PAGE_SHIFT);
+        if self.params.prefetch.on() {
+            self.note_recent(0, pte >> PAGE_SHIFT);
+            self.note_recent(1, vpn);
         }
         if self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
             self.record(pte, false);
@@ -906,6 +946,9 @@ impl SoftwareManagedTlb {
             _ => (Trap::L1K, PteClass::L1K),
         };
         self.counts.add(trap, depth);
+        if class == PteClass::L1K && self.params.prefetch.on() {
+            self.note_recent(2, vpn);
+        }
         if self.stlb_serves(class) {
             // Bala's fast path: the software TLB, in unmapped memory, before any state is
             // saved; a hit is inserted at once and cannot nest.
@@ -1024,31 +1067,55 @@ impl SoftwareManagedTlb {
         evicted.is_some()
     }
 
-    /// Remember that the running address space's uTLB handler used L1 page-table page `vpn`
-    /// (most recent first, no repeats).
-    fn note_page_table_page(&mut self, vpn: u64) {
-        let n = self.params.prefetch_l2;
-        let r = &mut self.cur_recent[..n];
+    /// Remember that the running address space missed on page `vpn` of prefetch class
+    /// `class` (an index into [`PREFETCH_CLASSES`]; most recent first, no repeats).
+    fn note_recent(&mut self, class: usize, vpn: u64) {
+        let n = self.params.prefetch.entries[class];
+        if n == 0 {
+            return;
+        }
+        let r = &mut self.cur_recent[class][..n];
         let at = r.iter().position(|&v| v == vpn).unwrap_or(n - 1);
         r.copy_within(0..at, 1);
         r[0] = vpn;
     }
 
-    /// Bala's IPC-path prefetch into the address space just entered: probe the TLB for the L2
-    /// PTE of each of its recent L1 page-table pages and insert those absent (their PTEs are
-    /// read through unmapped memory, so the prefetch itself cannot fault).
-    fn prefetch_l2(&mut self) {
-        for i in 0..self.params.prefetch_l2 {
-            let vpn = self.cur_recent[i];
-            if vpn == NO_VPN {
-                break;
-            }
-            self.prefetch.probes += 1;
-            if self.tlb.probe(vpn, GLOBAL, NO_CTX).is_none() {
-                self.record(layout::kpte_addr(vpn << PAGE_SHIFT), true);
-                self.prefetch.inserted += 1;
-                if self.fill(vpn, GLOBAL, PteClass::L2) {
-                    self.prefetch.evicted += 1;
+    /// Bala's IPC-path prefetch into the address space just entered: probe the TLB for each
+    /// of its recently missed entries and insert those absent. The PTEs are read through
+    /// unmapped memory (the pmap's own pointers), so the prefetch itself cannot fault; a user
+    /// page goes in as the OS holds it (clean or dirty), and one not mapped (an Invalid PTE)
+    /// is left out, as it would only trap again.
+    fn prefetch_recent(&mut self) {
+        for (c, &class) in PREFETCH_CLASSES.iter().enumerate() {
+            for i in 0..self.params.prefetch.entries[c] {
+                let vpn = self.cur_recent[c][i];
+                if vpn == NO_VPN {
+                    break;
+                }
+                let (ctx, pte) = match class {
+                    PteClass::L1U => {
+                        let dirty = match self.pages.get(&user_key(self.cur_asid, vpn)) {
+                            Some(PageState::Invalid) => continue,
+                            Some(PageState::Clean) => false,
+                            _ => true,
+                        };
+                        let pte = layout::l1u_pte_addr(self.ptebase, vpn << PAGE_SHIFT);
+                        (if dirty { self.uctx | DIRTY } else { self.uctx }, pte)
+                    }
+                    _ => (GLOBAL, layout::kpte_addr(vpn << PAGE_SHIFT)),
+                };
+                self.prefetch.probes += 1;
+                let (first, second) = match class {
+                    PteClass::L1U => (self.uctx | DIRTY, self.uctx),
+                    _ => (GLOBAL, NO_CTX),
+                };
+                if self.tlb.probe(vpn, first, second).is_none() {
+                    self.record(pte, true);
+                    self.prefetch.inserted += 1;
+                    self.prefetch.inserted_by_class[c] += 1;
+                    if self.fill(vpn, ctx, class) {
+                        self.prefetch.evicted += 1;
+                    }
                 }
             }
         }
@@ -1112,17 +1179,17 @@ impl SoftwareManagedTlb {
         if !self.params.tagged {
             self.tlb.flush_if(|_, c| c & GLOBAL == 0);
         }
-        if self.params.prefetch_l2 > 0 {
-            self.recent_pt.insert(self.cur_asid, self.cur_recent);
+        if self.params.prefetch.on() {
+            self.recent.insert(self.cur_asid, self.cur_recent);
             self.cur_recent = self
-                .recent_pt
+                .recent
                 .get(&asid)
                 .copied()
-                .unwrap_or([NO_VPN; MAX_PREFETCH]);
+                .unwrap_or([[NO_VPN; MAX_PREFETCH]; 3]);
         }
         self.enter(asid);
-        if self.params.prefetch_l2 > 0 {
-            self.prefetch_l2();
+        if self.params.prefetch.on() {
+            self.prefetch_recent();
         }
     }
 

@@ -15,7 +15,8 @@
 //! traps.address_errors   references outside the segments their mode may use (not translated)
 //! traps.stlb      (with a software TLB) entries, ways, hits {L1U, …} (traps served by the
 //!                 fast path, charged stlb_hit cycles each), misses, hit_ratio
-//! traps.prefetch  (with IPC-path prefetching) l2_entries, probes, inserted, evicted
+//! traps.prefetch  (with IPC-path prefetching) l2_entries, l1u_entries, l1k_entries, probes,
+//!                 inserted, evicted, inserted_by_class (L2, L1U, L1K)
 //! traps.dynamic   (with dynamic partitioning) period, threshold, step, decisions, moves_up,
 //!                 moves_down, min_lower, max_lower (sizes used), final_lower
 //! ```
@@ -153,13 +154,18 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             "final_lower": m.current_lower_slots(),
         });
     }
-    if p.prefetch_l2 > 0 {
+    if p.prefetch.on() {
         let w = m.prefetch_work();
+        let [l2, l1u, l1k] = p.prefetch.entries;
+        let [in_l2, in_l1u, in_l1k] = w.inserted_by_class;
         out["prefetch"] = json!({
-            "l2_entries": p.prefetch_l2,
+            "l2_entries": l2,
+            "l1u_entries": l1u,
+            "l1k_entries": l1k,
             "probes": w.probes,
             "inserted": w.inserted,
             "evicted": w.evicted,
+            "inserted_by_class": {"L2": in_l2, "L1U": in_l1u, "L1K": in_l1k},
         });
     }
     out

@@ -46,6 +46,12 @@ fn store(addr: u64, asid: u32) -> Event {
     Event::reference(Kind::Store, addr, 4).with_asid(asid)
 }
 
+fn kernel_load(addr: u64, asid: u32) -> Event {
+    Event::reference(Kind::Load, addr, 4)
+        .with_mode(Mode::Kernel)
+        .with_asid(asid)
+}
+
 fn kload(addr: u64) -> Event {
     Event::reference(Kind::Load, addr, 4)
         .with_mode(Mode::Kernel)
@@ -700,7 +706,7 @@ fn ipc_prefetch_brings_back_the_receivers_l2_ptes() {
     for prefetch in [0, 3] {
         let mut p = RefillParams::r2000_mach3();
         p.first_touch = FirstTouch::None;
-        p.prefetch_l2 = prefetch;
+        p.prefetch = PrefetchParams::l2(prefetch);
         // One lower slot: the two tasks' L2 PTEs evict each other.
         p.tlb.partition = Some(Partition {
             lower_ways: 1,
@@ -719,7 +725,45 @@ fn ipc_prefetch_brings_back_the_receivers_l2_ptes() {
         PrefetchWork {
             probes: 1,
             inserted: 1,
-            evicted: 1
+            evicted: 1,
+            inserted_by_class: [1, 0, 0],
+        }
+    );
+}
+
+#[test]
+fn ipc_prefetch_of_user_and_kernel_pages() {
+    // Task 1 reads a user page and a page of mapped kernel data; task 2 runs and the TLB is
+    // flushed; back in task 1, the prefetcher brings back what task 1 had missed on: its
+    // user page (clean: it was only read) and its kernel-data page.
+    let kdata = layout::KSEG2 + 0x10_0000;
+    let task1 = [load(0x40_0000, 1), kernel_load(kdata, 1)];
+    let mut seq = task1.to_vec();
+    seq.push(load(0x40_0000, 2));
+    seq.push(Event::control(Kind::TlbFlush, FLUSH_ALL, 2));
+    seq.extend(task1);
+    let mut got = Vec::new();
+    for entries in [[0, 0, 0], [0, 1, 1]] {
+        let mut p = RefillParams::r2000_mach3();
+        p.first_touch = FirstTouch::None;
+        p.prefetch = PrefetchParams { entries };
+        let mut m = SoftwareManagedTlb::new(p).unwrap();
+        let mut l = Ledger::new(vec!["tlb".into()]);
+        got.push((run(&mut m, &mut l, &seq), *m.prefetch_work()));
+    }
+    // [L1U, L1K, L2, L3, Modify, Invalid]. Without prefetching, task 1's return repeats its
+    // cold misses: L1U → L2 → L3 and L1K → L3. With it, the two entries are back before
+    // its first reference (read through unmapped memory, so nothing nests).
+    assert_eq!(got[0].0, [3, 2, 3, 5, 0, 0]);
+    assert_eq!(got[1].0, [2, 1, 2, 3, 0, 0]);
+    // Switches 1 → 2 (task 2 had missed on nothing yet) and 2 → 1 (two entries).
+    assert_eq!(
+        got[1].1,
+        PrefetchWork {
+            probes: 2,
+            inserted: 2,
+            evicted: 0,
+            inserted_by_class: [0, 1, 1],
         }
     );
 }
@@ -740,13 +784,15 @@ fn bala_config_and_errors() {
             hashed: false,
         })
     );
-    assert_eq!(p.prefetch_l2, 3);
+    assert_eq!(p.prefetch, PrefetchParams::l2(3));
     let e = |extra: &str| machine(extra).unwrap_err().to_string();
     assert!(e("[refill.stlb]\nways = 4\n").contains("refill.stlb.ways"));
     assert!(e("[refill.stlb]\nentries = 0\n").contains("refill.stlb.entries"));
     assert!(e("[refill.stlb]\nclasses = ['L1U']\n").contains("refill.stlb.classes"));
     assert!(e("[refill.stlb]\nindex = 'mid'\n").contains("refill.stlb.index"));
     assert!(e("[refill.prefetch]\nl2_entries = 9\n").contains("refill.prefetch.l2_entries"));
+    assert!(e("[refill.prefetch]\nl1u_entries = 9\n").contains("refill.prefetch.l1u_entries"));
+    assert!(e("[refill.prefetch]\nl1k_entries = 9\n").contains("refill.prefetch.l1k_entries"));
 }
 
 // ----- dynamic partitioning ----------------------------------------------------------------
