@@ -4,6 +4,7 @@ kill, a real Dask cluster, the report, and errors that name the file and key."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -246,6 +247,12 @@ def test_report_plots_mapping_size_and_cost_by_miss_type(tmp_path: Path):
     html = write_report(tmp_path / "t").read_text()
     assert re.search(r"trap cycles by miss type vs tlb\.tlb\.partition\.lower", html)
     assert list((tmp_path / "t" / "plots").glob("cost-*.png"))
+    # The partition-point curve: total trap cycles per point, the sum of the kinds.
+    rows = o.table.drop_duplicates("point")
+    kinds = [c for c in rows.columns if c.startswith("cycles_")]
+    assert (rows.trap_cycles == rows[kinds].fillna(0).sum(axis=1)).all()
+    assert re.search(r"trap cycles vs tlb\.tlb\.partition\.lower", html)
+    assert list((tmp_path / "t" / "plots").glob("partition-*.png"))
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -314,3 +321,16 @@ def test_the_shipped_design_space_loads_by_name_and_plans(cli, tmp_path: Path):
     assert sum(len(t.members) for t in tasks) == 3600
     p = cli("sweep", "no-such-sweep", "-o", tmp_path / "o", check=False)
     assert p.returncode == 2 and "tlb-design" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_progress_bar_counts_points_and_quiet_turns_it_off(tmp_path: Path, capsys):
+    spec_file = tmp_path / "bar.toml"
+    spec_file.write_text('[sweep]\ntlb = ["tlb:entries=16,ways=full,policy=fifo"]\n'
+                         'traces = ["sortprog"]\n[axes]\n"tlb.tlb.entries" = [8, 16, 32]\n')
+    run_sweep(load_spec(spec_file), tmp_path / "on", progress=True)
+    err = capsys.readouterr().err
+    # One carriage-return-updated line per finished point, ending at 3/3, then a newline.
+    assert [m.group(1) for m in re.finditer(r"\] (\d)/3 points", err)] == ["1", "2", "3"]
+    assert err.endswith("\n") and "eta" in err
+    run_sweep(load_spec(spec_file), tmp_path / "off", progress=False)
+    assert capsys.readouterr().err == ""

@@ -279,6 +279,39 @@ def _mapping_size(df: Any, keys: list[str], metric: str,
     return out
 
 
+def _partition_curves(df: Any, keys: list[str], plots: Path) -> list[tuple[str, str]]:
+    """For software-refilled machines: total trap cycles against each partition-point axis
+    (``….partition.lower``), one line per value of the other varying axes (as many as fit in
+    MAX_LINES; the rest held at their most common value): Uhlig's Figs. 7-9, where the
+    optimum is the bottom of the U."""
+    out = []
+    if "trap_cycles" not in df.columns or not df.trap_cycles.fillna(0).any():
+        return out
+    rows = df.drop_duplicates("point")
+    varying = [k for k in keys if rows[k].nunique(dropna=False) > 1]
+    for x in (k for k in varying if k.endswith("partition.lower")):
+        others, lines = [], 1
+        for k in sorted((k for k in varying if k != x), key=lambda k: rows[k].nunique()):
+            if lines * rows[k].nunique() <= MAX_LINES:
+                others.append(k)
+                lines *= rows[k].nunique()
+        held = [k for k in varying if k != x and k not in others]
+        for trace, g in rows.groupby("trace", sort=True):
+            g = _at_mode(g, held, "trap_cycles")
+            if g[x].nunique() < 2:
+                continue
+            g = g.assign(**{k: g[k].map(_label) for k in others})
+            fig, ax = subplots()
+            plot_lines(ax, g, x, {"trap_cycles": ""}, others, marker=".",
+                       xlabel="lower partition (slots)", ylabel="TLB miss handling (cycles)",
+                       legend=bool(others))
+            ax.set_title(f"total cost vs partition point — {trace}"
+                         + (f"\n({_mode_label(g, held)})" if held else ""), fontsize=9)
+            name = f"partition-{x}-{trace}".replace("/", "_").replace(".", "_")
+            out.append((f"trap cycles vs {x} ({trace})", _save(fig, plots, name)))
+    return out
+
+
 def _cost_by_type(df: Any, keys: list[str], plots: Path) -> list[tuple[str, str]]:
     """For software-refilled machines: trap cycles stacked by miss type (L1U, L1K, L2, …)
     against each varying axis, at the most common value of the others (Uhlig's Figs. 4-6)."""
@@ -351,6 +384,7 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     figures += _heat_maps(df[df["structure"] != "walk"], keys, metric, plots)
     figures += _mapping_size(df[df["structure"] != "walk"], keys, metric, plots)
     figures += _cost_by_type(df, keys, plots)
+    figures += _partition_curves(df, keys, plots)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>Lookaside sweep {html.escape(meta['name'])}</title>",

@@ -561,8 +561,10 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
     instr = r["trace"].get("instructions", 0)
     # The cycles of each kind of trap, when the machine refills by software: what the report
     # stacks as cost by miss type.
-    costs = {f"cycles_{k}": v for k, v in r.get("traps", {}).get("cycles", {}).items()
-             if k != "total"}
+    cycles = r.get("traps", {}).get("cycles", {})
+    costs = {f"cycles_{k}": v for k, v in cycles.items() if k != "total"}
+    if "total" in cycles:
+        costs["trap_cycles"] = cycles["total"]
     rows = []
     for name, s in r["structures"].items():
         g = s.get("geometry", {})
