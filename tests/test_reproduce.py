@@ -105,6 +105,15 @@ def test_chen94_reproduces_table_4_3_and_reports_the_memory_system(cli, tmp_path
         assert set(full.index) == {"compress", "pipe"}
         assert (full.system_cache_cpi > 0).all() and (full.user_cache_cpi > 0).all()
         assert (tmp_path / "linux" / "traces" / "pipe.lks").is_file()
+        # The MCPI plot is of these traces: their breakdown adds up to the shared MCPI.
+        assert (abs(full[parts].sum(axis=1) - full.mcpi_none) < 1e-9).all()
+        assert "full-system" in (d / "report.html").read_text()
+    # Variable-size entries: one 2 MiB region promoted at a time never adds misses.
+    regions = pd.read_csv(d / "superpages_by_region.csv")
+    four_k = pd.read_csv(d / "superpages.csv").set_index("page").misses["4K"]
+    assert len(regions) >= 2 and (regions.misses <= four_k).all()
+    dtlb = pd.read_csv(d / "dtlb_fifo_random.csv")
+    assert set(dtlb.policy) == {"fifo", "lru", "random"}
     assert {p.stem for p in (d / "plots").glob("*.svg")} == {
         "micro_tlb", "mapping_size", "mcpi", "access_map_data", "access_map_instruction"}
 

@@ -51,13 +51,17 @@ def decstation(private: str) -> str:
 
 def memory(path: Path) -> dict:
     """Cache stall cycles per instruction of each mode's own instructions with caches private
-    per mode, and the MCPI with caches shared and private per mode."""
+    per mode, the MCPI with caches shared and private per mode, and the shared caches' MCPI
+    by component and mode."""
     from ..sweep import run_point
 
     out = {}
     for private in ("none", "mode"):
         m = run_point(str(path), decstation(private), "linux", [], [])["memory"]
         out[f"mcpi_{private}"] = m["mcpi"]
+        if private == "none":  # MCPI by component and mode, caches shared (Chen's Fig. 4-1)
+            out.update({f"{c}_{md}": m["by_component"][c][md]
+                        for c in ("icache", "dcache", "wbuffer") for md in ("system", "user")})
         if private == "mode":  # each mode's own locality, without the other's evictions
             for mode in ("user", "system"):
                 a = m[mode]
