@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -121,6 +122,11 @@ def test_capture_a_program_with_qemu(programs, env, tmp_path, cli):
     assert meta["command"].endswith("sum 200000")
     assert meta["extra"]["capture"] == "qemu-user plugin"
     assert "QEMU" in meta["extra"]["capture_tool"] or "qemu" in meta["extra"]["capture_tool"]
+    # What ran it, as for a whole system: the kernel serving its calls, the machine.
+    assert set(meta["extra"]) == {"capture", "capture_tool", "kernel", "machine", "date"}
+    assert meta["extra"]["kernel"] == f"{platform.system()} {platform.release()}"
+    assert meta["extra"]["machine"].startswith(platform.machine())
+    assert "qemu-x86_64's" in meta["extra"]["machine"]
     # The trace feeds every other command.
     r = lookaside.simulate(out, None, tlb=["dtlb:entries=64,ways=full,policy=lru,page=4k"])
     assert r["dtlb"]["accesses"] >= k["load"] + k["store"]
@@ -220,6 +226,10 @@ def test_falls_back_to_valgrind_and_says_so(programs, env, tmp_path, cli):
     assert "no-such-qemu-binary not found: capturing with valgrind lackey instead" in p.stderr
     i = json.loads(cli("info", out, "--json").stdout)
     assert i["metadata"]["extra"]["capture"] == "valgrind lackey"
+    extra = i["metadata"]["extra"]
+    assert set(extra) == {"capture", "capture_tool", "kernel", "machine", "date"}
+    assert extra["kernel"] == f"{platform.system()} {platform.release()}"
+    assert "valgrind" in extra["capture_tool"] and "valgrind's CPUID" in extra["machine"]
     assert all(i["kinds"][k] > 0 for k in ("fetch", "load", "store"))
 
 
@@ -310,3 +320,14 @@ def test_exec_and_fork(env, tmp_path, monkeypatch):
     s = capture.record([str(tmp_path / "fork")], tmp_path / "f.lks", "qemu", quiet=True)
     # One store per iteration (plus ~20,000 in start-up); twice that if the child counted.
     assert s["ending"] == "exit" and 100_000 < s["stores"] < 160_000
+
+
+def test_the_metadata_names_the_cpu_the_program_was_shown(monkeypatch):
+    monkeypatch.setenv("QEMU_CPU", "qemu64")
+    meta = dict(capture.host_metadata("qemu", "qemu-x86_64"))
+    assert meta["kernel"] == f"{platform.system()} {platform.release()}"
+    assert meta["machine"].startswith(platform.machine())
+    assert meta["machine"].endswith("qemu-x86_64's CPU model qemu64 (QEMU_CPU)")
+    monkeypatch.delenv("QEMU_CPU")
+    assert dict(capture.host_metadata("qemu", "qemu-x86_64"))["machine"].endswith(
+        "qemu-x86_64's default CPU model")

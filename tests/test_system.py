@@ -55,6 +55,9 @@ def test_capture_names_every_process_and_address_space(pipe):
     assert meta["processes"] == procs
     assert meta["extra"]["kernel"].startswith(system.kernel_release())
     assert s["switches"] > 2000, "2000 round trips switch address spaces at least as often"
+    # Address space 0 (page tables no process owns: exec's before it is named, init_mm,
+    # text_poke's) never runs user code: a TLB flush that reloads CR3 is no switch.
+    assert lookaside.info(out)["by_asid"].get("0", {}).get("user", 0) == 0
 
 
 @needs_system
@@ -83,7 +86,7 @@ def test_user_references_agree_with_a_user_level_capture(pipe, tmp_path):
                   if p["name"] == "pingpong")
     client = ping[0][1]  # the parent; the server is its forked child
     guest = i["by_asid"][str(client)]["user"]
-    _script, programs = system._workload("pipe", system.cache_dir())
+    programs = system._workload("pipe", system.cache_dir()).programs
     env = {"PATH": os.environ["PATH"], "HOME": "/workload", "TERM": "linux",
            "QEMU_CPU": "qemu64", "LOOKASIDE_CACHE_DIR": str(system.cache_dir())}
     host_trace = tmp_path / "client.lks"
@@ -132,8 +135,70 @@ def test_the_initramfs_is_a_valid_newc_archive(tmp_path):
     names = [ln.split()[-1] for ln in p.stdout.splitlines()]
     assert names == ["workload", "workload/run.sh", "dev/console", "odd"]
     assert p.stdout.splitlines()[2].startswith("crw")
-    assert json.dumps(system.workload_names()) == '["compress", "mix", "pipe"]'
+    assert json.dumps(system.workload_names()) == '["compile", "compress", "mix", "pipe"]'
     assert Path(system.workloads_dir() / "pingpong.c").is_file()
+
+
+def test_symbolic_links_go_into_the_initramfs(tmp_path):
+    """The toolchain's loader is a symbolic link (lib64/ld-linux-x86-64.so.2)."""
+    if not shutil.which("cpio"):
+        pytest.skip("needs cpio")
+    (tmp_path / "target").write_text("x")
+    (tmp_path / "link").symlink_to("/lib/target")
+    path = tmp_path / "i.cpio"
+    with open(path, "wb") as f:
+        c = system.Cpio(f)
+        c.copy("lib64/ld.so", tmp_path / "link")
+        c.copy("lib/target", tmp_path / "target")
+        c.close()
+    with open(path, "rb") as f:
+        p = subprocess.run(["cpio", "-itv"], stdin=f, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert [ln.split()[8] for ln in lines] == ["lib64", "lib64/ld.so", "lib", "lib/target"]
+    assert lines[1].startswith("lrwxrwxrwx") and lines[1].endswith("lib64/ld.so -> /lib/target")
+
+
+def test_a_workload_names_what_it_needs(tmp_path):
+    assert system._needs("# needs: tcc wordfreq\n#needs: more\necho # needs: no\n") == [
+        "tcc", "wordfreq", "more"]
+    assert system._needs(system.workloads_dir().joinpath("compile.sh").read_text()) == [
+        "tcc", "wordfreq"]
+
+
+@pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
+def test_the_compile_workloads_expected_output_is_what_its_program_prints(tmp_path):
+    """The guest checks wordfreq's output against expected.txt: the same sources built by
+    the host's compiler print exactly that."""
+    src = system.workloads_dir() / "wordfreq"
+    exe = tmp_path / "wordfreq"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-o", str(exe),
+                    *sorted(str(p) for p in src.glob("*.c"))], check=True)
+    names = ["main.c", "lex.c", "table.c", "sort.c", "wordfreq.h"]
+    script = (system.workloads_dir() / "compile.sh").read_text()
+    assert f"./wordfreq 10 {' '.join(names)} > out.txt" in script
+    out = subprocess.run([str(exe), "10", *names], cwd=src, capture_output=True, text=True,
+                         check=True).stdout
+    assert out == (src / "expected.txt").read_text()
+
+
+@needs_system
+def test_a_compile_runs_in_the_guest(tmp_path):
+    """The compile workload: tcc (fetched with the C library it compiles against) builds a
+    four-file program a file at a time, links it and runs it; ~100 M references."""
+    out = tmp_path / "compile.lks"
+    s = system.record_system("compile", out, quiet=True)
+    assert s["exit_status"] == 0, "the program built in the guest printed what it should"
+    procs = s["processes"]
+    tcc = {p["pid"] for p in procs if p["name"] == "tcc"}
+    assert len(tcc) == 5, f"four compiles and a link: {procs}"
+    assert {p["name"] for p in procs} >= {"tcc", "wordfreq", "cmp"}
+    i = lookaside.info(out)
+    spaces = {p["asid"] for p in procs if p["name"] in ("tcc", "wordfreq")}
+    assert len(spaces) == 6 and all(i["by_asid"][str(a)]["user"] > 0 for a in spaces)
+    assert i["by_asid"].get("0", {}).get("user", 0) == 0
+    assert i["translations"]["returns"] * 100 <= i["kinds"]["context_switch"]
+    assert i["metadata"]["extra"]["workload"] == "workload compile"
 
 
 @needs_system
@@ -180,3 +245,20 @@ def test_without_apt_the_cached_kernel_serves(tmp_path, monkeypatch):
     (tmp_path / "system" / "6.1.0-98-cloud-amd64" / "VERSION").write_text("x\n")
     with pytest.raises(lookaside.LookasideError, match="apt has no package"):
         system.assets(tmp_path, say=lambda m: None)
+
+
+def test_without_apt_the_cached_toolchain_serves(tmp_path, monkeypatch):
+    def offline(package: str) -> str:
+        raise lookaside.LookasideError(f"apt has no package {package}")
+
+    monkeypatch.setattr(system, "_candidate", offline)
+    with pytest.raises(lookaside.LookasideError, match="apt has no package tcc"):
+        system.toolchain(tmp_path, say=lambda m: None)
+    root = tmp_path / "system" / "toolchain" / "0123456789abcdef"
+    root.mkdir(parents=True)
+    (root / "VERSION").write_text("tcc=1\nlibc6=2\n")
+    said = []
+    assert system.toolchain(tmp_path, say=said.append) == root
+    assert said and "tcc=1 libc6=2" in said[0]
+    with pytest.raises(lookaside.LookasideError, match="has no usr/bin/tcc"):
+        system.toolchain_files(root)

@@ -20,6 +20,7 @@ import datetime
 import hashlib
 import json
 import os
+import platform
 import resource
 import shlex
 import shutil
@@ -139,6 +140,36 @@ def _version(binary: str) -> str:
         return binary
 
 
+def _cpu_model() -> str | None:
+    """The host CPU's model name, from /proc/cpuinfo (Linux), if it says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Processor", "cpu model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return None
+
+
+def host_metadata(via: str, emulator: str) -> list[tuple[str, str]]:
+    """The ``kernel`` and ``machine`` metadata of a user-level capture: the host's kernel
+    (which serves the program's system calls under QEMU and valgrind alike), its
+    architecture and CPU, and the CPU the program was shown: under QEMU (``via`` "qemu",
+    ``emulator`` e.g. ``qemu-x86_64``) the model ``$QEMU_CPU`` names, else QEMU's default;
+    under valgrind, valgrind's own CPUID."""
+    u = platform.uname()
+    machine = u.machine + (f" ({cpu})" if (cpu := _cpu_model()) else "")
+    if via == "qemu":
+        cpu_env = os.environ.get("QEMU_CPU")
+        machine += (f"; the program ran on {emulator}'s CPU model {cpu_env} (QEMU_CPU)"
+                    if cpu_env else f"; the program ran on {emulator}'s default CPU model")
+    else:
+        machine += "; the program saw valgrind's CPUID"
+    return [("kernel", f"{u.system} {u.release}"), ("machine", machine)]
+
+
 class _Tee(threading.Thread):
     """Passes a child's stderr through to ours (each line after `prefix`, nothing if
     `quiet`), keeping its last lines for error messages."""
@@ -218,6 +249,7 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
             binary, stream = valgrind, "lackey"
         extra = [("capture", "qemu-user plugin" if qemu else "valgrind lackey"),
                  ("capture_tool", _version(binary)),
+                 *host_metadata(tool, os.path.basename(binary)),
                  ("date", datetime.datetime.now(datetime.timezone.utc)
                   .strftime("%Y-%m-%dT%H:%M:%SZ"))]
         t0 = time.perf_counter()

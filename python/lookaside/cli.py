@@ -469,7 +469,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--system", action="store_true",
                    help="record a whole system: kernel and every process (qemu-system-x86_64)")
     s.add_argument("--workload", metavar="NAME",
-                   help="with --system: a shipped workload (compress, pipe, mix; default pipe)")
+                   help="with --system: a shipped workload (pipe, compress, compile, mix; "
+                        "default pipe)")
     s.add_argument("--file", action="append", default=[], metavar="F",
                    help="with --system: copy F into the guest's working directory")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress or report")

@@ -14,8 +14,9 @@ What is fetched, once, into the cache (``LOOKASIDE_CACHE_DIR``, as for user-leve
 capture), with ``apt-get download`` (so apt's package lists must be current): the kernel
 image named by ``linux-image-cloud-amd64`` (or ``LOOKASIDE_KERNEL``, a release such as
 ``6.1.0-56-cloud-amd64``), its headers and kbuild of the same version to build the module,
-and ``busybox-static``. ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary (default
-``qemu-system-x86_64``).
+and ``busybox-static``; for the workloads that compile, the Tiny C Compiler and the C library
+it compiles against (see :data:`TOOLCHAIN`). ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary
+(default ``qemu-system-x86_64``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from . import LookasideError, _data_dir, _lookaside
 from .capture import CAPTURE_LEVEL, _cpu, _say, _Tee, _timings, _version, build_plugin, cache_dir
@@ -47,6 +48,29 @@ RAM_MIB = 512
 APPEND = "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr pti=off"
 #: The line the guest's /init prints with the workload's exit status.
 EXIT_MARK = "LOOKASIDE-EXIT"
+#: The Debian packages of the guest's C toolchain, for workloads that need ``tcc``: the Tiny
+#: C Compiler (it compiles, assembles and links by itself), and the C library it runs on and
+#: compiles against (run time, start files and headers, and the kernel's headers, which some
+#: of glibc's include).
+TOOLCHAIN = ("tcc", "libc6", "libc6-dev", "linux-libc-dev")
+#: What of the unpacked toolchain goes into the guest (globs relative to its root): tcc, its
+#: run-time library and headers, the dynamic loader and the libraries tcc runs on, what a
+#: program needs to link against glibc dynamically, and the headers.
+TOOLCHAIN_FILES = (
+    "usr/bin/tcc",
+    "usr/lib/x86_64-linux-gnu/tcc/libtcc1.a",
+    "usr/lib/x86_64-linux-gnu/tcc/include/*.h",
+    "lib64/ld-linux-x86-64.so.2",
+    "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    "lib/x86_64-linux-gnu/libc.so.6",
+    "lib/x86_64-linux-gnu/libm.so.6",
+    "lib/x86_64-linux-gnu/libdl.so.2",
+    "lib/x86_64-linux-gnu/libpthread.so.0",
+    "usr/lib/x86_64-linux-gnu/crt[1in].o",
+    "usr/lib/x86_64-linux-gnu/libc.so",
+    "usr/lib/x86_64-linux-gnu/libc_nonshared.a",
+    "usr/include/**/*",
+)
 
 
 def workloads_dir() -> Path:
@@ -166,6 +190,54 @@ def assets(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Asset
     return Assets(root, release)
 
 
+def toolchain(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Path:
+    """The guest's C toolchain (:data:`TOOLCHAIN`) unpacked in the cache, downloaded unless
+    the cache has these versions; returns its root. Without apt, a single toolchain already
+    in the cache serves."""
+    base = (cache or cache_dir()) / "system" / "toolchain"
+    try:
+        pins = [f"{p}={_candidate(p)}" for p in TOOLCHAIN]
+    except LookasideError:
+        cached = sorted(d for d in base.glob("*") if (d / "VERSION").is_file())
+        if len(cached) != 1:
+            raise
+        say(f"apt cannot name the toolchain's packages: using the one in the cache "
+            f"({' '.join((cached[0] / 'VERSION').read_text().split())})")
+        return cached[0]
+    root = base / hashlib.sha256(" ".join(pins).encode()).hexdigest()[:16]
+    if (root / "VERSION").is_file():
+        return root
+    _need("apt-get", "apt")
+    _need("dpkg-deb", "dpkg")
+    say(f"fetching the guest's C toolchain ({', '.join(pins)}) (once)")
+    base.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=base) as tmp:
+        _run(["apt-get", "download", *pins], "downloading the guest's toolchain", cwd=tmp)
+        unpacked = Path(tmp) / "root"
+        for deb in sorted(Path(tmp).glob("*.deb")):
+            _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
+        (unpacked / "VERSION").write_text("\n".join(pins) + "\n")
+        try:
+            os.rename(unpacked, root)
+        except OSError:
+            if not (root / "VERSION").is_file():  # not a concurrent capture that won
+                raise
+    return root
+
+
+def toolchain_files(root: Path) -> list[tuple[str, Path]]:
+    """The guest paths and host files of the toolchain's part in the guest
+    (:data:`TOOLCHAIN_FILES`)."""
+    out = []
+    for pattern in TOOLCHAIN_FILES:
+        found = sorted(p for p in root.glob(pattern)
+                       if p.is_symlink() or p.is_file())
+        if not found:
+            raise LookasideError(f"the guest's toolchain in {root} has no {pattern}")
+        out += [(str(p.relative_to(root)), p) for p in found]
+    return out
+
+
 def build_module(a: Assets, cache: Path | None = None) -> Path:
     """The marker module for this kernel, built unless the cache has a build of this source."""
     src = _data_dir("tracers") / "system"
@@ -223,6 +295,19 @@ class Cpio:
             self.dir(parent)
         self._entry(name, stat.S_IFREG | mode, data)
 
+    def symlink(self, name: str, target: str) -> None:
+        parent = os.path.dirname(name.strip("/"))
+        if parent:
+            self.dir(parent)
+        self._entry(name, stat.S_IFLNK | 0o777, target.encode())
+
+    def copy(self, name: str, path: Path) -> None:
+        """The host file (or symbolic link) at ``path``, as ``name``."""
+        if path.is_symlink():
+            self.symlink(name, os.readlink(path))
+        else:
+            self.file(name, path.read_bytes(), path.stat().st_mode & 0o777)
+
     def device(self, name: str, major: int, minor: int) -> None:
         self._entry(name, stat.S_IFCHR | 0o600, rdev=(major, minor))
 
@@ -249,7 +334,7 @@ INIT = """#!/bin/busybox sh
 /bin/busybox mount -t sysfs sys /sys
 /bin/busybox mount -t devtmpfs dev /dev
 /bin/busybox --install -s /bin
-export PATH=/workload/bin:/bin HOME=/workload
+export PATH=/workload/bin:/bin:/usr/bin HOME=/workload
 cd /workload
 if insmod /lookaside_marks.ko; then
   sh /workload/run.sh
@@ -264,9 +349,11 @@ poweroff -f
 
 
 def build_initramfs(path: Path, a: Assets, module: Path, script: str,
-                    programs: list[str], files: list[str]) -> None:
+                    programs: list[str], files: list[str],
+                    extra: list[tuple[str, Path]] = ()) -> None:
     """Writes the guest's initramfs: busybox, /init, the module, /workload/run.sh (the workload),
-    host programs with their libraries in /workload/bin, and data files in /workload."""
+    host programs with their libraries in /workload/bin, data files in /workload, and
+    ``extra`` files at their guest paths (a workload's sources, the toolchain)."""
     with open(path, "wb") as f:
         c = Cpio(f)
         for d in ("bin", "dev", "proc", "sys", "tmp", "workload/bin"):
@@ -286,17 +373,38 @@ def build_initramfs(path: Path, a: Assets, module: Path, script: str,
             if not p.is_file():
                 raise LookasideError(f"{fpath}: no such file to copy into the guest")
             c.file(f"workload/{p.name}", p.read_bytes(), 0o644)
+        for name, host in extra:
+            c.copy(name, host)
         c.close()
 
 
-def _workload(name: str, cache: Path) -> tuple[str, list[str]]:
-    """The script of a shipped workload and the programs it needs, built from their C
-    source (``NAME.c`` beside it) with ``gcc -static``."""
+class Workload(NamedTuple):
+    """A shipped workload made ready for the guest."""
+
+    #: The shell script the guest runs (/workload/run.sh).
+    script: str
+    #: Host programs built for it (static), copied into /workload/bin.
+    programs: list[str]
+    #: Other files it needs, as (guest path, host file): source directories, the toolchain.
+    extra: list[tuple[str, Path]]
+
+
+def _needs(script: str) -> list[str]:
+    """The words of a workload script's ``# needs:`` lines."""
+    return [w for m in re.finditer(r"^#\s*needs:(.*)$", script, re.M) for w in m.group(1).split()]
+
+
+def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workload:
+    """A shipped workload: its script, the programs it needs, built from their C source
+    (``NAME.c`` beside it) with ``gcc -static``, and what its ``# needs:`` line names: ``tcc``,
+    the guest's C toolchain (:func:`toolchain`), or a directory beside it, copied into
+    /workload."""
     d = workloads_dir()
-    script = d / f"{name}.sh"
-    if not script.is_file():
+    path = d / f"{name}.sh"
+    if not path.is_file():
         raise LookasideError(f"unknown workload '{name}' (shipped: "
                              f"{', '.join(workload_names())})")
+    script = path.read_text()
     programs = []
     for src in sorted(d.glob("*.c")):
         h = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
@@ -310,7 +418,17 @@ def _workload(name: str, cache: Path) -> tuple[str, list[str]]:
                  f"building the workload program {src.name}")
             os.replace(tmp, exe)
         programs.append(str(exe))
-    return script.read_text(), programs
+    extra: list[tuple[str, Path]] = []
+    for need in _needs(script):
+        if need == "tcc":
+            extra += toolchain_files(toolchain(cache, say))
+        elif (d / need).is_dir():
+            extra += [(f"workload/{need}/{p.name}", p)
+                      for p in sorted((d / need).iterdir()) if p.is_file()]
+        else:
+            raise LookasideError(f"workload '{name}' needs '{need}', which is neither tcc nor "
+                                 "a directory beside it")
+    return Workload(script, programs, extra)
 
 
 class _Console(_Tee):
@@ -354,14 +472,15 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     module = build_module(a, cache)
     plugin = build_plugin(cache, name="lookaside-system-plugin")
     if workload is not None:
-        script, programs = _workload(workload, cache)
+        script, programs, guest_files = _workload(workload, cache,
+                                                  (lambda m: None) if quiet else _say)
         described = f"workload {workload}"
     else:
         prog = command[0]
         path = shutil.which(prog) if "/" not in prog else prog
         if not path or not os.path.isfile(path):
             raise LookasideError(f"{prog}: program not found")
-        programs = [path]
+        programs, guest_files = [path], []
         script = shlex.join([os.path.basename(path), *command[1:]]) + "\n"
         described = shlex.join(command)
     if not quiet:
@@ -369,7 +488,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
              f"the {described} does")
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initramfs.cpio"
-        build_initramfs(initrd, a, module, script, programs, list(files))
+        build_initramfs(initrd, a, module, script, programs, list(files), guest_files)
         r, w = os.pipe()
         cmd = [qemu, "-nodefaults", "-display", "none", "-no-reboot", "-accel", "tcg",
                "-cpu", "qemu64", "-smp", "1", "-m", str(RAM_MIB), "-serial", "stdio",

@@ -25,13 +25,15 @@
  * - Address space: the module's mm->context.ctx_id, numbered densely from 1 in order of
  *   appearance. The scheduler's SWITCH message names the next task's address space, which
  *   takes effect at the next executed `mov %reg,%cr3` (the hardware switch; a kernel thread
- *   borrows the previous one and writes no CR3); EXEC takes effect at once (exec loads its
- *   new CR3 before the tracepoint fires, with only kernel code in between). A CR3 write no
- *   message announced loads an address space the module does not name (text_poke's
+ *   borrows the previous one and writes no CR3, and a task of the address space already
+ *   running needs no switch, so neither leaves one pending); EXEC takes effect at once (exec
+ *   loads its new CR3 before the tracepoint fires, with only kernel code in between). A CR3
+ *   write no message announced loads an address space the module does not name (text_poke's
  *   temporary mm, kthread_use_mm, init_mm when a lazy kernel thread lets go, exec's new mm
  *   until EXEC): it is address space 0, and the next unannounced CR3 write returns to the
- *   one before (unuse_temporary_mm, kthread_unuse_mm). Each switch is a CONTEXT_SWITCH
- *   record; every CR3 write yields one, even to the same address space.
+ *   one before (unuse_temporary_mm, kthread_unuse_mm). A CR3 *reload* (`mov %cr3,%reg`
+ *   then `mov %reg,%cr3` of the same register, native_flush_tlb_local's flush of the TLB)
+ *   keeps the address space. Each CR3 write, reloads included, is a CONTEXT_SWITCH record.
  * - Physical addresses: loads and stores from QEMU (qemu_plugin_hwaddr_phys_addr);
  *   instruction fetches from the host address of their bytes, less the host address of
  *   guest-physical 0, which the module's CALIB message gives (the physical address of the
@@ -50,6 +52,7 @@
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SWITCH = 3 };
+enum { CR3_WRITE = 1, CR3_RELOAD = 2 };
 enum { MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP };
 
 #define BUF_RECS 4096u
@@ -75,7 +78,7 @@ struct insn {
     uint64_t haddr;
     uint16_t size;
     uint8_t kernel;
-    uint8_t cr3; /* writes CR3 */
+    uint8_t cr3; /* writes CR3: CR3_WRITE, or CR3_RELOAD (the value it read) */
 };
 
 /* A message being received from the module. */
@@ -272,12 +275,15 @@ static void on_fetch(unsigned int vcpu, void *udata)
 /* A CR3 write is about to execute: the address space the scheduler chose takes effect. */
 static void on_cr3(unsigned int vcpu, void *udata)
 {
+    const struct insn *i = udata;
     on_fetch(vcpu, udata);
     struct vcpu *v = vcpus[vcpu];
     if (v->pending) {
         v->asid = v->pending;
         v->pending = 0;
         v->n_saved = 0;
+    } else if (i->cr3 == CR3_RELOAD) {
+        /* The loaded address space again: a TLB flush, no switch. */
     } else if (v->asid != 0) {
         /* Unannounced: into an address space the module does not name. */
         if (v->n_saved == SAVED) {
@@ -376,7 +382,10 @@ static void on_message(unsigned index, struct vcpu *v)
         v->n_saved = 0;
         put(index, 0, NO_PADDR, 0, KIND_SWITCH, 1);
     } else if (v->msg.type == MSG_SWITCH && asid) {
-        v->pending = asid;
+        /* A task of the address space running (a thread, or after a kernel thread that
+         * borrowed it) is switched to without a CR3 write: nothing is pending, and the next
+         * CR3 write (exec's, say) must not take this one for it. */
+        v->pending = asid == v->asid ? 0 : asid;
     }
     if (asid && recording) {
         pthread_mutex_lock(&out_lock);
@@ -415,13 +424,18 @@ static void on_marker(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va
 
 /* --- translation ---------------------------------------------------------------------- */
 
-/* `mov %reg,%cr3`: [REX] 0F 22 /r with reg field 3. */
-static int writes_cr3(const uint8_t *b, size_t n)
+/* `mov %reg,%cr3` ([REX] 0F 22 /r, reg field 3) or `mov %cr3,%reg` (0F 20): the register
+ * (REX.B and the r/m field), or -1 if the bytes are not that instruction. */
+static int cr3_move(const uint8_t *b, size_t n, uint8_t op)
 {
     size_t i = 0;
+    int rex = 0;
     if (n > 0 && (b[0] & 0xf0) == 0x40)
-        i = 1;
-    return n >= i + 3 && b[i] == 0x0f && b[i + 1] == 0x22 && ((b[i + 2] >> 3) & 7) == 3;
+        rex = b[i++];
+    if (n < i + 3 || b[i] != 0x0f || b[i + 1] != op || ((b[i + 2] >> 3) & 7) != 3 ||
+        (rex & 4) /* REX.R: CR11 */)
+        return -1;
+    return (b[i + 2] & 7) | (rex & 1) << 3;
 }
 
 /* Instruments the instructions of a block: all of them (`full`), or, before START, only the
@@ -429,14 +443,17 @@ static int writes_cr3(const uint8_t *b, size_t n)
 static void instrument(struct qemu_plugin_tb *tb, int full)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
+    int read_cr3 = -1; /* the register the previous instruction read CR3 into */
     for (size_t k = 0; k < n; k++) {
         struct qemu_plugin_insn *qi = qemu_plugin_tb_get_insn(tb, k);
         size_t size = qemu_plugin_insn_size(qi);
         const uint8_t *bytes = qemu_plugin_insn_data(qi);
         int marker = size == sizeof MARKER && memcmp(bytes, MARKER, sizeof MARKER) == 0;
+        int from = cr3_move(bytes, size, 0x22);
+        int cr3 = from < 0 ? 0 : from == read_cr3 ? CR3_RELOAD : CR3_WRITE;
+        read_cr3 = cr3_move(bytes, size, 0x20);
         if (!full && !marker)
             continue;
-        int cr3 = writes_cr3(bytes, size);
         struct insn *i = insn_for(qemu_plugin_insn_vaddr(qi),
                                   (uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qi),
                                   (uint16_t)size, cr3);
