@@ -74,6 +74,11 @@ def test_huck93_reproduces(cli, tmp_path: Path):
     assert "head-bucket hit rate rises with HPT-cache size" in held
     assert "aliasing (ASM) raises the TLB miss rate of a sharing workload" in held
     assert "the hybrid gains on the hardware FMPT walker as the table deepens" in held
+    # Aliases of a shared page: a table entry each, one frame (the global model's frames).
+    assert "aliases of a shared page: a table entry each, one frame" in held
+    al = pd.read_csv(d / "aliasing.csv").set_index("workload")
+    assert (al.frames_asm == al.frames_global).all()
+    assert al.pages_asm.iloc[0] > 2 * al.pages_global.iloc[0]
     assert set(pd.read_csv(d / "deeper_fmpt.csv").levels) == {2, 3, 4}
     html = (d / "report.html").read_text()
     assert "<svg" in html and len(list((d / "plots").glob("*.png"))) == 4
