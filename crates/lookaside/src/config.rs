@@ -67,7 +67,8 @@
 //! move_to_head = false     # hashed: a page found down the chain moves to the head bucket
 //! levels = 2               # radix (and behind a hybrid): 2 = 2 × 10 bits, 4-byte entries
 //!                          # (32-bit spaces); 4 or 5 = x86-64, 9 bits, 8-byte entries
-//! bits = [10, 10]          # radix: explicit bits per level, root first (with entry_bytes)
+//! bits = [10, 10]          # radix: explicit bits per level, root first, with
+//!                          # entry_bytes (required: 4, 8 or 16 bytes)
 //! psc = [{ level = 0, entries = 4, ways = 4 }]  # radix: paging-structure caches
 //! entries = 8192           # hybrid: HPT-cache entries; swtlb: software-TLB entries
 //! behind = "inverted"      # swtlb: the table behind it (radix | inverted | hashed)

@@ -278,7 +278,14 @@ fn build_table(
             let mut p = match (c.bits.is_empty(), c.levels) {
                 (false, _) => RadixParams {
                     bits: c.bits.clone(),
-                    entry_bytes: c.entry_bytes.unwrap_or(8),
+                    entry_bytes: c.entry_bytes.ok_or_else(|| {
+                        err(
+                            "entry_bytes",
+                            "missing: with bits, give the entry size (4 for a 32-bit table's \
+                             PTEs, 8 for x86-64's)"
+                                .into(),
+                        )
+                    })?,
                     psc: Vec::new(),
                     base,
                 },
@@ -1307,6 +1314,10 @@ mod tests {
             (
                 "organisation='hashed'\naddresses='flat'",
                 "pagetable.addresses",
+            ),
+            (
+                "organisation='radix'\nbits=[7, 7, 6]",
+                "pagetable.entry_bytes",
             ),
         ] {
             let e = machine(pt).unwrap_err().to_string();
