@@ -340,7 +340,7 @@ fn build_table(
             PageTable::Hashed(
                 Hashed::new(HashedParams {
                     buckets: ratio_size(2.0)?,
-                    ways: c.ways,
+                    ways: c.ways.unwrap_or(1),
                     chaining,
                     move_to_head: c.move_to_head,
                     base,
@@ -368,20 +368,29 @@ fn build_table(
                 ));
             }
             let entries = c.entries.unwrap_or(default_entries);
-            if c.ways == 0 || !entries.is_multiple_of(c.ways) {
+            // The PA-RISC swTLB is 2-way; the hybrid's HPT cache 1-way unless asked.
+            let ways = c
+                .ways
+                .unwrap_or(if kind == FrontKind::SwTlb { 2 } else { 1 });
+            if ways == 0 || !entries.is_multiple_of(ways) {
                 return Err(err(
                     "entries",
-                    format!("{entries} is not a multiple of {} ways", c.ways),
+                    format!("{entries} is not a multiple of {ways} ways"),
                 ));
             }
             let p = FrontParams {
                 kind,
-                sets: entries / c.ways,
-                ways: c.ways,
+                sets: entries / ways,
+                ways,
                 base,
             };
             let front_bytes = (entries as u64 * 16).next_multiple_of(1 << PAGE_SHIFT);
-            let inner = build_table(c, inner_org, frames, base + front_bytes, src)?;
+            // `ways` is the front table's: a hashed table behind a swTLB has 1-way buckets.
+            let behind = PageTableConfig {
+                ways: None,
+                ..c.clone()
+            };
+            let inner = build_table(&behind, inner_org, frames, base + front_bytes, src)?;
             PageTable::Front(Box::new(
                 Front::new(p, inner).map_err(|m| err("entries", m))?,
             ))
@@ -470,7 +479,7 @@ impl Walker {
                 format!("the {org} table is searched by software only (refill = \"software\")"),
             ));
         }
-        if !matches!(org, "hashed" | "hybrid" | "swtlb") && c.ways != 1 {
+        if !matches!(org, "hashed" | "hybrid" | "swtlb") && c.ways.is_some_and(|w| w != 1) {
             return Err(err(
                 "ways",
                 format!("only hashed, hybrid and swtlb tables have ways, not {org}"),
@@ -845,6 +854,9 @@ impl Walker {
             v["relocations"] = json!(h.relocations);
         }
         if let PageTable::Front(f) = &self.table {
+            let p = f.params();
+            v["front_entries"] = json!(p.sets * p.ways);
+            v["front_ways"] = json!(p.ways);
             v["front_refills"] = json!(f.refills);
         }
         v
@@ -1103,6 +1115,29 @@ mod tests {
             (Some(2), Some(1))
         );
         assert_eq!(j["table"]["pages"], 2);
+    }
+
+    #[test]
+    fn the_software_tlb_is_two_way_unless_told() {
+        let mut m = machine("organisation='swtlb'\nrefill='software'").unwrap();
+        let j = run(&mut m, 16, 3);
+        assert_eq!(
+            (j["front_entries"].as_u64(), j["front_ways"].as_u64()),
+            (Some(2048), Some(2))
+        );
+        // Its first walk of each page misses both ways; later ones hit.
+        assert_eq!(j["second_way"], 16);
+        assert_eq!(j["head_hits"], 32);
+        let mut m = machine("organisation='swtlb'\nrefill='software'\nways=1").unwrap();
+        assert_eq!(run(&mut m, 16, 3)["front_ways"], 1);
+        // The hybrid's HPT cache is 1-way by default, and a hashed table behind a swTLB too.
+        let mut m = machine("organisation='hybrid'").unwrap();
+        assert_eq!(run(&mut m, 16, 3)["front_ways"], 1);
+        let mut m =
+            machine("organisation='swtlb'\nrefill='software'\nbehind='hashed'\nways=2").unwrap();
+        let j = run(&mut m, 16, 3);
+        assert_eq!(j["levels"][1]["name"], "head");
+        assert_eq!(j["table"]["bytes"], 2048 * 16 + 8192 * 2 * 16);
     }
 
     #[test]
