@@ -778,6 +778,38 @@ impl Machine {
             }
             Some(p) => {
                 let mut w = Box::new(Walker::from_config(p, source_name)?);
+                // Pages the table cannot hold would never be walked: refuse them here.
+                let holds = w.table().page_shifts();
+                let sizes = std::iter::once(("pages.size".to_string(), pages.default)).chain(
+                    pages
+                        .regions
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| (format!("pages.regions[{i}].size"), r.3)),
+                );
+                for (key, shift) in sizes {
+                    let Some(shift) = shift.filter(|s| !holds.contains(s)) else {
+                        continue;
+                    };
+                    let label = |s: u32| PageSize::Size(1 << s).label();
+                    let kind = w.table().kind();
+                    let why = if kind == "radix" {
+                        let l: Vec<String> = holds.iter().map(|&s| label(s)).collect();
+                        format!("the radix table's levels map {} pages", l.join(", "))
+                    } else {
+                        let holder = match kind {
+                            "inverted" => "an inverted page table holds",
+                            "hashed" => "a hashed page table holds",
+                            "hybrid" => "a hybrid's HPT cache holds",
+                            _ => "a software TLB holds",
+                        };
+                        format!("{holder} 4 KiB pages only (a radix table maps larger ones)")
+                    };
+                    return Err(err(
+                        key,
+                        format!("{} pages with [pagetable]: {why}", label(shift)),
+                    ));
+                }
                 if let Some(m) = memory.as_deref_mut() {
                     // The table references go through the memory system's caches.
                     w.set_memory();

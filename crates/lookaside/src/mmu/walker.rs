@@ -1217,6 +1217,62 @@ mod tests {
     }
 
     #[test]
+    fn pages_a_table_cannot_hold_are_refused() {
+        let build = |pages: &str, pt: &str| {
+            Machine::assemble(
+                Some(&format!(
+                    "{pages}\n[[tlb]]\nname='t'\nentries=4\npage=['4K', '2M']\n[pagetable]\n{pt}\n"
+                )),
+                "m.toml",
+                &[],
+                &[],
+            )
+        };
+        let big = "[pages]\nsize = '2M'";
+        for (pt, holder) in [
+            ("organisation='hashed'", "a hashed page table holds"),
+            (
+                "organisation='inverted'\nrefill='software'",
+                "an inverted page table holds",
+            ),
+            ("organisation='hybrid'", "a hybrid's HPT cache holds"),
+            (
+                "organisation='swtlb'\nrefill='software'",
+                "a software TLB holds",
+            ),
+        ] {
+            let e = build(big, pt).unwrap_err().to_string();
+            assert!(
+                e.contains("pages.size: 2M pages with [pagetable]: ")
+                    && e.contains(&format!("{holder} 4 KiB pages only"))
+                    && !e.contains('\n'),
+                "{e}"
+            );
+        }
+        // A radix table maps the sizes of its levels: x86-64's 2 MiB, not the 2-level
+        // table's (4 MiB at its root).
+        assert!(build(big, "organisation='radix'\nlevels=4").is_ok());
+        let e = build(big, "organisation='radix'").unwrap_err().to_string();
+        assert!(e.contains("levels map 4K, 4M pages"), "{e}");
+        let region = "[pages]\n[[pages.regions]]\nstart=0\nend=0x40000000\nsize='2M'";
+        let e = build(region, "organisation='hashed'")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pages.regions[0].size: 2M pages"), "{e}");
+        // Every 2 MiB page of an x86-64 table is walked and mapped, none unmappable.
+        let mut m = build(big, "organisation='radix'\nlevels=4").unwrap();
+        m.run_batch(&[
+            Event::reference(Kind::Load, 0x20_0000, 4).with_asid(1),
+            Event::reference(Kind::Load, 0x40_0000, 4).with_asid(1),
+        ]);
+        let j = m.walker().unwrap().json();
+        assert_eq!(
+            (j["walks"].as_u64(), j["unmappable"].as_u64()),
+            (Some(2), Some(0))
+        );
+    }
+
+    #[test]
     fn page_tables_with_memory_name_what_is_refused() {
         let e = |extra: &str| {
             Machine::assemble(

@@ -190,6 +190,15 @@ impl PageTable {
         }
     }
 
+    /// The page sizes (as shifts) the table can map: a radix table's at each level's
+    /// boundary; every other organisation's entries hold 4 KiB pages.
+    pub fn page_shifts(&self) -> Vec<u32> {
+        match self {
+            PageTable::Radix(t) => t.page_shifts(),
+            _ => vec![PAGE_SHIFT],
+        }
+    }
+
     /// Whether the table describes a frame by one entry (an inverted table, alone or behind a
     /// front table): aliases of one frame cannot be mapped together.
     pub fn one_entry_per_frame(&self) -> bool {
