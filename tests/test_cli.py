@@ -179,6 +179,14 @@ def test_page_table_machines_simulate_and_name_bad_keys(cli, tmp_path):
     r = json.loads(cli("simulate", w + ",addresses=per-process", "--config", m, "--json").stdout)
     assert [lv["name"] for lv in r["pagetable"]["levels"]] == ["L4", "L3", "L2", "L1"]
     assert r["pagetable"]["psc_skipped"] > 0
+    # PA-RISC's software TLB (2-way by default) in front of the IPT.
+    m.write_text('[[tlb]]\nname = "t"\nentries = 32\n[pagetable]\norganisation = "swtlb"\n'
+                 'refill = "software"\n')
+    pt = json.loads(cli("simulate", w, "--config", m, "--json").stdout)["pagetable"]
+    assert pt["organisation"] == "swtlb" and (pt["front_entries"], pt["front_ways"]) == (2048, 2)
+    assert [lv["name"] for lv in pt["levels"]] == ["swTLB", "HAT", "IPT", "chain"]
+    assert 0 < pt["head_hit_rate"] < 1 and pt["front_refills"] == pt["walks"] - pt["head_hits"]
+    assert pt["cycles_per_miss"]["basic"] >= 27
     for bad, key in [("ratio = 3", "pagetable.ratio"), ('refill = "magic"', "pagetable.refill"),
                      ("cycles = { hw_hbt = 1 }", "pagetable.cycles.hw_hbt")]:
         m.write_text(f'[[tlb]]\nname = "t"\nentries = 32\n[pagetable]\n'

@@ -63,13 +63,15 @@
 //!                          # address bits are the space id (one TLB entry serves all sharers)
 //! space_ids = "random"     # random | asid: how the OS numbers per-process spaces
 //! ratio = 2                # hashed: head buckets per frame; inverted: HAT anchors per frame
-//! ways = 1                 # hashed, hybrid, swtlb: entries per head bucket or set (1 or 2)
+//! ways = 1                 # hashed, hybrid: entries per head bucket (1 or 2); swtlb: ways
+//!                          # of its sets (1 or 2, default 2)
 //! compare = "serial"       # 2-way: serial (+2 cycles for the second way) | parallel
 //! chaining = "free"        # hashed: free (unused table entries) | overflow (separate area)
 //! move_to_head = false     # hashed: a page found down the chain moves to the head bucket
 //! levels = 2               # radix (and behind a hybrid): 2 = 2 × 10 bits, 4-byte entries
 //!                          # (32-bit spaces); 4 or 5 = x86-64, 9 bits, 8-byte entries
-//! bits = [10, 10]          # radix: explicit bits per level, root first (with entry_bytes)
+//! bits = [10, 10]          # radix: explicit bits per level, root first, with
+//!                          # entry_bytes (required: 4, 8 or 16 bytes)
 //! psc = [{ level = 0, entries = 4, ways = 4 }]  # radix: paging-structure caches
 //! entries = 8192           # hybrid: HPT-cache entries; swtlb: software-TLB entries
 //! behind = "inverted"      # swtlb: the table behind it (radix | inverted | hashed)
@@ -794,8 +796,9 @@ pub struct PageTableConfig {
     /// Hashed: head buckets per frame; inverted: HAT anchors per frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
-    #[serde(default = "one")]
-    pub ways: usize,
+    /// Hashed, hybrid: entries per head bucket (default 1); swtlb: ways (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ways: Option<usize>,
     /// `serial` or `parallel`.
     #[serde(default = "default_compare")]
     pub compare: String,

@@ -162,6 +162,9 @@ pub struct Machine {
     /// The page-table walker, when the config has `[pagetable]`: every walk (a miss in the
     /// last level) searches its table.
     walker: Option<Box<Walker>>,
+    /// The physical address of the reference being translated, for the walker (a page
+    /// naming a physical page shares its frame with the other pages naming it).
+    walk_paddr: u64,
     /// The virtually addressed cache, when the config has `[vac]`: it sees every event of
     /// [`Machine::run_batch`] before the TLBs do (a machine with one is never fed one event
     /// at a time, see [`Machine::fed_in_batches`]).
@@ -199,8 +202,9 @@ pub struct Feed<'m> {
     /// The walker's data cache sees the program's loads and stores: every reference takes
     /// the full path.
     data: bool,
-    /// None of the three above: a reference in the running address space needs nothing but
-    /// translation (one flag to test per event instead of three).
+    /// None of the three above, and no page-table walker (which needs each reference's
+    /// physical address): a reference in the running address space needs nothing but
+    /// translation (one flag to test per event instead of four).
     plain: bool,
     /// The running address space when `plain`, else [`NOT_PLAIN`] (which no `u32` address
     /// space equals): one compare tells a plain reference.
@@ -378,6 +382,7 @@ impl Feed<'_> {
         }
         let cell = Tally::cell(e.mode, e.kind);
         self.tally.refs[cell] += 1;
+        m.walk_paddr = e.paddr;
         if self.memory {
             let (mapped, walked) = self.translate::<true>(e, cell);
             let m = &mut *self.m;
@@ -773,6 +778,38 @@ impl Machine {
             }
             Some(p) => {
                 let mut w = Box::new(Walker::from_config(p, source_name)?);
+                // Pages the table cannot hold would never be walked: refuse them here.
+                let holds = w.table().page_shifts();
+                let sizes = std::iter::once(("pages.size".to_string(), pages.default)).chain(
+                    pages
+                        .regions
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| (format!("pages.regions[{i}].size"), r.3)),
+                );
+                for (key, shift) in sizes {
+                    let Some(shift) = shift.filter(|s| !holds.contains(s)) else {
+                        continue;
+                    };
+                    let label = |s: u32| PageSize::Size(1 << s).label();
+                    let kind = w.table().kind();
+                    let why = if kind == "radix" {
+                        let l: Vec<String> = holds.iter().map(|&s| label(s)).collect();
+                        format!("the radix table's levels map {} pages", l.join(", "))
+                    } else {
+                        let holder = match kind {
+                            "inverted" => "an inverted page table holds",
+                            "hashed" => "a hashed page table holds",
+                            "hybrid" => "a hybrid's HPT cache holds",
+                            _ => "a software TLB holds",
+                        };
+                        format!("{holder} 4 KiB pages only (a radix table maps larger ones)")
+                    };
+                    return Err(err(
+                        key,
+                        format!("{} pages with [pagetable]: {why}", label(shift)),
+                    ));
+                }
                 if let Some(m) = memory.as_deref_mut() {
                     // The table references go through the memory system's caches.
                     w.set_memory();
@@ -797,6 +834,7 @@ impl Machine {
             memory,
             handler,
             walker,
+            walk_paddr: crate::event::NO_PADDR,
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
@@ -916,7 +954,7 @@ impl Machine {
         let refilled = self.refill.is_some();
         let memory = self.memory.is_some();
         let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
-        let plain = !(refilled || memory || data);
+        let plain = !(refilled || memory || self.walker.is_some());
         Feed {
             refilled,
             refilled_memory: refilled && memory,
@@ -955,12 +993,16 @@ impl Machine {
             self.ledger.unmapped += 1;
             return (false, false);
         };
+        self.walk_paddr = e.paddr;
         let mut walked = self.translate(e.addr, e.kind, e.mode, shift);
         if self.split && e.size > 1 {
             let last = e.addr.wrapping_add(e.size as u64 - 1);
             if last >> shift != e.addr >> shift && last > e.addr {
                 if let Some(s2) = self.pages.backing(last, e.asid) {
                     self.ledger.straddles += 1;
+                    if e.paddr != crate::event::NO_PADDR {
+                        self.walk_paddr = e.paddr.wrapping_add(last - e.addr);
+                    }
                     walked |= self.translate(last, e.kind, e.mode, s2);
                 }
             }
@@ -1149,7 +1191,13 @@ impl Machine {
         let w = self.ledger.walk_index();
         self.ledger.access(w, mode, kind, true);
         if let Some(w) = self.walker.as_deref_mut() {
-            w.miss(self.cur_asid, addr, shift, self.memory.as_deref_mut());
+            w.miss(
+                self.cur_asid,
+                addr,
+                self.walk_paddr,
+                shift,
+                self.memory.as_deref_mut(),
+            );
         }
         true
     }

@@ -39,6 +39,14 @@
 //! 32 address bits are the space id and the lower 32 the offset (PA-RISC's global virtual
 //! addresses): sharers of a segment use one address, so one TLB entry and one table entry
 //! serve them all (make the TLB entries global too: `machine.global_above = 0`).
+//!
+//! Frames: a reference carrying a physical address names the physical page it reaches, and
+//! every page naming the same one is mapped to one frame. Per-process aliases of a shared
+//! page (`workload:multiuser,addresses=per-process`, `workload:rewrite,…,to=per-process`,
+//! which carry the page's global address there) therefore each have a translation of their
+//! own — a TLB entry and a table entry per alias, the cost of the ASM — and share one copy of
+//! the data, as with global addresses. An inverted table describes a frame by one virtual
+//! address: mapping a second alias takes the frame's entry from the first.
 
 use std::collections::HashMap;
 
@@ -49,7 +57,7 @@ use crate::cache::system::{Activity, At, MemorySystem};
 use crate::cache::{Cache, CacheParams, WritePolicy};
 use crate::config::PageTableConfig;
 use crate::error::{Error, Result};
-use crate::event::Kind;
+use crate::event::{Kind, NO_PADDR};
 use crate::pagetable::{
     scramble_space, Chaining, Frames, Front, FrontKind, FrontParams, Hashed, HashedParams,
     InsertError, Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, Usage, Walk,
@@ -193,6 +201,9 @@ pub struct WalkStats {
     pub walks: u64,
     /// Walks that found no translation, so the page was mapped (then walked again).
     pub faults: u64,
+    /// Faults whose physical page was in a frame already (an alias of a shared page): the
+    /// page was mapped to that frame. (The other faults took a frame of their own.)
+    pub shared_faults: u64,
     /// Pages the table cannot map (page number beyond its levels, page size it cannot hold).
     pub unmappable: u64,
     pub basic_cycles: u64,
@@ -229,6 +240,8 @@ pub struct Walker {
     /// The organisation behind a software TLB (for its cost).
     behind: &'static str,
     refs: Refs,
+    /// Pages losing their frame on a fault (reused from fault to fault).
+    evicted: Vec<(u32, u64)>,
     stats: WalkStats,
     names: Vec<String>,
     data_refs: bool,
@@ -265,7 +278,14 @@ fn build_table(
             let mut p = match (c.bits.is_empty(), c.levels) {
                 (false, _) => RadixParams {
                     bits: c.bits.clone(),
-                    entry_bytes: c.entry_bytes.unwrap_or(8),
+                    entry_bytes: c.entry_bytes.ok_or_else(|| {
+                        err(
+                            "entry_bytes",
+                            "missing: with bits, give the entry size (4 for a 32-bit table's \
+                             PTEs, 8 for x86-64's)"
+                                .into(),
+                        )
+                    })?,
                     psc: Vec::new(),
                     base,
                 },
@@ -320,7 +340,7 @@ fn build_table(
             PageTable::Hashed(
                 Hashed::new(HashedParams {
                     buckets: ratio_size(2.0)?,
-                    ways: c.ways,
+                    ways: c.ways.unwrap_or(1),
                     chaining,
                     move_to_head: c.move_to_head,
                     base,
@@ -348,20 +368,29 @@ fn build_table(
                 ));
             }
             let entries = c.entries.unwrap_or(default_entries);
-            if c.ways == 0 || !entries.is_multiple_of(c.ways) {
+            // The PA-RISC swTLB is 2-way; the hybrid's HPT cache 1-way unless asked.
+            let ways = c
+                .ways
+                .unwrap_or(if kind == FrontKind::SwTlb { 2 } else { 1 });
+            if ways == 0 || !entries.is_multiple_of(ways) {
                 return Err(err(
                     "entries",
-                    format!("{entries} is not a multiple of {} ways", c.ways),
+                    format!("{entries} is not a multiple of {ways} ways"),
                 ));
             }
             let p = FrontParams {
                 kind,
-                sets: entries / c.ways,
-                ways: c.ways,
+                sets: entries / ways,
+                ways,
                 base,
             };
             let front_bytes = (entries as u64 * 16).next_multiple_of(1 << PAGE_SHIFT);
-            let inner = build_table(c, inner_org, frames, base + front_bytes, src)?;
+            // `ways` is the front table's: a hashed table behind a swTLB has 1-way buckets.
+            let behind = PageTableConfig {
+                ways: None,
+                ..c.clone()
+            };
+            let inner = build_table(&behind, inner_org, frames, base + front_bytes, src)?;
             PageTable::Front(Box::new(
                 Front::new(p, inner).map_err(|m| err("entries", m))?,
             ))
@@ -450,7 +479,7 @@ impl Walker {
                 format!("the {org} table is searched by software only (refill = \"software\")"),
             ));
         }
-        if !matches!(org, "hashed" | "hybrid" | "swtlb") && c.ways != 1 {
+        if !matches!(org, "hashed" | "hybrid" | "swtlb") && c.ways.is_some_and(|w| w != 1) {
             return Err(err(
                 "ways",
                 format!("only hashed, hybrid and swtlb tables have ways, not {org}"),
@@ -513,6 +542,7 @@ impl Walker {
             addresses,
             random_ids,
             refs: Refs::with_capacity(64),
+            evicted: Vec::new(),
             data_refs: c.data_refs,
             resident: HashMap::new(),
             last: (u32::MAX, u64::MAX, 0),
@@ -550,36 +580,70 @@ impl Walker {
     }
 
     /// The last-level TLB missed on `addr` (a page of `2^shift` bytes) in address space
-    /// `asid`: walk, map on a fault, price the walk. With `memory`, the table references go
-    /// through its caches rather than the private one.
-    pub fn miss(&mut self, asid: u32, addr: u64, shift: u32, memory: Option<&mut MemorySystem>) {
+    /// `asid`: walk, map on a fault, price the walk. `paddr` (unless [`NO_PADDR`]) names the
+    /// physical page the reference reaches: every page naming the same one shares its frame
+    /// (the aliases of a shared page). With `memory`, the table references go through its
+    /// caches rather than the private one.
+    pub fn miss(
+        &mut self,
+        asid: u32,
+        addr: u64,
+        paddr: u64,
+        shift: u32,
+        memory: Option<&mut MemorySystem>,
+    ) {
         let (space, vpn) = self.page(asid, addr);
         self.refs.clear();
         let mut w = self.table.lookup(space, vpn, &mut self.refs);
         if w.frame.is_none() {
-            let (f, old) = self.frames.alloc(space, vpn);
-            if let Some((os, ov)) = old {
-                self.table.remove(os, ov);
-                if self.data_refs {
-                    self.resident.remove(&(os, ov));
-                    self.last = (u32::MAX, u64::MAX, 0);
-                }
+            if !self.fault(space, vpn, paddr, shift) {
+                self.stats.unmappable += 1;
+                return;
             }
-            match self.table.insert(space, vpn, shift, f) {
-                Ok(()) => {}
-                Err(InsertError::OutOfRange | InsertError::PageSize(_) | InsertError::Frame(_)) => {
-                    self.stats.unmappable += 1;
-                    return;
-                }
-            }
-            if self.data_refs {
-                self.resident.insert((space, vpn), f);
-            }
-            self.stats.faults += 1;
             self.refs.clear();
             w = self.table.lookup(space, vpn, &mut self.refs);
         }
         self.count(&w, asid, memory);
+    }
+
+    /// Page fault on `(space, vpn)`: give it a frame (the one holding its physical page, if
+    /// `paddr` names one already in memory) and map it; false if the table cannot hold it.
+    fn fault(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32) -> bool {
+        let object = (paddr != NO_PADDR).then(|| paddr & !((1u64 << shift) - 1));
+        let mut evicted = std::mem::take(&mut self.evicted);
+        evicted.clear();
+        let m = self.frames.map(space, vpn, object, &mut evicted);
+        if m.shared && self.table.one_entry_per_frame() {
+            // An inverted table describes a frame by one virtual address: the alias mapping
+            // the frame now loses its translation (and faults on its next walk).
+            evicted.extend(self.frames.owners(m.frame).filter(|&p| p != (space, vpn)));
+            for &(os, ov) in &evicted {
+                self.frames.unmap(m.frame, os, ov);
+            }
+        }
+        for &(os, ov) in &evicted {
+            self.table.remove(os, ov);
+            if self.data_refs {
+                self.resident.remove(&(os, ov));
+                self.last = (u32::MAX, u64::MAX, 0);
+            }
+        }
+        self.evicted = evicted;
+        match self.table.insert(space, vpn, shift, m.frame) {
+            Ok(()) => {}
+            Err(InsertError::OutOfRange | InsertError::PageSize(_) | InsertError::Frame(_)) => {
+                self.frames.unmap(m.frame, space, vpn);
+                return false;
+            }
+        }
+        if self.data_refs {
+            self.resident.insert((space, vpn), m.frame);
+        }
+        self.stats.faults += 1;
+        if m.shared {
+            self.stats.shared_faults += 1;
+        }
+        true
     }
 
     fn count(&mut self, w: &Walk, asid: u32, memory: Option<&mut MemorySystem>) {
@@ -676,7 +740,7 @@ impl Walker {
     pub fn unmap(&mut self, asid: u32, addr: u64) {
         let (space, vpn) = self.page(asid, addr);
         if let Some(f) = self.table.remove(space, vpn) {
-            self.frames.forget(f);
+            self.frames.unmap(f, space, vpn);
             if self.data_refs {
                 self.resident.remove(&(space, vpn));
                 self.last = (u32::MAX, u64::MAX, 0);
@@ -766,6 +830,8 @@ impl Walker {
             "faults": s.faults,
             "unmappable": s.unmappable,
             "frames_reclaimed": self.frames.reclaimed,
+            "frames_allocated": s.faults - s.shared_faults,
+            "shared_faults": s.shared_faults,
             "cycles": {"basic": s.basic_cycles, "cache_penalty": s.penalty_cycles,
                        "total": s.basic_cycles + s.penalty_cycles},
             "cycles_per_miss": {"basic": per(s.basic_cycles), "cache_penalty": per(s.penalty_cycles),
@@ -788,6 +854,9 @@ impl Walker {
             v["relocations"] = json!(h.relocations);
         }
         if let PageTable::Front(f) = &self.table {
+            let p = f.params();
+            v["front_entries"] = json!(p.sets * p.ways);
+            v["front_ways"] = json!(p.ways);
             v["front_refills"] = json!(f.refills);
         }
         v
@@ -944,6 +1013,133 @@ mod tests {
         );
     }
 
+    /// Run workload `spec` on a 32-entry TLB and a `[pagetable]` of `pt`; the walker's JSON.
+    fn on_workload(spec: &str, pt: &str) -> serde_json::Value {
+        let global = pt.contains("'global'");
+        let text = format!(
+            "{}[[tlb]]\nname='t'\nentries=32\n[pagetable]\n{pt}\ndata_refs=true\n",
+            if global {
+                "[machine]\nglobal_above = 0\n"
+            } else {
+                ""
+            }
+        );
+        let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
+        let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
+        let mut v = Vec::new();
+        while src.next_batch(&mut v).unwrap() {
+            m.run_batch(&v);
+        }
+        m.walker().unwrap().json()
+    }
+
+    #[test]
+    fn aliases_of_a_shared_page_share_its_frame() {
+        // Twelve users sharing text and a buffer pool: as aliases, each shared page has one
+        // table entry per sharer but one frame, exactly as with global addresses.
+        let w = "workload:multiuser,users=12,slices=120,quantum=1500";
+        let g = on_workload(w, "organisation='hashed'\naddresses='global'");
+        for (org, rewrite) in [("radix", false), ("hybrid", false), ("hashed", true)] {
+            let pt = format!("organisation='{org}'");
+            let a = if rewrite {
+                // The global stream rewritten to aliases (as a saved trace would be).
+                rewritten(w, &pt)
+            } else {
+                on_workload(&format!("{w},addresses=per-process"), &pt)
+            };
+            assert_eq!(a["frames_allocated"], g["frames_allocated"], "{org}");
+            assert_eq!(g["shared_faults"], 0);
+            let (faults, shared) = (
+                a["faults"].as_u64().unwrap(),
+                a["shared_faults"].as_u64().unwrap(),
+            );
+            assert!(shared > faults / 2, "{org}: {shared} of {faults}");
+            assert_eq!(a["table"]["pages"].as_u64(), Some(faults), "{org}");
+            assert_eq!(a["frames_reclaimed"], 0);
+            // The program's data reaches one copy of each shared page: no more data-cache
+            // misses than with global addresses beyond what the table's own lines evict.
+            let miss = |j: &serde_json::Value| j["data"]["miss_rate"].as_f64().unwrap();
+            assert!(
+                miss(&a) < 1.2 * miss(&g),
+                "{org}: {} vs {}",
+                miss(&a),
+                miss(&g)
+            );
+        }
+    }
+
+    /// [`on_workload`] of the multi-user spec `w` rewritten to per-process aliases.
+    fn rewritten(w: &str, pt: &str) -> serde_json::Value {
+        use crate::workload::{AddressModel, Rewrite};
+        let text = format!("[[tlb]]\nname='t'\nentries=32\n[pagetable]\n{pt}\ndata_refs=true\n");
+        let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
+        let inner = crate::workload::from_spec(w).unwrap().unwrap();
+        let mut src = Rewrite::new(inner, AddressModel::PerProcess);
+        let mut v = Vec::new();
+        while crate::trace::TraceSource::next_batch(&mut src, &mut v).unwrap() {
+            m.run_batch(&v);
+        }
+        m.walker().unwrap().json()
+    }
+
+    #[test]
+    fn an_inverted_table_maps_one_alias_of_a_frame_at_a_time() {
+        // Two processes take turns on one shared page, as aliases: the IPT describes the
+        // frame by one virtual address, so each turn faults and takes it from the other.
+        let alias = |asid: u32| {
+            Event::reference(Kind::Load, 0x8000_0000, 4)
+                .with_asid(asid)
+                .with_paddr(0x1234_8000_0000)
+        };
+        let flush = Event::control(Kind::TlbFlush, crate::event::FLUSH_ALL, 0);
+        let mut ev = Vec::new();
+        for _ in 0..3 {
+            ev.extend([alias(1), flush, alias(2), flush]);
+        }
+        let mut m = machine("organisation='inverted'\nrefill='software'").unwrap();
+        m.run_batch(&ev);
+        let j = m.walker().unwrap().json();
+        assert_eq!(
+            (j["walks"].as_u64(), j["faults"].as_u64()),
+            (Some(6), Some(6))
+        );
+        assert_eq!(j["frames_allocated"], 1);
+        assert_eq!(j["table"]["pages"], 1);
+        // A hashed table holds both aliases: two faults, then hits.
+        let mut m = machine("organisation='hashed'").unwrap();
+        m.run_batch(&ev);
+        let j = m.walker().unwrap().json();
+        assert_eq!(j["walks"], 6);
+        assert_eq!(
+            (j["faults"].as_u64(), j["shared_faults"].as_u64()),
+            (Some(2), Some(1))
+        );
+        assert_eq!(j["table"]["pages"], 2);
+    }
+
+    #[test]
+    fn the_software_tlb_is_two_way_unless_told() {
+        let mut m = machine("organisation='swtlb'\nrefill='software'").unwrap();
+        let j = run(&mut m, 16, 3);
+        assert_eq!(
+            (j["front_entries"].as_u64(), j["front_ways"].as_u64()),
+            (Some(2048), Some(2))
+        );
+        // Its first walk of each page misses both ways; later ones hit.
+        assert_eq!(j["second_way"], 16);
+        assert_eq!(j["head_hits"], 32);
+        let mut m = machine("organisation='swtlb'\nrefill='software'\nways=1").unwrap();
+        assert_eq!(run(&mut m, 16, 3)["front_ways"], 1);
+        // The hybrid's HPT cache is 1-way by default, and a hashed table behind a swTLB too.
+        let mut m = machine("organisation='hybrid'").unwrap();
+        assert_eq!(run(&mut m, 16, 3)["front_ways"], 1);
+        let mut m =
+            machine("organisation='swtlb'\nrefill='software'\nbehind='hashed'\nways=2").unwrap();
+        let j = run(&mut m, 16, 3);
+        assert_eq!(j["levels"][1]["name"], "head");
+        assert_eq!(j["table"]["bytes"], 2048 * 16 + 8192 * 2 * 16);
+    }
+
     #[test]
     fn an_unmapped_page_faults_again() {
         for org in ["hashed", "radix", "hybrid"] {
@@ -1021,6 +1217,62 @@ mod tests {
     }
 
     #[test]
+    fn pages_a_table_cannot_hold_are_refused() {
+        let build = |pages: &str, pt: &str| {
+            Machine::assemble(
+                Some(&format!(
+                    "{pages}\n[[tlb]]\nname='t'\nentries=4\npage=['4K', '2M']\n[pagetable]\n{pt}\n"
+                )),
+                "m.toml",
+                &[],
+                &[],
+            )
+        };
+        let big = "[pages]\nsize = '2M'";
+        for (pt, holder) in [
+            ("organisation='hashed'", "a hashed page table holds"),
+            (
+                "organisation='inverted'\nrefill='software'",
+                "an inverted page table holds",
+            ),
+            ("organisation='hybrid'", "a hybrid's HPT cache holds"),
+            (
+                "organisation='swtlb'\nrefill='software'",
+                "a software TLB holds",
+            ),
+        ] {
+            let e = build(big, pt).unwrap_err().to_string();
+            assert!(
+                e.contains("pages.size: 2M pages with [pagetable]: ")
+                    && e.contains(&format!("{holder} 4 KiB pages only"))
+                    && !e.contains('\n'),
+                "{e}"
+            );
+        }
+        // A radix table maps the sizes of its levels: x86-64's 2 MiB, not the 2-level
+        // table's (4 MiB at its root).
+        assert!(build(big, "organisation='radix'\nlevels=4").is_ok());
+        let e = build(big, "organisation='radix'").unwrap_err().to_string();
+        assert!(e.contains("levels map 4K, 4M pages"), "{e}");
+        let region = "[pages]\n[[pages.regions]]\nstart=0\nend=0x40000000\nsize='2M'";
+        let e = build(region, "organisation='hashed'")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pages.regions[0].size: 2M pages"), "{e}");
+        // Every 2 MiB page of an x86-64 table is walked and mapped, none unmappable.
+        let mut m = build(big, "organisation='radix'\nlevels=4").unwrap();
+        m.run_batch(&[
+            Event::reference(Kind::Load, 0x20_0000, 4).with_asid(1),
+            Event::reference(Kind::Load, 0x40_0000, 4).with_asid(1),
+        ]);
+        let j = m.walker().unwrap().json();
+        assert_eq!(
+            (j["walks"].as_u64(), j["unmappable"].as_u64()),
+            (Some(2), Some(0))
+        );
+    }
+
+    #[test]
     fn page_tables_with_memory_name_what_is_refused() {
         let e = |extra: &str| {
             Machine::assemble(
@@ -1092,6 +1344,32 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
+
+        /// Whatever the sharing, the aliased model takes exactly the frames of the global one
+        /// (memory large enough that nothing is reclaimed): one per page of the program, not
+        /// one per alias.
+        #[test]
+        fn both_sharing_models_take_the_same_frames(
+            users in 1u32..8,
+            shared in 0u32..100,
+            shm in 1u32..64,
+            text in 1u32..32,
+            seed in 0u64..1000,
+            org in proptest::sample::select(&["radix", "hybrid", "hashed"][..]),
+        ) {
+            let w = format!(
+                "workload:multiuser,users={users},shared={shared},shm_pages={shm},text_pages={text},slices=24,quantum=500,seed={seed}"
+            );
+            let g = on_workload(&w, "organisation='hashed'\naddresses='global'");
+            let a = on_workload(&format!("{w},addresses=per-process"), &format!("organisation='{org}'"));
+            proptest::prop_assert_eq!(&a["frames_allocated"], &g["frames_allocated"]);
+            proptest::prop_assert_eq!(&a["frames_reclaimed"], &serde_json::json!(0));
+            proptest::prop_assert_eq!(&g["faults"], &g["frames_allocated"]);
+        }
+    }
+
     #[test]
     fn bad_page_tables_name_the_key() {
         for (pt, key) in [
@@ -1127,6 +1405,10 @@ mod tests {
             (
                 "organisation='hashed'\naddresses='flat'",
                 "pagetable.addresses",
+            ),
+            (
+                "organisation='radix'\nbits=[7, 7, 6]",
+                "pagetable.entry_bytes",
             ),
         ] {
             let e = machine(pt).unwrap_err().to_string();

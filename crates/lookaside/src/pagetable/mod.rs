@@ -29,6 +29,8 @@
 //! frames of data, laid out as a kernel lays tables out at boot: hashed tables aligned to
 //! their size, the rest page-aligned, one after the other.
 
+use std::collections::HashMap;
+
 pub mod bench;
 mod front;
 mod hashed;
@@ -188,6 +190,25 @@ impl PageTable {
         }
     }
 
+    /// The page sizes (as shifts) the table can map: a radix table's at each level's
+    /// boundary; every other organisation's entries hold 4 KiB pages.
+    pub fn page_shifts(&self) -> Vec<u32> {
+        match self {
+            PageTable::Radix(t) => t.page_shifts(),
+            _ => vec![PAGE_SHIFT],
+        }
+    }
+
+    /// Whether the table describes a frame by one entry (an inverted table, alone or behind a
+    /// front table): aliases of one frame cannot be mapped together.
+    pub fn one_entry_per_frame(&self) -> bool {
+        match self {
+            PageTable::Inverted(_) => true,
+            PageTable::Front(t) => t.inner().one_entry_per_frame(),
+            _ => false,
+        }
+    }
+
     /// Levels of the radix table walked on a miss (for the cost model); 0 if not radix.
     pub fn radix_levels(&self) -> usize {
         match self {
@@ -227,16 +248,38 @@ pub fn scramble_space(asid: u32) -> u32 {
 /// The owner of a frame whose page was unmapped.
 const FREE: (u32, u64) = (u32::MAX, u64::MAX);
 
+/// No physical page named (a private page: its frame is its own).
+const NO_OBJECT: u64 = u64::MAX;
+
 /// Physical frames and who owns each: the OS model's memory. The first touch of a page takes
-/// the next free frame; once memory is full the oldest mapping loses its frame (FIFO), so the
-/// table never maps more pages than there are frames. Deterministic.
+/// the next free frame; once memory is full the oldest frame is taken from the pages mapping
+/// it (FIFO), so the table never maps more pages than there are frames. Deterministic.
+///
+/// A page may name the physical page it holds (an *object*: the physical address a trace
+/// carries, or the global address of a shared page rewritten into per-process aliases).
+/// Every page naming one object shares one frame: the aliases of a shared page each have
+/// their own translation, and one copy of the data.
 #[derive(Clone, Debug)]
 pub struct Frames {
+    /// The first page mapping each frame, [`FREE`] if none.
     owner: Vec<(u32, u64)>,
+    /// Further pages mapping a frame (aliases of its object).
+    aliases: HashMap<u64, Vec<(u32, u64)>>,
+    /// The object each frame holds ([`NO_OBJECT`] for a private page), and back.
+    object: Vec<u64>,
+    by_object: HashMap<u64, u64>,
     capacity: u64,
     next: u64,
     /// Frames taken from a page that held them.
     pub reclaimed: u64,
+}
+
+/// What [`Frames::map`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapped {
+    pub frame: u64,
+    /// The page's object was in a frame already: the page joined it as an alias.
+    pub shared: bool,
 }
 
 impl Frames {
@@ -244,6 +287,9 @@ impl Frames {
     pub fn new(capacity: u64) -> Frames {
         Frames {
             owner: Vec::new(),
+            aliases: HashMap::new(),
+            object: Vec::new(),
+            by_object: HashMap::new(),
             capacity: capacity.max(1),
             next: 0,
             reclaimed: 0,
@@ -254,27 +300,107 @@ impl Frames {
         self.capacity
     }
 
-    /// The page holding `frame` was unmapped: the frame holds nothing to reclaim.
-    pub fn forget(&mut self, frame: u64) {
-        if let Some(o) = self.owner.get_mut(frame as usize) {
-            *o = FREE;
+    /// The page `(space, vpn)` mapping `frame` was unmapped; the frame is free once no page
+    /// maps it.
+    pub fn unmap(&mut self, frame: u64, space: u32, vpn: u64) {
+        let Some(o) = self.owner.get_mut(frame as usize) else {
+            return;
+        };
+        let page = (space, vpn);
+        let more = self.aliases.get_mut(&frame);
+        if *o == page {
+            *o = match more.and_then(|v| v.pop()) {
+                Some(p) => p,
+                None => FREE,
+            };
+        } else if let Some(v) = more {
+            v.retain(|&p| p != page);
+        }
+        if self.aliases.get(&frame).is_some_and(|v| v.is_empty()) {
+            self.aliases.remove(&frame);
+        }
+        if self.owner[frame as usize] == FREE {
+            self.drop_object(frame);
         }
     }
 
-    /// A frame for `(space, vpn)`, and the page that held it (to be unmapped), if any.
+    /// Every page mapping `frame`.
+    pub fn owners(&self, frame: u64) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let first = self
+            .owner
+            .get(frame as usize)
+            .copied()
+            .filter(|&o| o != FREE);
+        first
+            .into_iter()
+            .chain(self.aliases.get(&frame).into_iter().flatten().copied())
+    }
+
+    /// Frames holding at least one page.
+    pub fn in_use(&self) -> u64 {
+        self.owner.iter().filter(|&&o| o != FREE).count() as u64
+    }
+
+    fn drop_object(&mut self, frame: u64) {
+        let o = std::mem::replace(&mut self.object[frame as usize], NO_OBJECT);
+        if o != NO_OBJECT {
+            self.by_object.remove(&o);
+        }
+    }
+
+    /// A frame for the private page `(space, vpn)`, and the page that held it (to be
+    /// unmapped), if any. (For memories without shared pages: see [`Frames::map`].)
     pub fn alloc(&mut self, space: u32, vpn: u64) -> (u64, Option<(u32, u64)>) {
+        let mut old = Vec::new();
+        let m = self.map(space, vpn, None, &mut old);
+        debug_assert!(old.len() <= 1, "a shared frame: use Frames::map");
+        (m.frame, old.first().copied())
+    }
+
+    /// A frame for page `(space, vpn)`, holding `object` if it names one: the frame already
+    /// holding that object, or the next frame, whose pages (every alias of its object) are
+    /// appended to `evicted` to be unmapped.
+    pub fn map(
+        &mut self,
+        space: u32,
+        vpn: u64,
+        object: Option<u64>,
+        evicted: &mut Vec<(u32, u64)>,
+    ) -> Mapped {
+        if let Some(&f) = object.and_then(|o| self.by_object.get(&o)) {
+            if self.owner[f as usize] == FREE {
+                self.owner[f as usize] = (space, vpn);
+            } else {
+                self.aliases.entry(f).or_default().push((space, vpn));
+            }
+            return Mapped {
+                frame: f,
+                shared: true,
+            };
+        }
         let f = self.next;
         self.next = (self.next + 1) % self.capacity;
         if (f as usize) < self.owner.len() {
             let old = std::mem::replace(&mut self.owner[f as usize], (space, vpn));
-            if old == FREE {
-                return (f, None);
+            if old != FREE {
+                self.reclaimed += 1;
+                evicted.push(old);
+                if let Some(v) = self.aliases.remove(&f) {
+                    evicted.extend(v);
+                }
             }
-            self.reclaimed += 1;
-            (f, Some(old))
+            self.drop_object(f);
         } else {
             self.owner.push((space, vpn));
-            (f, None)
+            self.object.push(NO_OBJECT);
+        }
+        if let Some(o) = object {
+            self.object[f as usize] = o;
+            self.by_object.insert(o, f);
+        }
+        Mapped {
+            frame: f,
+            shared: false,
         }
     }
 }

@@ -263,6 +263,11 @@ impl Radix {
         w
     }
 
+    /// The page sizes (as shifts) some level's entries map, smallest first.
+    pub fn page_shifts(&self) -> Vec<u32> {
+        self.below.iter().rev().map(|b| b + PAGE_SHIFT).collect()
+    }
+
     /// The level whose entries map pages of `2^shift` bytes.
     fn leaf_level(&self, shift: u32) -> Option<usize> {
         let want = shift.checked_sub(PAGE_SHIFT)?;

@@ -295,3 +295,67 @@ fn mean_chain_length_is_one_plus_half_alpha_on_uniform_keys() {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Frames against a model: a page naming an object in memory joins its frame; any other
+    /// page takes the next frame in FIFO order, evicting every page that mapped it; a frame
+    /// no page maps forgets its object. The owners of each frame are exactly the pages mapped
+    /// to it.
+    #[test]
+    fn pages_naming_one_object_share_its_frame(
+        ops in prop::collection::vec((0u32..4, 0u64..12, prop::option::of(0u64..6), prop::bool::weighted(0.15)), 1..300),
+        capacity in 1u64..8,
+    ) {
+        use std::collections::{BTreeMap, BTreeSet};
+        let mut fr = Frames::new(capacity);
+        // page → frame; frame → object; the FIFO hand.
+        let mut mapped: BTreeMap<(u32, u64), u64> = BTreeMap::new();
+        let mut holds: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut hand = 0u64;
+        let mut evicted = Vec::new();
+        for (space, vpn, object, unmap) in ops {
+            let page = (space, vpn);
+            if unmap || mapped.contains_key(&page) {
+                if let Some(f) = mapped.remove(&page) {
+                    fr.unmap(f, space, vpn);
+                    if !mapped.values().any(|&g| g == f) {
+                        holds.remove(&f);
+                    }
+                }
+                continue;
+            }
+            evicted.clear();
+            let m = fr.map(space, vpn, object, &mut evicted);
+            let home = object.and_then(|o| holds.iter().find(|(_, &h)| h == o).map(|(&f, _)| f));
+            match home {
+                Some(f) => {
+                    prop_assert_eq!(m, Mapped { frame: f, shared: true });
+                    prop_assert!(evicted.is_empty());
+                }
+                None => {
+                    prop_assert_eq!(m, Mapped { frame: hand, shared: false });
+                    let gone: BTreeSet<(u32, u64)> =
+                        mapped.iter().filter(|(_, &f)| f == hand).map(|(&p, _)| p).collect();
+                    prop_assert_eq!(evicted.iter().copied().collect::<BTreeSet<_>>(), gone.clone());
+                    prop_assert_eq!(evicted.len(), gone.len());
+                    mapped.retain(|_, f| *f != hand);
+                    holds.remove(&hand);
+                    if let Some(o) = object {
+                        holds.insert(hand, o);
+                    }
+                    hand = (hand + 1) % capacity;
+                }
+            }
+            mapped.insert(page, m.frame);
+            for f in 0..capacity {
+                let owners: BTreeSet<(u32, u64)> = fr.owners(f).collect();
+                let want: BTreeSet<(u32, u64)> =
+                    mapped.iter().filter(|(_, &g)| g == f).map(|(&p, _)| p).collect();
+                prop_assert_eq!(owners, want, "frame {}", f);
+            }
+        }
+        prop_assert_eq!(fr.in_use(), mapped.values().collect::<BTreeSet<_>>().len() as u64);
+    }
+}

@@ -12,8 +12,10 @@
 //! With `addresses = PerProcess` the stream is rewritten at each context switch into
 //! per-process address spaces, as Huck & Hays rewrote their HP-UX traces for the aliased
 //! sharing model (ASM): a reference keeps its offset and is tagged with the running process,
-//! so a shared page has one alias per process that touches it. [`Rewrite`] does the same to
-//! any stream.
+//! so a shared page has one alias per process that touches it. The page it reaches is still
+//! the one of its global address, which the reference carries as its physical address: the
+//! aliases of a shared page share one frame (each has a translation of its own). [`Rewrite`]
+//! does the same to any stream.
 //!
 //! Each slice runs one process for `quantum` references, in runs of `run` references to one
 //! page; a run goes to text (fetches) with probability 40%, else to data: shared memory with
@@ -23,7 +25,7 @@
 //! page, round and round. Deterministic for a seed.
 
 use crate::error::{Error, Location, Result};
-use crate::event::{Event, Kind, BATCH};
+use crate::event::{Event, Kind, BATCH, NO_PADDR};
 use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
 
@@ -166,11 +168,14 @@ impl Multiuser {
             let words = (self.p.span / 4).clamp(1, 1024) as u64;
             for i in 0..run {
                 let offset = base + ((line + 4 * (i % words)) & 0xFFF);
-                let addr = match self.p.addresses {
-                    AddressModel::Global => (space << 32) | offset,
-                    AddressModel::PerProcess => offset,
-                };
-                out.push(Event::reference(kind, addr, 4).with_asid(asid));
+                let global = (space << 32) | offset;
+                out.push(match self.p.addresses {
+                    AddressModel::Global => Event::reference(kind, global, 4).with_asid(asid),
+                    // The alias, and the page it reaches: its global address.
+                    AddressModel::PerProcess => Event::reference(kind, offset, 4)
+                        .with_asid(asid)
+                        .with_paddr(global),
+                });
             }
         }
     }
@@ -238,7 +243,9 @@ impl TraceSource for Uniform {
 }
 
 /// Rewrites a stream between the address models at context switches: to per-process
-/// aliases (keep the low 32 bits, tagged with the running process), or to global addresses
+/// aliases (keep the low 32 bits, tagged with the running process; the reference carries the
+/// address it had as its physical address, unless it has one, so that the aliases of a page
+/// share its frame), or to global addresses
 /// (each process's 32-bit space gets a space id of its own in the upper bits; a
 /// per-process stream carries no sharing, so nothing becomes shared).
 ///
@@ -281,7 +288,14 @@ impl<S: TraceSource> TraceSource for Rewrite<S> {
             }
             let offset = e.addr & 0xFFFF_FFFF;
             e.addr = match self.to {
-                AddressModel::PerProcess => offset,
+                AddressModel::PerProcess => {
+                    // The page the alias reaches is the one the address named: its identity
+                    // rides in the physical address (unless the trace knows that already).
+                    if e.paddr == NO_PADDR {
+                        e.paddr = e.addr;
+                    }
+                    offset
+                }
                 AddressModel::Global if offset != e.addr => {
                     return Err(Error::trace(
                         &self.name,
