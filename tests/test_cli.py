@@ -71,6 +71,31 @@ def test_config_errors_name_the_key(cli, demo, tmp_path):
     check_error(cli("simulate", demo, "--config", cfg, check=False), "m.toml", "entires", "line")
 
 
+def test_config_errors_are_one_line(cli, demo, tmp_path):
+    def one_line(*args, needles=()):
+        p = cli("simulate", demo, *args, check=False)
+        check_error(p, *needles)
+        assert p.stderr.count("\n") == 1 and p.stderr.endswith("\n"), p.stderr
+
+    cfg = tmp_path / "m.toml"
+    cfg.write_text("[[tlb]]\nname = 'dtlb'\nentries = = 64\n")
+    one_line("--config", cfg, needles=[f"{cfg}: line 3, column 11: syntax: "])
+    cfg.write_text("[[tlb]]\nname = 'dtlb'\nentries = 64\nentires = 64\n")
+    one_line("--config", cfg, needles=[f"{cfg}: line 4, column 1: tlb.dtlb.entires: unknown key"])
+    one_line("--tlb", "d:foo=1", needles=["--tlb: tlb.d.foo: unknown key (expected one of: name"])
+    one_line("--set", "tlb.dtlb.bogus=1", needles=["--set: tlb.dtlb.bogus: unknown key"])
+    one_line("--tlb", "dtlb:page=3k",
+             needles=["--tlb: tlb.dtlb.page: '3k' is not a page size (e.g. 4k, 2M, 1G)"])
+    one_line("--tlb", "dtlb:entries=8,policy=mru",
+             needles=["--tlb: tlb.dtlb.policy: unknown replacement policy \"mru\""])
+    one_line("--config", "modern-x86", "--set", "tlb.stlb.policy=mru",
+             needles=["--set: tlb.stlb.policy: unknown replacement policy"])
+    # A bad value in a file is found at its line, even with flags beside it.
+    cfg.write_text("[[tlb]]\nname = 'dtlb'\nentries = 64\nways = 3\n")
+    one_line("--config", cfg, "--set", "machine.seed=3",
+             needles=[f"{cfg}: line 4, column 1: tlb.dtlb.ways: 3 does not divide 64 entries"])
+
+
 def test_failed_run_leaves_no_output_file(cli, tmp_path):
     bad = tmp_path / "bad.din"
     bad.write_text("0 10\n7 20\n")

@@ -29,7 +29,9 @@
 
 use crate::cache::system::{Activity, At, MemorySystem};
 use crate::cache::vac::drive::VacDriver;
-use crate::config::{HandlerConfig, MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
+use crate::config::{
+    HandlerConfig, MachineConfig, Origin, PageSize, Placement, Straddle, TlbConfig, Ways,
+};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
@@ -820,7 +822,9 @@ impl Machine {
         overrides: &[String],
     ) -> Result<Machine> {
         let config = MachineConfig::assemble(text, source_name, tlb_flags, overrides)?;
-        Machine::build(config, source_name)
+        // A bad key is blamed on the source it came from, at its line in the text.
+        let origin = Origin::new(text, source_name, tlb_flags, overrides)?;
+        Machine::build(config, source_name).map_err(|e| origin.locate(e))
     }
 
     /// The configuration this machine was built from.
