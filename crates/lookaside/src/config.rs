@@ -25,7 +25,8 @@
 //! policy = "lru"           # lru | fifo | random | plru | nru
 //! page = ["4k", "2M"]      # sizes this structure holds (default: [pages.size])
 //! serves = "data"          # instruction | data | unified
-//! next = "stlb"            # consulted on a miss; absent = the miss goes to the page-table walk
+//! next = "stlb"            # consulted on a miss; absent = the miss goes to the page-table walk;
+//!                          # a list names siblings holding different page sizes
 //! asid = true              # entries tagged by address space; false = flushed on every switch
 //! partition = { lower = 8, lower_policy = "fifo", upper_policy = "random" }
 //! placement = "upper"      # which partition a fill goes to: upper | kernel-lower
@@ -648,8 +649,15 @@ pub struct TlbConfig {
     pub page: Vec<PageSize>,
     #[serde(default)]
     pub serves: Serves,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<String>,
+    /// Consulted on a miss: one structure, or several that hold different page sizes (each
+    /// miss goes to the one for its page size); none: a miss is a page-table walk.
+    #[serde(
+        default,
+        deserialize_with = "names",
+        serialize_with = "ser_names",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub next: Vec<String>,
     #[serde(default = "yes")]
     pub asid: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -699,6 +707,42 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PageS
         }
     }
     d.deserialize_any(Sizes)
+}
+
+/// A name or a list of names.
+fn names<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    struct Names;
+    impl<'de> de::Visitor<'de> for Names {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a TLB's name or a list of them")
+        }
+
+        fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
+            Ok(vec![s.to_string()])
+        }
+
+        fn visit_seq<A: de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(n) = seq.next_element::<String>()? {
+                v.push(n);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_any(Names)
+}
+
+/// One name as a string, several as a list.
+fn ser_names<S: serde::Serializer>(v: &[String], s: S) -> std::result::Result<S::Ok, S::Error> {
+    match v {
+        [one] => s.serialize_str(one),
+        _ => v.serialize(s),
+    }
 }
 
 /// Associativity: a number of ways, or `"full"` (ways = entries).
@@ -1646,8 +1690,8 @@ pub fn tlb_from_flag(flag: &str) -> Result<toml::Table> {
         let k = k.trim();
         let v = v.trim();
         let value = match k {
-            // Lists inside a comma-separated flag use '+': page=4k+2M.
-            "page" => toml::Value::Array(
+            // Lists inside a comma-separated flag use '+': page=4k+2M, next=stlb+stlb1g.
+            "page" | "next" => toml::Value::Array(
                 v.split('+')
                     .map(|p| toml::Value::String(p.trim().into()))
                     .collect(),
