@@ -188,6 +188,25 @@ impl PageMap {
         self.default
     }
 
+    /// The addresses around `addr` backed as it is (for `asid`): `[lo, hi]`, inclusive.
+    fn span(&self, addr: u64, asid: u32) -> (u64, u64) {
+        let (mut lo, mut hi) = (0, u64::MAX);
+        for &(start, end, a, _) in &self.regions {
+            if a.is_some_and(|a| a != asid) {
+                continue;
+            }
+            if addr >= start && addr < end {
+                return (lo.max(start), hi.min(end - 1));
+            }
+            if end <= addr {
+                lo = lo.max(end);
+            } else {
+                hi = hi.min(start - 1);
+            }
+        }
+        (lo, hi)
+    }
+
     /// Every shift some address can be backed by.
     fn shifts(&self) -> impl Iterator<Item = u32> + '_ {
         self.default
@@ -220,6 +239,11 @@ pub struct Machine {
     free_hits: Vec<bool>,
     /// Per structure, its page shift for the default page size.
     default_shift: Vec<u32>,
+    /// Every address is backed by the default page size, or by none (a hole): the fast
+    /// path's last pages are page numbers; else [`entry_key`]s, with [`Machine::memo`].
+    uniform: bool,
+    /// Per reference kind, the last first-level entry, when not `uniform`.
+    memo: [Memo; 4],
     /// Per reference kind, what the fast path does (derived from `roots` and the page map).
     fast: [Fast; 3],
     ledger: Ledger,
@@ -242,8 +266,37 @@ pub struct Machine {
     steps: Vec<HandlerStep>,
 }
 
-/// No page: `addr >> shift` with `shift >= 1` never reaches it.
+/// No page: `addr >> shift` with `shift >= 1` never reaches it, nor does an [`entry_key`].
 const NO_PAGE: u64 = u64::MAX;
+
+/// The key of the entry for the page of `addr` at `shift` (at least 1), unique among all
+/// pages of all sizes: the page's first address with its low `shift - 1` bits set (the lowest
+/// clear bit says the size).
+#[inline(always)]
+fn entry_key(addr: u64, shift: u32) -> u64 {
+    ((addr >> shift) << shift) | ((1u64 << (shift - 1)) - 1)
+}
+
+/// The fast path of a page map with regions, per reference kind: the addresses mapped by the
+/// first-level entry the last reference of the kind went to (`len` of them from `lo`, all of
+/// one backing page size), the structure and the entry's [`entry_key`]. A reference within
+/// them, while `last_page[root][kind]` is still `key`, repeats that access: a hit that
+/// changes nothing (see [`Feed`]). Forgetting the last pages forgets these too.
+#[derive(Clone, Copy, Debug)]
+struct Memo {
+    lo: u64,
+    len: u64,
+    root: usize,
+    key: u64,
+}
+
+/// A memo no address matches.
+const NO_MEMO: Memo = Memo {
+    lo: 0,
+    len: 0,
+    root: 0,
+    key: NO_PAGE,
+};
 
 /// Simulates events one at a time on a machine (see [`Machine::feed`]).
 ///
@@ -251,8 +304,10 @@ const NO_PAGE: u64 = u64::MAX;
 /// is a hit that changes no replacement state (repeating the last access is idempotent for
 /// every policy, see [`crate::tlb`]), so it is only counted — in a [`Tally`] of locals,
 /// settled into the ledger before anything that changes the running address space and when
-/// the feed ends. `last_page` is kept only while the page map is uniform, and forgotten
-/// whenever entries can change otherwise (flushes, shootdowns, switches).
+/// the feed ends. `last_page` holds page numbers while the page map is uniform, else entry
+/// keys (page and size) that a [`Memo`] per kind compares, after one call, without looking
+/// up the page map; it is forgotten whenever entries can change otherwise (flushes,
+/// shootdowns, switches).
 ///
 /// A structure whose hits change no replacement state at all (FIFO, random, direct-mapped)
 /// keeps a last page per reference kind instead: until its next fill, every page it hit or
@@ -520,7 +575,14 @@ impl Feed<'_> {
                     return (true, m.root_missed(e.addr, e.kind, e.mode, r));
                 }
             }
-            Fast::Slow => {}
+            Fast::Slow => {
+                // A repeat of the last first-level entry of its kind: a hit that changes
+                // nothing, as on the uniform path.
+                if let Some(r) = m.memo_hit(e.addr, e.size, e.kind) {
+                    m.ledger.add_hits(r, e.mode, e.kind, 1);
+                    return (true, false);
+                }
+            }
         }
         m.reference(*e)
     }
@@ -807,6 +869,8 @@ impl Machine {
             pages,
             cur_asid: 0,
             last_page: vec![[NO_PAGE; 4]; default_shift.len()],
+            uniform,
+            memo: [NO_MEMO; 4],
             free_hits,
             default_shift,
             ledger,
@@ -1122,7 +1186,42 @@ impl Machine {
     /// hierarchy; returns whether it walked.
     #[inline(always)]
     fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) -> bool {
-        self.translate_from(self.roots.at(kind, shift), addr, kind, mode, shift)
+        let root = self.roots.at(kind, shift);
+        let walked = self.translate_from(root, addr, kind, mode, shift);
+        if let (Some(r), false) = (root, self.uniform) {
+            self.remember(r, addr, kind, shift);
+        }
+        walked
+    }
+
+    /// First-level structure `r` was just accessed for the page of `addr` (backed by pages
+    /// of `shift`) by a reference of `kind`: remember the addresses its entry maps, in which
+    /// the backing page size is the same (see [`Memo`]).
+    #[inline(never)]
+    fn remember(&mut self, r: usize, addr: u64, kind: Kind, shift: u32) {
+        let s = self.units[r].shift_for(shift);
+        let (lo, hi) = self.pages.span(addr, self.cur_asid);
+        let start = (addr >> s) << s;
+        let end = start.saturating_add((1u64 << s) - 1);
+        let first = start.max(lo);
+        self.memo[kind as usize & 3] = Memo {
+            lo: first,
+            len: end.min(hi).wrapping_sub(first).wrapping_add(1),
+            root: r,
+            key: entry_key(addr, s),
+        };
+    }
+
+    /// The first-level structure whose entry a reference of `kind` to `size` bytes at `addr`
+    /// repeats, when that is a hit that changes nothing (page maps with regions: see [`Memo`]).
+    #[inline(always)]
+    fn memo_hit(&self, addr: u64, size: u16, kind: Kind) -> Option<usize> {
+        let m = &self.memo[kind as usize & 3];
+        let last = addr.wrapping_add(size.saturating_sub(1) as u64);
+        (addr.wrapping_sub(m.lo) < m.len
+            && last.wrapping_sub(m.lo) < m.len
+            && self.last_page[m.root][kind as usize & 3] == m.key)
+            .then_some(m.root)
     }
 
     /// [`Machine::translate`] from structure `level` down.
@@ -1145,8 +1244,14 @@ impl Machine {
             };
             let ctx = u.ctx(self.cur_asid, s, global);
             let hit = u.tlb.access(addr >> s, ctx, NO_CTX, u.part(mode));
-            // Only meaningful while the page map is uniform (then s is the default shift).
-            self.touched(i, kind, addr >> s, !hit);
+            // The fast path's key of the entry: its page while the page map is uniform (then
+            // s is the default shift); else its page and size.
+            let key = if self.uniform {
+                addr >> s
+            } else {
+                entry_key(addr, s)
+            };
+            self.touched(i, kind, key, !hit);
             self.ledger.access(i, mode, kind, !hit);
             if hit {
                 return false;

@@ -259,8 +259,9 @@ const MACHINES: &[&[Spec]] = &[
 const AREA_2M: u64 = 0x40_0000;
 const AREA_1G: u64 = 0x4000_0000;
 
-/// `regions` 3: pages of four sizes, and a hole.
-const MIXED: &str = "[pages]\nregions = [{ start = 0x5000, end = 0x7000, size = 'unmapped' },\n  { start = 0x10000, end = 0x30000, size = '64k' },\n  { start = 0x400000, end = 0x800000, size = '2M' },\n  { start = 0x40000000, end = 0x80000000, size = '1G' }]\n";
+/// `regions` 3: pages of four sizes, a hole across a 4 KiB page, and 4 KiB pages carved out
+/// of the first 2 MiB page (the first region that holds an address wins).
+const MIXED: &str = "[pages]\nregions = [{ start = 0x5800, end = 0x6800, size = 'unmapped' },\n  { start = 0x10000, end = 0x30000, size = '64k' },\n  { start = 0x420000, end = 0x440000, size = '4k' },\n  { start = 0x400000, end = 0x800000, size = '2M' },\n  { start = 0x40000000, end = 0x80000000, size = '1G' }]\n";
 
 /// `regions`: 0, none; 1, a (4 KiB, so semantically empty) region, which turns off the
 /// machine's uniform-page fast path; 2, an unmapped hole, which the fast path checks first;
@@ -330,8 +331,9 @@ fn build(spec: &[Spec], regions: u8) -> (Machine, RefMachine) {
         1 => vec![(0x1000, 0x9000, Some(12))],
         2 => vec![(0x5000, 0x7000, None)],
         3 => vec![
-            (0x5000, 0x7000, None),
+            (0x5800, 0x6800, None),
             (0x1_0000, 0x3_0000, Some(16)),
+            (0x42_0000, 0x44_0000, Some(12)),
             (AREA_2M, AREA_2M + (4 << 20), Some(21)),
             (AREA_1G, AREA_1G + (1 << 30), Some(30)),
         ],
