@@ -1781,6 +1781,20 @@ mod tests {
     }
 
     #[test]
+    fn next_is_a_name_or_a_list() {
+        let text = "[[tlb]]\nname='d'\nentries=4\nnext=['s', 't']\n[[tlb]]\nname='s'\nentries=8\nnext='t'\n[[tlb]]\nname='t'\nentries=8\npage='2M'\n";
+        let m = MachineConfig::from_toml(text, "m.toml").unwrap();
+        assert_eq!(m.tlbs[0].next, ["s", "t"]);
+        assert_eq!(m.tlbs[1].next, ["t"]);
+        assert!(m.tlbs[2].next.is_empty());
+        let again = m.to_toml();
+        assert!(again.contains("next = \"t\"\n"), "{again}");
+        assert_eq!(MachineConfig::from_toml(&again, "again").unwrap(), m);
+        let t = tlb_from_flag("d:entries=4,next=s+t").unwrap();
+        assert_eq!(t["next"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let e = MachineConfig::from_toml("[[tlb]]\nname='d'\nentires=64\n", "m.toml").unwrap_err();
         let s = e.to_string();
