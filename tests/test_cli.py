@@ -71,6 +71,64 @@ def test_config_errors_name_the_key(cli, demo, tmp_path):
     check_error(cli("simulate", demo, "--config", cfg, check=False), "m.toml", "entires", "line")
 
 
+def test_config_errors_are_one_line(cli, demo, tmp_path):
+    def one_line(*args, needles=()):
+        p = cli("simulate", demo, *args, check=False)
+        check_error(p, *needles)
+        assert p.stderr.count("\n") == 1 and p.stderr.endswith("\n"), p.stderr
+
+    cfg = tmp_path / "m.toml"
+    cfg.write_text("[[tlb]]\nname = 'dtlb'\nentries = = 64\n")
+    one_line("--config", cfg, needles=[f"{cfg}: line 3, column 11: syntax: "])
+    cfg.write_text("[[tlb]]\nname = 'dtlb'\nentries = 64\nentires = 64\n")
+    one_line("--config", cfg, needles=[f"{cfg}: line 4, column 1: tlb.dtlb.entires: unknown key"])
+    one_line("--tlb", "d:foo=1", needles=["--tlb: tlb.d.foo: unknown key (expected one of: name"])
+    one_line("--set", "tlb.dtlb.bogus=1", needles=["--set: tlb.dtlb.bogus: unknown key"])
+    one_line("--tlb", "dtlb:page=3k",
+             needles=["--tlb: tlb.dtlb.page: '3k' is not a page size (e.g. 4k, 2M, 1G)"])
+    one_line("--tlb", "dtlb:entries=8,policy=mru",
+             needles=["--tlb: tlb.dtlb.policy: unknown replacement policy \"mru\""])
+    one_line("--config", "modern-x86", "--set", "tlb.stlb.policy=mru",
+             needles=["--set: tlb.stlb.policy: unknown replacement policy"])
+    # A bad value in a file is found at its line, even with flags beside it.
+    cfg.write_text("[[tlb]]\nname = 'dtlb'\nentries = 64\nways = 3\n")
+    one_line("--config", cfg, "--set", "machine.seed=3",
+             needles=[f"{cfg}: line 4, column 1: tlb.dtlb.ways: 3 does not divide 64 entries"])
+
+
+def test_siblings_for_large_pages_from_flags(cli, demo):
+    # x86's first level: a 4K DTLB and a 2M one side by side, one STLB behind; the shared
+    # libraries of the demo trace mapped with 2 MiB pages.
+    flags = ["--tlb", "itlb:entries=128,ways=8,next=stlb",
+             "--tlb", "dtlb:entries=64,ways=4,next=stlb",
+             "--tlb", "dtlb2m:entries=32,ways=4,page=2M,next=stlb",
+             "--tlb", "stlb:entries=1536,ways=12,page=4k+2M"]
+    region = 'pages.regions=[{start="0x4000000", end="0x4c00000", size="2M"}]'
+
+    def run(*more):
+        return json.loads(cli("simulate", demo, *flags, *more, "--json").stdout)
+
+    r = run("--set", region)
+    s, kinds = r["structures"], r["trace"]["by_kind"]
+    assert s["dtlb2m"]["geometry"]["page"] == ["2M"]
+    assert s["dtlb"]["accesses"] > 0 and s["dtlb2m"]["accesses"] > 0
+    assert s["dtlb"]["accesses"] + s["dtlb2m"]["accesses"] >= kinds["load"] + kinds["store"]
+    assert s["dtlb2m"]["misses"] <= 6  # the region's 2 MiB pages, each filled once
+    assert s["stlb"]["accesses"] == sum(s[t]["misses"] for t in ("itlb", "dtlb", "dtlb2m"))
+    assert r["walk"]["count"] == s["stlb"]["misses"]
+    # Without 2 MiB pages the 2M DTLB is never consulted.
+    r = run()
+    assert r["structures"]["dtlb2m"]["accesses"] == 0
+    assert r["structures"]["dtlb"]["accesses"] >= kinds["load"] + kinds["store"]
+    # Ambiguous or incomplete wirings are one-line config errors naming the key.
+    p = cli("simulate", demo, *flags[:4], "--tlb", "dtlb2m:entries=32,page=4k+2M,next=stlb",
+            *flags[6:], check=False)
+    check_error(p, "--tlb: tlb.dtlb2m.page: 'dtlb' and 'dtlb2m' both hold 4K pages")
+    assert p.stderr.count("\n") == 1
+    check_error(cli("simulate", demo, "--tlb", "d:entries=8,page=2M", check=False),
+                "--tlb: tlb.d.page: 4K pages: no first-level TLB for load references holds")
+
+
 def test_failed_run_leaves_no_output_file(cli, tmp_path):
     bad = tmp_path / "bad.din"
     bad.write_text("0 10\n7 20\n")

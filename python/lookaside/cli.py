@@ -95,7 +95,7 @@ def add_machine_args(p: argparse.ArgumentParser) -> None:
                         "unless --tlb is given); see `lookaside presets`")
     p.add_argument("--tlb", action="append", default=[], metavar="NAME:key=value,…",
                    help="add a TLB DineroIV-style, e.g. dtlb:entries=64,ways=full,policy=lru,"
-                        "page=4k (keys: entries, ways, policy, page (4k+2M), serves, next, "
+                        "page=4k (keys: entries, ways, policy, page (4k+2M), serves, next (a+b), "
                         "asid, partition (lower/lower_policy/upper_policy), placement); "
                         "repeatable")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

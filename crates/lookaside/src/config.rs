@@ -25,7 +25,8 @@
 //! policy = "lru"           # lru | fifo | random | plru | nru
 //! page = ["4k", "2M"]      # sizes this structure holds (default: [pages.size])
 //! serves = "data"          # instruction | data | unified
-//! next = "stlb"            # consulted on a miss; absent = the miss goes to the page-table walk
+//! next = "stlb"            # consulted on a miss; absent = the miss goes to the page-table walk;
+//!                          # a list names siblings holding different page sizes
 //! asid = true              # entries tagged by address space; false = flushed on every switch
 //! partition = { lower = 8, lower_policy = "fifo", upper_policy = "random" }
 //! placement = "upper"      # which partition a fill goes to: upper | kernel-lower
@@ -213,22 +214,27 @@ pub enum PageSize {
 }
 
 impl PageSize {
-    /// Parse `4k`, `4K`, `4KiB`, `2M`, `1G`, `8192` or `unmapped`.
+    /// Parse `4k`, `4K`, `4KiB`, `2M`, `1G`, `8192` or `unmapped` (sizes are powers of two of at
+    /// least 2 bytes).
     pub fn parse(s: &str) -> std::result::Result<PageSize, String> {
         let t = s.trim();
         if t.eq_ignore_ascii_case("unmapped") {
             return Ok(PageSize::Unmapped);
         }
-        let n = parse_bytes(t)
-            .ok_or_else(|| format!("'{s}' is not a page size (e.g. 4k, 2M, 1G, 8192, unmapped)"))?;
-        Self::from_bytes(n).map_err(|e| format!("'{s}': {e}"))
+        match parse_bytes(t) {
+            Some(n) if n >= 2 && n.is_power_of_two() => Ok(PageSize::Size(n)),
+            _ => Err(format!("'{s}' is not a page size (e.g. 4k, 2M, 1G)")),
+        }
     }
 
-    fn from_bytes(n: u64) -> std::result::Result<PageSize, String> {
-        if n < 2 || !n.is_power_of_two() {
-            return Err("a page size must be a power of two of at least 2 bytes".into());
+    /// A page size given as a number of bytes.
+    fn from_int(n: i64) -> std::result::Result<PageSize, String> {
+        match u64::try_from(n) {
+            Ok(n) if n >= 2 && n.is_power_of_two() => Ok(PageSize::Size(n)),
+            _ => Err(format!(
+                "{n} is not a page size (a power of two of at least 2 bytes, e.g. 4096)"
+            )),
         }
-        Ok(PageSize::Size(n))
     }
 
     /// log2 of the size; `None` when unmapped.
@@ -261,19 +267,44 @@ impl<'de> Deserialize<'de> for PageSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         match StrOrInt::deserialize(d)? {
             StrOrInt::Str(s) => PageSize::parse(&s).map_err(de::Error::custom),
-            StrOrInt::Int(n) => u64::try_from(n)
-                .map_err(|_| "a page size must be positive".to_string())
-                .and_then(PageSize::from_bytes)
-                .map_err(de::Error::custom),
+            StrOrInt::Int(n) => PageSize::from_int(n).map_err(de::Error::custom),
         }
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// An integer or a string (sizes, associativities, addresses), with a clear message for
+/// anything else.
 enum StrOrInt {
     Int(i64),
     Str(String),
+}
+
+impl<'de> Deserialize<'de> for StrOrInt {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = StrOrInt;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer or a string")
+            }
+
+            fn visit_i64<E: de::Error>(self, n: i64) -> std::result::Result<StrOrInt, E> {
+                Ok(StrOrInt::Int(n))
+            }
+
+            fn visit_u64<E: de::Error>(self, n: u64) -> std::result::Result<StrOrInt, E> {
+                i64::try_from(n)
+                    .map(StrOrInt::Int)
+                    .map_err(|_| E::custom(format!("{n} is too large")))
+            }
+
+            fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<StrOrInt, E> {
+                Ok(StrOrInt::Str(s.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Parse a byte count: `64k`, `64K`, `64KiB`, `64KB`, `2M`, `1G`, `8192` (binary units).
@@ -622,8 +653,15 @@ pub struct TlbConfig {
     pub page: Vec<PageSize>,
     #[serde(default)]
     pub serves: Serves,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<String>,
+    /// Consulted on a miss: one structure, or several that hold different page sizes (each
+    /// miss goes to the one for its page size); none: a miss is a page-table walk.
+    #[serde(
+        default,
+        deserialize_with = "names",
+        serialize_with = "ser_names",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub next: Vec<String>,
     #[serde(default = "yes")]
     pub asid: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -641,16 +679,74 @@ fn yes() -> bool {
 }
 
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PageSize>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        Many(Vec<PageSize>),
-        One(PageSize),
+    struct Sizes;
+    impl<'de> de::Visitor<'de> for Sizes {
+        type Value = Vec<PageSize>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a page size or a list of them (e.g. \"4k\" or [\"4k\", \"2M\"])")
+        }
+
+        fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
+            PageSize::parse(s).map(|p| vec![p]).map_err(E::custom)
+        }
+
+        fn visit_i64<E: de::Error>(self, n: i64) -> std::result::Result<Self::Value, E> {
+            PageSize::from_int(n).map(|p| vec![p]).map_err(E::custom)
+        }
+
+        fn visit_u64<E: de::Error>(self, n: u64) -> std::result::Result<Self::Value, E> {
+            self.visit_i64(i64::try_from(n).unwrap_or(-1))
+        }
+
+        fn visit_seq<A: de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(p) = seq.next_element::<PageSize>()? {
+                v.push(p);
+            }
+            Ok(v)
+        }
     }
-    Ok(match OneOrMany::deserialize(d)? {
-        OneOrMany::Many(v) => v,
-        OneOrMany::One(p) => vec![p],
-    })
+    d.deserialize_any(Sizes)
+}
+
+/// A name or a list of names.
+fn names<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    struct Names;
+    impl<'de> de::Visitor<'de> for Names {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a TLB's name or a list of them")
+        }
+
+        fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
+            Ok(vec![s.to_string()])
+        }
+
+        fn visit_seq<A: de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(n) = seq.next_element::<String>()? {
+                v.push(n);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_any(Names)
+}
+
+/// One name as a string, several as a list.
+fn ser_names<S: serde::Serializer>(v: &[String], s: S) -> std::result::Result<S::Ok, S::Error> {
+    match v {
+        [one] => s.serialize_str(one),
+        _ => v.serialize(s),
+    }
 }
 
 /// Associativity: a number of ways, or `"full"` (ways = entries).
@@ -1101,49 +1197,61 @@ impl TrapCycles {
 impl MachineConfig {
     /// Read a machine from TOML text; `source_name` names it in errors (a path or `preset X`).
     pub fn from_toml(text: &str, source_name: &str) -> Result<MachineConfig> {
-        // Straight from the text, so that errors carry its line and column.
-        toml::from_str(text).map_err(|e| toml_error(source_name, e))
+        Self::assemble(Some(text), source_name, &[], &[])
     }
 
     /// Assemble a machine from its three sources, in order: TOML text (a preset or a file; none
     /// means an empty machine), DineroIV-style `--tlb` flags (each adds a `[[tlb]]`), and
     /// `--set key=value` overrides.
+    ///
+    /// Errors are one line naming the source a bad key came from (the file, `--tlb` or
+    /// `--set`), its line and column in the file, and the key (`tlb.dtlb.page`).
     pub fn assemble(
         text: Option<&str>,
         source_name: &str,
         tlb_flags: &[String],
         overrides: &[String],
     ) -> Result<MachineConfig> {
-        if tlb_flags.is_empty() && overrides.is_empty() {
-            return Self::from_toml(text.unwrap_or(""), source_name);
-        }
-        let mut table: toml::Table =
-            toml::from_str(text.unwrap_or("")).map_err(|e| toml_error(source_name, e))?;
+        let origin = Origin::new(text, source_name, tlb_flags, overrides)?;
+        let mut table = origin.table.clone();
         if !tlb_flags.is_empty() {
             let tlbs = table
                 .entry("tlb")
                 .or_insert_with(|| toml::Value::Array(Vec::new()))
                 .as_array_mut()
-                .ok_or_else(|| {
-                    Error::config(source_name, "tlb", "must be an array of tables ([[tlb]])")
-                })?;
+                .ok_or_else(|| origin.error("tlb", "must be an array of tables ([[tlb]])"))?;
             for f in tlb_flags {
                 tlbs.push(toml::Value::Table(tlb_from_flag(f)?));
             }
         }
         apply_overrides(&mut table, overrides)?;
-        let name = if overrides.is_empty() {
-            source_name.to_string()
-        } else {
-            format!("{source_name} with --set")
-        };
-        Self::from_table(table, &name)
+        if tlb_flags.is_empty() && overrides.is_empty() {
+            // Straight from the text, so that the error's position is the offending value's.
+            if let Some(text) = text {
+                return toml::from_str(text).map_err(|e| {
+                    let (key, message, _) = describe(&table, &e);
+                    match e.span() {
+                        Some(span) => {
+                            let (line, column) = line_column(text, span.start);
+                            Error::config_at(source_name, line, column, key, message)
+                        }
+                        None => origin.error(&key, message),
+                    }
+                });
+            }
+        }
+        MachineConfig::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+            let (key, message, tlb) = describe(&table, &e);
+            origin.error_in(&key, message, tlb)
+        })
     }
 
     /// Read a machine from a parsed TOML table (after overrides were applied to it).
     pub fn from_table(table: toml::Table, source_name: &str) -> Result<MachineConfig> {
-        MachineConfig::deserialize(toml::Value::Table(table))
-            .map_err(|e| toml_error(source_name, e))
+        MachineConfig::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+            let (key, message, _) = describe(&table, &e);
+            Error::config(source_name, key, message)
+        })
     }
 
     /// The machine as TOML text (normalised: defaults filled in).
@@ -1152,10 +1260,347 @@ impl MachineConfig {
     }
 }
 
-fn toml_error(source_name: &str, e: toml::de::Error) -> Error {
-    // toml's own Display carries the line, column, a caret excerpt and the offending key.
-    let message = e.to_string().trim().replace('\n', "\n  ");
-    Error::config(source_name, "toml", message)
+/// Where the keys of an assembled machine came from — its TOML text (a file or a preset),
+/// `--tlb` flags or `--set` overrides — so that an error about a key names its source, and
+/// its line and column when the key is in the text.
+#[derive(Clone, Debug)]
+pub struct Origin {
+    text: Option<String>,
+    name: String,
+    /// The text as a table.
+    table: toml::Table,
+    /// Names of the structures the text defines.
+    text_tlbs: Vec<String>,
+    /// Names of the structures `--tlb` adds (after the text's).
+    flag_tlbs: Vec<String>,
+    /// The keys `--set` overrides, in order.
+    set_keys: Vec<String>,
+}
+
+impl Origin {
+    /// The sources of a machine (see [`MachineConfig::assemble`]); fails when the text is not
+    /// TOML.
+    pub fn new(
+        text: Option<&str>,
+        source_name: &str,
+        tlb_flags: &[String],
+        overrides: &[String],
+    ) -> Result<Origin> {
+        let table: toml::Table = match text {
+            None => toml::Table::new(),
+            Some(t) => toml::from_str(t).map_err(|e| {
+                let message = one_line(e.message());
+                match e.span() {
+                    Some(span) => {
+                        let (line, column) = line_column(t, span.start);
+                        Error::config_at(source_name, line, column, "syntax", message)
+                    }
+                    None => Error::config(source_name, "syntax", message),
+                }
+            })?,
+        };
+        let names = |v: Option<&toml::Value>| -> Vec<String> {
+            v.and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .map(|t| {
+                            t.get("name")
+                                .and_then(|n| n.as_str())
+                                .unwrap_or_default()
+                                .to_string()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Ok(Origin {
+            text_tlbs: names(table.get("tlb")),
+            text: text.map(str::to_string),
+            name: source_name.to_string(),
+            table,
+            flag_tlbs: tlb_flags
+                .iter()
+                .map(|f| {
+                    f.split_once(':')
+                        .map_or(f.as_str(), |s| s.0)
+                        .trim()
+                        .to_string()
+                })
+                .collect(),
+            set_keys: overrides
+                .iter()
+                .map(|o| {
+                    o.split_once('=')
+                        .map_or(o.as_str(), |s| s.0)
+                        .trim()
+                        .to_string()
+                })
+                .collect(),
+        })
+    }
+
+    /// A config error about `key`, named by the source it came from.
+    pub fn error(&self, key: &str, message: impl Into<String>) -> Error {
+        self.error_in(key, message, None)
+    }
+
+    /// [`Origin::error`] about a key of the `tlb` element `tlb` (index in the assembled
+    /// machine), when known: the text's structures come first, then those of `--tlb`.
+    fn error_in(&self, key: &str, message: impl Into<String>, tlb: Option<usize>) -> Error {
+        let parts: Vec<&str> = key.split('.').collect();
+        // The last override wins, so it is the one to blame.
+        let set = self.set_keys.iter().rev().any(|s| {
+            let s: Vec<&str> = s.split('.').collect();
+            let n = s.len().min(parts.len());
+            n > 0 && s[..n] == parts[..n]
+        });
+        if set {
+            return Error::config("--set", key, message);
+        }
+        if let Some(rest) = key.strip_prefix("tlb") {
+            let flag = if let Some(i) = tlb {
+                i >= self.text_tlbs.len()
+            } else if let Some(i) = rest.strip_prefix('[') {
+                let i: usize = i
+                    .split(']')
+                    .next()
+                    .and_then(|i| i.parse().ok())
+                    .unwrap_or(0);
+                i >= self.text_tlbs.len()
+            } else {
+                let name = parts.get(1).copied().unwrap_or_default();
+                self.flag_tlbs.iter().any(|f| f == name)
+                    && !self.text_tlbs.iter().any(|t| t == name)
+            };
+            if flag {
+                return Error::config("--tlb", key, message);
+            }
+        }
+        match self
+            .text
+            .as_deref()
+            .and_then(|t| key_offset(t, key).map(|o| (t, o)))
+        {
+            Some((text, offset)) => {
+                let (line, column) = line_column(text, offset);
+                Error::config_at(&self.name, line, column, key, message)
+            }
+            None => Error::config(&self.name, key, message),
+        }
+    }
+
+    /// `e` again, naming the source of its key when it is a config error of this machine
+    /// without a position (as [`crate::machine::Machine::build`]'s are).
+    pub fn locate(&self, e: Error) -> Error {
+        match e {
+            Error::Config {
+                source_name,
+                position: None,
+                key,
+                message,
+            } if source_name == self.name => self.error(&key, message),
+            e => e,
+        }
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `text`.
+fn line_column(text: &str, offset: usize) -> (u64, u64) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let column = String::from_utf8_lossy(&before[start..]).chars().count() as u64 + 1;
+    (line, column)
+}
+
+/// Byte offset in `text` of the config key `key` (`tlb.dtlb.ways`, `tlb[0].name`,
+/// `pages.regions[1].end`: an element of an array of tables is named by its `name` or its
+/// index), or of the deepest part of it that is there (the `[[tlb]]` of a missing key).
+fn key_offset(text: &str, key: &str) -> Option<usize> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    let mut at: &DeValue = &DeValue::Table(doc.get_ref().clone());
+    let mut found = None;
+    let mut parts = key.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let (name, index) = match part.split_once('[') {
+            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let DeValue::Table(t) = at else { break };
+        let Some((k, v)) = t.iter().find(|(k, _)| k.get_ref() == name) else {
+            break;
+        };
+        found = Some(k.span().start);
+        at = v.get_ref();
+        if let DeValue::Array(a) = at {
+            // An element: by index, or by the name the next part gives.
+            let element = match index {
+                Some(i) => a.get(i),
+                None => match parts.peek() {
+                    Some(n) => {
+                        let hit = a.iter().find(|e| {
+                            e.get_ref().get("name").and_then(|v| v.get_ref().as_str()) == Some(*n)
+                        });
+                        if hit.is_some() {
+                            parts.next();
+                        }
+                        hit
+                    }
+                    None => None,
+                },
+            };
+            let Some(e) = element else { break };
+            found = Some(e.span().start);
+            at = e.get_ref();
+        }
+    }
+    found
+}
+
+/// The config key and a one-line message of a toml error from reading `table` as a machine
+/// (and the index of the `[[tlb]]` it is in, if it is): the key names the element of an array
+/// of tables (by its `name`, else its index) and the unknown or missing field.
+fn describe(table: &toml::Table, e: &toml::de::Error) -> (String, String, Option<usize>) {
+    let keys = error_keys(e);
+    let (field, message) = tidy(e.message());
+    let root = toml::Value::Table(table.clone());
+    let mut path: Vec<Step> = Vec::new();
+    let mut key = String::new();
+    for k in &keys {
+        if !key.is_empty() {
+            key.push('.');
+        }
+        key.push_str(k);
+        path.push(Step::Key(k.clone()));
+        let Some(toml::Value::Array(a)) = step_to(&root, &path) else {
+            continue;
+        };
+        if a.is_empty() || !a.iter().all(toml::Value::is_table) {
+            continue;
+        }
+        // Which element: the first whose prefix of the array fails the same way.
+        let Some(i) = (0..a.len()).find(|&i| {
+            let mut t = root.clone();
+            if let Some(toml::Value::Array(a)) = step_to_mut(&mut t, &path) {
+                a.truncate(i + 1);
+            }
+            MachineConfig::deserialize(t)
+                .err()
+                .is_some_and(|f| f.message() == e.message() && error_keys(&f) == keys)
+        }) else {
+            break;
+        };
+        match a[i].get("name").and_then(|n| n.as_str()) {
+            Some(n) if !n.is_empty() && !n.contains('.') => {
+                key.push('.');
+                key.push_str(n);
+            }
+            _ => key.push_str(&format!("[{i}]")),
+        }
+        path.push(Step::Index(i));
+    }
+    if let Some(f) = field {
+        if !key.is_empty() {
+            key.push('.');
+        }
+        key.push_str(&f);
+    }
+    if key.is_empty() {
+        key.push_str("toml");
+    }
+    let tlb = match path.as_slice() {
+        [Step::Key(k), Step::Index(i), ..] if k == "tlb" => Some(*i),
+        _ => None,
+    };
+    (key, message, tlb)
+}
+
+/// A step into a TOML value.
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+fn step_to<'v>(v: &'v toml::Value, path: &[Step]) -> Option<&'v toml::Value> {
+    path.iter().try_fold(v, |v, s| match s {
+        Step::Key(k) => v.get(k.as_str()),
+        Step::Index(i) => v.get(*i),
+    })
+}
+
+fn step_to_mut<'v>(v: &'v mut toml::Value, path: &[Step]) -> Option<&'v mut toml::Value> {
+    path.iter().try_fold(v, |v, s| match s {
+        Step::Key(k) => v.get_mut(k.as_str()),
+        Step::Index(i) => v.get_mut(*i),
+    })
+}
+
+/// The keys a toml error says it is in (`in `tlb.page``), outermost first.
+fn error_keys(e: &toml::de::Error) -> Vec<String> {
+    let mut bare = e.clone();
+    // Without its input the error prints its keys instead of a snippet.
+    bare.set_input(None);
+    let text = bare.to_string();
+    text.trim_end()
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("in `"))
+        .and_then(|l| l.strip_suffix('`'))
+        .map(|k| k.split('.').map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// serde's message in our words, one line: the field it names when it names one (an unknown
+/// or missing field), and the message.
+fn tidy(message: &str) -> (Option<String>, String) {
+    let message = one_line(message);
+    let quoted = |s: &str| s.replace('`', "");
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        if let Some((field, expected)) = rest.split_once('`') {
+            let why = match expected.trim_start_matches(", ") {
+                "there are no fields" => "unknown key (this table takes none)".to_string(),
+                e => match e.strip_prefix("expected one of ") {
+                    Some(list) => format!("unknown key (expected one of: {})", quoted(list)),
+                    None => format!("unknown key ({})", quoted(e)),
+                },
+            };
+            return (Some(field.to_string()), why);
+        }
+    }
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        if let Some((field, _)) = rest.split_once('`') {
+            return (
+                Some(field.to_string()),
+                "missing (this key is required)".into(),
+            );
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        if let Some((value, expected)) = rest.split_once('`') {
+            let list = expected
+                .trim_start_matches(", ")
+                .trim_start_matches("expected one of ")
+                .trim_start_matches("expected ");
+            return (None, format!("'{value}' is not one of: {}", quoted(list)));
+        }
+    }
+    (None, message)
+}
+
+/// `message` on one line.
+fn one_line(message: &str) -> String {
+    message
+        .trim()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Apply `key=value` overrides to a TOML table before it is read as a machine.
@@ -1257,8 +1702,8 @@ pub fn tlb_from_flag(flag: &str) -> Result<toml::Table> {
         let k = k.trim();
         let v = v.trim();
         let value = match k {
-            // Lists inside a comma-separated flag use '+': page=4k+2M.
-            "page" => toml::Value::Array(
+            // Lists inside a comma-separated flag use '+': page=4k+2M, next=stlb+stlb1g.
+            "page" | "next" => toml::Value::Array(
                 v.split('+')
                     .map(|p| toml::Value::String(p.trim().into()))
                     .collect(),
@@ -1348,11 +1793,132 @@ mod tests {
     }
 
     #[test]
+    fn next_is_a_name_or_a_list() {
+        let text = "[[tlb]]\nname='d'\nentries=4\nnext=['s', 't']\n[[tlb]]\nname='s'\nentries=8\nnext='t'\n[[tlb]]\nname='t'\nentries=8\npage='2M'\n";
+        let m = MachineConfig::from_toml(text, "m.toml").unwrap();
+        assert_eq!(m.tlbs[0].next, ["s", "t"]);
+        assert_eq!(m.tlbs[1].next, ["t"]);
+        assert!(m.tlbs[2].next.is_empty());
+        let again = m.to_toml();
+        assert!(again.contains("next = \"t\"\n"), "{again}");
+        assert_eq!(MachineConfig::from_toml(&again, "again").unwrap(), m);
+        let t = tlb_from_flag("d:entries=4,next=s+t").unwrap();
+        assert_eq!(t["next"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let e = MachineConfig::from_toml("[[tlb]]\nname='d'\nentires=64\n", "m.toml").unwrap_err();
         let s = e.to_string();
         assert!(s.starts_with("m.toml: "), "{s}");
         assert!(s.contains("entires") && s.contains("line"), "{s}");
+    }
+
+    /// The error of assembling a machine, which must be one line.
+    fn error(text: Option<&str>, flags: &[&str], sets: &[&str]) -> String {
+        let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let e = crate::machine::Machine::assemble(text, "m.toml", &flags, &sets)
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains('\n'), "{e}");
+        e
+    }
+
+    #[test]
+    fn errors_are_one_line_naming_file_line_and_key() {
+        let known = "(expected one of: name, entries, ways, policy, page, serves, next, asid, partition, placement)";
+        let d = "[[tlb]]\nname = 'd'\nentries = 64\n";
+        assert_eq!(
+            error(Some("[[tlb]]\nname = 'd'\nentries = = 3\n"), &[], &[]),
+            "m.toml: line 3, column 11: syntax: extra `=`, expected nothing"
+        );
+        assert_eq!(
+            error(Some(&format!("{d}entires = 64\n")), &[], &[]),
+            format!("m.toml: line 4, column 1: tlb.d.entires: unknown key {known}")
+        );
+        // An element of an array of tables without a name is named by its index.
+        assert_eq!(
+            error(
+                Some(&format!("{d}[[tlb]]\nentries = 8\nfoo = 1\n")),
+                &[],
+                &[]
+            ),
+            format!("m.toml: line 6, column 1: tlb[1].foo: unknown key {known}")
+        );
+        assert_eq!(
+            error(Some("[[tlb]]\nname = 'd'\n"), &[], &[]),
+            "m.toml: line 1, column 1: tlb.d.entries: missing (this key is required)"
+        );
+        assert_eq!(
+            error(Some(&format!("{d}page = ['4k', '3k']\n")), &[], &[]),
+            "m.toml: line 4, column 8: tlb.d.page: '3k' is not a page size (e.g. 4k, 2M, 1G)"
+        );
+        assert_eq!(
+            error(Some(&format!("{d}serves = 'both'\n")), &[], &[]),
+            "m.toml: line 4, column 10: tlb.d.serves: 'both' is not one of: instruction, data, unified"
+        );
+        assert_eq!(
+            error(Some(&format!("{d}ways = true\n")), &[], &[]),
+            "m.toml: line 4, column 8: tlb.d.ways: invalid type: boolean `true`, expected an integer or a string"
+        );
+        assert_eq!(
+            error(Some("[pages]\nregions = [{ start = 0, end = 8192, size = 3 }]\n"), &[], &[]),
+            "m.toml: line 2, column 44: pages.regions[0].size: 3 is not a page size (a power of two of at least 2 bytes, e.g. 4096)"
+        );
+        assert_eq!(
+            error(Some("[refill]\ncycles = { L9 = 3 }\n[[tlb]]\nname='u'\nentries=64\n"), &[], &[]),
+            "m.toml: line 2, column 12: refill.cycles.L9: unknown key (expected one of: L1U, L1K, L2, L3, Modify, Invalid, stlb_hit, stlb_miss, prefetch, l1u_count)"
+        );
+        // Errors of the second phase (the machine's validation) get the line of their key.
+        assert_eq!(
+            error(Some(&format!("{d}ways = 3\n")), &[], &[]),
+            "m.toml: line 4, column 1: tlb.d.ways: 3 does not divide 64 entries"
+        );
+        // A key from --tlb or --set is blamed on the flag, with the key it names.
+        assert_eq!(
+            error(None, &["d:foo=1"], &[]),
+            format!("--tlb: tlb.d.foo: unknown key {known}")
+        );
+        assert_eq!(
+            error(Some(d), &["dtlb:page=3k"], &[]),
+            "--tlb: tlb.dtlb.page: '3k' is not a page size (e.g. 4k, 2M, 1G)"
+        );
+        assert_eq!(
+            error(Some(d), &["e:entries=8,policy=mru"], &[])
+                .split(" (")
+                .next(),
+            Some("--tlb: tlb.e.policy: unknown replacement policy \"mru\"")
+        );
+        assert_eq!(
+            error(Some(d), &[], &["tlb.d.bogus=1"]),
+            format!("--set: tlb.d.bogus: unknown key {known}")
+        );
+        assert_eq!(
+            error(Some(d), &[], &["tlb.d.ways=5"]),
+            "--set: tlb.d.ways: 5 does not divide 64 entries"
+        );
+        assert_eq!(
+            error(Some(d), &[], &["machine.sed=5"]),
+            "--set: machine.sed: unknown key (expected one of: name, description, seed, straddle, global_above)"
+        );
+        // ... and a bad key of the file stays the file's, at its line, whatever the flags.
+        assert_eq!(
+            error(
+                Some(&format!("{d}ways = 3\n")),
+                &["i:entries=8"],
+                &["machine.seed=2"]
+            ),
+            "m.toml: line 4, column 1: tlb.d.ways: 3 does not divide 64 entries"
+        );
+        assert_eq!(
+            error(
+                Some(&format!("{d}entires = 64\n")),
+                &[],
+                &["machine.seed=2"]
+            ),
+            format!("m.toml: line 4, column 1: tlb.d.entires: unknown key {known}")
+        );
     }
 
     #[test]

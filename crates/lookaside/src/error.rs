@@ -46,10 +46,12 @@ pub enum Error {
         field: String,
         message: String,
     },
-    /// A machine description is invalid: `key` is the dotted config key (e.g. `tlb.dtlb.ways`).
-    #[error("{source_name}: {key}: {message}")]
+    /// A machine description is invalid: `key` is the dotted config key (e.g. `tlb.dtlb.ways`);
+    /// `position` the 1-based line and column in the source's text, when known.
+    #[error("{source_name}{}: {key}: {message}", Position(*position))]
     Config {
         source_name: String,
+        position: Option<(u64, u64)>,
         key: String,
         message: String,
     },
@@ -90,8 +92,37 @@ impl Error {
     ) -> Error {
         Error::Config {
             source_name: source_name.into(),
+            position: None,
             key: key.into(),
             message: message.into(),
+        }
+    }
+
+    /// A config error at a 1-based `line` and `column` of the source's text.
+    pub fn config_at(
+        source_name: impl Into<String>,
+        line: u64,
+        column: u64,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Error {
+        Error::Config {
+            source_name: source_name.into(),
+            position: Some((line, column)),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// `: line N, column C` of a config error, or nothing.
+struct Position(Option<(u64, u64)>);
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some((line, column)) => write!(f, ": line {line}, column {column}"),
+            None => Ok(()),
         }
     }
 }
@@ -129,6 +160,11 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "m.toml: tlb.dtlb.ways: 3 does not divide 64 entries"
+        );
+        let e = Error::config_at("m.toml", 3, 1, "tlb.d.entires", "unknown key");
+        assert_eq!(
+            e.to_string(),
+            "m.toml: line 3, column 1: tlb.d.entires: unknown key"
         );
     }
 }

@@ -7,9 +7,14 @@
 //! (a constant when there are no regions) and one probe per level until a hit.
 //!
 //! Semantics, in one place:
-//! - A reference of kind K enters the one root structure serving K (a structure no other one
-//!   names as `next`). A miss goes to `next`; a miss in the last level is a *walk*. Every
-//!   level probed fills on a miss (levels are neither inclusive nor exclusive by force).
+//! - A reference of kind K enters a root structure serving K (a structure no other one names
+//!   as `next`). A miss goes to `next`; a miss in the last level is a *walk*. Every level
+//!   probed fills on a miss (levels are neither inclusive nor exclusive by force).
+//! - Several structures serving K at one point — roots, or the structures one `next` list
+//!   names — are siblings: they hold different page sizes, and a reference goes to the one
+//!   holding the largest size not larger than the page backing it (its size, or fragments of
+//!   it: see [`Route`]). [`Machine::build`] refuses siblings holding one size, and a page size
+//!   in use that reaches a point where no sibling holds it or a smaller size.
 //! - An access whose last byte lies in another page touches both pages when
 //!   `machine.straddle = "split"` (two translations, counted as two accesses).
 //! - Entries are tagged by address space unless `asid = false`; an untagged structure loses its
@@ -29,7 +34,9 @@
 
 use crate::cache::system::{Activity, At, MemorySystem};
 use crate::cache::vac::drive::VacDriver;
-use crate::config::{HandlerConfig, MachineConfig, PageSize, Placement, Straddle, TlbConfig, Ways};
+use crate::config::{
+    HandlerConfig, MachineConfig, Origin, PageSize, Placement, Serves, Straddle, TlbConfig, Ways,
+};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
@@ -48,7 +55,6 @@ pub const KSEG2_SPACE: u32 = u32::MAX;
 #[derive(Debug)]
 struct Unit {
     tlb: Tlb,
-    next: Option<usize>,
     /// Page shifts held, largest first.
     shifts: Vec<u32>,
     tagged: bool,
@@ -78,7 +84,8 @@ impl Unit {
                 return s;
             }
         }
-        // Unreachable after validation: every unit holds the machine's smallest page size.
+        // Unreachable after validation: a reference reaches only a structure holding its page
+        // size or a smaller one (see [`Route`]).
         self.shifts[self.shifts.len() - 1]
     }
 
@@ -92,6 +99,67 @@ impl Unit {
         } else {
             base
         }
+    }
+}
+
+/// No structure, in a [`Route`].
+const NOWHERE: u8 = u8::MAX;
+
+/// Where a reference goes at one point of the hierarchy — the first level, or the structures
+/// a structure's `next` names — by its kind and the shift of the page backing it: to the
+/// structure there that holds the largest page size not larger than the page (the one holding
+/// its size, or the one caching it as fragments; the structures at one point serving one kind
+/// hold different sizes, so there is one), or nowhere. A table lookup, indexed with masks so
+/// that it needs no bounds check: no search per reference.
+#[derive(Clone)]
+struct Route([[u8; 64]; 4]);
+
+impl std::fmt::Debug for Route {
+    /// Per kind, the runs of shifts going to one structure: `[fetch 12..=20: 1, 21..=63: 2]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut runs = Vec::new();
+        for kind in REF_KINDS {
+            let r = &self.0[kind as usize];
+            let mut s = 0;
+            while s < 64 {
+                let e = (s..64).take_while(|&x| r[x] == r[s]).last().unwrap_or(s);
+                if r[s] != NOWHERE {
+                    runs.push(format!("{} {s}..={e}: {}", kind.name(), r[s]));
+                }
+                s = e + 1;
+            }
+        }
+        write!(f, "[{}]", runs.join(", "))
+    }
+}
+
+impl Route {
+    /// The route among `members` (structures, by index), whose held shifts are `shifts`.
+    fn among(members: &[usize], serves: &[Serves], shifts: &[Vec<u32>]) -> Route {
+        let mut r = [[NOWHERE; 64]; 4];
+        for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
+            for (backing, to) in r[kind as usize].iter_mut().enumerate() {
+                let mut best: Option<(u32, usize)> = None;
+                for &i in members.iter().filter(|&&i| serves[i].serves(kind)) {
+                    for &s in &shifts[i] {
+                        if s as usize <= backing && best.is_none_or(|(b, _)| s > b) {
+                            best = Some((s, i));
+                        }
+                    }
+                }
+                if let Some((_, i)) = best {
+                    *to = i as u8;
+                }
+            }
+        }
+        Route(r)
+    }
+
+    /// The structure a reference of `kind` to a page of `shift` goes to.
+    #[inline(always)]
+    fn at(&self, kind: Kind, shift: u32) -> Option<usize> {
+        let u = self.0[kind as usize & 3][shift as usize & 63];
+        (u != NOWHERE).then_some(u as usize)
     }
 }
 
@@ -120,6 +188,25 @@ impl PageMap {
         self.default
     }
 
+    /// The addresses around `addr` backed as it is (for `asid`): `[lo, hi]`, inclusive.
+    fn span(&self, addr: u64, asid: u32) -> (u64, u64) {
+        let (mut lo, mut hi) = (0, u64::MAX);
+        for &(start, end, a, _) in &self.regions {
+            if a.is_some_and(|a| a != asid) {
+                continue;
+            }
+            if addr >= start && addr < end {
+                return (lo.max(start), hi.min(end - 1));
+            }
+            if end <= addr {
+                lo = lo.max(end);
+            } else {
+                hi = hi.min(start - 1);
+            }
+        }
+        (lo, hi)
+    }
+
     /// Every shift some address can be backed by.
     fn shifts(&self) -> impl Iterator<Item = u32> + '_ {
         self.default
@@ -133,8 +220,12 @@ impl PageMap {
 pub struct Machine {
     config: MachineConfig,
     units: Vec<Unit>,
-    /// First-level structure per reference kind (fetch, load, store).
-    roots: [Option<usize>; 3],
+    /// The first-level structure of each reference, by its kind and page size.
+    roots: Route,
+    /// Per reference kind (fetch, load, store), whether some structure translates it.
+    translated: [bool; 3],
+    /// Per structure, where its misses go, by kind and page size (nowhere: a walk).
+    next: Vec<Route>,
     pages: PageMap,
     split: bool,
     global_above: u64,
@@ -148,6 +239,11 @@ pub struct Machine {
     free_hits: Vec<bool>,
     /// Per structure, its page shift for the default page size.
     default_shift: Vec<u32>,
+    /// Every address is backed by the default page size, or by none (a hole): the fast
+    /// path's last pages are page numbers; else [`entry_key`]s, with [`Machine::memo`].
+    uniform: bool,
+    /// Per reference kind, the last first-level entry, when not `uniform`.
+    memo: [Memo; 4],
     /// Per reference kind, what the fast path does (derived from `roots` and the page map).
     fast: [Fast; 3],
     ledger: Ledger,
@@ -173,8 +269,37 @@ pub struct Machine {
     steps: Vec<HandlerStep>,
 }
 
-/// No page: `addr >> shift` with `shift >= 1` never reaches it.
+/// No page: `addr >> shift` with `shift >= 1` never reaches it, nor does an [`entry_key`].
 const NO_PAGE: u64 = u64::MAX;
+
+/// The key of the entry for the page of `addr` at `shift` (at least 1), unique among all
+/// pages of all sizes: the page's first address with its low `shift - 1` bits set (the lowest
+/// clear bit says the size).
+#[inline(always)]
+fn entry_key(addr: u64, shift: u32) -> u64 {
+    ((addr >> shift) << shift) | ((1u64 << (shift - 1)) - 1)
+}
+
+/// The fast path of a page map with regions, per reference kind: the addresses mapped by the
+/// first-level entry the last reference of the kind went to (`len` of them from `lo`, all of
+/// one backing page size), the structure and the entry's [`entry_key`]. A reference within
+/// them, while `last_page[root][kind]` is still `key`, repeats that access: a hit that
+/// changes nothing (see [`Feed`]). Forgetting the last pages forgets these too.
+#[derive(Clone, Copy, Debug)]
+struct Memo {
+    lo: u64,
+    len: u64,
+    root: usize,
+    key: u64,
+}
+
+/// A memo no address matches.
+const NO_MEMO: Memo = Memo {
+    lo: 0,
+    len: 0,
+    root: 0,
+    key: NO_PAGE,
+};
 
 /// Simulates events one at a time on a machine (see [`Machine::feed`]).
 ///
@@ -182,8 +307,10 @@ const NO_PAGE: u64 = u64::MAX;
 /// is a hit that changes no replacement state (repeating the last access is idempotent for
 /// every policy, see [`crate::tlb`]), so it is only counted — in a [`Tally`] of locals,
 /// settled into the ledger before anything that changes the running address space and when
-/// the feed ends. `last_page` is kept only while the page map is uniform, and forgotten
-/// whenever entries can change otherwise (flushes, shootdowns, switches).
+/// the feed ends. `last_page` holds page numbers while the page map is uniform, else entry
+/// keys (page and size) that a [`Memo`] per kind compares, after one call, without looking
+/// up the page map; it is forgotten whenever entries can change otherwise (flushes,
+/// shootdowns, switches).
 ///
 /// A structure whose hits change no replacement state at all (FIFO, random, direct-mapped)
 /// keeps a last page per reference kind instead: until its next fill, every page it hit or
@@ -453,7 +580,14 @@ impl Feed<'_> {
                     return (true, m.root_missed(e.addr, e.kind, e.mode, r));
                 }
             }
-            Fast::Slow => {}
+            Fast::Slow => {
+                // A repeat of the last first-level entry of its kind: a hit that changes
+                // nothing, as on the uniform path.
+                if let Some(r) = m.memo_hit(e.addr, e.size, e.kind) {
+                    m.ledger.add_hits(r, e.mode, e.kind, 1);
+                    return (true, false);
+                }
+            }
         }
         m.reference(*e)
     }
@@ -515,7 +649,6 @@ impl Machine {
             ));
         }
         let pages = page_map(&config, source_name)?;
-        let smallest = pages.shifts().min();
         let mut units = Vec::with_capacity(config.tlbs.len());
         for (i, t) in config.tlbs.iter().enumerate() {
             if t.name.is_empty()
@@ -596,18 +729,8 @@ impl Machine {
             }
             shifts.sort_unstable_by(|a, b| b.cmp(a));
             shifts.dedup();
-            if let Some(min) = smallest {
-                if *shifts.last().unwrap_or(&u32::MAX) > min {
-                    return Err(Error::NotYet(format!(
-                        "{source_name}: {}: a TLB that cannot hold the smallest page size in use ({}) — structures dedicated to large pages only",
-                        key(t, "page"),
-                        PageSize::Size(1 << min).label()
-                    )));
-                }
-            }
             units.push(Unit {
                 tlb,
-                next: None,
                 shifts,
                 tagged: t.asid,
                 placement: t.placement,
@@ -616,69 +739,7 @@ impl Machine {
             });
         }
         // Wire `next` and find the roots.
-        let mut is_next = vec![false; units.len()];
-        for (i, t) in config.tlbs.iter().enumerate() {
-            if let Some(n) = &t.next {
-                let j = config
-                    .tlbs
-                    .iter()
-                    .position(|o| &o.name == n)
-                    .ok_or_else(|| err(key(t, "next"), format!("no TLB named '{n}'")))?;
-                if j == i {
-                    return Err(err(
-                        key(t, "next"),
-                        "a TLB cannot be its own next level".into(),
-                    ));
-                }
-                for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
-                    if t.serves.serves(kind) && !config.tlbs[j].serves.serves(kind) {
-                        return Err(err(
-                            key(t, "next"),
-                            format!(
-                                "'{n}' does not serve the {} references that '{}' passes on",
-                                kind.name(),
-                                t.name
-                            ),
-                        ));
-                    }
-                }
-                units[i].next = Some(j);
-                is_next[j] = true;
-            }
-        }
-        for start in 0..units.len() {
-            let (mut at, mut steps) = (start, 0);
-            while let Some(n) = units[at].next {
-                at = n;
-                steps += 1;
-                if steps > units.len() {
-                    return Err(err(
-                        key(&config.tlbs[start], "next"),
-                        "the next-level links form a cycle".into(),
-                    ));
-                }
-            }
-        }
-        let mut roots = [None; 3];
-        for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
-            for (i, t) in config.tlbs.iter().enumerate() {
-                if !is_next[i] && t.serves.serves(kind) {
-                    if let Some(other) = roots[kind as usize] {
-                        let o: &TlbConfig = &config.tlbs[other];
-                        return Err(err(
-                            key(t, "serves"),
-                            format!(
-                                "both '{}' and '{}' are first-level TLBs for {} references",
-                                o.name,
-                                t.name,
-                                kind.name()
-                            ),
-                        ));
-                    }
-                    roots[kind as usize] = Some(i);
-                }
-            }
-        }
+        let (roots, next, translated) = wire(&config, &units, &pages, source_name)?;
         let ledger = Ledger::new(config.tlbs.iter().map(|t| t.name.clone()).collect());
         let default_shift: Vec<u32> = match pages.default {
             Some(d) => units.iter().map(|u| u.shift_for(d)).collect(),
@@ -701,10 +762,12 @@ impl Machine {
         }
         // Uniform apart from unmapped holes: the fast path checks the holes first.
         let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
-        let fast = roots.map(|r| match r {
-            None => Fast::Untranslated,
-            Some(r) if uniform => Fast::Root(r, default_shift[r]),
-            Some(_) => Fast::Slow,
+        let fast = [Kind::Fetch, Kind::Load, Kind::Store].map(|kind| {
+            match pages.default.and_then(|d| roots.at(kind, d)) {
+                _ if !translated[kind as usize] => Fast::Untranslated,
+                Some(r) if uniform => Fast::Root(r, default_shift[r]),
+                _ => Fast::Slow,
+            }
         });
         let handler = config.memory.as_ref().and_then(|m| m.handler.clone());
         if handler.is_some() && config.refill.is_some() {
@@ -839,9 +902,13 @@ impl Machine {
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
             roots,
+            translated,
+            next,
             pages,
             cur_asid: 0,
             last_page: vec![[NO_PAGE; 4]; default_shift.len()],
+            uniform,
+            memo: [NO_MEMO; 4],
             free_hits,
             default_shift,
             ledger,
@@ -858,7 +925,9 @@ impl Machine {
         overrides: &[String],
     ) -> Result<Machine> {
         let config = MachineConfig::assemble(text, source_name, tlb_flags, overrides)?;
-        Machine::build(config, source_name)
+        // A bad key is blamed on the source it came from, at its line in the text.
+        let origin = Origin::new(text, source_name, tlb_flags, overrides)?;
+        Machine::build(config, source_name).map_err(|e| origin.locate(e))
     }
 
     /// The configuration this machine was built from.
@@ -1016,7 +1085,7 @@ impl Machine {
     /// program's references, which take [`Feed`]'s path.
     fn memory_event(&mut self, e: &Event) {
         self.ledger.add_references(e.mode, e.kind, 1);
-        let (mapped, walked) = if self.roots[e.kind as usize].is_some() {
+        let (mapped, walked) = if self.translated.get(e.kind as usize) == Some(&true) {
             self.reference(*e)
         } else {
             (self.pages.backing(e.addr, e.asid).is_some(), false)
@@ -1147,7 +1216,10 @@ impl Machine {
     fn root_missed(&mut self, addr: u64, kind: Kind, mode: Mode, r: usize) -> bool {
         self.ledger.access(r, mode, kind, true);
         match self.pages.default {
-            Some(backing) => self.translate_from(self.units[r].next, addr, kind, mode, backing),
+            Some(backing) => {
+                let next = self.next[r].at(kind, backing);
+                self.translate_from(next, addr, kind, mode, backing)
+            }
             None => false,
         }
     }
@@ -1156,7 +1228,42 @@ impl Machine {
     /// hierarchy; returns whether it walked.
     #[inline(always)]
     fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) -> bool {
-        self.translate_from(self.roots[kind as usize], addr, kind, mode, shift)
+        let root = self.roots.at(kind, shift);
+        let walked = self.translate_from(root, addr, kind, mode, shift);
+        if let (Some(r), false) = (root, self.uniform) {
+            self.remember(r, addr, kind, shift);
+        }
+        walked
+    }
+
+    /// First-level structure `r` was just accessed for the page of `addr` (backed by pages
+    /// of `shift`) by a reference of `kind`: remember the addresses its entry maps, in which
+    /// the backing page size is the same (see [`Memo`]).
+    #[inline(never)]
+    fn remember(&mut self, r: usize, addr: u64, kind: Kind, shift: u32) {
+        let s = self.units[r].shift_for(shift);
+        let (lo, hi) = self.pages.span(addr, self.cur_asid);
+        let start = (addr >> s) << s;
+        let end = start.saturating_add((1u64 << s) - 1);
+        let first = start.max(lo);
+        self.memo[kind as usize & 3] = Memo {
+            lo: first,
+            len: end.min(hi).wrapping_sub(first).wrapping_add(1),
+            root: r,
+            key: entry_key(addr, s),
+        };
+    }
+
+    /// The first-level structure whose entry a reference of `kind` to `size` bytes at `addr`
+    /// repeats, when that is a hit that changes nothing (page maps with regions: see [`Memo`]).
+    #[inline(always)]
+    fn memo_hit(&self, addr: u64, size: u16, kind: Kind) -> Option<usize> {
+        let m = &self.memo[kind as usize & 3];
+        let last = addr.wrapping_add(size.saturating_sub(1) as u64);
+        (addr.wrapping_sub(m.lo) < m.len
+            && last.wrapping_sub(m.lo) < m.len
+            && self.last_page[m.root][kind as usize & 3] == m.key)
+            .then_some(m.root)
     }
 
     /// [`Machine::translate`] from structure `level` down.
@@ -1179,14 +1286,19 @@ impl Machine {
             };
             let ctx = u.ctx(self.cur_asid, s, global);
             let hit = u.tlb.access(addr >> s, ctx, NO_CTX, u.part(mode));
-            let next = u.next;
-            // Only meaningful while the page map is uniform (then s is the default shift).
-            self.touched(i, kind, addr >> s, !hit);
+            // The fast path's key of the entry: its page while the page map is uniform (then
+            // s is the default shift); else its page and size.
+            let key = if self.uniform {
+                addr >> s
+            } else {
+                entry_key(addr, s)
+            };
+            self.touched(i, kind, key, !hit);
             self.ledger.access(i, mode, kind, !hit);
             if hit {
                 return false;
             }
-            level = next;
+            level = self.next[i].at(kind, shift);
         }
         let w = self.ledger.walk_index();
         self.ledger.access(w, mode, kind, true);
@@ -1274,6 +1386,207 @@ impl Machine {
             _ => {}
         }
     }
+}
+
+/// The three reference kinds.
+const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
+
+/// Wire the structures: the route of each reference to its first-level structure, and of each
+/// structure's misses to its next level; and which kinds some structure translates. Checks
+/// that every `next` names structures that serve what it passes on, with no cycle; that the
+/// structures at one point serving one kind (the siblings) hold different page sizes; and that
+/// a reference to a page of every size in use finds, at every level it reaches, a sibling that
+/// holds that size or a smaller one (to cache it as fragments).
+#[allow(clippy::type_complexity)]
+fn wire(
+    config: &MachineConfig,
+    units: &[Unit],
+    pages: &PageMap,
+    source_name: &str,
+) -> Result<(Route, Vec<Route>, [bool; 3])> {
+    let err = |k: String, m: String| Error::config(source_name, k, m);
+    let tlbs = &config.tlbs;
+    let n = tlbs.len();
+    if n >= NOWHERE as usize {
+        return Err(err(
+            "tlb".into(),
+            format!("{n} TLBs: a machine has at most {}", NOWHERE - 1),
+        ));
+    }
+    let serves: Vec<Serves> = tlbs.iter().map(|t| t.serves).collect();
+    let shifts: Vec<Vec<u32>> = units.iter().map(|u| u.shifts.clone()).collect();
+    let size = |s: u32| PageSize::Size(1 << s).label();
+    // What the structures `members` hold, for messages: 'a' holds 2M, 'b' holds 4K+1G.
+    let holding = |members: &[usize]| {
+        members
+            .iter()
+            .map(|&i| {
+                let held: Vec<String> = shifts[i].iter().rev().map(|&s| size(s)).collect();
+                format!("'{}' holds {}", tlbs[i].name, held.join("+"))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut nexts: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut is_next = vec![false; n];
+    for (i, t) in tlbs.iter().enumerate() {
+        for name in &t.next {
+            let j = tlbs
+                .iter()
+                .position(|o| &o.name == name)
+                .ok_or_else(|| err(key(t, "next"), format!("no TLB named '{name}'")))?;
+            if j == i {
+                return Err(err(
+                    key(t, "next"),
+                    "a TLB cannot be its own next level".into(),
+                ));
+            }
+            if nexts[i].contains(&j) {
+                return Err(err(key(t, "next"), format!("names '{name}' twice")));
+            }
+            nexts[i].push(j);
+            is_next[j] = true;
+        }
+        for kind in REF_KINDS {
+            if nexts[i].is_empty()
+                || !t.serves.serves(kind)
+                || nexts[i].iter().any(|&j| serves[j].serves(kind))
+            {
+                continue;
+            }
+            let which = match nexts[i].as_slice() {
+                [j] => format!("'{}' does not", tlbs[*j].name),
+                several => format!(
+                    "none of {} does",
+                    several
+                        .iter()
+                        .map(|&j| format!("'{}'", tlbs[j].name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            return Err(err(
+                key(t, "next"),
+                format!(
+                    "{which} serve the {} references that '{}' passes on",
+                    kind.name(),
+                    t.name
+                ),
+            ));
+        }
+    }
+    for start in 0..n {
+        let mut seen = vec![false; n];
+        let mut stack = nexts[start].clone();
+        while let Some(j) = stack.pop() {
+            if j == start {
+                return Err(err(
+                    key(&tlbs[start], "next"),
+                    "the next-level links form a cycle".into(),
+                ));
+            }
+            if !seen[j] {
+                seen[j] = true;
+                stack.extend_from_slice(&nexts[j]);
+            }
+        }
+    }
+    // Siblings: the first-level structures, and the next levels of each structure.
+    let firsts: Vec<usize> = (0..n).filter(|&i| !is_next[i]).collect();
+    for (parent, members) in
+        std::iter::once((None, &firsts)).chain(nexts.iter().enumerate().map(|(i, m)| (Some(i), m)))
+    {
+        for kind in REF_KINDS {
+            if parent.is_some_and(|p| !serves[p].serves(kind)) {
+                continue;
+            }
+            let m: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&i| serves[i].serves(kind))
+                .collect();
+            for (x, &a) in m.iter().enumerate() {
+                for &b in &m[x + 1..] {
+                    let Some(&common) = shifts[b].iter().find(|s| shifts[a].contains(s)) else {
+                        continue;
+                    };
+                    let (ta, tb) = (&tlbs[a].name, &tlbs[b].name);
+                    return Err(match parent {
+                        None => err(
+                            key(&tlbs[b], "page"),
+                            format!(
+                                "'{ta}' and '{tb}' both hold {} pages and both take {} references first: structures at one level hold different page sizes (or is one the other's next level?)",
+                                size(common),
+                                kind.name()
+                            ),
+                        ),
+                        Some(p) => err(
+                            key(&tlbs[p], "next"),
+                            format!(
+                                "'{ta}' and '{tb}' both hold {} pages and both take the {} references that '{}' passes on: structures at one level hold different page sizes",
+                                size(common),
+                                kind.name(),
+                                tlbs[p].name
+                            ),
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    let roots = Route::among(&firsts, &serves, &shifts);
+    let next: Vec<Route> = nexts
+        .iter()
+        .map(|m| Route::among(m, &serves, &shifts))
+        .collect();
+    let translated = REF_KINDS.map(|k| firsts.iter().any(|&i| serves[i].serves(k)));
+    // Every page size in use, along every path a reference of it takes.
+    let mut in_use: Vec<u32> = pages.shifts().collect();
+    in_use.sort_unstable();
+    in_use.dedup();
+    for kind in REF_KINDS.into_iter().filter(|k| translated[*k as usize]) {
+        for &b in &in_use {
+            let Some(mut at) = roots.at(kind, b) else {
+                let m: Vec<usize> = firsts
+                    .iter()
+                    .copied()
+                    .filter(|&i| serves[i].serves(kind))
+                    .collect();
+                return Err(err(
+                    key(&tlbs[m[0]], "page"),
+                    format!(
+                        "{} pages: no first-level TLB for {} references holds that size or a smaller one (to cache them as fragments): {}",
+                        size(b),
+                        kind.name(),
+                        holding(&m)
+                    ),
+                ));
+            };
+            while !nexts[at].is_empty() {
+                match next[at].at(kind, b) {
+                    Some(j) => at = j,
+                    None => {
+                        let m: Vec<usize> = nexts[at]
+                            .iter()
+                            .copied()
+                            .filter(|&i| serves[i].serves(kind))
+                            .collect();
+                        return Err(err(
+                            key(&tlbs[at], "next"),
+                            format!(
+                                "{} pages: no next level of '{}' for {} references holds that size or a smaller one (to cache them as fragments): {}",
+                                size(b),
+                                tlbs[at].name,
+                                kind.name(),
+                                holding(&m)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok((roots, next, translated))
 }
 
 fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
@@ -1390,8 +1703,9 @@ mod tests {
         )
         .contains("cycle"));
         assert!(
-            e("[[tlb]]\nname='a'\nentries=4\n[[tlb]]\nname='b'\nentries=4\n")
-                .contains("tlb.b.serves")
+            e("[[tlb]]\nname='a'\nentries=4\n[[tlb]]\nname='b'\nentries=4\n").contains(
+                "tlb.b.page: 'a' and 'b' both hold 4K pages and both take fetch references first"
+            )
         );
         assert!(e(
             "[[tlb]]\nname='a'\nentries=4\nnext='b'\n[[tlb]]\nname='b'\nentries=4\nserves='data'\n"
@@ -1405,5 +1719,114 @@ mod tests {
         assert!(e("[[tlb]]\nname='a'\nentries=4\npartition={lower=4}\n")
             .contains("tlb.a.partition.lower"));
         assert!(e("[[tlb]]\nname='a b'\nentries=4\n").contains("tlb[0].name"));
+    }
+
+    /// x86's first level: 4 KiB pages in one structure, 2 MiB pages in another beside it,
+    /// one second level for both; regions of 2 MiB, 1 GiB and 64 KiB pages.
+    const SIBLINGS: &str = "[pages]\nregions = [{ start = 0x200000, end = 0x600000, size = '2M' },\n  { start = 0x40000000, end = 0x80000000, size = '1G' },\n  { start = 0x10000, end = 0x30000, size = '64k' }]\n[[tlb]]\nname='d'\nentries=4\nserves='data'\nnext='s'\n[[tlb]]\nname='d2m'\nentries=2\npage='2M'\nserves='data'\nnext='s'\n[[tlb]]\nname='s'\nentries=16\npage=['4k','2M']\n";
+
+    #[test]
+    fn siblings_take_the_pages_of_their_sizes() {
+        let mut m = build(SIBLINGS).unwrap();
+        m.run_batch(&[
+            load(0x1000),      // 4K: d
+            load(0x20_1000),   // 2M page 1: d2m
+            load(0x3f_f000),   // 2M page 1 again: a hit in d2m
+            load(0x40_0000),   // 2M page 2: d2m
+            load(0x4000_0000), // 1G: d2m, as a 2M fragment
+            load(0x4000_1000), // the same fragment: a hit
+            load(0x4020_0000), // the next fragment
+            load(0x1_0000),    // 64K: d, as 4K fragments
+            load(0x1_1000),
+            load(0x1_0008), // a hit
+        ]);
+        assert_eq!(misses(&m, 0), (4, 3));
+        assert_eq!(misses(&m, 1), (6, 4));
+        // Behind both: every miss, at the entry size of the page (2M fragments of the 1G one).
+        assert_eq!(misses(&m, 2), (7, 7));
+        assert_eq!(m.ledger().total(3, |_, _, _| true).misses, 7);
+        // Instruction fetches have no first level here: untranslated.
+        m.run_batch(&[Event::reference(Kind::Fetch, 0x1000, 4)]);
+        assert_eq!(misses(&m, 2), (7, 7));
+    }
+
+    #[test]
+    fn a_next_level_can_be_siblings() {
+        // One first level for everything; its misses go to a 4K+2M STLB or a 1G one.
+        let mut m = build(
+            "[pages]\nregions = [{ start = 0x40000000, end = 0x80000000, size = '1G' }]\n[[tlb]]\nname='d'\nentries=4\nnext=['s', 's1g']\n[[tlb]]\nname='s'\nentries=16\npage=['4k','2M']\n[[tlb]]\nname='s1g'\nentries=2\npage='1G'\n",
+        )
+        .unwrap();
+        m.run_batch(&[
+            load(0x1000),
+            load(0x4000_0000),
+            load(0x5000_0000), // another 4K fragment of the same 1G page: a hit in s1g
+            load(0x1000),
+        ]);
+        assert_eq!(misses(&m, 0), (4, 3));
+        assert_eq!(misses(&m, 1), (1, 1));
+        assert_eq!(misses(&m, 2), (2, 1));
+        let j = crate::report::result_json(&m, &Default::default());
+        assert_eq!(
+            j["structures"]["d"]["geometry"]["next"],
+            serde_json::json!(["s", "s1g"])
+        );
+    }
+
+    #[test]
+    fn the_readme_x86_machine_with_large_page_siblings_builds() {
+        let readme = include_str!("../../../README.md");
+        let at = readme.find("**Structures for large pages.**").unwrap();
+        let toml = readme[at..].split("```toml\n").nth(1).unwrap();
+        let toml = toml.split("```").next().unwrap();
+        let mut m = build(toml).unwrap();
+        // A 1G data page: dtlb1g then stlb1g; a 1G code page: 4K fragments in the ITLB, 2M
+        // ones in the STLB.
+        let g = 0x7f40_0000_0000;
+        m.run_batch(&[
+            load(g),
+            load(g + (5 << 20)),
+            Event::reference(Kind::Fetch, g, 4),
+        ]);
+        let names = ["itlb", "dtlb", "dtlb2m", "dtlb1g", "stlb", "stlb1g"];
+        let got: Vec<(u64, u64)> = (0..names.len()).map(|i| misses(&m, i)).collect();
+        assert_eq!(got, [(1, 1), (0, 0), (0, 0), (2, 1), (1, 1), (1, 1)]);
+    }
+
+    #[test]
+    fn ambiguous_or_incomplete_siblings_are_errors() {
+        let e = |t: &str| build(t).unwrap_err().to_string();
+        // Two first-level structures for data holding 2M.
+        assert_eq!(
+            e(&SIBLINGS.replace("page='2M'", "page=['4k', '2M']")),
+            "m.toml: line 13, column 1: tlb.d2m.page: 'd' and 'd2m' both hold 4K pages and both take load references first: structures at one level hold different page sizes (or is one the other's next level?)"
+        );
+        // Only large pages where 4K pages are in use.
+        assert_eq!(
+            e("[[tlb]]\nname='d'\nentries=4\npage='2M'\n"),
+            "m.toml: line 4, column 1: tlb.d.page: 4K pages: no first-level TLB for fetch references holds that size or a smaller one (to cache them as fragments): 'd' holds 2M"
+        );
+        let s2m = e(&SIBLINGS.replace("page=['4k','2M']", "page='2M'"));
+        assert!(s2m.starts_with(
+            "m.toml: line 9, column 1: tlb.d.next: 4K pages: no next level of 'd' for load references holds that size or a smaller one (to cache them as fragments): 's' holds 2M"
+        ), "{s2m}");
+        let next = |list: &str, a: &str, b: &str| {
+            e(&format!("[[tlb]]\nname='d'\nentries=4\nnext={list}\n[[tlb]]\nname='s'\nentries=8\n{a}[[tlb]]\nname='t'\nentries=8\n{b}"))
+        };
+        assert!(next("['s', 't']", "", "").ends_with(
+            "tlb.d.next: 's' and 't' both hold 4K pages and both take the fetch references that 'd' passes on: structures at one level hold different page sizes"
+        ));
+        build("[[tlb]]\nname='d'\nentries=4\nnext=['s', 't']\n[[tlb]]\nname='s'\nentries=8\n[[tlb]]\nname='t'\nentries=8\npage='2M'\n").unwrap();
+        assert!(next("['s', 's']", "", "").ends_with("tlb.d.next: names 's' twice"));
+        assert!(next(
+            "['s', 't']",
+            "serves='data'\n",
+            "serves='data'\npage='2M'\n"
+        )
+        .ends_with(
+            "tlb.d.next: none of 's', 't' does serve the fetch references that 'd' passes on"
+        ));
+        // Siblings for different kinds may hold the same sizes.
+        build("[[tlb]]\nname='d'\nentries=4\nnext=['s', 't']\n[[tlb]]\nname='s'\nentries=8\nserves='data'\n[[tlb]]\nname='t'\nentries=8\nserves='instruction'\n").unwrap();
     }
 }

@@ -132,7 +132,11 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         );
         g.insert(
             "next".into(),
-            json!(t.next.clone().unwrap_or_else(|| "walk".into())),
+            match t.next.as_slice() {
+                [] => json!("walk"),
+                [one] => json!(one),
+                several => json!(several),
+            },
         );
         m.insert("geometry".into(), Value::Object(g));
         breakdowns(l, s, &mut m);

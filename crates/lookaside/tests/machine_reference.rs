@@ -1,4 +1,5 @@
-//! The whole machine — hierarchy wiring, address spaces, global pages, straddling accesses,
+//! The whole machine — hierarchy wiring, sibling structures for different page sizes, page
+//! sizes of regions (fragments included), address spaces, global pages, straddling accesses,
 //! flushes and shootdowns — against a brute-force model written from the semantics in
 //! `machine.rs`'s module doc, on random and adversarial event streams.
 
@@ -7,7 +8,7 @@ use lookaside::machine::Machine;
 use proptest::prelude::*;
 
 /// One structure of the model: per set a Vec in recency (LRU) or insertion (FIFO) order, front
-/// = next victim. Entries are (vpn, asid-or-None-for-global).
+/// = next victim. Entries are (vpn, page shift, asid-or-None-for-global).
 #[derive(Clone, Debug)]
 struct RefTlb {
     name: String,
@@ -16,16 +17,18 @@ struct RefTlb {
     lru: bool,
     tagged: bool,
     serves: [bool; 3],
-    next: Option<usize>,
-    content: Vec<Vec<(u64, Option<u32>)>>,
+    /// Page shifts held.
+    sizes: Vec<u32>,
+    next: Vec<usize>,
+    content: Vec<Vec<(u64, u32, Option<u32>)>>,
     accesses: u64,
     misses: u64,
 }
 
 impl RefTlb {
-    fn lookup_fill(&mut self, vpn: u64, tag: Option<u32>) -> bool {
+    fn lookup_fill(&mut self, vpn: u64, shift: u32, tag: Option<u32>) -> bool {
         let set = &mut self.content[(vpn % self.sets as u64) as usize];
-        if let Some(i) = set.iter().position(|e| *e == (vpn, tag)) {
+        if let Some(i) = set.iter().position(|e| *e == (vpn, shift, tag)) {
             if self.lru {
                 let e = set.remove(i);
                 set.push(e);
@@ -35,31 +38,55 @@ impl RefTlb {
         if set.len() == self.ways {
             set.remove(0);
         }
-        set.push((vpn, tag));
+        set.push((vpn, shift, tag));
         false
     }
 }
 
 struct RefMachine {
     tlbs: Vec<RefTlb>,
-    /// An unmapped range: references starting in it are not translated, nor is the part of
-    /// a straddling reference that falls in it.
-    hole: Option<(u64, u64)>,
+    /// Regions `[start, end)` backed by pages of a shift (None: unmapped), first match wins;
+    /// 4 KiB pages elsewhere. A reference starting in an unmapped region is not translated,
+    /// nor is the part of a straddling reference that falls in one.
+    regions: Vec<(u64, u64, Option<u32>)>,
     global_above: u64,
     asid: u32,
     walks: u64,
 }
 
 impl RefMachine {
-    fn root(&self, kind: Kind) -> Option<usize> {
-        let nexts: Vec<usize> = self.tlbs.iter().filter_map(|t| t.next).collect();
-        (0..self.tlbs.len()).find(|&i| self.tlbs[i].serves[kind as usize] && !nexts.contains(&i))
+    fn backing(&self, addr: u64) -> Option<u32> {
+        self.regions
+            .iter()
+            .find(|r| addr >= r.0 && addr < r.1)
+            .map_or(Some(12), |r| r.2)
     }
 
-    fn translate(&mut self, addr: u64, kind: Kind) {
-        let mut level = self.root(kind);
-        let had_root = level.is_some();
-        while let Some(i) = level {
+    /// Among `candidates`, the structure serving `kind` that holds the largest page size not
+    /// larger than the page (shift `backing`), with that size.
+    fn pick(&self, candidates: &[usize], kind: Kind, backing: u32) -> Option<(usize, u32)> {
+        let mut best: Option<(usize, u32)> = None;
+        for &i in candidates {
+            let t = &self.tlbs[i];
+            if !t.serves[kind as usize] {
+                continue;
+            }
+            for &s in &t.sizes {
+                if s <= backing && best.is_none_or(|(_, b)| s > b) {
+                    best = Some((i, s));
+                }
+            }
+        }
+        best
+    }
+
+    fn translate(&mut self, addr: u64, kind: Kind, backing: u32) {
+        let firsts: Vec<usize> = (0..self.tlbs.len())
+            .filter(|i| !self.tlbs.iter().any(|t| t.next.contains(i)))
+            .collect();
+        let had_root = firsts.iter().any(|&i| self.tlbs[i].serves[kind as usize]);
+        let mut level = self.pick(&firsts, kind, backing);
+        while let Some((i, s)) = level {
             let global = addr >= self.global_above;
             let t = &mut self.tlbs[i];
             let tag = if global {
@@ -70,11 +97,12 @@ impl RefMachine {
                 Some(0)
             };
             t.accesses += 1;
-            if t.lookup_fill(addr >> 12, tag) {
+            if t.lookup_fill(addr >> s, s, tag) {
                 return;
             }
             t.misses += 1;
-            level = t.next;
+            let next = t.next.clone();
+            level = self.pick(&next, kind, backing);
         }
         if had_root {
             self.walks += 1;
@@ -86,7 +114,7 @@ impl RefMachine {
             self.asid = asid;
             for t in self.tlbs.iter_mut().filter(|t| !t.tagged) {
                 for s in &mut t.content {
-                    s.retain(|e| e.1.is_none());
+                    s.retain(|e| e.2.is_none());
                 }
             }
         }
@@ -96,15 +124,15 @@ impl RefMachine {
         match e.kind {
             Kind::Fetch | Kind::Load | Kind::Store => {
                 self.switch(e.asid);
-                let in_hole = |a: u64| self.hole.is_some_and(|(s, x)| a >= s && a < x);
-                if in_hole(e.addr) {
+                let Some(b) = self.backing(e.addr) else {
                     return;
-                }
+                };
+                self.translate(e.addr, e.kind, b);
                 let last = e.addr + e.size.max(1) as u64 - 1;
-                let second = last >> 12 != e.addr >> 12 && !in_hole(last);
-                self.translate(e.addr, e.kind);
-                if second {
-                    self.translate(last, e.kind);
+                if last >> b != e.addr >> b {
+                    if let Some(b2) = self.backing(last) {
+                        self.translate(last, e.kind, b2);
+                    }
                 }
             }
             Kind::ContextSwitch => self.switch(e.asid),
@@ -123,8 +151,10 @@ impl RefMachine {
                     } else {
                         Some(0)
                     };
-                    for s in &mut t.content {
-                        s.retain(|x| *x != (e.addr >> 12, tag));
+                    for &s in &t.sizes.clone() {
+                        for set in &mut t.content {
+                            set.retain(|x| *x != (e.addr >> s, s, tag));
+                        }
                     }
                 }
             }
@@ -133,43 +163,109 @@ impl RefMachine {
     }
 }
 
-/// A machine spec: (name, entries, ways, lru?, tagged?, serves, next)
-type Spec = (
-    &'static str,
-    usize,
-    usize,
-    bool,
-    bool,
-    &'static str,
-    Option<&'static str>,
-);
+/// A structure of a machine.
+#[derive(Clone, Copy)]
+struct Spec {
+    name: &'static str,
+    entries: usize,
+    ways: usize,
+    lru: bool,
+    tagged: bool,
+    serves: &'static str,
+    next: &'static [&'static str],
+    /// Page sizes held (none: the machine's, 4 KiB).
+    page: &'static [&'static str],
+}
+
+const fn t(
+    name: &'static str,
+    entries: usize,
+    ways: usize,
+    lru: bool,
+    tagged: bool,
+    serves: &'static str,
+    next: &'static [&'static str],
+) -> Spec {
+    Spec {
+        name,
+        entries,
+        ways,
+        lru,
+        tagged,
+        serves,
+        next,
+        page: &[],
+    }
+}
+
+/// `s` holding the page sizes `page`.
+const fn holding(s: Spec, page: &'static [&'static str]) -> Spec {
+    Spec { page, ..s }
+}
 
 const MACHINES: &[&[Spec]] = &[
-    &[("dtlb", 8, 8, true, true, "data", None)],
-    &[("u", 12, 3, false, false, "unified", None)],
+    &[t("dtlb", 8, 8, true, true, "data", &[])],
+    &[t("u", 12, 3, false, false, "unified", &[])],
     &[
-        ("itlb", 4, 2, true, true, "instruction", Some("l2")),
-        ("dtlb", 4, 4, false, false, "data", Some("l2")),
-        ("l2", 24, 6, true, true, "unified", None),
+        t("itlb", 4, 2, true, true, "instruction", &["l2"]),
+        t("dtlb", 4, 4, false, false, "data", &["l2"]),
+        t("l2", 24, 6, true, true, "unified", &[]),
     ],
     &[
-        ("utlb", 2, 2, true, false, "data", Some("dtlb")),
-        ("dtlb", 6, 3, true, true, "data", Some("l2")),
-        ("l2", 16, 16, false, true, "data", None),
-        ("itlb", 3, 1, true, true, "instruction", None),
+        t("utlb", 2, 2, true, false, "data", &["dtlb"]),
+        t("dtlb", 6, 3, true, true, "data", &["l2"]),
+        t("l2", 16, 16, false, true, "data", &[]),
+        t("itlb", 3, 1, true, true, "instruction", &[]),
     ],
     // Structures whose hits change nothing (direct-mapped, FIFO) serving several kinds:
     // their fast path keeps a last page per kind.
-    &[("u", 8, 1, true, true, "unified", None)],
+    &[t("u", 8, 1, true, true, "unified", &[])],
     &[
-        ("u", 4, 4, false, true, "unified", Some("l2")),
-        ("l2", 8, 2, false, false, "unified", None),
+        t("u", 4, 4, false, true, "unified", &["l2"]),
+        t("l2", 8, 2, false, false, "unified", &[]),
+    ],
+    // x86: 4 KiB and 2 MiB first-level data TLBs side by side, one STLB behind all.
+    &[
+        t("itlb", 4, 2, true, true, "instruction", &["stlb"]),
+        holding(t("dtlb", 4, 4, true, true, "data", &["stlb"]), &["4k"]),
+        holding(t("dtlb2m", 2, 2, true, true, "data", &["stlb"]), &["2M"]),
+        holding(t("stlb", 16, 4, true, true, "unified", &[]), &["4k", "2M"]),
+    ],
+    // One first level, its misses going to a 4K+2M STLB or to a 1G one.
+    &[
+        t("u", 4, 4, true, true, "unified", &["s", "s1g"]),
+        holding(t("s", 8, 2, false, false, "unified", &[]), &["4k", "2M"]),
+        holding(t("s1g", 2, 2, true, true, "unified", &[]), &["1G"]),
+    ],
+    // Three first-level data TLBs (4K, 2M, 1G), the 1G one with a 1G second level of its
+    // own; instructions alone.
+    &[
+        t("i", 2, 1, true, false, "instruction", &["l2"]),
+        holding(t("d4", 4, 2, false, true, "data", &["l2"]), &["4k"]),
+        holding(t("d2", 2, 2, true, true, "data", &["l2"]), &["2M"]),
+        holding(t("d1", 1, 1, true, true, "data", &["l2g"]), &["1G"]),
+        holding(t("l2", 8, 4, true, true, "unified", &[]), &["4k", "2M"]),
+        holding(t("l2g", 2, 2, false, true, "data", &[]), &["1G"]),
+    ],
+    // A unified 4K first level beside a data one for 2M and 1G pages.
+    &[
+        t("u", 4, 4, true, true, "unified", &["s"]),
+        holding(t("d", 2, 2, true, false, "data", &["s"]), &["2M", "1G"]),
+        holding(t("s", 8, 8, true, true, "unified", &[]), &["4k", "2M"]),
     ],
 ];
 
+/// The 2 MiB region of [`MIXED`] (two pages) and its 1 GiB one (one page).
+const AREA_2M: u64 = 0x40_0000;
+const AREA_1G: u64 = 0x4000_0000;
+
+/// `regions` 3: pages of four sizes, a hole across a 4 KiB page, and 4 KiB pages carved out
+/// of the first 2 MiB page (the first region that holds an address wins).
+const MIXED: &str = "[pages]\nregions = [{ start = 0x5800, end = 0x6800, size = 'unmapped' },\n  { start = 0x10000, end = 0x30000, size = '64k' },\n  { start = 0x420000, end = 0x440000, size = '4k' },\n  { start = 0x400000, end = 0x800000, size = '2M' },\n  { start = 0x40000000, end = 0x80000000, size = '1G' }]\n";
+
 /// `regions`: 0, none; 1, a (4 KiB, so semantically empty) region, which turns off the
-/// machine's uniform-page fast path; 2, an unmapped hole, which the fast path checks first.
-/// Every path must match the model.
+/// machine's uniform-page fast path; 2, an unmapped hole, which the fast path checks first;
+/// 3, [`MIXED`] page sizes. Every path must match the model.
 fn build(spec: &[Spec], regions: u8) -> (Machine, RefMachine) {
     let mut toml = String::from("[machine]\nglobal_above = \"0xffff000000000000\"\n");
     if regions == 1 {
@@ -178,41 +274,77 @@ fn build(spec: &[Spec], regions: u8) -> (Machine, RefMachine) {
     if regions == 2 {
         toml += "[pages]\nregions = [{ start = 0x5000, end = 0x7000, size = 'unmapped' }]\n";
     }
-    for (name, entries, ways, lru, tagged, serves, next) in spec {
+    if regions == 3 {
+        toml += MIXED;
+    }
+    let shift = |p: &str| match p {
+        "4k" => 12,
+        "2M" => 21,
+        "1G" => 30,
+        _ => panic!("{p}"),
+    };
+    for s in spec {
         toml += &format!(
-            "[[tlb]]\nname='{name}'\nentries={entries}\nways={ways}\npolicy='{}'\nasid={tagged}\nserves='{serves}'\n",
-            if *lru { "lru" } else { "fifo" }
+            "[[tlb]]\nname='{}'\nentries={}\nways={}\npolicy='{}'\nasid={}\nserves='{}'\nnext={:?}\n",
+            s.name,
+            s.entries,
+            s.ways,
+            if s.lru { "lru" } else { "fifo" },
+            s.tagged,
+            s.serves,
+            s.next,
         );
-        if let Some(n) = next {
-            toml += &format!("next='{n}'\n");
+        if !s.page.is_empty() {
+            toml += &format!("page={:?}\n", s.page);
         }
     }
     let m = Machine::assemble(Some(&toml), "test", &[], &[]).unwrap();
     let tlbs = spec
         .iter()
-        .map(|(name, entries, ways, lru, tagged, serves, next)| RefTlb {
-            name: name.to_string(),
-            sets: entries / ways,
-            ways: *ways,
-            lru: *lru,
-            tagged: *tagged,
-            serves: match *serves {
+        .map(|s| RefTlb {
+            name: s.name.to_string(),
+            sets: s.entries / s.ways,
+            ways: s.ways,
+            lru: s.lru,
+            tagged: s.tagged,
+            serves: match s.serves {
                 "instruction" => [true, false, false],
                 "data" => [false, true, true],
                 _ => [true, true, true],
             },
-            next: next.map(|n| spec.iter().position(|s| s.0 == n).unwrap()),
-            content: vec![Vec::new(); entries / ways],
+            sizes: if s.page.is_empty() {
+                vec![12]
+            } else {
+                s.page.iter().map(|p| shift(p)).collect()
+            },
+            next: s
+                .next
+                .iter()
+                .map(|n| spec.iter().position(|o| o.name == *n).unwrap())
+                .collect(),
+            content: vec![Vec::new(); s.entries / s.ways],
             accesses: 0,
             misses: 0,
         })
         .collect();
+    let regions = match regions {
+        1 => vec![(0x1000, 0x9000, Some(12))],
+        2 => vec![(0x5000, 0x7000, None)],
+        3 => vec![
+            (0x5800, 0x6800, None),
+            (0x1_0000, 0x3_0000, Some(16)),
+            (0x42_0000, 0x44_0000, Some(12)),
+            (AREA_2M, AREA_2M + (4 << 20), Some(21)),
+            (AREA_1G, AREA_1G + (1 << 30), Some(30)),
+        ],
+        _ => vec![],
+    };
     (
         m,
         RefMachine {
             tlbs,
             global_above: 0xffff_0000_0000_0000,
-            hole: (regions == 2).then_some((0x5000, 0x7000)),
+            regions,
             asid: 0,
             walks: 0,
         },
@@ -220,19 +352,23 @@ fn build(spec: &[Spec], regions: u8) -> (Machine, RefMachine) {
 }
 
 fn event() -> impl Strategy<Value = Event> {
+    // 4 KiB-aligned addresses: low pages (some in the 64 KiB region of MIXED), 4 KiB pieces
+    // of both 2 MiB pages and of the 1 GiB page (some in one 2 MiB piece), and global pages.
     let page = prop_oneof![
-        0u64..24,
-        (0u64..4).prop_map(|p| (0xffff_0000_0000_0000_u64 >> 12) + p)
+        4 => (0u64..24).prop_map(|p| p << 12),
+        1 => (0u64..32).prop_map(|k| AREA_2M + k * 0x2_0000),
+        1 => (0u64..16).prop_map(|k| AREA_1G + (k / 2) * 0x80_0000 + (k % 2) * 0x1000),
+        1 => (0u64..4).prop_map(|p| 0xffff_0000_0000_0000_u64 + (p << 12))
     ];
     (0u8..20, page, 0u64..4096, 1u16..17, 0u32..3, any::<bool>()).prop_map(
         |(k, page, off, size, asid, kernel)| {
-            let addr = page * 4096 + off;
+            let addr = page + off;
             let mode = if kernel { Mode::Kernel } else { Mode::User };
             match k {
                 0 => Event::control(Kind::ContextSwitch, 0, asid),
                 1 => Event::control(Kind::TlbFlush, FLUSH_ALL, asid),
-                2 => Event::control(Kind::TlbFlush, page * 4096, asid),
-                3 => Event::control(Kind::Unmap, page * 4096, asid),
+                2 => Event::control(Kind::TlbFlush, page, asid),
+                3 => Event::control(Kind::Unmap, page, asid),
                 4..=8 => Event::reference(Kind::Fetch, addr, size)
                     .with_asid(asid)
                     .with_mode(mode),
@@ -276,7 +412,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn machine_matches_reference(which in 0..MACHINES.len(), regions in 0u8..3, events in prop::collection::vec(event(), 1..400)) {
+    fn machine_matches_reference(which in 0..MACHINES.len(), regions in 0u8..4, events in prop::collection::vec(event(), 1..400)) {
         check(which, regions, &events);
     }
 }
@@ -294,11 +430,49 @@ fn adversarial_sweeps_match_reference() {
                     )
                 })
                 .collect();
-            for regions in 0..3 {
+            for regions in 0..4 {
                 check(which, regions, &events);
             }
         }
+        // Cycles over pages of every size, straddling their boundaries: 4 KiB pieces of the
+        // 2 MiB and 1 GiB pages, and the last bytes of each 4 KiB page below 0x18000 (into
+        // the 64 KiB region and the hole).
+        for n in [3u64, 7, 12, 20] {
+            let events: Vec<Event> = (0..n * 8)
+                .map(|i| {
+                    let k = i % n;
+                    let (kind, addr) = match i % 4 {
+                        0 => (Kind::Fetch, AREA_2M + k * 0x3_1000),
+                        1 => (Kind::Load, AREA_1G + k * 0x41_0000),
+                        2 => (Kind::Store, (k * 2 + 1) * 4096 - 4),
+                        _ => (Kind::Load, AREA_2M + (1 << 21) - 8 + k * 4096),
+                    };
+                    Event::reference(kind, addr, 8)
+                })
+                .collect();
+            check(which, 3, &events);
+        }
     }
+}
+
+#[test]
+fn siblings_for_large_pages_see_only_large_pages() {
+    // The x86 machine: the 2 MiB first level is consulted only for 2 MiB and 1 GiB pages.
+    let refs = |regions: u8| {
+        let (mut m, _) = build(MACHINES[6], regions);
+        m.run_batch(&[
+            Event::reference(Kind::Load, 0x1000, 4),
+            Event::reference(Kind::Load, AREA_2M + 0x1000, 4),
+            Event::reference(Kind::Store, AREA_1G + 0x1000, 4),
+            Event::reference(Kind::Fetch, AREA_1G + 0x2000, 4),
+        ]);
+        let l = m.ledger();
+        (0..4)
+            .map(|s| l.total(s, |_, _, _| true).accesses)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(refs(0), [1, 3, 0, 4]);
+    assert_eq!(refs(3), [1, 1, 2, 4]);
 }
 
 #[test]
