@@ -387,31 +387,7 @@ fn send(vm: &mut VacVm, design: Design, bytes: u64, pages: u64) -> Result<(), St
 }
 
 fn diff(a: VmCounts, b: VmCounts) -> VmCounts {
-    let l = |x: super::Lines, y: super::Lines| super::Lines {
-        visited: x.visited - y.visited,
-        present: x.present - y.present,
-        dirty: x.dirty - y.dirty,
-    };
-    VmCounts {
-        maps: a.maps - b.maps,
-        unmaps: a.unmaps - b.unmaps,
-        remaps: a.remaps - b.remaps,
-        protects: a.protects - b.protects,
-        copies: a.copies - b.copies,
-        zeros: a.zeros - b.zeros,
-        page_allocs: a.page_allocs - b.page_allocs,
-        page_frees: a.page_frees - b.page_frees,
-        loads: a.loads - b.loads,
-        stores: a.stores - b.stores,
-        pseudo_faults: a.pseudo_faults - b.pseudo_faults,
-        tlb_purges: a.tlb_purges - b.tlb_purges,
-        flush_calls: a.flush_calls - b.flush_calls,
-        flushed: l(a.flushed, b.flushed),
-        purge_calls: a.purge_calls - b.purge_calls,
-        purged: l(a.purged, b.purged),
-        misses: a.misses - b.misses,
-        writebacks: a.writebacks - b.writebacks,
-    }
+    a.since(&b)
 }
 
 /// Mach's copy-on-write page initialisation (§3.7).
