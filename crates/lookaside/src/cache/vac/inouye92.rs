@@ -191,16 +191,20 @@ pub struct IpcCost {
 /// their steady state.
 pub const WARM_MESSAGES: u64 = 3;
 
-/// The kernel IPC buffer's colour (pure copy) that competes with nothing: the sender's buffer
-/// starts at colour 0, the receiver's at 5 (not cache aligned, as in the paper), this one at
-/// 11, so that no colour holds more than two of their pages up to 16 KB messages and a 2-way
-/// set keeps them all. The default of `workload:ipc`.
-pub const BUFFER_APART: u64 = 11;
-
-/// The kernel IPC buffer's colour that puts it on the receiver's buffer (colour 5): a 2-way
-/// set still holds both, so a 2 KB message meets no conflict, but from 8 KB on the sender's
-/// buffer (colours 0–7 and on) overlaps them and three pages share a set.
-pub const BUFFER_ON_RECEIVER: u64 = 5;
+/// Where pure copy's three buffers sit: a name and the page colours of the sender's, the
+/// receiver's and the kernel's recycled IPC buffer. A 2-way set holds two pages of one colour,
+/// so the copies miss only where three of the buffers' pages share a colour.
+pub const PLACEMENTS: [(&str, u64, u64, u64); 3] = [
+    // The default of `workload:ipc`: no colour holds more than two of their pages up to
+    // 16 KB messages, so both copies are best case, as the paper explains its pure copy.
+    ("apart", 0, 5, 11),
+    // The kernel buffer on the receiver's colour: nothing changes while the sender's buffer
+    // (colours 0 and on) stays clear of both; at 16 KB it overlaps them (colours 5-7).
+    ("on-receiver", 0, 5, 5),
+    // All three on one colour (the sender's and the receiver's buffers cache aligned, which
+    // the paper's were not): every store of both copies misses and evicts a dirty line.
+    ("one-colour", 0, 0, 0),
+];
 
 /// Feed `source` to `d`, calling `at(label, d)` at each phase marker, before its phase
 /// starts; the error is the first event the driver refused.
@@ -236,7 +240,7 @@ fn phase(d: &VacDriver, label: &str) -> Result<PhaseCost, String> {
 }
 
 /// The cost of one `bytes` message by `design` under `policy`, the kernel's IPC buffer (pure
-/// copy) at [`BUFFER_APART`].
+/// copy) apart from the others (the first of [`PLACEMENTS`]).
 pub fn ipc_cost(
     timing: &Timing,
     policy: AliasPolicy,
@@ -447,6 +451,26 @@ pub fn results(timing: &str) -> Result<Value, String> {
             }
         }
     }
+    let mut placement = Vec::new();
+    for (name, sender, receiver, buffer) in PLACEMENTS {
+        for &bytes in &MESSAGE_BYTES[2..] {
+            let p = IpcParams {
+                design: Design::PureCopy,
+                bytes,
+                sender_colour: sender,
+                receiver_colour: receiver,
+                buffer_colour: buffer,
+                ..IpcParams::default()
+            };
+            let c = ipc_cost_with(&t, AliasPolicy::chorus(), p)?;
+            placement.push(json!({
+                "placement": name, "sender_colour": sender, "receiver_colour": receiver,
+                "buffer_colour": buffer, "bytes": bytes, "ours": c.us,
+                "deferred": c.deferred_us, "misses": c.counts.misses,
+                "writebacks": c.counts.writebacks, "warm_lines": c.warm_lines,
+            }));
+        }
+    }
     let mut cow = Vec::new();
     for case in [
         CowCase::PhysicalCache,
@@ -481,6 +505,7 @@ pub fn results(timing: &str) -> Result<Value, String> {
     Ok(json!({
         "timing": t, "cache": VacParams::hp9000_834(), "sharing": sharing,
         "table1": table1, "table2": table2, "table3": table3, "cow": cow,
+        "placement": placement,
     }))
 }
 
@@ -539,6 +564,38 @@ mod tests {
                 "{kb} KB"
             );
         }
+    }
+
+    #[test]
+    fn the_kernel_buffer_s_colour_matters_only_where_three_pages_share_a_set() {
+        let t = hp();
+        let cost = |(_, s, r, b): (&str, u64, u64, u64), kb| {
+            let p = IpcParams {
+                design: Design::PureCopy,
+                bytes: kb * KB,
+                sender_colour: s,
+                receiver_colour: r,
+                buffer_colour: b,
+                ..IpcParams::default()
+            };
+            ipc_cost_with(&t, AliasPolicy::chorus(), p).unwrap()
+        };
+        let [apart, on_receiver, one_colour] = PLACEMENTS;
+        for kb in [2, 4, 8] {
+            assert_eq!(cost(apart, kb).us, cost(on_receiver, kb).us, "{kb} KB");
+            assert_eq!(
+                cost(apart, kb).counts.misses,
+                0,
+                "{kb} KB: best-case copies"
+            );
+        }
+        assert!(cost(on_receiver, 16).us > cost(apart, 16).us + 500.0);
+        // One colour: each copy's stores miss and evict a dirty line (its loads hit what was
+        // just written), and the eager move beats it.
+        let c = cost(one_colour, 2);
+        assert_eq!((c.counts.misses, c.counts.writebacks), (128, 128));
+        let eager = ipc_cost(&t, AliasPolicy::chorus(), Design::MoveEager, 2 * KB).unwrap();
+        assert!(eager.us < c.us && eager.us > cost(apart, 2).us);
     }
 
     #[test]
