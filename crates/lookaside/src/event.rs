@@ -121,6 +121,78 @@ pub const SYSCALL_MARK: u64 = 0x5359_5343_0000_0000; // "SYSC"
 /// The bits of a system-call marker's payload that hold the call's number.
 pub const SYSCALL_NR: u64 = 0xFFFF_FFFF;
 
+/// Payload tag of a phase marker: a [`Kind::Marker`] whose payload is this tag or'ed with a
+/// label of up to four ASCII bytes (big-endian: `send` is `0x7365_6e64`) starts a phase of the
+/// stream, which lasts until the next phase marker. A workload labels its phases (the set-up,
+/// the warm-up, the part measured) so that a model can say what each one cost: a machine's
+/// `[vac]` adds up the microseconds and primitives of each label.
+pub const PHASE_MARK: u64 = 0x5048_4153_0000_0000; // "PHAS"
+
+/// Flags a control event carries in its `size` field (0: none), refining what a VM event asks
+/// of a model that keeps mappings (a machine's `[vac]`); the TLBs ignore them. Which flags
+/// mean something depends on the kind.
+pub mod flags {
+    /// [`Kind::Map`](super::Kind::Map): the mapping is usable at once — the OS enters the
+    /// translation now (*eager*). Without it the mapping is *lazy*: the first touch takes a
+    /// fault that enters it (Chorus's pseudo page fault).
+    pub const MAP_EAGER: u16 = 1;
+    /// [`Kind::Map`](super::Kind::Map): read-only (copy-on-write sharing): a store to the page
+    /// is a write fault.
+    pub const MAP_READ_ONLY: u16 = 2;
+    /// [`Kind::Map`](super::Kind::Map): the frame has just been taken from the free pool
+    /// (the page allocation is charged with the mapping).
+    pub const MAP_NEW_FRAME: u16 = 4;
+    /// [`Kind::Unmap`](super::Kind::Unmap): the page is destroyed: its content is dead (a
+    /// policy that may purge dead lines purges them instead of flushing) and its frame goes
+    /// back to the free pool.
+    pub const UNMAP_DEAD: u16 = 1;
+    /// [`Kind::Protect`](super::Kind::Protect): make the page writable again (without it:
+    /// write-protect it).
+    pub const PROTECT_WRITABLE: u16 = 1;
+}
+
+/// The `paddr` of a [`Kind::CopyPage`] whose source is a *virtual* address rather than a
+/// frame: this bit, the source's address space in bits 32-62 and its 32-bit virtual address
+/// in bits 0-31 — a global virtual address, PA-RISC style (see [`Event::copy_page`]).
+pub const VIRTUAL_SOURCE: u64 = 1 << 63;
+
+/// Where a [`Kind::CopyPage`] reads from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopySource {
+    /// A physical address (Mach's `pmap_copy_page`: the frame through its physical address).
+    Physical(u64),
+    /// A virtual address of an address space (a kernel `bcopy` between mappings): address
+    /// space below 2^31 - 1, address below 2^32.
+    Virtual(u32, u64),
+}
+
+impl CopySource {
+    /// The source a copy's `paddr` names (`None`: no source, [`NO_PADDR`]).
+    pub fn of(paddr: u64) -> Option<CopySource> {
+        if paddr == NO_PADDR {
+            None
+        } else if paddr & VIRTUAL_SOURCE != 0 {
+            Some(CopySource::Virtual(
+                ((paddr & !VIRTUAL_SOURCE) >> 32) as u32,
+                paddr & 0xFFFF_FFFF,
+            ))
+        } else {
+            Some(CopySource::Physical(paddr))
+        }
+    }
+
+    /// The `paddr` that names this source; `None` for a virtual source out of range.
+    pub fn paddr(self) -> Option<u64> {
+        match self {
+            CopySource::Physical(p) if p & VIRTUAL_SOURCE == 0 => Some(p),
+            CopySource::Virtual(asid, va) if asid < 0x7FFF_FFFF && va <= 0xFFFF_FFFF => {
+                Some(VIRTUAL_SOURCE | (asid as u64) << 32 | va)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// One reference or control event: 24 bytes, `Copy`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -163,6 +235,46 @@ impl Event {
     pub fn syscall_number(&self) -> Option<u64> {
         (self.kind == Kind::Marker && self.addr & !SYSCALL_NR == SYSCALL_MARK)
             .then_some(self.addr & SYSCALL_NR)
+    }
+
+    /// The marker that starts the phase `label` (up to four ASCII bytes; see [`PHASE_MARK`]).
+    pub fn phase(label: &str) -> Event {
+        assert!(
+            label.len() <= 4 && label.is_ascii(),
+            "a phase label is 1-4 ASCII bytes"
+        );
+        let bits = label.bytes().fold(0u64, |acc, b| acc << 8 | b as u64);
+        Event::control(Kind::Marker, PHASE_MARK | bits, 0)
+    }
+
+    /// The label of the phase this event starts, if it is a phase marker.
+    pub fn phase_label(&self) -> Option<String> {
+        if self.kind != Kind::Marker || self.addr & !0xFFFF_FFFF != PHASE_MARK {
+            return None;
+        }
+        let bytes = (self.addr as u32).to_be_bytes();
+        let label: String = bytes
+            .iter()
+            .skip_while(|b| **b == 0)
+            .map(|&b| b as char)
+            .collect();
+        Some(label)
+    }
+
+    /// A copy of `bytes` (0: the whole page holding `addr`) to `addr` of address space `asid`
+    /// ([`PHYSICAL`]: `addr` is physical) from `from`. `None` when `from` cannot be encoded
+    /// (a virtual source beyond 32 bits).
+    pub fn copy_page(asid: u32, addr: u64, from: CopySource, bytes: u16) -> Option<Event> {
+        let mut e = Event::control(Kind::CopyPage, addr, asid).with_paddr(from.paddr()?);
+        e.size = bytes;
+        Some(e)
+    }
+
+    /// Set the flags of a control event (see [`flags`]).
+    #[inline]
+    pub fn with_flags(mut self, flags: u16) -> Event {
+        self.size = flags;
+        self
     }
 
     /// A control event of `kind` with the given address (or payload) and address space.
@@ -231,6 +343,32 @@ mod tests {
         }
         assert_eq!(Kind::from_u8(11), None);
         assert!(Kind::Store.is_ref() && !Kind::ContextSwitch.is_ref());
+    }
+
+    #[test]
+    fn phase_markers_carry_their_label() {
+        let e = Event::phase("send");
+        assert_eq!(e.addr, PHASE_MARK | 0x7365_6e64);
+        assert_eq!(e.phase_label().as_deref(), Some("send"));
+        assert_eq!(Event::phase("rd").phase_label().as_deref(), Some("rd"));
+        assert_eq!(Event::syscall(3, 0).phase_label(), None);
+        assert_eq!(Event::control(Kind::Marker, 7, 0).phase_label(), None);
+    }
+
+    #[test]
+    fn copy_sources_round_trip_through_paddr() {
+        for from in [
+            CopySource::Physical(0x40_0800),
+            CopySource::Virtual(0, 0),
+            CopySource::Virtual(3, 0x8000_1800),
+            CopySource::Virtual(0x7FFF_FFFE, 0xFFFF_FFFF),
+        ] {
+            let e = Event::copy_page(2, 0x1000, from, 0).unwrap();
+            assert_eq!(CopySource::of(e.paddr), Some(from));
+        }
+        assert_eq!(CopySource::of(NO_PADDR), None);
+        assert!(CopySource::Virtual(1, 1 << 32).paddr().is_none());
+        assert!(CopySource::Virtual(0x7FFF_FFFF, 0).paddr().is_none());
     }
 
     #[test]

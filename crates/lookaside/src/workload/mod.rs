@@ -4,17 +4,21 @@
 //! under a monolithic, mapped, microkernel or decomposed OS) and [`Multiserver`] (the
 //! token-passing ring). Huck & Hays' multi-user model: [`Multiuser`] (time-sliced users
 //! sharing text and a buffer pool, in global addresses or rewritten into per-process
-//! aliases; [`Rewrite`] rewrites any stream).
+//! aliases; [`Rewrite`] rewrites any stream). Inouye et al.'s VM-primitive workloads for a
+//! virtually addressed cache: [`Ipc`] (Chorus IPC by copy, move and pure copy) and [`Cow`]
+//! (Mach's copy-on-write page initialisation).
 
 mod multiserver;
 mod multiuser;
 mod osstructure;
 mod synthetic;
+pub mod vmops;
 
 pub use multiserver::{Multiserver, MultiserverParams};
 pub use multiuser::{AddressModel, Multiuser, MultiuserParams, Rewrite, Uniform};
 pub use osstructure::{OsStructure, OsWorkload, OsWorkloadParams};
 pub use synthetic::Synthetic;
+pub use vmops::{Cow, CowCase, CowParams, Ipc, IpcDesign, IpcParams};
 
 use crate::error::{Error, Result};
 use crate::trace::TraceSource;
@@ -29,7 +33,9 @@ pub const PREFIX: &str = "workload:";
 /// [`OsWorkload::over_trace`]; the path cannot hold a comma),
 /// `workload:multiuser,users=8,shared=50,addresses=per-process`,
 /// `workload:rewrite,trace=hpux.din,to=per-process` (any trace, see [`Rewrite`]),
-/// `workload:uniform,pages=8192` or
+/// `workload:uniform,pages=8192`,
+/// `workload:ipc,design=move,size=8k,messages=10` (see [`Ipc`]),
+/// `workload:cow,case=3,pages=1` (see [`Cow`]) or
 /// `workload:synthetic,refs=1e7,seed=1`.
 /// `Ok(None)` when `spec` is not a workload spec (it does not start with [`PREFIX`]); an
 /// error naming the bad key otherwise.
@@ -60,6 +66,10 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
     };
     let small = |k: &str, v: &str| -> Result<u32> {
         u32::try_from(num(k, v)?).map_err(|_| err(k, format!("{v} is too large")))
+    };
+    let bytes = |k: &str, v: &str| -> Result<u64> {
+        crate::config::parse_bytes(v)
+            .ok_or_else(|| err(k, format!("'{v}' is not a byte count (2k, 4096, …)")))
     };
     match name {
         "multiserver" => {
@@ -190,6 +200,37 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
             }
             Ok(Some(Box::new(Uniform::new(pages, rounds, seed))))
         }
+        "ipc" => {
+            let mut p = IpcParams::default();
+            for (k, v) in kv {
+                match k {
+                    "design" => p.design = IpcDesign::parse(v).map_err(|m| err(k, m))?,
+                    "size" => p.bytes = bytes(k, v)?,
+                    "messages" => p.messages = num(k, v)?,
+                    "warm" => p.warm = num(k, v)?,
+                    "page" => p.page = bytes(k, v)?,
+                    "sender_colour" => p.sender_colour = small(k, v)?.into(),
+                    "receiver_colour" => p.receiver_colour = small(k, v)?.into(),
+                    "buffer_colour" => p.buffer_colour = small(k, v)?.into(),
+                    _ => return Err(err(k, "unknown key (design, size, messages, warm, page, sender_colour, receiver_colour, buffer_colour)".into())),
+                }
+            }
+            let w = Ipc::new(p).map_err(|(k, m)| err(k, m))?;
+            Ok(Some(Box::new(w)))
+        }
+        "cow" => {
+            let mut p = CowParams::default();
+            for (k, v) in kv {
+                match k {
+                    "case" => p.case = CowCase::parse(v).map_err(|m| err(k, m))?,
+                    "pages" => p.pages = num(k, v)?,
+                    "page" => p.page = bytes(k, v)?,
+                    _ => return Err(err(k, "unknown key (case, pages, page)".into())),
+                }
+            }
+            let w = Cow::new(p).map_err(|(k, m)| err(k, m))?;
+            Ok(Some(Box::new(w)))
+        }
         "synthetic" => {
             let (mut refs, mut seed) = (10_000_000u64, 1u64);
             for (k, v) in kv {
@@ -203,7 +244,7 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
         }
         _ => Err(err(
             "workload",
-            format!("'{name}' is not a workload (multiserver, multiuser, os, rewrite, synthetic, uniform)"),
+            format!("'{name}' is not a workload (cow, ipc, multiserver, multiuser, os, rewrite, synthetic, uniform)"),
         )),
     }
 }
@@ -240,6 +281,13 @@ mod tests {
             ("workload:multiserver,speed=1", "speed"),
             ("workload:os,structure=exo", "structure"),
             ("workload:os,noequals", "noequals"),
+            ("workload:ipc,design=teleport", "design"),
+            ("workload:ipc,design=move,size=3k", "size"),
+            ("workload:ipc,size=lots", "size"),
+            ("workload:ipc,page=3000", "page"),
+            ("workload:ipc,buffer_colour=9000", "buffer_colour"),
+            ("workload:cow,case=4", "case"),
+            ("workload:cow,pages=0", "pages"),
         ] {
             let e = from_spec(spec).err().unwrap().to_string();
             assert!(e.contains(key) && e.starts_with(spec), "{e}");

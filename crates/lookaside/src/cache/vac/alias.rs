@@ -46,7 +46,7 @@ use serde::Serialize;
 
 use super::timing::Timing;
 use super::{Lines, Vac, VacCounts, VacParams, MAX_PADDR};
-use crate::event::{Event, Kind, NO_PADDR};
+use crate::event::{flags, Event, Kind, NO_PADDR};
 
 /// An address-space id.
 pub type Asid = u32;
@@ -220,6 +220,61 @@ pub struct VmCounts {
     pub writebacks: u64,
 }
 
+impl VmCounts {
+    /// What was counted since `earlier` (counts of the same machine, taken before).
+    pub fn since(&self, earlier: &VmCounts) -> VmCounts {
+        let l = |x: Lines, y: Lines| Lines {
+            visited: x.visited - y.visited,
+            present: x.present - y.present,
+            dirty: x.dirty - y.dirty,
+        };
+        let (a, b) = (self, earlier);
+        VmCounts {
+            maps: a.maps - b.maps,
+            unmaps: a.unmaps - b.unmaps,
+            remaps: a.remaps - b.remaps,
+            protects: a.protects - b.protects,
+            copies: a.copies - b.copies,
+            zeros: a.zeros - b.zeros,
+            page_allocs: a.page_allocs - b.page_allocs,
+            page_frees: a.page_frees - b.page_frees,
+            loads: a.loads - b.loads,
+            stores: a.stores - b.stores,
+            pseudo_faults: a.pseudo_faults - b.pseudo_faults,
+            tlb_purges: a.tlb_purges - b.tlb_purges,
+            flush_calls: a.flush_calls - b.flush_calls,
+            flushed: l(a.flushed, b.flushed),
+            purge_calls: a.purge_calls - b.purge_calls,
+            purged: l(a.purged, b.purged),
+            misses: a.misses - b.misses,
+            writebacks: a.writebacks - b.writebacks,
+        }
+    }
+}
+
+impl std::ops::AddAssign for VmCounts {
+    fn add_assign(&mut self, o: VmCounts) {
+        self.maps += o.maps;
+        self.unmaps += o.unmaps;
+        self.remaps += o.remaps;
+        self.protects += o.protects;
+        self.copies += o.copies;
+        self.zeros += o.zeros;
+        self.page_allocs += o.page_allocs;
+        self.page_frees += o.page_frees;
+        self.loads += o.loads;
+        self.stores += o.stores;
+        self.pseudo_faults += o.pseudo_faults;
+        self.tlb_purges += o.tlb_purges;
+        self.flush_calls += o.flush_calls;
+        self.flushed += o.flushed;
+        self.purge_calls += o.purge_calls;
+        self.purged += o.purged;
+        self.misses += o.misses;
+        self.writebacks += o.writebacks;
+    }
+}
+
 /// One VM primitive or access, as a workload or a trace drives a [`VacVm`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Op {
@@ -279,9 +334,11 @@ pub enum Op {
 }
 
 impl Op {
-    /// The primitive an engine event stands for, if any: loads, fetches and stores (to
-    /// their physical address when the event carries one and no address space is implied),
-    /// maps (to `paddr`, writable, lazy) and unmaps. Other control events return `None`.
+    /// The primitive an engine event stands for, if any: loads, fetches and stores, maps (to
+    /// `paddr`; writable and lazy unless the event's [`flags`] say read-only or eager),
+    /// unmaps (of a dead page with [`flags::UNMAP_DEAD`]) and protection changes. Other
+    /// control events return `None` (a machine's `[vac]` drives the rest: see
+    /// [`super::drive`]).
     pub fn from_event(e: &Event) -> Result<Option<Op>, String> {
         let at = At::Virt(e.asid, e.addr);
         Ok(Some(match e.kind {
@@ -298,14 +355,19 @@ impl Op {
                     asid: e.asid,
                     va: e.addr,
                     frame: e.paddr,
-                    writable: true,
-                    eager: false,
+                    writable: e.size & flags::MAP_READ_ONLY == 0,
+                    eager: e.size & flags::MAP_EAGER != 0,
                 }
             }
             Kind::Unmap => Op::Unmap {
                 asid: e.asid,
                 va: e.addr,
-                dead: false,
+                dead: e.size & flags::UNMAP_DEAD != 0,
+            },
+            Kind::Protect => Op::Protect {
+                asid: e.asid,
+                va: e.addr,
+                writable: e.size & flags::PROTECT_WRITABLE != 0,
             },
             _ => return Ok(None),
         }))
@@ -430,6 +492,16 @@ impl VacVm {
         let us = self.timing.vm.page_alloc_us;
         self.charge(us);
         Ok(addr)
+    }
+
+    /// Take the frame at physical address `frame` from the free pool as a page allocation
+    /// (charged, counted), for a frame the workload picked itself; a frame already out of the
+    /// pool (named by an earlier event) stays out.
+    pub fn allocate(&mut self, frame: u64) -> f64 {
+        self.used.insert(frame / self.page());
+        self.counts.page_allocs += 1;
+        let us = self.timing.vm.page_alloc_us;
+        self.charge(us)
     }
 
     /// Return a frame to the pool. It must not be mapped; its physical alias's lines are

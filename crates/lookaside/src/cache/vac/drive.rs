@@ -6,12 +6,30 @@
 //! then, as the OS would on its first fault, to a frame the `mapping` policy picks: the
 //! trace's own physical address, the lowest free frame, or the lowest free frame of the
 //! page's colour (equivalent mapping, so that aliases stay cache aligned). The VM events of the
-//! stream are the primitives: [`Kind::Map`] (a remap when the page is mapped already),
-//! [`Kind::Unmap`], [`Kind::Protect`] (write-protect the page, as for copy-on-write; the next
-//! store to it is a write fault, which makes it writable again, charged as a protection
-//! change), [`Kind::CopyPage`] and [`Kind::ZeroPage`], each priced from the lines it actually
-//! finds in the cache. Instruction fetches do not reach it (it is the data cache), and neither
-//! do context switches, TLB flushes and markers.
+//! stream are the primitives, each priced from the lines it actually finds in the cache; their
+//! [`flags`] refine them:
+//!
+//! * [`Kind::Map`] maps the page to the frame at `paddr`, lazily (the first touch takes a
+//!   pseudo page fault) or, with [`flags::MAP_EAGER`], at once; writable unless
+//!   [`flags::MAP_READ_ONLY`]; [`flags::MAP_NEW_FRAME`] charges the frame's allocation from
+//!   the free pool. A map of a page already mapped is a remap (its protection stays).
+//! * [`Kind::Unmap`] unmaps the page (flushing it by the policy); with
+//!   [`flags::UNMAP_DEAD`] the page is destroyed — its lines are dead (a purging policy
+//!   purges them) and its frame goes back to the pool. In address space [`PHYSICAL`] it
+//!   unloads a frame's physical alias: the kernel is done with the frame's physical address,
+//!   and its physically indexed lines are flushed.
+//! * [`Kind::Protect`] write-protects the page (as for copy-on-write; the next store to it is
+//!   a write fault, which makes it writable again, charged as a protection change), or, with
+//!   [`flags::PROTECT_WRITABLE`], makes it writable.
+//! * [`Kind::CopyPage`] copies `size` bytes (0: the whole page) to `addr` of `asid` from the
+//!   source its `paddr` names ([`CopySource`]): a physical address, or a virtual address of
+//!   an address space (a kernel copy between mappings). [`Kind::ZeroPage`] zeroes `size`
+//!   bytes (0: the page).
+//!
+//! Instruction fetches do not reach it (it is the data cache), and neither do context
+//! switches and TLB flushes. Markers do not either, except *phase markers*
+//! ([`Event::phase`]): the driver adds up the microseconds and primitives of each phase a
+//! workload labels (the warm-up, the messages measured, …).
 //!
 //! A primitive the model refuses (an unmap of a page that is not mapped, a copy without a
 //! source frame) is an error of the stream: the driver keeps the first one, with the event's
@@ -21,12 +39,12 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::alias::{AliasPolicy, At, VacVm, PHYS};
+use super::alias::{AliasPolicy, At, VacVm, VmCounts, PHYS};
 use super::timing::Timing;
 use super::{Indexing, VacParams};
 use crate::config::VacConfig;
 use crate::error::{Error, Result};
-use crate::event::{Event, Kind, NO_PADDR, PHYSICAL};
+use crate::event::{flags, CopySource, Event, Kind, NO_PADDR, PHYSICAL};
 
 /// Which frame a page gets when it is first touched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -65,12 +83,28 @@ pub struct DriveCounts {
     pub write_faults: u64,
 }
 
+/// What one labelled phase of the stream cost, over every time it ran.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseCost {
+    pub phase: String,
+    /// Phase markers that started it.
+    pub count: u64,
+    /// Microseconds charged while it ran.
+    pub us: f64,
+    /// What the primitives did while it ran.
+    pub primitives: VmCounts,
+}
+
 /// A [`VacVm`] fed by events (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct VacDriver {
     vm: VacVm,
     mapping: FirstTouch,
     counts: DriveCounts,
+    /// Every phase seen, in order of first appearance.
+    phases: Vec<PhaseCost>,
+    /// The phase running: its index, and the microseconds and counts when it started.
+    current: Option<(usize, f64, VmCounts)>,
     /// Events seen so far.
     seen: u64,
     /// The first error: the 1-based event and what was wrong.
@@ -89,6 +123,8 @@ impl VacDriver {
             vm: VacVm::new(params, policy, timing)?,
             mapping,
             counts: DriveCounts::default(),
+            phases: Vec::new(),
+            current: None,
             seen: 0,
             error: None,
         })
@@ -139,6 +175,39 @@ impl VacDriver {
         self.error.as_ref()
     }
 
+    /// What each labelled phase of the stream cost so far, in order of first appearance
+    /// (the phase running counted up to now).
+    pub fn phases(&self) -> Vec<PhaseCost> {
+        let mut out = self.phases.clone();
+        if let Some((i, us0, c0)) = &self.current {
+            out[*i].us += self.vm.elapsed_us() - us0;
+            out[*i].primitives += self.vm.counts().since(c0);
+        }
+        out
+    }
+
+    /// End the running phase and start `label`.
+    fn start_phase(&mut self, label: String) {
+        if let Some((i, us0, c0)) = self.current.take() {
+            self.phases[i].us += self.vm.elapsed_us() - us0;
+            self.phases[i].primitives += self.vm.counts().since(&c0);
+        }
+        let i = match self.phases.iter().position(|p| p.phase == label) {
+            Some(i) => i,
+            None => {
+                self.phases.push(PhaseCost {
+                    phase: label,
+                    count: 0,
+                    us: 0.0,
+                    primitives: VmCounts::default(),
+                });
+                self.phases.len() - 1
+            }
+        };
+        self.phases[i].count += 1;
+        self.current = Some((i, self.vm.elapsed_us(), self.vm.counts()));
+    }
+
     /// Drive the model with `events`, in order.
     pub fn run_batch(&mut self, events: &[Event]) {
         for e in events {
@@ -182,35 +251,70 @@ impl VacDriver {
                 // machine's).
                 let (va, frame) = (e.addr & !(page - 1), e.paddr & !(page - 1));
                 self.vm.claim_frame(frame);
+                if e.size & flags::MAP_NEW_FRAME != 0 {
+                    self.vm.allocate(frame);
+                }
                 if self.vm.mapped(e.asid, va).is_some() {
                     self.counts.remaps += 1;
                     self.vm.remap(e.asid, va, frame)?;
                 } else {
-                    self.vm.map(e.asid, va, frame, true, false)?;
+                    let writable = e.size & flags::MAP_READ_ONLY == 0;
+                    let eager = e.size & flags::MAP_EAGER != 0;
+                    self.vm.map(e.asid, va, frame, writable, eager)?;
                 }
+            }
+            Kind::Unmap if e.asid == PHYSICAL => {
+                self.vm.unload(At::Phys(e.addr & !(page - 1)))?;
             }
             Kind::Unmap => {
-                self.vm.unmap(e.asid, e.addr & !(page - 1), false)?;
+                let va = e.addr & !(page - 1);
+                let dead = e.size & flags::UNMAP_DEAD != 0;
+                let frame = self.vm.frame_at(e.asid, va);
+                self.vm.unmap(e.asid, va, dead)?;
+                if let (true, Some(frame)) = (dead, frame) {
+                    self.vm.free_frame(frame)?;
+                }
             }
             Kind::Protect => {
-                self.vm.protect(e.asid, e.addr & !(page - 1), false)?;
+                let writable = e.size & flags::PROTECT_WRITABLE != 0;
+                self.vm.protect(e.asid, e.addr & !(page - 1), writable)?;
             }
             Kind::CopyPage => {
-                if e.paddr == NO_PADDR {
-                    return Err(format!(
-                        "paddr: the copy to page {:#x} (address space {}) gives no source frame",
-                        e.addr, e.asid
-                    ));
-                }
-                self.vm.claim_frame(e.paddr);
-                let dst = self.touch(e.asid, e.addr & !(page - 1), NO_PADDR)?;
-                self.vm.copy_page(At::Phys(e.paddr & !(page - 1)), dst)?;
+                let bytes = if e.size == 0 { page } else { e.size as u64 };
+                // A whole-page copy is of the pages holding its addresses.
+                let base = |a: u64| if e.size == 0 { a & !(page - 1) } else { a };
+                let src = match CopySource::of(e.paddr) {
+                    None => {
+                        return Err(format!(
+                            "paddr: the copy to page {:#x} (address space {}) gives no source",
+                            e.addr, e.asid
+                        ))
+                    }
+                    Some(CopySource::Physical(p)) => {
+                        self.vm.claim_frame(p);
+                        At::Phys(base(p))
+                    }
+                    Some(CopySource::Virtual(asid, va)) => self.touch(asid, base(va), NO_PADDR)?,
+                };
+                let dst = self.touch(e.asid, base(e.addr), NO_PADDR)?;
+                self.vm.copy(src, dst, bytes)?;
             }
             Kind::ZeroPage => {
-                let dst = self.touch(e.asid, e.addr & !(page - 1), NO_PADDR)?;
-                self.vm.zero_page(dst)?;
+                let bytes = if e.size == 0 { page } else { e.size as u64 };
+                let addr = if e.size == 0 {
+                    e.addr & !(page - 1)
+                } else {
+                    e.addr
+                };
+                let dst = self.touch(e.asid, addr, NO_PADDR)?;
+                self.vm.zero(dst, bytes)?;
             }
-            Kind::Fetch | Kind::ContextSwitch | Kind::TlbFlush | Kind::Marker => {}
+            Kind::Marker => {
+                if let Some(label) = e.phase_label() {
+                    self.start_phase(label);
+                }
+            }
+            Kind::Fetch | Kind::ContextSwitch | Kind::TlbFlush => {}
         }
         Ok(())
     }
@@ -260,6 +364,7 @@ impl VacDriver {
             "lines": self.vm.cache_counts(),
             "primitives": self.vm.counts(),
             "elapsed_us": self.vm.elapsed_us(),
+            "phases": self.phases(),
         })
     }
 }
@@ -309,6 +414,24 @@ pub fn table(v: &Value) -> String {
         n(&["primitives", "purge_calls"]),
         v["elapsed_us"].as_f64().unwrap_or(0.0),
     ));
+    let phases: Vec<String> = v["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let count = p["count"].as_u64().unwrap_or(0).max(1);
+            let us = p["us"].as_f64().unwrap_or(0.0);
+            format!(
+                "{} {} × {:.1} µs",
+                p["phase"].as_str().unwrap_or("?"),
+                count,
+                us / count as f64
+            )
+        })
+        .collect();
+    if !phases.is_empty() {
+        out.push_str(&format!("  phases: {}\n", phases.join(", ")));
+    }
     out
 }
 
@@ -368,6 +491,99 @@ mod tests {
         assert_eq!(d.counts.write_faults, 1);
         // The protection change and the write fault's.
         assert_eq!(d.vm.counts().protects, 2);
+    }
+
+    #[test]
+    fn flags_refine_maps_unmaps_protects_and_copies() {
+        let mut d = driver(FirstTouch::Any);
+        let map = |asid, va, frame, f| {
+            Event::control(Kind::Map, va, asid)
+                .with_paddr(frame)
+                .with_flags(f)
+        };
+        let load = |asid, a| Event::reference(Kind::Load, a, 4).with_asid(asid);
+        let store = |asid, a| Event::reference(Kind::Store, a, 4).with_asid(asid);
+        d.run_batch(&[
+            map(1, 0x1000, 0x8000, flags::MAP_EAGER | flags::MAP_NEW_FRAME),
+            store(1, 0x1000),
+            map(2, 0x3000, 0x8000, flags::MAP_READ_ONLY),
+            load(2, 0x3000),
+        ]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        let c = d.vm.counts();
+        // The eager mapping took no fault; the lazy one did, and flushed the first's line.
+        assert_eq!((c.page_allocs, c.pseudo_faults, c.flushed.dirty), (1, 1, 1));
+        assert!(!d.vm.writable(2, 0x3000));
+        d.run_batch(&[store(2, 0x3000)]);
+        assert_eq!(d.counts.write_faults, 1);
+        d.run_batch(&[
+            Event::control(Kind::Protect, 0x3000, 2),
+            Event::control(Kind::Protect, 0x3000, 2).with_flags(flags::PROTECT_WRITABLE),
+        ]);
+        assert!(d.vm.writable(2, 0x3000));
+        // A destroyed page's frame goes back to the pool: the next first touch gets it.
+        d.run_batch(&[
+            Event::control(Kind::Unmap, 0x1000, 1),
+            Event::control(Kind::Unmap, 0x3000, 2).with_flags(flags::UNMAP_DEAD),
+        ]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        assert_eq!(d.vm.counts().page_frees, 1);
+        // A kilobyte copied between two address spaces' mappings; then a physical access and
+        // the unload of the frame's physical alias.
+        let from = CopySource::Virtual(1, 0x5000);
+        d.run_batch(&[
+            store(1, 0x5000),
+            Event::copy_page(2, 0x9000, from, 1024).unwrap(),
+            load(PHYSICAL, 0x7_0000),
+            Event::control(Kind::Unmap, 0x7_0000, PHYSICAL),
+        ]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        let c = d.vm.counts();
+        // Misses: the two stores and the load before, the copy's 31 source lines (the
+        // sender's first line is cached) and 32 destination lines, the physical load.
+        assert_eq!(
+            (c.copies, c.loads, c.misses),
+            (1, 2, 1 + 1 + 1 + 31 + 32 + 1)
+        );
+        let flushes = c.flush_calls;
+        assert_eq!(d.vm.mapped(2, 0x9000), Some(true));
+        d.run_batch(&[
+            load(PHYSICAL, 0x7_0000),
+            Event::control(Kind::Unmap, 0x7_0000, PHYSICAL),
+        ]);
+        assert_eq!(d.vm.counts().flush_calls, flushes + 1);
+        // A copy with no source is refused.
+        d.run_batch(&[Event::control(Kind::CopyPage, 0x9000, 2)]);
+        assert!(d.error().unwrap().1.contains("gives no source"));
+    }
+
+    #[test]
+    fn phases_add_up_what_each_labelled_part_cost() {
+        let mut d = driver(FirstTouch::Any);
+        let store = |a| Event::reference(Kind::Store, a, 4).with_asid(1);
+        d.run_batch(&[
+            Event::phase("set"),
+            store(0x1000),
+            Event::phase("send"),
+            store(0x2000),
+            Event::control(Kind::ZeroPage, 0x3000, 1),
+            Event::phase("set"),
+            store(0x4000),
+            Event::phase("send"),
+        ]);
+        d.run_batch(&[store(0x5000)]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        let p = d.phases();
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].phase.as_str(), p[0].count), ("set", 2));
+        assert_eq!((p[1].phase.as_str(), p[1].count), ("send", 2));
+        assert_eq!(p[1].primitives.zeros, 1);
+        assert_eq!(p[0].primitives.stores + p[1].primitives.stores, 4);
+        let total = p[0].us + p[1].us;
+        assert!((total - d.vm.elapsed_us()).abs() < 1e-9);
+        let v = d.json();
+        assert_eq!(v["phases"][1]["count"], 2);
+        assert!(table(&v).contains("phases: set 2 × "), "{}", table(&v));
     }
 
     #[test]

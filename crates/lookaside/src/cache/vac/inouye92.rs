@@ -7,10 +7,17 @@
 //!   aligned) and worst case (both flushed, the cache full of dirty lines from a 256 KB
 //!   buffer).
 //! * Table 3 — local, page-aligned `ipcSend` of 1–16 KB by Chorus IPC-copy, IPC-move (lazy
-//!   mapping, as measured, or eager) and pure copy with recycled buffers, each as the step
-//!   list of §3.6 of the paper, repeated until the cache reaches its steady state.
+//!   mapping, as measured, or eager) and pure copy with recycled buffers: `workload:ipc`
+//!   ([`crate::workload::Ipc`], the step lists of §3.6) after three messages that bring the
+//!   cache to its steady state, priced by a `[vac]` of the HP 9000/834.
 //! * Mach's copy-on-write page initialisation, cases 1–3 (physically addressed cache; VAC
-//!   with pages initialised through physical addresses; VAC with a NO-ACCESS mapping first).
+//!   with pages initialised through physical addresses; VAC with a NO-ACCESS mapping first):
+//!   `workload:cow` ([`crate::workload::Cow`]), priced the same way.
+//!
+//! Tables 3 and the copy-on-write cases thus take the code path of `lookaside simulate
+//! workload:ipc,… --config …` with a `[vac]`: the workload's events through a
+//! [`VacDriver`]. Tables 1 and 2 set up cache states no workload makes (the whole cache
+//! flushed, then filled from a 256 KB buffer) and drive the primitives directly.
 //!
 //! The published numbers are here too, so that a test and the recipe can compare.
 
@@ -18,8 +25,11 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::alias::{AliasPolicy, At, VacVm, VmCounts};
+use super::drive::{FirstTouch, PhaseCost, VacDriver};
 use super::timing::Timing;
 use super::{Indexing, VacParams};
+use crate::workload::vmops::{Cow, CowParams, Ipc, IpcParams, KERNEL, RECEIVER};
+pub use crate::workload::vmops::{CowCase, IpcDesign as Design};
 
 /// Table 1 of the paper (µs): rows Empty, Clean, Dirty; columns 1, 2, 4, 8 KB.
 pub const TABLE1: [(&str, [f64; 4]); 3] = [
@@ -79,13 +89,9 @@ pub const MESSAGE_BYTES: [u64; 6] = [0, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 <
 
 const KB: u64 = 1 << 10;
 /// Address spaces of the experiments.
-const KERNEL: u32 = 0;
 const CLIENT: u32 = 1;
 const SERVER: u32 = 2;
 const OTHER: u32 = 3;
-/// Chorus maps all of physical memory into a kernel region; its base is colour 0, so a
-/// frame's kernel address has the frame's own colour.
-const KSEG: u64 = 0x8000_0000;
 
 fn vm(policy: AliasPolicy, timing: &Timing) -> VacVm {
     VacVm::new(&VacParams::hp9000_834(), policy, timing.clone()).expect("the HP cache is valid")
@@ -162,47 +168,6 @@ pub fn copy_time(timing: &Timing, case: &str, kb: u64) -> Result<f64, String> {
     timed(&mut vm, |vm| vm.copy(src, dst, bytes).map(|_| ()))
 }
 
-/// An IPC design of Table 3.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Design {
-    /// Chorus IPC-copy: copy into a fresh kernel page, then move it to the receiver.
-    Copy,
-    /// Chorus IPC-move, the receiver's page mapped lazily (a pseudo page fault on first use).
-    Move,
-    /// IPC-move with the receiver's page mapped eagerly.
-    MoveEager,
-    /// Two copies through a recycled kernel buffer that stays mapped.
-    PureCopy,
-}
-
-impl Design {
-    pub const ALL: [Design; 4] = [
-        Design::Copy,
-        Design::Move,
-        Design::MoveEager,
-        Design::PureCopy,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Design::Copy => "copy",
-            Design::Move => "move",
-            Design::MoveEager => "move-eager",
-            Design::PureCopy => "pure-copy",
-        }
-    }
-
-    /// Whether the design sends `bytes` (moves need whole pages).
-    pub fn sends(self, bytes: u64, page: u64) -> bool {
-        match self {
-            Design::Move | Design::MoveEager => bytes > 0 && bytes.is_multiple_of(page),
-            Design::PureCopy => bytes >= page,
-            Design::Copy => true,
-        }
-    }
-}
-
 /// One message of Table 3, in the cache's steady state.
 #[derive(Clone, Debug, Serialize)]
 pub struct IpcCost {
@@ -222,73 +187,116 @@ pub struct IpcCost {
     pub counts: VmCounts,
 }
 
-/// The sender's buffer (colour 0) and the receiver's (colour 5: not cache aligned with it),
-/// and the pure-copy kernel buffer (colour 11).
-const CLIENT_BUF: u64 = 0x100_0000;
-const SERVER_BUF: u64 = 0x200_0000 + 5 * 2048;
-const KERNEL_BUF: u64 = 0x300_0000 + 11 * 2048;
-
 /// Messages sent before the one measured: enough for every buffer and the free pool to reach
 /// their steady state.
-const WARM_MESSAGES: usize = 3;
+pub const WARM_MESSAGES: u64 = 3;
 
-/// The cost of one `bytes` message by `design` under `policy`.
+/// Where pure copy's three buffers sit: a name and the page colours of the sender's, the
+/// receiver's and the kernel's recycled IPC buffer. A 2-way set holds two pages of one colour,
+/// so the copies miss only where three of the buffers' pages share a colour.
+pub const PLACEMENTS: [(&str, u64, u64, u64); 3] = [
+    // The default of `workload:ipc`: no colour holds more than two of their pages up to
+    // 16 KB messages, so both copies are best case, as the paper explains its pure copy.
+    ("apart", 0, 5, 11),
+    // The kernel buffer on the receiver's colour: nothing changes while the sender's buffer
+    // (colours 0 and on) stays clear of both; at 16 KB it overlaps them (colours 5-7).
+    ("on-receiver", 0, 5, 5),
+    // All three on one colour (the sender's and the receiver's buffers cache aligned, which
+    // the paper's were not): every store of both copies misses and evicts a dirty line.
+    ("one-colour", 0, 0, 0),
+];
+
+/// Feed `source` to `d`, calling `at(label, d)` at each phase marker, before its phase
+/// starts; the error is the first event the driver refused.
+pub fn feed(
+    d: &mut VacDriver,
+    source: &mut dyn crate::trace::TraceSource,
+    mut at: impl FnMut(&str, &VacDriver),
+) -> Result<(), String> {
+    let mut batch = Vec::new();
+    while source.next_batch(&mut batch).map_err(|e| e.to_string())? {
+        let mut from = 0;
+        for (i, e) in batch.iter().enumerate() {
+            if let Some(label) = e.phase_label() {
+                d.run_batch(&batch[from..i]);
+                at(&label, d);
+                from = i;
+            }
+        }
+        d.run_batch(&batch[from..]);
+    }
+    match d.error() {
+        Some((n, m)) => Err(format!("event {n}: {m}")),
+        None => Ok(()),
+    }
+}
+
+/// The phase `label` of what `d` priced.
+fn phase(d: &VacDriver, label: &str) -> Result<PhaseCost, String> {
+    d.phases()
+        .into_iter()
+        .find(|p| p.phase == label)
+        .ok_or_else(|| format!("the workload has no phase '{label}'"))
+}
+
+/// The cost of one `bytes` message by `design` under `policy`, the kernel's IPC buffer (pure
+/// copy) apart from the others (the first of [`PLACEMENTS`]).
 pub fn ipc_cost(
     timing: &Timing,
     policy: AliasPolicy,
     design: Design,
     bytes: u64,
 ) -> Result<IpcCost, String> {
-    let mut vm = vm(policy, timing);
-    let page = vm.vac().params().page;
-    if !design.sends(bytes, page) && bytes > 0 {
-        return Err(format!(
-            "bytes: {} does not send {bytes} bytes (whole pages only)",
-            design.name()
-        ));
-    }
-    let pages = bytes.div_ceil(page);
-    buffer(&mut vm, CLIENT, CLIENT_BUF, bytes)?;
-    if design == Design::PureCopy {
-        buffer(&mut vm, KERNEL, KERNEL_BUF, bytes)?;
-        buffer(&mut vm, SERVER, SERVER_BUF, bytes)?;
-    }
-    let mut last = None;
-    for _ in 0..=WARM_MESSAGES {
-        // The sender refills its buffer (replacement pages after a move) and writes every word.
-        timed(&mut vm, |vm| {
-            for i in 0..pages {
-                if vm.frame_at(CLIENT, CLIENT_BUF + i * page).is_none() {
-                    let f = vm.alloc_frame(None)?;
-                    vm.map(CLIENT, CLIENT_BUF + i * page, f, true, false)?;
-                }
-            }
-            Ok(())
-        })?;
-        touch_all(&mut vm, At::Virt(CLIENT, CLIENT_BUF), bytes, true)?;
-        let c0 = vm.counts();
-        let us = timed(&mut vm, |vm| send(vm, design, bytes, pages))?;
-        last = Some((us, diff(vm.counts(), c0)));
-    }
-    let (us, counts) = last.expect("one message at least");
+    let p = IpcParams {
+        design,
+        bytes,
+        ..IpcParams::default()
+    };
+    ipc_cost_with(timing, policy, p)
+}
+
+/// The cost of one message of `workload:ipc` with parameters `p` (its `messages`, `warm`
+/// and `page` are set here: one message after [`WARM_MESSAGES`], 2 KB pages) on the HP
+/// 9000/834's cache under `policy`: the `send` phase's primitives as a `[vac]` prices them,
+/// plus the message's fixed cost (`ipc.null_us + ipc.page_us` per page, which no cache state
+/// changes).
+pub fn ipc_cost_with(
+    timing: &Timing,
+    policy: AliasPolicy,
+    p: IpcParams,
+) -> Result<IpcCost, String> {
+    let params = VacParams::hp9000_834();
+    let p = IpcParams {
+        messages: 1,
+        warm: WARM_MESSAGES,
+        page: params.page,
+        ..p
+    };
+    let mut w = Ipc::new(p.clone()).map_err(|(k, m)| format!("{k}: {m}"))?;
+    let mut d = VacDriver::new(&params, policy, timing.clone(), FirstTouch::Any)?;
+    feed(&mut d, &mut w, |_, _| {})?;
+    let send = phase(&d, "send")?;
+    let (page, pages) = (p.page, p.pages());
+    let us = send.us + timing.ipc.null_us + timing.ipc.page_us * pages as f64;
     // What the message leaves behind in the cache.
+    let vm = d.vm();
     let mut warm = 0;
     let mut dirty = 0;
     let line = vm.vac().params().line;
     for i in 0..pages {
-        let va = SERVER_BUF + i * page;
-        let Some(f) = vm.frame_at(SERVER, va) else {
+        let va = p.receiver_page(i);
+        let Some(f) = vm.frame_at(RECEIVER, va) else {
             continue;
         };
-        let n = (bytes - i * page).min(page) / line;
+        let n = (p.bytes - i * page).min(page) / line;
         for l in 0..n {
             if let Some((_, d)) = vm.vac().resident(va + l * line, f + l * line) {
                 warm += 1;
                 dirty += d as u64;
             }
         }
-        if design == Design::PureCopy {
-            let kva = KERNEL_BUF + i * page;
+        if p.design == Design::PureCopy {
+            let kva = p.buffer_page(i);
             let kf = vm.frame_at(KERNEL, kva).expect("kernel buffer");
             for l in 0..n {
                 if let Some((_, true)) = vm.vac().resident(kva + l * line, kf + l * line) {
@@ -298,134 +306,21 @@ pub fn ipc_cost(
         }
     }
     // The sender's replacement pages are requested after the message (a move leaves holes).
-    let deferred = match design {
+    let deferred = match p.design {
         Design::Move | Design::MoveEager => {
             pages as f64 * (timing.vm.page_alloc_us + timing.vm.map_us)
         }
         _ => 0.0,
     } + dirty as f64 * timing.memory.writeback_us;
     Ok(IpcCost {
-        design,
-        bytes,
+        design: p.design,
+        bytes: p.bytes,
         us,
         deferred_us: deferred,
         warm_lines: warm,
         dirty_lines: dirty,
-        counts,
+        counts: send.primitives,
     })
-}
-
-/// One message, `ipcSend` to the receiver's read of one word per page. Each step is done for
-/// every page before the next step starts (§3.6).
-fn send(vm: &mut VacVm, design: Design, bytes: u64, pages: u64) -> Result<(), String> {
-    let page = vm.vac().params().page;
-    let t = vm.timing().clone();
-    vm.spend(t.ipc.null_us + t.ipc.page_us * pages as f64);
-    let part = |i: u64| (bytes - i * page).min(page);
-    let client = |i: u64| At::Virt(CLIENT, CLIENT_BUF + i * page);
-    let server = |i: u64| At::Virt(SERVER, SERVER_BUF + i * page);
-    // The receiver's old page is unmapped and destroyed (flushed, or purged).
-    let destroy_old = |vm: &mut VacVm, i: u64| -> Result<(), String> {
-        if let Some(old) = vm.frame_at(SERVER, SERVER_BUF + i * page) {
-            vm.unmap(SERVER, SERVER_BUF + i * page, true)?;
-            vm.free_frame(old)?;
-        }
-        Ok(())
-    };
-    match design {
-        Design::Copy => {
-            let mut frames = Vec::new();
-            for _ in 0..pages {
-                frames.push(vm.alloc_frame(None)?);
-            }
-            for &f in &frames {
-                vm.map(KERNEL, KSEG + f, f, true, true)?;
-            }
-            for (i, &f) in frames.iter().enumerate() {
-                vm.copy(client(i as u64), At::Virt(KERNEL, KSEG + f), part(i as u64))?;
-            }
-            for i in 0..pages {
-                destroy_old(vm, i)?;
-            }
-            // ipcReceive: the kernel page is unloaded (flushed: its lines are dirty) and
-            // mapped lazily into the receiver.
-            for &f in &frames {
-                vm.unmap(KERNEL, KSEG + f, false)?;
-            }
-            for (i, &f) in frames.iter().enumerate() {
-                vm.map(SERVER, SERVER_BUF + i as u64 * page, f, true, false)?;
-            }
-        }
-        Design::Move | Design::MoveEager => {
-            let mut frames = Vec::new();
-            for i in 0..pages {
-                frames.push(vm.frame_at(CLIENT, CLIENT_BUF + i * page).expect("mapped"));
-                vm.unmap(CLIENT, CLIENT_BUF + i * page, false)?;
-            }
-            for i in 0..pages {
-                destroy_old(vm, i)?;
-            }
-            let eager = design == Design::MoveEager;
-            for (i, &f) in frames.iter().enumerate() {
-                vm.map(SERVER, SERVER_BUF + i as u64 * page, f, true, eager)?;
-            }
-        }
-        Design::PureCopy => {
-            for i in 0..pages {
-                vm.copy(client(i), At::Virt(KERNEL, KERNEL_BUF + i * page), part(i))?;
-            }
-            for i in 0..pages {
-                vm.copy(At::Virt(KERNEL, KERNEL_BUF + i * page), server(i), part(i))?;
-            }
-        }
-    }
-    // The receiver reads one word per page.
-    for i in 0..pages {
-        vm.load(server(i))?;
-    }
-    Ok(())
-}
-
-fn diff(a: VmCounts, b: VmCounts) -> VmCounts {
-    let l = |x: super::Lines, y: super::Lines| super::Lines {
-        visited: x.visited - y.visited,
-        present: x.present - y.present,
-        dirty: x.dirty - y.dirty,
-    };
-    VmCounts {
-        maps: a.maps - b.maps,
-        unmaps: a.unmaps - b.unmaps,
-        remaps: a.remaps - b.remaps,
-        protects: a.protects - b.protects,
-        copies: a.copies - b.copies,
-        zeros: a.zeros - b.zeros,
-        page_allocs: a.page_allocs - b.page_allocs,
-        page_frees: a.page_frees - b.page_frees,
-        loads: a.loads - b.loads,
-        stores: a.stores - b.stores,
-        pseudo_faults: a.pseudo_faults - b.pseudo_faults,
-        tlb_purges: a.tlb_purges - b.tlb_purges,
-        flush_calls: a.flush_calls - b.flush_calls,
-        flushed: l(a.flushed, b.flushed),
-        purge_calls: a.purge_calls - b.purge_calls,
-        purged: l(a.purged, b.purged),
-        misses: a.misses - b.misses,
-        writebacks: a.writebacks - b.writebacks,
-    }
-}
-
-/// Mach's copy-on-write page initialisation (§3.7).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum CowCase {
-    /// 1: a physically addressed cache; the old (warm) page is copied to a new (cold) one.
-    PhysicalCache = 1,
-    /// 2: a VAC under Mach's machine-independent code, which initialises pages through
-    /// physical addresses: flush the old page, copy cold to cold, flush the physical lines of
-    /// both, map the new page. It ends cold.
-    PhysicalInit = 2,
-    /// 3: a VAC, mapping the new page first (NO-ACCESS to the task) and copying virtual to
-    /// virtual. It ends warm.
-    MapFirst = 3,
 }
 
 /// One copy-on-write fault.
@@ -441,7 +336,9 @@ pub struct CowCost {
     pub counts: VmCounts,
 }
 
-/// The cost of one copy-on-write fault on a 2 KB page that the parent has just written.
+/// The cost of one copy-on-write fault on a 2 KB page that the parent has just written:
+/// `workload:cow` with one page, priced by a `[vac]` of the HP 9000/834 (physically indexed
+/// and with no consistency policy for case 1, which is about a physically addressed cache).
 pub fn cow_cost(timing: &Timing, case: CowCase) -> Result<CowCost, String> {
     let mut params = VacParams::hp9000_834();
     let policy = if case == CowCase::PhysicalCache {
@@ -450,54 +347,33 @@ pub fn cow_cost(timing: &Timing, case: CowCase) -> Result<CowCost, String> {
     } else {
         AliasPolicy::chorus()
     };
-    let mut vm = VacVm::new(&params, policy, timing.clone())?;
-    let page = params.page;
-    let x = 0x40_0000 + 3 * page; // colour 3
-    let old = vm.alloc_frame(None)?;
-    vm.map(CLIENT, x, old, true, true)?;
-    touch_all(&mut vm, At::Virt(CLIENT, x), page, true)?;
-    // The child shares the page read-only, copy-on-write; it has not touched it yet.
-    vm.map(SERVER, x, old, false, false)?;
-    let c0 = vm.counts();
-    let fault_us = timed(&mut vm, |vm| {
-        let new = vm.alloc_frame(None)?;
-        match case {
-            CowCase::PhysicalCache => {
-                vm.copy_page(At::Phys(old), At::Phys(new))?;
-                vm.remap(SERVER, x, new)?;
-            }
-            CowCase::PhysicalInit => {
-                // The physical access to the old page flushes the parent's alias first.
-                vm.copy_page(At::Phys(old), At::Phys(new))?;
-                vm.unload(At::Phys(old))?;
-                // Mapping the new page flushes its physically indexed lines.
-                vm.remap(SERVER, x, new)?;
-            }
-            CowCase::MapFirst => {
-                // A free-pool page is cold: the mapping needs no flush.
-                vm.remap(SERVER, x, new)?;
-                vm.protect(SERVER, x, true)?;
-                vm.copy_page(At::Virt(CLIENT, x), At::Virt(SERVER, x))?;
-                return Ok(());
-            }
-        }
-        vm.protect(SERVER, x, true).map(|_| ())
-    })?;
-    let counts = diff(vm.counts(), c0);
-    let new = vm.frame_at(SERVER, x).expect("mapped");
+    let p = CowParams {
+        case,
+        pages: 1,
+        page: params.page,
+    };
+    let x = p.page_at(0);
+    let mut w = Cow::new(p).map_err(|(k, m)| format!("{k}: {m}"))?;
+    let mut d = VacDriver::new(&params, policy, timing.clone(), FirstTouch::Any)?;
+    // Lines of the new page cached when the task resumes.
+    let mut warm = 0;
     let line = params.line;
-    let warm = (0..page / line)
-        .filter(|l| vm.vac().resident(x + l * line, new + l * line).is_some())
-        .count() as u64;
-    let touch_us = timed(&mut vm, |vm| {
-        touch_all(vm, At::Virt(SERVER, x), page, false)
+    feed(&mut d, &mut w, |label, d| {
+        if label == "read" {
+            let vm = d.vm();
+            let new = vm.frame_at(RECEIVER, x).expect("mapped");
+            warm = (0..params.page / line)
+                .filter(|l| vm.vac().resident(x + l * line, new + l * line).is_some())
+                .count() as u64;
+        }
     })?;
+    let (fault, read) = (phase(&d, "cow")?, phase(&d, "read")?);
     Ok(CowCost {
         case: case as u8,
-        fault_us,
-        touch_us,
+        fault_us: fault.us,
+        touch_us: read.us,
         warm_lines: warm,
-        counts,
+        counts: fault.primitives,
     })
 }
 
@@ -558,10 +434,9 @@ pub fn results(timing: &str) -> Result<Value, String> {
                     .iter()
                     .find(|r| r.0 == design.name())
                     .and_then(|r| r.1[j]);
-                if bytes > 0 && !design.sends(bytes, page) {
-                    continue;
-                }
-                if bytes == 0 && design != Design::Copy {
+                // Table 3's cells: moves of whole pages, pure copies of a page or more.
+                let page_or_more = bytes >= page && design.sends(bytes, page);
+                if design != Design::Copy && !page_or_more {
                     continue;
                 }
                 let c = ipc_cost(&t, policy, design, bytes)?;
@@ -574,6 +449,26 @@ pub fn results(timing: &str) -> Result<Value, String> {
                     "purge_calls": c.counts.purge_calls,
                 }));
             }
+        }
+    }
+    let mut placement = Vec::new();
+    for (name, sender, receiver, buffer) in PLACEMENTS {
+        for &bytes in &MESSAGE_BYTES[2..] {
+            let p = IpcParams {
+                design: Design::PureCopy,
+                bytes,
+                sender_colour: sender,
+                receiver_colour: receiver,
+                buffer_colour: buffer,
+                ..IpcParams::default()
+            };
+            let c = ipc_cost_with(&t, AliasPolicy::chorus(), p)?;
+            placement.push(json!({
+                "placement": name, "sender_colour": sender, "receiver_colour": receiver,
+                "buffer_colour": buffer, "bytes": bytes, "ours": c.us,
+                "deferred": c.deferred_us, "misses": c.counts.misses,
+                "writebacks": c.counts.writebacks, "warm_lines": c.warm_lines,
+            }));
         }
     }
     let mut cow = Vec::new();
@@ -610,6 +505,7 @@ pub fn results(timing: &str) -> Result<Value, String> {
     Ok(json!({
         "timing": t, "cache": VacParams::hp9000_834(), "sharing": sharing,
         "table1": table1, "table2": table2, "table3": table3, "cow": cow,
+        "placement": placement,
     }))
 }
 
@@ -668,6 +564,38 @@ mod tests {
                 "{kb} KB"
             );
         }
+    }
+
+    #[test]
+    fn the_kernel_buffer_s_colour_matters_only_where_three_pages_share_a_set() {
+        let t = hp();
+        let cost = |(_, s, r, b): (&str, u64, u64, u64), kb| {
+            let p = IpcParams {
+                design: Design::PureCopy,
+                bytes: kb * KB,
+                sender_colour: s,
+                receiver_colour: r,
+                buffer_colour: b,
+                ..IpcParams::default()
+            };
+            ipc_cost_with(&t, AliasPolicy::chorus(), p).unwrap()
+        };
+        let [apart, on_receiver, one_colour] = PLACEMENTS;
+        for kb in [2, 4, 8] {
+            assert_eq!(cost(apart, kb).us, cost(on_receiver, kb).us, "{kb} KB");
+            assert_eq!(
+                cost(apart, kb).counts.misses,
+                0,
+                "{kb} KB: best-case copies"
+            );
+        }
+        assert!(cost(on_receiver, 16).us > cost(apart, 16).us + 500.0);
+        // One colour: each copy's stores miss and evict a dirty line (its loads hit what was
+        // just written), and the eager move beats it.
+        let c = cost(one_colour, 2);
+        assert_eq!((c.counts.misses, c.counts.writebacks), (128, 128));
+        let eager = ipc_cost(&t, AliasPolicy::chorus(), Design::MoveEager, 2 * KB).unwrap();
+        assert!(eager.us < c.us && eager.us > cost(apart, 2).us);
     }
 
     #[test]
