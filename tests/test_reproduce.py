@@ -206,3 +206,7 @@ def test_inouye92_workloads_price_as_the_recipe_does(cli):
     cow = {c["case"]: c for c in r["cow"]}
     got = phases("workload:cow,case=3")
     assert abs(got["cow"] - cow[3]["fault"]) < 1e-6 and got["read"] == cow[3]["touch"]
+    # A workload made for 4 KiB pages on the 2 KiB pages of this [vac]: refused, one line.
+    p = cli("simulate", "workload:ipc,design=copy,size=4k,page=4k", *vac, check=False)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "4096-byte pages" in p.stderr and "Traceback" not in p.stderr

@@ -128,6 +128,13 @@ pub const SYSCALL_NR: u64 = 0xFFFF_FFFF;
 /// `[vac]` adds up the microseconds and primitives of each label.
 pub const PHASE_MARK: u64 = 0x5048_4153_0000_0000; // "PHAS"
 
+/// Payload tag of a VM-page marker: a [`Kind::Marker`] whose payload is this tag or'ed with a
+/// size in bytes (below 2^32) says that the stream's VM events (map, unmap, copy and zero
+/// page) are in pages of that size. A workload built for one page size says so first, and a
+/// model with a page of its own (a machine's `[vac]`) refuses a stream of another, which it
+/// would otherwise price silently wrong.
+pub const VM_PAGE_MARK: u64 = 0x564d_5047_0000_0000; // "VMPG"
+
 /// Flags a control event carries in its `size` field (0: none), refining what a VM event asks
 /// of a model that keeps mappings (a machine's `[vac]`); the TLBs ignore them. Which flags
 /// mean something depends on the kind.
@@ -245,6 +252,19 @@ impl Event {
         );
         let bits = label.bytes().fold(0u64, |acc, b| acc << 8 | b as u64);
         Event::control(Kind::Marker, PHASE_MARK | bits, 0)
+    }
+
+    /// The marker saying the stream's VM events are in pages of `bytes` (see
+    /// [`VM_PAGE_MARK`]).
+    pub fn vm_page(bytes: u64) -> Event {
+        assert!(bytes <= u32::MAX as u64, "a VM page is below 4 GiB");
+        Event::control(Kind::Marker, VM_PAGE_MARK | bytes, 0)
+    }
+
+    /// The VM page size this event declares, if it is a VM-page marker.
+    pub fn vm_page_bytes(&self) -> Option<u64> {
+        (self.kind == Kind::Marker && self.addr & !0xFFFF_FFFF == VM_PAGE_MARK)
+            .then_some(self.addr & 0xFFFF_FFFF)
     }
 
     /// The label of the phase this event starts, if it is a phase marker.

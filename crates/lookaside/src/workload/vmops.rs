@@ -290,6 +290,7 @@ impl Ipc {
     fn init(&mut self) {
         let p = self.p.clone();
         let new = flags::MAP_EAGER | flags::MAP_NEW_FRAME;
+        self.queue.push(Event::vm_page(p.page));
         self.queue.push(Event::phase("init"));
         for i in 0..p.pages() {
             let f = self.frames.alloc();
@@ -546,6 +547,7 @@ impl Cow {
     }
 
     fn init(&mut self) {
+        self.queue.push(Event::vm_page(self.p.page));
         self.queue.push(Event::phase("init"));
         self.queue
             .push(Event::control(Kind::ContextSwitch, 0, SENDER));

@@ -313,6 +313,14 @@ impl VacDriver {
                 if let Some(label) = e.phase_label() {
                     self.start_phase(label);
                 }
+                if let Some(bytes) = e.vm_page_bytes() {
+                    if bytes != page {
+                        return Err(format!(
+                            "the stream's VM events are in {bytes}-byte pages (a workload's \
+                             `page`), the [vac]'s page is {page} bytes: set one to the other"
+                        ));
+                    }
+                }
             }
             Kind::Fetch | Kind::ContextSwitch | Kind::TlbFlush => {}
         }
@@ -720,5 +728,14 @@ mod tests {
         let mut d = driver(FirstTouch::Trace);
         d.run_batch(&[Event::reference(Kind::Load, 0x1234, 4).with_paddr(0x7_7234)]);
         assert_eq!(d.vm.frame_at(0, 0x1000), Some(0x7_7000 & !0x7ff));
+        // A stream made for another page size is refused, not priced.
+        let mut d = driver(FirstTouch::Any);
+        d.run_batch(&[Event::vm_page(2 << 10), Event::vm_page(4 << 10)]);
+        let (at, msg) = d.error().unwrap();
+        assert_eq!(*at, 2);
+        assert!(
+            msg.contains("4096-byte pages") && msg.contains("2048 bytes"),
+            "{msg}"
+        );
     }
 }
