@@ -206,6 +206,11 @@ def test_inouye92_workloads_price_as_the_recipe_does(cli):
     cow = {c["case"]: c for c in r["cow"]}
     got = phases("workload:cow,case=3")
     assert abs(got["cow"] - cow[3]["fault"]) < 1e-6 and got["read"] == cow[3]["touch"]
+    # The shipped preset is the same machine: the same price per message.
+    p = cli("simulate", "workload:ipc,design=move,size=8k,messages=2", "--config", "hp9000-834",
+            "--json")
+    preset = {x["phase"]: x["us"] / x["count"] for x in json.loads(p.stdout)["vac"]["phases"]}
+    assert preset["send"] == phases("workload:ipc,design=move,size=8k,messages=2")["send"]
     # A workload made for 4 KiB pages on the 2 KiB pages of this [vac]: refused, one line.
     p = cli("simulate", "workload:ipc,design=copy,size=4k,page=4k", *vac, check=False)
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
