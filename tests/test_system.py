@@ -197,7 +197,9 @@ def test_a_compile_runs_in_the_guest(tmp_path):
     spaces = {p["asid"] for p in procs if p["name"] in ("tcc", "wordfreq")}
     assert len(spaces) == 6 and all(i["by_asid"][str(a)]["user"] > 0 for a in spaces)
     assert i["by_asid"].get("0", {}).get("user", 0) == 0
-    assert i["translations"]["returns"] * 100 <= i["kinds"]["context_switch"]
+    # Labels mixed up at switches would make a page's frame return (A → B → A) at nearly
+    # every switch; a compile's own unmapping and remapping returns a few (3 in 184 seen).
+    assert i["translations"]["returns"] * 10 <= i["kinds"]["context_switch"]
     assert i["metadata"]["extra"]["workload"] == "workload compile"
 
 
