@@ -166,6 +166,10 @@ pub struct Cache {
     write_back: bool,
     write_allocate: bool,
     stats: CacheStats,
+    /// The physical addresses of the dirty lines the last access evicted (its
+    /// [`Outcome::writebacks`] of them, in order): where their write-backs go, for a write
+    /// buffer whose timing depends on the address (page-mode writes).
+    victims: Vec<u64>,
 }
 
 impl Cache {
@@ -188,11 +192,18 @@ impl Cache {
             write_back,
             write_allocate: p.write_allocate,
             stats: CacheStats::default(),
+            victims: Vec::new(),
         })
     }
 
     pub fn stats(&self) -> &CacheStats {
         &self.stats
+    }
+
+    /// The physical address of the `i`-th dirty line the last access evicted (`i` below its
+    /// [`Outcome::writebacks`]).
+    pub fn victim(&self, i: usize) -> u64 {
+        self.victims[i]
     }
 
     /// Bytes of one way (size / ways): the span over which physical pages conflict, so
@@ -254,6 +265,7 @@ impl Cache {
     #[inline(never)]
     fn read_miss(&mut self, key: u64) -> Outcome {
         self.stats.read_misses += 1;
+        self.victims.clear();
         let mut o = Outcome::default();
         if self.fetch_lines > 1 {
             let first = key & !(self.fetch_lines - 1);
@@ -286,6 +298,7 @@ impl Cache {
     #[inline(never)]
     fn write_slow(&mut self, key: u64) -> Outcome {
         self.stats.writes += 1;
+        self.victims.clear();
         let hit = if self.write_back {
             match self.tags.probe(key, LINE_CTX, NO_CTX) {
                 Some((set, way)) => {
@@ -318,9 +331,10 @@ impl Cache {
         o.fills += 1;
         self.stats.fills += 1;
         if self.write_back {
-            if evicted.is_some() && self.dirty[slot] {
+            if let Some((old, _)) = evicted.filter(|_| self.dirty[slot]) {
                 o.writebacks += 1;
                 self.stats.writebacks += 1;
+                self.victims.push(old << self.line_shift);
             }
             self.dirty[slot] = dirty;
         }

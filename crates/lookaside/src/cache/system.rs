@@ -23,7 +23,7 @@
 //!   `utlb`, `ktlb` or `walk` ([`Activity`]).
 //!
 //! Write-through writes go to the write buffer (none configured: they cost nothing); a
-//! write-back cache's dirty victims go there too as full writes. The model does not check a
+//! write-back cache's dirty victims go there too as full writes, at their own addresses. The model does not check a
 //! read against the writes waiting in the buffer.
 
 use super::wbuf::{WriteBuffer, WriteBufferParams};
@@ -598,8 +598,10 @@ impl MemorySystem {
         let o = lv.cache.access(paddr, write);
         let fill_reads = !write || lv.fill_reads;
         let miss_cycles = lv.miss_cycles;
-        for _ in 0..o.writebacks {
-            stalls[WBUFFER] += self.write_memory(paddr, 4);
+        for i in 0..o.writebacks as usize {
+            // The dirty victim's own line goes to memory (its DRAM page decides page mode).
+            let victim = self.levels[l1].cache.victim(i);
+            stalls[WBUFFER] += self.write_memory(victim, 4);
         }
         if o.fills > 0 && fill_reads {
             let mut cycles = miss_cycles;
@@ -888,6 +890,46 @@ miss_cycles = 15
         assert_eq!(j["cycles"], 3 + 45);
         assert_eq!(j["mcpi"], 15.0);
         assert_eq!(j["s_mcpi"], 15.0);
+    }
+
+    /// A write-back D-cache's dirty victims go to the write buffer at their own addresses:
+    /// two victims of one DRAM page are a page-mode pair, whatever the references that
+    /// evicted them.
+    #[test]
+    fn write_backs_go_to_memory_at_the_victims_address() {
+        let text = r#"
+[pages]
+size = "4k"
+[[tlb]]
+name = "tlb"
+entries = 4
+ways = "full"
+[memory]
+mapping = "identity"
+[memory.icache]
+size = "1KiB"
+line = 16
+miss_cycles = 15
+[memory.dcache]
+size = "1KiB"
+line = 16
+write = "back"
+miss_cycles = 15
+[memory.write_buffer]
+entries = 4
+"#;
+        let mut m =
+            Machine::build(MachineConfig::from_toml(text, "t.toml").unwrap(), "t.toml").unwrap();
+        m.run_batch(&[
+            ev(Kind::Store, 0x1_0000, Mode::User), // A: set 0, dirty
+            ev(Kind::Store, 0x1_0010, Mode::User), // C: set 1, dirty, A's DRAM page
+            ev(Kind::Load, 0x2_0010, Mode::User),  // evicts C: written back at C
+            ev(Kind::Load, 0x3_0000, Mode::User),  // evicts A: at A, C's page: page mode
+        ]);
+        let j = m.memory().unwrap().json();
+        assert_eq!(j["caches"][1]["writebacks"], 2);
+        assert_eq!(j["write_buffer"]["writes"], 2);
+        assert_eq!(j["write_buffer"]["page_mode_writes"], 1);
     }
 
     /// Every walk runs the UTLB handler: its 9 instructions and PTE load are kernel

@@ -11,6 +11,8 @@ struct RefCache {
     p: CacheParams,
     tags: RefTlb,
     dirty: HashMap<u64, bool>,
+    /// Addresses of the dirty lines the last access evicted.
+    victims: Vec<u64>,
 }
 
 impl RefCache {
@@ -19,6 +21,7 @@ impl RefCache {
             p: p.clone(),
             tags: RefTlb::new(&p.tags()),
             dirty: HashMap::new(),
+            victims: Vec::new(),
         }
     }
 
@@ -31,6 +34,7 @@ impl RefCache {
         if let Some((old, _)) = self.tags.fill(line, 0, Part::Upper) {
             if self.dirty.remove(&old) == Some(true) {
                 o.writebacks += 1;
+                self.victims.push(old * self.p.line as u64);
             }
         }
         self.dirty.insert(line, dirty);
@@ -40,6 +44,7 @@ impl RefCache {
         let line = paddr / self.p.line as u64;
         let wb = self.p.write == WritePolicy::Back;
         let mut o = Outcome::default();
+        self.victims.clear();
         if self.present(line) {
             self.tags.lookup(line, 0, NO_CTX);
             o.hit = true;
@@ -119,6 +124,8 @@ proptest! {
             let got = c.access(addr, w);
             let want = r.access(addr, w);
             prop_assert_eq!(got, want, "access {} of {:#x} (write {})", i, addr, w);
+            let victims: Vec<u64> = (0..got.writebacks as usize).map(|k| c.victim(k)).collect();
+            prop_assert_eq!(&victims, &r.victims, "write-backs of access {}", i);
             if w { stats.writes += 1; stats.write_misses += !want.hit as u64; }
             else { stats.reads += 1; stats.read_misses += !want.hit as u64; }
             stats.fills += want.fills as u64;
