@@ -23,8 +23,8 @@
 //!   `utlb`, `ktlb` or `walk` ([`Activity`]).
 //!
 //! Write-through writes go to the write buffer (none configured: they cost nothing); a
-//! write-back cache's dirty victims go there too as full writes, at their own addresses. The model does not check a
-//! read against the writes waiting in the buffer.
+//! write-back cache's dirty victims go there too as full writes, at their own addresses. The
+//! model does not check a read against the writes waiting in the buffer.
 
 use super::wbuf::{WriteBuffer, WriteBufferParams};
 use super::{Cache, CacheParams, WritePolicy};
