@@ -151,12 +151,17 @@ pub enum HandlerStep {
 pub struct PrefetchWork {
     /// TLB probes (one per entry considered at a switch).
     pub probes: u64,
-    /// Entries absent and so inserted.
-    pub inserted: u64,
-    /// Valid entries those insertions evicted (the pollution).
+    /// Valid entries the insertions evicted (the pollution).
     pub evicted: u64,
-    /// `inserted` per class, in [`PREFETCH_CLASSES`] order.
+    /// Entries absent and so inserted, per class, in [`PREFETCH_CLASSES`] order.
     pub inserted_by_class: [u64; 3],
+}
+
+impl PrefetchWork {
+    /// Entries absent and so inserted, of every class.
+    pub fn inserted(&self) -> u64 {
+        self.inserted_by_class.iter().sum()
+    }
 }
 
 /// The classes the IPC-path prefetcher can bring back, in the order of
@@ -881,8 +886,8 @@ impl SoftwareManagedTlb {
         // lw k0, 0(k0): the L1U PTE at its virtual address, through the TLB.
         let pte = layout::l1u_pte_addr(self.ptebase, vpn << PAGE_SHIFT);
         if self.params.prefetch.on() {
-            self.note_recent(0, pte >> PAGE_SHIFT);
-            self.note_recent(1, vpn);
+            self.note_recent(PteClass::L2, pte >> PAGE_SHIFT);
+            self.note_recent(PteClass::L1U, vpn);
         }
         if self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
             self.record(pte, false);
@@ -947,7 +952,7 @@ impl SoftwareManagedTlb {
         };
         self.counts.add(trap, depth);
         if class == PteClass::L1K && self.params.prefetch.on() {
-            self.note_recent(2, vpn);
+            self.note_recent(PteClass::L1K, vpn);
         }
         if self.stlb_serves(class) {
             // Bala's fast path: the software TLB, in unmapped memory, before any state is
@@ -1068,8 +1073,12 @@ impl SoftwareManagedTlb {
     }
 
     /// Remember that the running address space missed on page `vpn` of prefetch class
-    /// `class` (an index into [`PREFETCH_CLASSES`]; most recent first, no repeats).
-    fn note_recent(&mut self, class: usize, vpn: u64) {
+    /// `class` (one of [`PREFETCH_CLASSES`]; most recent first, no repeats).
+    fn note_recent(&mut self, class: PteClass, vpn: u64) {
+        let class = PREFETCH_CLASSES
+            .iter()
+            .position(|&c| c == class)
+            .expect("a prefetch class");
         let n = self.params.prefetch.entries[class];
         if n == 0 {
             return;
@@ -1092,26 +1101,28 @@ impl SoftwareManagedTlb {
                 if vpn == NO_VPN {
                     break;
                 }
-                let (ctx, pte) = match class {
+                // The context the entry goes in with, the two a present entry may have (a
+                // user page's clean or dirty one), and where its PTE is.
+                let (ctx, present, pte) = match class {
                     PteClass::L1U => {
-                        let dirty = match self.pages.get(&user_key(self.cur_asid, vpn)) {
+                        let (clean, dirty) = (self.uctx, self.uctx | DIRTY);
+                        let ctx = match self.pages.get(&user_key(self.cur_asid, vpn)) {
                             Some(PageState::Invalid) => continue,
-                            Some(PageState::Clean) => false,
-                            _ => true,
+                            Some(PageState::Clean) => clean,
+                            _ => dirty,
                         };
                         let pte = layout::l1u_pte_addr(self.ptebase, vpn << PAGE_SHIFT);
-                        (if dirty { self.uctx | DIRTY } else { self.uctx }, pte)
+                        (ctx, (dirty, clean), pte)
                     }
-                    _ => (GLOBAL, layout::kpte_addr(vpn << PAGE_SHIFT)),
+                    _ => (
+                        GLOBAL,
+                        (GLOBAL, NO_CTX),
+                        layout::kpte_addr(vpn << PAGE_SHIFT),
+                    ),
                 };
                 self.prefetch.probes += 1;
-                let (first, second) = match class {
-                    PteClass::L1U => (self.uctx | DIRTY, self.uctx),
-                    _ => (GLOBAL, NO_CTX),
-                };
-                if self.tlb.probe(vpn, first, second).is_none() {
+                if self.tlb.probe(vpn, present.0, present.1).is_none() {
                     self.record(pte, true);
-                    self.prefetch.inserted += 1;
                     self.prefetch.inserted_by_class[c] += 1;
                     if self.fill(vpn, ctx, class) {
                         self.prefetch.evicted += 1;

@@ -163,7 +163,7 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             "l1u_entries": l1u,
             "l1k_entries": l1k,
             "probes": w.probes,
-            "inserted": w.inserted,
+            "inserted": w.inserted(),
             "evicted": w.evicted,
             "inserted_by_class": {"L2": in_l2, "L1U": in_l1u, "L1K": in_l1k},
         });
