@@ -679,52 +679,43 @@ fn yes() -> bool {
 }
 
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PageSize>, D::Error> {
-    struct Sizes;
-    impl<'de> de::Visitor<'de> for Sizes {
-        type Value = Vec<PageSize>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a page size or a list of them (e.g. \"4k\" or [\"4k\", \"2M\"])")
-        }
-
-        fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
-            PageSize::parse(s).map(|p| vec![p]).map_err(E::custom)
-        }
-
-        fn visit_i64<E: de::Error>(self, n: i64) -> std::result::Result<Self::Value, E> {
-            PageSize::from_int(n).map(|p| vec![p]).map_err(E::custom)
-        }
-
-        fn visit_u64<E: de::Error>(self, n: u64) -> std::result::Result<Self::Value, E> {
-            self.visit_i64(i64::try_from(n).unwrap_or(-1))
-        }
-
-        fn visit_seq<A: de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> std::result::Result<Self::Value, A::Error> {
-            let mut v = Vec::new();
-            while let Some(p) = seq.next_element::<PageSize>()? {
-                v.push(p);
-            }
-            Ok(v)
-        }
-    }
-    d.deserialize_any(Sizes)
+    one_or_list(
+        d,
+        "a page size or a list of them (e.g. \"4k\" or [\"4k\", \"2M\"])",
+    )
 }
 
 /// A name or a list of names.
 fn names<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
-    struct Names;
-    impl<'de> de::Visitor<'de> for Names {
-        type Value = Vec<String>;
+    one_or_list(d, "a TLB's name or a list of them")
+}
+
+/// One `T` (a string or an integer) or a list of them; `what` says what is expected. Each
+/// item is read by `T`'s own deserializer, so its messages are `T`'s.
+fn one_or_list<'de, D, T>(d: D, what: &'static str) -> std::result::Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    use de::IntoDeserializer;
+    struct OneOrList<T>(&'static str, std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> de::Visitor<'de> for OneOrList<T> {
+        type Value = Vec<T>;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a TLB's name or a list of them")
+            f.write_str(self.0)
         }
 
         fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
-            Ok(vec![s.to_string()])
+            T::deserialize(s.into_deserializer()).map(|t| vec![t])
+        }
+
+        fn visit_i64<E: de::Error>(self, n: i64) -> std::result::Result<Self::Value, E> {
+            T::deserialize(n.into_deserializer()).map(|t| vec![t])
+        }
+
+        fn visit_u64<E: de::Error>(self, n: u64) -> std::result::Result<Self::Value, E> {
+            T::deserialize(n.into_deserializer()).map(|t| vec![t])
         }
 
         fn visit_seq<A: de::SeqAccess<'de>>(
@@ -732,13 +723,13 @@ fn names<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D:
             mut seq: A,
         ) -> std::result::Result<Self::Value, A::Error> {
             let mut v = Vec::new();
-            while let Some(n) = seq.next_element::<String>()? {
-                v.push(n);
+            while let Some(t) = seq.next_element::<T>()? {
+                v.push(t);
             }
             Ok(v)
         }
     }
-    d.deserialize_any(Names)
+    d.deserialize_any(OneOrList(what, std::marker::PhantomData))
 }
 
 /// One name as a string, several as a list.
@@ -1230,13 +1221,8 @@ impl MachineConfig {
             if let Some(text) = text {
                 return toml::from_str(text).map_err(|e| {
                     let (key, message, _) = describe(&table, &e);
-                    match e.span() {
-                        Some(span) => {
-                            let (line, column) = line_column(text, span.start);
-                            Error::config_at(source_name, line, column, key, message)
-                        }
-                        None => origin.error(&key, message),
-                    }
+                    let offset = e.span().map(|s| s.start).or_else(|| key_offset(text, &key));
+                    located(source_name, offset.map(|o| (text, o)), &key, message)
                 });
             }
         }
@@ -1289,14 +1275,8 @@ impl Origin {
         let table: toml::Table = match text {
             None => toml::Table::new(),
             Some(t) => toml::from_str(t).map_err(|e| {
-                let message = one_line(e.message());
-                match e.span() {
-                    Some(span) => {
-                        let (line, column) = line_column(t, span.start);
-                        Error::config_at(source_name, line, column, "syntax", message)
-                    }
-                    None => Error::config(source_name, "syntax", message),
-                }
+                let at = e.span().map(|s| (t, s.start));
+                located(source_name, at, "syntax", one_line(e.message()))
             })?,
         };
         let names = |v: Option<&toml::Value>| -> Vec<String> {
@@ -1376,17 +1356,11 @@ impl Origin {
                 return Error::config("--tlb", key, message);
             }
         }
-        match self
+        let at = self
             .text
             .as_deref()
-            .and_then(|t| key_offset(t, key).map(|o| (t, o)))
-        {
-            Some((text, offset)) => {
-                let (line, column) = line_column(text, offset);
-                Error::config_at(&self.name, line, column, key, message)
-            }
-            None => Error::config(&self.name, key, message),
-        }
+            .and_then(|t| key_offset(t, key).map(|o| (t, o)));
+        located(&self.name, at, key, message)
     }
 
     /// `e` again, naming the source of its key when it is a config error of this machine
@@ -1401,6 +1375,23 @@ impl Origin {
             } if source_name == self.name => self.error(&key, message),
             e => e,
         }
+    }
+}
+
+/// A config error about `key` of `source_name`, at byte offset `at.1` of its text `at.0`
+/// (as a line and column) when known.
+fn located(
+    source_name: &str,
+    at: Option<(&str, usize)>,
+    key: &str,
+    message: impl Into<String>,
+) -> Error {
+    match at {
+        Some((text, offset)) => {
+            let (line, column) = line_column(text, offset);
+            Error::config_at(source_name, line, column, key, message)
+        }
+        None => Error::config(source_name, key, message),
     }
 }
 
