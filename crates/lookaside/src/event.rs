@@ -57,6 +57,9 @@ pub const ALL_KINDS: [Kind; 11] = [
 ];
 
 impl Kind {
+    /// The reference kinds, in discriminant order: fetch, load, store.
+    pub const REFS: [Kind; REF_KINDS] = [Kind::Fetch, Kind::Load, Kind::Store];
+
     /// True for fetch, load and store.
     #[inline(always)]
     pub fn is_ref(self) -> bool {

@@ -164,7 +164,7 @@ impl Ledger {
         let mut t = Counter::default();
         for a in 0..self.asids.len() {
             for mode in [Mode::User, Mode::Kernel] {
-                for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
+                for kind in Kind::REFS {
                     if keep(a, mode, kind) {
                         t.add(&self.cell(a, s, mode, kind));
                     }

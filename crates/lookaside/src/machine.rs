@@ -118,7 +118,7 @@ impl std::fmt::Debug for Route {
     /// Per kind, the runs of shifts going to one structure: `[fetch 12..=20: 1, 21..=63: 2]`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut runs = Vec::new();
-        for kind in REF_KINDS {
+        for kind in Kind::REFS {
             let r = &self.0[kind as usize];
             let mut s = 0;
             while s < 64 {
@@ -137,7 +137,7 @@ impl Route {
     /// The route among `members` (structures, by index), whose held shifts are `shifts`.
     fn among(members: &[usize], serves: &[Serves], shifts: &[Vec<u32>]) -> Route {
         let mut r = [[NOWHERE; 64]; 4];
-        for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
+        for kind in Kind::REFS {
             for (backing, to) in r[kind as usize].iter_mut().enumerate() {
                 let mut best: Option<(u32, usize)> = None;
                 for &i in members.iter().filter(|&&i| serves[i].serves(kind)) {
@@ -762,12 +762,10 @@ impl Machine {
         }
         // Uniform apart from unmapped holes: the fast path checks the holes first.
         let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
-        let fast = [Kind::Fetch, Kind::Load, Kind::Store].map(|kind| {
-            match pages.default.and_then(|d| roots.at(kind, d)) {
-                _ if !translated[kind as usize] => Fast::Untranslated,
-                Some(r) if uniform => Fast::Root(r, default_shift[r]),
-                _ => Fast::Slow,
-            }
+        let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
+            _ if !translated[kind as usize] => Fast::Untranslated,
+            Some(r) if uniform => Fast::Root(r, default_shift[r]),
+            _ => Fast::Slow,
         });
         let handler = config.memory.as_ref().and_then(|m| m.handler.clone());
         if handler.is_some() && config.refill.is_some() {
@@ -854,23 +852,13 @@ impl Machine {
                     let Some(shift) = shift.filter(|s| !holds.contains(s)) else {
                         continue;
                     };
-                    let label = |s: u32| PageSize::Size(1 << s).label();
-                    let kind = w.table().kind();
-                    let why = if kind == "radix" {
-                        let l: Vec<String> = holds.iter().map(|&s| label(s)).collect();
-                        format!("the radix table's levels map {} pages", l.join(", "))
-                    } else {
-                        let holder = match kind {
-                            "inverted" => "an inverted page table holds",
-                            "hashed" => "a hashed page table holds",
-                            "hybrid" => "a hybrid's HPT cache holds",
-                            _ => "a software TLB holds",
-                        };
-                        format!("{holder} 4 KiB pages only (a radix table maps larger ones)")
-                    };
                     return Err(err(
                         key,
-                        format!("{} pages with [pagetable]: {why}", label(shift)),
+                        format!(
+                            "{} pages with [pagetable]: {}",
+                            PageSize::Size(1 << shift).label(),
+                            w.table().page_sizes_held()
+                        ),
                     ));
                 }
                 if let Some(m) = memory.as_deref_mut() {
@@ -1043,7 +1031,7 @@ impl Machine {
     /// Move the counts of `tally` into the ledger (under the running address space).
     fn settle(&mut self, tally: &mut Tally) {
         for mode in [Mode::User, Mode::Kernel] {
-            for kind in [Kind::Fetch, Kind::Load, Kind::Store] {
+            for kind in Kind::REFS {
                 let cell = Tally::cell(mode, kind);
                 self.ledger.add_references(mode, kind, tally.refs[cell]);
                 if let Fast::Root(r, _) = self.fast[kind as usize] {
@@ -1388,9 +1376,6 @@ impl Machine {
     }
 }
 
-/// The three reference kinds.
-const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
-
 /// Wire the structures: the route of each reference to its first-level structure, and of each
 /// structure's misses to its next level; and which kinds some structure translates. Checks
 /// that every `next` names structures that serve what it passes on, with no cycle; that the
@@ -1414,6 +1399,14 @@ fn wire(
         ));
     }
     let serves: Vec<Serves> = tlbs.iter().map(|t| t.serves).collect();
+    // The structures of `members` that serve references of `kind`.
+    let serving = |members: &[usize], kind: Kind| -> Vec<usize> {
+        members
+            .iter()
+            .copied()
+            .filter(|&i| serves[i].serves(kind))
+            .collect()
+    };
     let shifts: Vec<Vec<u32>> = units.iter().map(|u| u.shifts.clone()).collect();
     let size = |s: u32| PageSize::Size(1 << s).label();
     // What the structures `members` hold, for messages: 'a' holds 2M, 'b' holds 4K+1G.
@@ -1447,7 +1440,7 @@ fn wire(
             nexts[i].push(j);
             is_next[j] = true;
         }
-        for kind in REF_KINDS {
+        for kind in Kind::REFS {
             if nexts[i].is_empty()
                 || !t.serves.serves(kind)
                 || nexts[i].iter().any(|&j| serves[j].serves(kind))
@@ -1496,15 +1489,11 @@ fn wire(
     for (parent, members) in
         std::iter::once((None, &firsts)).chain(nexts.iter().enumerate().map(|(i, m)| (Some(i), m)))
     {
-        for kind in REF_KINDS {
+        for kind in Kind::REFS {
             if parent.is_some_and(|p| !serves[p].serves(kind)) {
                 continue;
             }
-            let m: Vec<usize> = members
-                .iter()
-                .copied()
-                .filter(|&i| serves[i].serves(kind))
-                .collect();
+            let m = serving(members, kind);
             for (x, &a) in m.iter().enumerate() {
                 for &b in &m[x + 1..] {
                     let Some(&common) = shifts[b].iter().find(|s| shifts[a].contains(s)) else {
@@ -1539,19 +1528,15 @@ fn wire(
         .iter()
         .map(|m| Route::among(m, &serves, &shifts))
         .collect();
-    let translated = REF_KINDS.map(|k| firsts.iter().any(|&i| serves[i].serves(k)));
+    let translated = Kind::REFS.map(|k| firsts.iter().any(|&i| serves[i].serves(k)));
     // Every page size in use, along every path a reference of it takes.
     let mut in_use: Vec<u32> = pages.shifts().collect();
     in_use.sort_unstable();
     in_use.dedup();
-    for kind in REF_KINDS.into_iter().filter(|k| translated[*k as usize]) {
+    for kind in Kind::REFS.into_iter().filter(|k| translated[*k as usize]) {
         for &b in &in_use {
             let Some(mut at) = roots.at(kind, b) else {
-                let m: Vec<usize> = firsts
-                    .iter()
-                    .copied()
-                    .filter(|&i| serves[i].serves(kind))
-                    .collect();
+                let m = serving(&firsts, kind);
                 return Err(err(
                     key(&tlbs[m[0]], "page"),
                     format!(
@@ -1566,11 +1551,7 @@ fn wire(
                 match next[at].at(kind, b) {
                     Some(j) => at = j,
                     None => {
-                        let m: Vec<usize> = nexts[at]
-                            .iter()
-                            .copied()
-                            .filter(|&i| serves[i].serves(kind))
-                            .collect();
+                        let m = serving(&nexts[at], kind);
                         return Err(err(
                             key(&tlbs[at], "next"),
                             format!(

@@ -22,7 +22,6 @@ pub struct TraceInfo {
     pub format: String,
 }
 
-const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
 const MODES: [Mode; 2] = [Mode::User, Mode::Kernel];
 
 fn ratio(n: u64, d: u64) -> Value {
@@ -57,7 +56,7 @@ pub(crate) fn counter_json(c: Counter, instructions: u64) -> Map<String, Value> 
 /// Breakdowns of structure `s` by kind, mode and address space.
 fn breakdowns(l: &Ledger, s: usize, m: &mut Map<String, Value>) {
     let mut by_kind = Map::new();
-    for k in REF_KINDS {
+    for k in Kind::REFS {
         let c = l.total(s, |_, _, kk| kk == k);
         if c.accesses > 0 {
             by_kind.insert(k.name().into(), Value::Object(counter_json(c, 0)));
@@ -87,16 +86,16 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     let l = machine.ledger();
     let cfg = machine.config();
     let instructions = l.refs_of_kind(Kind::Fetch);
-    let references: u64 = REF_KINDS.iter().map(|&k| l.refs_of_kind(k)).sum();
+    let references: u64 = Kind::REFS.iter().map(|&k| l.refs_of_kind(k)).sum();
 
     let mut by_kind = Map::new();
-    for k in REF_KINDS {
+    for k in Kind::REFS {
         by_kind.insert(k.name().into(), json!(l.refs_of_kind(k)));
     }
     let mut by_mode = Map::new();
     for md in MODES {
         let n: u64 = (0..l.asids().len())
-            .flat_map(|a| REF_KINDS.iter().map(move |&k| (a, k)))
+            .flat_map(|a| Kind::REFS.iter().map(move |&k| (a, k)))
             .map(|(a, k)| l.refs(a, md, k))
             .sum();
         by_mode.insert(md.name().into(), json!(n));
@@ -163,7 +162,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
                 cfg.tlbs[s].name.as_str()
             };
             for md in MODES {
-                for k in REF_KINDS {
+                for k in Kind::REFS {
                     let c = l.cell(ai, s, md, k);
                     if c.accesses > 0 {
                         rows.push(json!({"structure": name, "asid": asid, "mode": md.name(), "kind": k.name(),

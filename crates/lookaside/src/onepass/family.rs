@@ -61,7 +61,7 @@ impl Options {
         }
         Ok(Options {
             page_shift: shift,
-            kinds: [Kind::Fetch, Kind::Load, Kind::Store].map(|k| t.serves.serves(k)),
+            kinds: Kind::REFS.map(|k| t.serves.serves(k)),
             tagged: t.asid,
             split: config.machine.straddle == Straddle::Split,
         })

@@ -199,6 +199,27 @@ impl PageTable {
         }
     }
 
+    /// Why a page size outside [`PageTable::page_shifts`] cannot be mapped, for messages.
+    pub fn page_sizes_held(&self) -> String {
+        let holder = match self {
+            PageTable::Radix(t) => {
+                let sizes: Vec<String> = t
+                    .page_shifts()
+                    .iter()
+                    .map(|&s| crate::config::PageSize::Size(1 << s).label())
+                    .collect();
+                return format!("the radix table's levels map {} pages", sizes.join(", "));
+            }
+            PageTable::Inverted(_) => "an inverted page table holds",
+            PageTable::Hashed(_) => "a hashed page table holds",
+            PageTable::Front(t) => match t.kind() {
+                FrontKind::Hybrid => "a hybrid's HPT cache holds",
+                FrontKind::SwTlb => "a software TLB holds",
+            },
+        };
+        format!("{holder} 4 KiB pages only (a radix table maps larger ones)")
+    }
+
     /// Whether the table describes a frame by one entry (an inverted table, alone or behind a
     /// front table): aliases of one frame cannot be mapped together.
     pub fn one_entry_per_frame(&self) -> bool {

@@ -47,8 +47,6 @@ use super::{create_with, Format, Metadata, Process, TraceSource, WriteOptions};
 use crate::error::{Error, Location, Result};
 use crate::event::{Event, Kind, Mode, BATCH, SYSCALL_NR};
 
-/// Record kinds, by their code in the stream.
-const REF_KINDS: [Kind; 3] = [Kind::Fetch, Kind::Load, Kind::Store];
 use crate::run::Progress;
 
 /// The first bytes of a capture stream.
@@ -425,7 +423,7 @@ impl<R: Read> CaptureReader<R> {
                 break;
             }
             counts[kind] += 1;
-            out.push(Event::reference(REF_KINDS[kind], addr, size));
+            out.push(Event::reference(Kind::REFS[kind], addr, size));
         }
         self.counts = counts;
         bad
@@ -454,7 +452,7 @@ impl<R: Read> CaptureReader<R> {
             let e = match kind {
                 0..=2 if size > 0 => {
                     counts[kind] += 1;
-                    Event::reference(REF_KINDS[kind], addr, size).with_paddr(paddr)
+                    Event::reference(Kind::REFS[kind], addr, size).with_paddr(paddr)
                 }
                 3 if size == 0 => {
                     switches += 1;
