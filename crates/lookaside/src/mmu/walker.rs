@@ -1015,6 +1015,12 @@ mod tests {
 
     /// Run workload `spec` on a 32-entry TLB and a `[pagetable]` of `pt`; the walker's JSON.
     fn on_workload(spec: &str, pt: &str) -> serde_json::Value {
+        let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
+        on_source(&mut *src, pt)
+    }
+
+    /// [`on_workload`] of any source.
+    fn on_source(src: &mut dyn crate::trace::TraceSource, pt: &str) -> serde_json::Value {
         let global = pt.contains("'global'");
         let text = format!(
             "{}[[tlb]]\nname='t'\nentries=32\n[pagetable]\n{pt}\ndata_refs=true\n",
@@ -1025,11 +1031,7 @@ mod tests {
             }
         );
         let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
-        let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
-        let mut v = Vec::new();
-        while src.next_batch(&mut v).unwrap() {
-            m.run_batch(&v);
-        }
+        crate::run::run(src, &mut m, &mut |_| true).unwrap();
         m.walker().unwrap().json()
     }
 
@@ -1071,15 +1073,8 @@ mod tests {
     /// [`on_workload`] of the multi-user spec `w` rewritten to per-process aliases.
     fn rewritten(w: &str, pt: &str) -> serde_json::Value {
         use crate::workload::{AddressModel, Rewrite};
-        let text = format!("[[tlb]]\nname='t'\nentries=32\n[pagetable]\n{pt}\ndata_refs=true\n");
-        let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
         let inner = crate::workload::from_spec(w).unwrap().unwrap();
-        let mut src = Rewrite::new(inner, AddressModel::PerProcess);
-        let mut v = Vec::new();
-        while crate::trace::TraceSource::next_batch(&mut src, &mut v).unwrap() {
-            m.run_batch(&v);
-        }
-        m.walker().unwrap().json()
+        on_source(&mut Rewrite::new(inner, AddressModel::PerProcess), pt)
     }
 
     #[test]
