@@ -823,8 +823,17 @@ mod tests {
     use crate::event::{Event, Kind, Mode};
     use crate::machine::Machine;
 
+    /// The test machine's D-cache: Chen's, 4-byte lines written through, 16-byte fetches.
+    const DCACHE: &str =
+        "size = \"1KiB\"\nline = 4\nwrite = \"through\"\nfetch = 16\nmiss_cycles = 15";
+
     /// The test machine; `top` goes in `[memory]`, `extra` after its tables.
     fn machine_with(top: &str, extra: &str) -> Machine {
+        machine_with_dcache(top, DCACHE, extra)
+    }
+
+    /// [`machine_with`] with `dcache` as the body of `[memory.dcache]`.
+    fn machine_with_dcache(top: &str, dcache: &str, extra: &str) -> Machine {
         let text = format!(
             r#"
 [pages]
@@ -843,11 +852,7 @@ size = "1KiB"
 line = 16
 miss_cycles = 15
 [memory.dcache]
-size = "1KiB"
-line = 4
-write = "through"
-fetch = 16
-miss_cycles = 15
+{dcache}
 {extra}
 "#
         );
@@ -897,29 +902,11 @@ miss_cycles = 15
     /// evicted them.
     #[test]
     fn write_backs_go_to_memory_at_the_victims_address() {
-        let text = r#"
-[pages]
-size = "4k"
-[[tlb]]
-name = "tlb"
-entries = 4
-ways = "full"
-[memory]
-mapping = "identity"
-[memory.icache]
-size = "1KiB"
-line = 16
-miss_cycles = 15
-[memory.dcache]
-size = "1KiB"
-line = 16
-write = "back"
-miss_cycles = 15
-[memory.write_buffer]
-entries = 4
-"#;
-        let mut m =
-            Machine::build(MachineConfig::from_toml(text, "t.toml").unwrap(), "t.toml").unwrap();
+        let mut m = machine_with_dcache(
+            "",
+            "size = \"1KiB\"\nline = 16\nwrite = \"back\"\nmiss_cycles = 15",
+            "[memory.write_buffer]\nentries = 4",
+        );
         m.run_batch(&[
             ev(Kind::Store, 0x1_0000, Mode::User), // A: set 0, dirty
             ev(Kind::Store, 0x1_0010, Mode::User), // C: set 1, dirty, A's DRAM page
