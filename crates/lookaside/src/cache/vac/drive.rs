@@ -95,6 +95,14 @@ pub struct PhaseCost {
     pub primitives: VmCounts,
 }
 
+/// The bytes a copy-page or zero-page event of `size` covers (0: the whole `page`), and where
+/// it starts for an address it names (a whole-page one: the page holding the address).
+fn extent(size: u16, page: u64) -> (u64, impl Fn(u64) -> u64) {
+    let whole = size == 0;
+    let bytes = if whole { page } else { size as u64 };
+    (bytes, move |a: u64| if whole { a & !(page - 1) } else { a })
+}
+
 /// A [`VacVm`] fed by events (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct VacDriver {
@@ -179,19 +187,23 @@ impl VacDriver {
     /// (the phase running counted up to now).
     pub fn phases(&self) -> Vec<PhaseCost> {
         let mut out = self.phases.clone();
-        if let Some((i, us0, c0)) = &self.current {
-            out[*i].us += self.vm.elapsed_us() - us0;
-            out[*i].primitives += self.vm.counts().since(c0);
-        }
+        self.settle(&mut out);
         out
+    }
+
+    /// Add what the running phase cost since it started to its entry of `phases`.
+    fn settle(&self, phases: &mut [PhaseCost]) {
+        if let Some((i, us0, c0)) = &self.current {
+            phases[*i].us += self.vm.elapsed_us() - us0;
+            phases[*i].primitives += self.vm.counts().since(c0);
+        }
     }
 
     /// End the running phase and start `label`.
     fn start_phase(&mut self, label: String) {
-        if let Some((i, us0, c0)) = self.current.take() {
-            self.phases[i].us += self.vm.elapsed_us() - us0;
-            self.phases[i].primitives += self.vm.counts().since(&c0);
-        }
+        let mut phases = std::mem::take(&mut self.phases);
+        self.settle(&mut phases);
+        self.phases = phases;
         let i = match self.phases.iter().position(|p| p.phase == label) {
             Some(i) => i,
             None => {
@@ -280,9 +292,7 @@ impl VacDriver {
                 self.vm.protect(e.asid, e.addr & !(page - 1), writable)?;
             }
             Kind::CopyPage => {
-                let bytes = if e.size == 0 { page } else { e.size as u64 };
-                // A whole-page copy is of the pages holding its addresses.
-                let base = |a: u64| if e.size == 0 { a & !(page - 1) } else { a };
+                let (bytes, base) = extent(e.size, page);
                 let src = match CopySource::of(e.paddr) {
                     None => {
                         return Err(format!(
@@ -300,13 +310,8 @@ impl VacDriver {
                 self.vm.copy(src, dst, bytes)?;
             }
             Kind::ZeroPage => {
-                let bytes = if e.size == 0 { page } else { e.size as u64 };
-                let addr = if e.size == 0 {
-                    e.addr & !(page - 1)
-                } else {
-                    e.addr
-                };
-                let dst = self.touch(e.asid, addr, NO_PADDR)?;
+                let (bytes, base) = extent(e.size, page);
+                let dst = self.touch(e.asid, base(e.addr), NO_PADDR)?;
                 self.vm.zero(dst, bytes)?;
             }
             Kind::Marker => {
