@@ -243,8 +243,15 @@ impl Event {
     /// The number of the system call this event marks, if it is a system-call marker.
     #[inline]
     pub fn syscall_number(&self) -> Option<u64> {
-        (self.kind == Kind::Marker && self.addr & !SYSCALL_NR == SYSCALL_MARK)
-            .then_some(self.addr & SYSCALL_NR)
+        self.marker_value(SYSCALL_MARK)
+    }
+
+    /// The low 32 bits of a marker's payload when its upper 32 are the tag `tag`
+    /// ([`SYSCALL_MARK`], [`PHASE_MARK`], [`VM_PAGE_MARK`]).
+    #[inline]
+    fn marker_value(&self, tag: u64) -> Option<u64> {
+        (self.kind == Kind::Marker && self.addr & !0xFFFF_FFFF == tag)
+            .then_some(self.addr & 0xFFFF_FFFF)
     }
 
     /// The marker that starts the phase `label` (up to four ASCII bytes; see [`PHASE_MARK`]).
@@ -266,16 +273,12 @@ impl Event {
 
     /// The VM page size this event declares, if it is a VM-page marker.
     pub fn vm_page_bytes(&self) -> Option<u64> {
-        (self.kind == Kind::Marker && self.addr & !0xFFFF_FFFF == VM_PAGE_MARK)
-            .then_some(self.addr & 0xFFFF_FFFF)
+        self.marker_value(VM_PAGE_MARK)
     }
 
     /// The label of the phase this event starts, if it is a phase marker.
     pub fn phase_label(&self) -> Option<String> {
-        if self.kind != Kind::Marker || self.addr & !0xFFFF_FFFF != PHASE_MARK {
-            return None;
-        }
-        let bytes = (self.addr as u32).to_be_bytes();
+        let bytes = (self.marker_value(PHASE_MARK)? as u32).to_be_bytes();
         let label: String = bytes
             .iter()
             .skip_while(|b| **b == 0)
