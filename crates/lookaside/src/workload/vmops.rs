@@ -632,11 +632,8 @@ mod tests {
     fn priced(spec: &str, params: &VacParams, policy: AliasPolicy) -> Vec<PhaseCost> {
         let mut source = crate::workload::from_spec(spec).unwrap().unwrap();
         let mut d = VacDriver::new(params, policy, hp(), FirstTouch::Any).unwrap();
-        let mut batch = Vec::new();
-        while source.next_batch(&mut batch).unwrap() {
-            d.run_batch(&batch);
-        }
-        assert!(d.error().is_none(), "{spec}: {:?}", d.error());
+        crate::cache::vac::inouye92::feed(&mut d, &mut *source, |_, _| {})
+            .unwrap_or_else(|e| panic!("{spec}: {e}"));
         d.phases()
     }
 
