@@ -417,26 +417,55 @@ impl Ipc {
     }
 }
 
+impl Units for Ipc {
+    fn next_unit(&mut self) -> bool {
+        if self.made == self.p.warm + self.p.messages {
+            return false;
+        }
+        let measured = self.made >= self.p.warm;
+        self.message(measured);
+        self.made += 1;
+        true
+    }
+
+    fn queue(&mut self) -> (&mut Vec<Event>, &mut usize) {
+        (&mut self.queue, &mut self.pos)
+    }
+}
+
 impl TraceSource for Ipc {
     fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
-        out.clear();
-        while out.len() < BATCH {
-            if self.pos == self.queue.len() {
-                self.queue.clear();
-                self.pos = 0;
-                if self.made == self.p.warm + self.p.messages {
-                    break;
-                }
-                let measured = self.made >= self.p.warm;
-                self.message(measured);
-                self.made += 1;
-            }
-            let n = (BATCH - out.len()).min(self.queue.len() - self.pos);
-            out.extend_from_slice(&self.queue[self.pos..self.pos + n]);
-            self.pos += n;
-        }
-        Ok(!out.is_empty())
+        Ok(next_batch_of(self, out))
     }
+}
+
+/// A workload made one unit at a time (a message, a fault) into a queue of events, which
+/// [`next_batch_of`] hands out in batches.
+trait Units {
+    /// Queue the next unit's events; false when there are no more.
+    fn next_unit(&mut self) -> bool;
+    /// The queue, and how much of it is handed out.
+    fn queue(&mut self) -> (&mut Vec<Event>, &mut usize);
+}
+
+/// The next batch of `u`'s events into `out`; false when there are none.
+fn next_batch_of(u: &mut impl Units, out: &mut Vec<Event>) -> bool {
+    out.clear();
+    while out.len() < BATCH {
+        let (queue, pos) = u.queue();
+        if *pos == queue.len() {
+            queue.clear();
+            *pos = 0;
+            if !u.next_unit() {
+                break;
+            }
+            continue;
+        }
+        let n = (BATCH - out.len()).min(queue.len() - *pos);
+        out.extend_from_slice(&queue[*pos..*pos + n]);
+        *pos += n;
+    }
+    !out.is_empty()
 }
 
 /// Mach's copy-on-write page initialisation (§3.7).
@@ -595,24 +624,24 @@ impl Cow {
     }
 }
 
+impl Units for Cow {
+    fn next_unit(&mut self) -> bool {
+        if self.made == self.p.pages {
+            return false;
+        }
+        self.fault(self.made);
+        self.made += 1;
+        true
+    }
+
+    fn queue(&mut self) -> (&mut Vec<Event>, &mut usize) {
+        (&mut self.queue, &mut self.pos)
+    }
+}
+
 impl TraceSource for Cow {
     fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
-        out.clear();
-        while out.len() < BATCH {
-            if self.pos == self.queue.len() {
-                self.queue.clear();
-                self.pos = 0;
-                if self.made == self.p.pages {
-                    break;
-                }
-                self.fault(self.made);
-                self.made += 1;
-            }
-            let n = (BATCH - out.len()).min(self.queue.len() - self.pos);
-            out.extend_from_slice(&self.queue[self.pos..self.pos + n]);
-            self.pos += n;
-        }
-        Ok(!out.is_empty())
+        Ok(next_batch_of(self, out))
     }
 }
 
