@@ -160,7 +160,6 @@ def assets(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Asset
     if (root / "VERSION").is_file():
         return Assets(root, release)
     _need("apt-get", "apt")
-    _need("dpkg-deb", "dpkg")
     image = f"linux-image-{release}"
     version = _candidate(image)
     headers = f"linux-headers-{release}"
@@ -170,24 +169,38 @@ def assets(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Asset
             packages.append(f"{dep}={version}")
     packages.append("busybox-static")
     say(f"fetching kernel {release} ({version}), its headers and busybox (once)")
+
+    def fix(unpacked: Path) -> None:
+        # The headers' one-line Makefile includes the common tree by its installed path.
+        mk = unpacked / "usr" / "src" / headers / "Makefile"
+        mk.write_text(re.sub(r"include\s+/usr/src/", f"include {root / 'usr' / 'src'}/",
+                             mk.read_text()))
+
+    _unpack_packages(root, packages, "the guest's packages", version + "\n", fix)
+    return Assets(root, release)
+
+
+def _unpack_packages(root: Path, packages: list[str], what: str, version: str,
+                     fix: Callable[[Path], None] | None = None) -> None:
+    """Downloads ``packages`` with ``apt-get download`` and unpacks them as ``root``, whole or
+    not at all (unpacked beside it, then renamed), with ``version`` in its VERSION file;
+    ``fix`` may patch the unpacked tree first."""
+    _need("apt-get", "apt")
+    _need("dpkg-deb", "dpkg")
     root.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
-        _run(["apt-get", "download", *packages], "downloading the guest's packages", cwd=tmp)
+        _run(["apt-get", "download", *packages], f"downloading {what}", cwd=tmp)
         unpacked = Path(tmp) / "root"
         for deb in sorted(Path(tmp).glob("*.deb")):
             _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
-        # The headers' one-line Makefile includes the common tree by its installed path.
-        mk = unpacked / "usr" / "src" / headers / "Makefile"
-        text = mk.read_text()
-        mk.write_text(re.sub(r"include\s+/usr/src/",
-                             f"include {root / 'usr' / 'src'}/", text))
-        (unpacked / "VERSION").write_text(version + "\n")
+        if fix is not None:
+            fix(unpacked)
+        (unpacked / "VERSION").write_text(version)
         try:
             os.rename(unpacked, root)
         except OSError:
             if not (root / "VERSION").is_file():  # not a concurrent capture that won
                 raise
-    return Assets(root, release)
 
 
 def toolchain(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Path:
@@ -207,21 +220,8 @@ def toolchain(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Pa
     root = base / hashlib.sha256(" ".join(pins).encode()).hexdigest()[:16]
     if (root / "VERSION").is_file():
         return root
-    _need("apt-get", "apt")
-    _need("dpkg-deb", "dpkg")
     say(f"fetching the guest's C toolchain ({', '.join(pins)}) (once)")
-    base.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=base) as tmp:
-        _run(["apt-get", "download", *pins], "downloading the guest's toolchain", cwd=tmp)
-        unpacked = Path(tmp) / "root"
-        for deb in sorted(Path(tmp).glob("*.deb")):
-            _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
-        (unpacked / "VERSION").write_text("\n".join(pins) + "\n")
-        try:
-            os.rename(unpacked, root)
-        except OSError:
-            if not (root / "VERSION").is_file():  # not a concurrent capture that won
-                raise
+    _unpack_packages(root, pins, "the guest's toolchain", "\n".join(pins) + "\n")
     return root
 
 
