@@ -184,6 +184,20 @@ def _mode_label(df: Any, keys: list[str]) -> str:
     return ", ".join(f"{k}={df[k].map(str).iloc[0]}" for k in keys if len(df))
 
 
+def _lines_and_held(df: Any, keys: list[str], x: str) -> tuple[list[str], list[str]]:
+    """For a plot against axis `x`: the other varying axes drawn as one line per combination
+    of their values, as many as fit in MAX_LINES (axes with fewer values first), and the rest,
+    to be held at their most common value."""
+    varying = sorted((k for k in keys if k != x and df[k].nunique(dropna=False) > 1),
+                     key=lambda k: df[k].nunique(dropna=False))
+    others, lines = [], 1
+    for k in varying:
+        if lines * df[k].nunique(dropna=False) <= MAX_LINES:
+            others.append(k)
+            lines *= df[k].nunique(dropna=False)
+    return others, [k for k in varying if k not in others]
+
+
 def _line_plots(df: Any, keys: list[str], metric: str, plots: Path) -> list[tuple[str, str]]:
     out = []
     for x in keys:
@@ -191,16 +205,7 @@ def _line_plots(df: Any, keys: list[str], metric: str, plots: Path) -> list[tupl
         if len(xs) < 2 or not _numeric(xs):
             continue
         xs = sorted(xs)
-        # One line per combination of the other axes, as many as fit in MAX_LINES (axes
-        # with fewer values first); the rest are held at their most common value.
-        varying = sorted((k for k in keys if k != x and df[k].nunique(dropna=False) > 1),
-                         key=lambda k: df[k].nunique(dropna=False))
-        others, lines = [], 1
-        for k in varying:
-            if lines * df[k].nunique(dropna=False) <= MAX_LINES:
-                others.append(k)
-                lines *= df[k].nunique(dropna=False)
-        held = [k for k in varying if k not in others]
+        others, held = _lines_and_held(df, keys, x)
         for (structure, trace), g in df.groupby(["structure", "trace"], sort=True):
             g = _at_mode(g, held, metric)
             fig, ax = subplots()
@@ -290,12 +295,7 @@ def _partition_curves(df: Any, keys: list[str], plots: Path) -> list[tuple[str, 
     rows = df.drop_duplicates("point")
     varying = [k for k in keys if rows[k].nunique(dropna=False) > 1]
     for x in (k for k in varying if k.endswith("partition.lower")):
-        others, lines = [], 1
-        for k in sorted((k for k in varying if k != x), key=lambda k: rows[k].nunique()):
-            if lines * rows[k].nunique() <= MAX_LINES:
-                others.append(k)
-                lines *= rows[k].nunique()
-        held = [k for k in varying if k != x and k not in others]
+        others, held = _lines_and_held(rows, keys, x)
         for trace, g in rows.groupby("trace", sort=True):
             g = _at_mode(g, held, "trap_cycles")
             if g[x].nunique() < 2:
