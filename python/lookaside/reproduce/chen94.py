@@ -346,13 +346,12 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     components = {f"{c}_{md}": f"{c} ({md})" for c in ("icache", "dcache", "wbuffer")
                   for md in ("system", "user")}
     if "memory_full_system" in o.tables:
-        plot_bars(ax, o.tables["memory_full_system"], "workload", components, ylabel="MCPI",
-                  title="MCPI by component and mode (cf. Fig. 4-1)")
+        bars, x = o.tables["memory_full_system"], "workload"
         what = "full-system Linux traces, DECstation 5000/200 caches shared by both modes"
     else:
         bars = os_df.assign(case=[f"{r.workload}\n{r.private}" for r in os_df.itertuples()])
-        plot_bars(ax, bars, "case", components, ylabel="MCPI",
-                  title="MCPI by component and mode (cf. Fig. 4-1)")
-        what = "the OS-structure model, shared and private caches"
+        x, what = "case", "the OS-structure model, shared and private caches"
+    plot_bars(ax, bars, x, components, ylabel="MCPI",
+              title="MCPI by component and mode (cf. Fig. 4-1)")
     o.figures.append((f"MCPI by component and mode on {what}", save_figure(fig, d, "mcpi")))
     return o
