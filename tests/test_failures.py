@@ -6,6 +6,7 @@ never an output file that looks complete but is not."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import threading
@@ -123,3 +124,85 @@ def test_a_killed_dask_worker_loses_no_point(tmp_path: Path):
     pd.testing.assert_frame_equal(
         o.table.sort_values(key).reset_index(drop=True),
         local.table.sort_values(key).reset_index(drop=True))
+
+
+# --- Pipes and FIFOs: a trace read from a stream gives exactly the file's counts. -----------
+
+def _lookaside(*args: str, **kw) -> subprocess.CompletedProcess:
+    import sys
+    return subprocess.run([sys.executable, "-m", "lookaside.cli", *map(str, args)],
+                          capture_output=True, **kw)
+
+
+def _refs(stdout: bytes) -> int:
+    import json
+    return json.loads(stdout)["trace"]["references"]
+
+
+@pytest.fixture(scope="module")
+def stream_traces(tmp_path_factory, demo: Path) -> dict[str, Path]:
+    """The demo trace in a text format, gzip-compressed text, and native (level 3)."""
+    import lookaside
+    d = tmp_path_factory.mktemp("streams")
+    out = {}
+    for name in ("t.din", "t.din.gz", "t.lks"):
+        lookaside.convert(demo, d / name)
+        out[name] = d / name
+    return out
+
+
+@pytest.mark.parametrize("name", ["t.din", "t.din.gz", "t.lks"])
+def test_a_trace_on_standard_input_gives_the_files_counts(stream_traces, name: str):
+    f = stream_traces[name]
+    tlb = ("--tlb", "dtlb:entries=64,ways=full")
+    want = _lookaside("simulate", f, *tlb, "--json")
+    assert want.returncode == 0, want.stderr
+    for path in ("-", "/dev/stdin"):
+        for reading in ("one-thread", "pipelined"):
+            got = _lookaside("simulate", path, *tlb, "--json", "--reading", reading,
+                             input=f.read_bytes())
+            assert got.returncode == 0, (path, got.stderr)
+            assert _refs(got.stdout) == _refs(want.stdout) > 200_000, (path, reading)
+            a, b = json.loads(got.stdout), json.loads(want.stdout)
+            assert a["structures"] == b["structures"]
+    info = _lookaside("info", "-", "--json", input=f.read_bytes())
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["references"] == _refs(want.stdout)
+    assert json.loads(info.stdout)["path"] == "<stdin>"
+
+
+def test_a_trace_through_a_fifo_and_a_process_substitution(stream_traces, tmp_path: Path):
+    f = stream_traces["t.din.gz"]
+    want = _refs(_lookaside("simulate", f, "--tlb", "dtlb:entries=64", "--json").stdout)
+    fifo = tmp_path / "t.fifo"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as w:
+            w.write(f.read_bytes())
+
+    t = threading.Thread(target=feed)
+    t.start()
+    got = _lookaside("simulate", fifo, "--tlb", "dtlb:entries=64", "--json", timeout=60)
+    t.join()
+    assert got.returncode == 0, got.stderr
+    assert _refs(got.stdout) == want
+    # bash's <(zcat t.din.gz): a /dev/fd path onto a pipe.
+    got = subprocess.run(["bash", "-c", f'"$0" -m lookaside.cli simulate <(zcat "{f}") '
+                          '--tlb dtlb:entries=64 --json', __import__("sys").executable],
+                         capture_output=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    assert _refs(got.stdout) == want
+
+
+def test_an_empty_trace_is_refused_by_simulate(cli, tmp_path: Path):
+    empty = tmp_path / "e.din"
+    empty.write_text("")
+    p = cli("simulate", empty, "--tlb", "dtlb:entries=64", check=False)
+    assert_clean_error(p, str(empty), "holds no event")
+    p = _lookaside("simulate", "-", "--tlb", "dtlb:entries=64", "--format", "din", input=b"")
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode().strip() == ("lookaside: error: <stdin>: events: the trace holds no "
+                                         "event: nothing to simulate")
+    # info still describes it: an empty trace is a fact, not an error.
+    assert json.loads(cli("info", empty, "--json").stdout)["events"] == 0

@@ -28,15 +28,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         let mut events = 0;
         let batched = args.iter().any(|a| a == "--batched");
-        let format = lookaside::run::format_of(path.as_ref(), None)?;
         for _ in 0..repeat {
             let done = &mut |_| true;
+            let (input, format) = trace::open_input(path.as_ref(), None)?;
             events += if format == trace::Format::Native && !batched {
-                let input = trace::compress::Input::open(path.as_ref())?;
                 let mut src = trace::native::NativeReader::new(input)?;
                 lookaside::run::run_native(&mut src, &mut m, done)?.events
             } else {
-                let mut src = trace::open(path.as_ref(), None)?;
+                let mut src = trace::reader(input, format)?;
                 lookaside::run::run(src.as_mut(), &mut m, done)?.events
             };
         }

@@ -124,13 +124,13 @@ pub fn run_suite(
 
         let mut m = machine(&[DTLB64])?;
         let t = Instant::now();
-        let p = run_path(&path, fmt, &mut m, Reading::OneThread, &mut |_| true)?;
+        let (p, _) = run_path(&path, Some(fmt), &mut m, Reading::OneThread, &mut |_| true)?;
         let both = t.elapsed().as_secs_f64();
         let misses = m.ledger().total(0, |_, _, _| true).misses;
 
         let mut m2 = machine(&[DTLB64])?;
         let t = Instant::now();
-        run_path(&path, fmt, &mut m2, Reading::Pipelined, &mut |_| true)?;
+        run_path(&path, Some(fmt), &mut m2, Reading::Pipelined, &mut |_| true)?;
         let piped = t.elapsed().as_secs_f64();
         if m2.ledger().total(0, |_, _, _| true).misses != misses {
             return Err(Error::Usage(

@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::event::{Event, BATCH};
 use crate::machine::Machine;
 use crate::report::TraceInfo;
+use crate::trace::compress::Input;
 use crate::trace::native::NativeReader;
 use crate::trace::{Format, TraceSource};
 
@@ -150,28 +151,9 @@ pub fn drain(source: &mut dyn TraceSource) -> Result<u64> {
     Ok(n)
 }
 
-/// The format of the trace at `path`: `format` when given, else detected from its content.
-pub fn format_of(path: &Path, format: Option<Format>) -> Result<Format> {
-    match format {
-        Some(f) => Ok(f),
-        None => {
-            let mut input = crate::trace::compress::Input::open(path)?;
-            crate::trace::detect(path, input.peek(crate::trace::format::SNIFF_BYTES)?)
-        }
-    }
-}
-
-/// Open the trace at `path`, settling its format (given, or detected) once.
-fn open_detected(
-    path: &Path,
-    format: Option<Format>,
-) -> Result<(Box<dyn TraceSource + Send>, Format)> {
-    let format = format_of(path, format)?;
-    Ok((crate::trace::open(path, Some(format))?, format))
-}
-
 /// The events of a trace file (format detected unless given) or of the workload a
-/// `workload:…` spec names, with the name of their format ("workload" for a spec).
+/// `workload:…` spec names, with the name of their format ("workload" for a spec). The file
+/// is opened once (see [`crate::trace::open_input`]), so a pipe works as a file does.
 fn open_source(
     path: &Path,
     format: Option<Format>,
@@ -179,8 +161,8 @@ fn open_source(
     if let Some(source) = crate::workload::from_spec(&path.display().to_string())? {
         return Ok((source, "workload"));
     }
-    let (source, format) = open_detected(path, format)?;
-    Ok((source, format.name()))
+    let (input, format) = crate::trace::open_input(path, format)?;
+    Ok((crate::trace::reader(input, format)?, format.name()))
 }
 
 /// Where a trace file is read while it is simulated. Results never depend on it.
@@ -218,9 +200,9 @@ impl Reading {
     }
 }
 
-/// Simulate the trace file at `path` in `format` on `machine`, reading as `reading` says.
-pub fn run_path(
-    path: &Path,
+/// Simulate the trace read from `input` in `format` on `machine`, reading as `reading` says.
+pub fn run_input(
+    input: Input,
     format: Format,
     machine: &mut Machine,
     reading: Reading,
@@ -228,18 +210,33 @@ pub fn run_path(
 ) -> Result<Progress> {
     match (reading, format) {
         (Reading::Pipelined, _) => {
-            run_pipelined(crate::trace::open(path, Some(format))?, machine, progress)
+            run_pipelined(crate::trace::reader(input, format)?, machine, progress)
         }
         (Reading::OneThread, Format::Native) if !machine.fed_in_batches() => {
-            let input = crate::trace::compress::Input::open(path)?;
             run_native(&mut NativeReader::new(input)?, machine, progress)
         }
         (Reading::OneThread, _) => run(
-            crate::trace::open(path, Some(format))?.as_mut(),
+            crate::trace::reader(input, format)?.as_mut(),
             machine,
             progress,
         ),
     }
+}
+
+/// Simulate the trace file at `path` (format detected unless given; `-` is standard input)
+/// on `machine`, reading as `reading` says; returns the progress and the format read.
+pub fn run_path(
+    path: &Path,
+    format: Option<Format>,
+    machine: &mut Machine,
+    reading: Reading,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<(Progress, Format)> {
+    let (input, format) = crate::trace::open_input(path, format)?;
+    Ok((
+        run_input(input, format, machine, reading, progress)?,
+        format,
+    ))
 }
 
 /// Simulate the trace file at `path` (format detected unless given) — or the workload a
@@ -266,9 +263,10 @@ pub fn simulate_path(
         };
         return Ok(crate::report::result_json(machine, &info));
     }
-    let format = format_of(path, format)?;
-    run_path(path, format, machine, reading, progress)?;
+    let name = crate::trace::compress::display(path);
+    let (done, format) = run_path(path, format, machine, reading, progress)?;
     refused(machine, &name)?;
+    not_empty(done.events, &name)?;
     let info = TraceInfo {
         path: name,
         format: format.name().into(),
@@ -299,11 +297,15 @@ pub fn simulate_many(
     }
     p.bytes = source.bytes_read();
     progress(p);
+    let name = crate::trace::compress::display(path);
     for m in machines.iter() {
-        refused(m, &path.display().to_string())?;
+        refused(m, &name)?;
+    }
+    if format != "workload" {
+        not_empty(p.events, &name)?;
     }
     let info = TraceInfo {
-        path: path.display().to_string(),
+        path: name,
         format: format.into(),
     };
     Ok(machines
@@ -327,11 +329,27 @@ fn refused(machine: &Machine, name: &str) -> Result<()> {
     }
 }
 
+/// The error of a trace file that held no event: its result, all zeros, would answer
+/// nothing (an empty file, or a pipe that delivered nothing). `info` and `convert` accept
+/// such a file; only simulating it is refused.
+fn not_empty(events: u64, name: &str) -> Result<()> {
+    if events > 0 {
+        return Ok(());
+    }
+    Err(crate::error::Error::trace(
+        name,
+        crate::error::Location::Whole,
+        "events",
+        "the trace holds no event: nothing to simulate",
+    ))
+}
+
 /// What `lookaside info` shows: the trace's summary, format and metadata, as JSON.
 pub fn info_json(path: &Path, format: Option<Format>) -> Result<serde_json::Value> {
     let (mut source, format) = open_source(path, format)?;
     let summary = crate::trace::summarize(source.as_mut())?;
-    let mut v = serde_json::json!({ "path": path.display().to_string(), "format": format });
+    let path = crate::trace::compress::display(path);
+    let mut v = serde_json::json!({ "path": path, "format": format });
     if let (Some(o), Ok(serde_json::Value::Object(s))) =
         (v.as_object_mut(), serde_json::to_value(&summary))
     {
@@ -477,7 +495,8 @@ mod tests {
             let want = crate::report::result_json(&expect, &info);
             for reading in [Reading::OneThread, Reading::Pipelined] {
                 let mut m = build();
-                let p = run_path(&path, Format::Native, &mut m, reading, &mut |_| true).unwrap();
+                let (p, _) =
+                    run_path(&path, Some(Format::Native), &mut m, reading, &mut |_| true).unwrap();
                 assert_eq!(p.events, events.len() as u64);
                 assert_eq!(crate::report::result_json(&m, &info), want, "{reading:?}");
             }

@@ -109,8 +109,8 @@ pub fn answer_path(
             )));
         }
     }
-    let format = crate::run::format_of(path, format)?;
-    let mut source = trace::open(path, Some(format))?;
+    let (input, format) = trace::open_input(path, format)?;
+    let mut source = trace::reader(input, format)?;
     let mut feeder = Feeder::new(opts);
     let (engine, accesses, misses, instructions): (&str, u64, Vec<u64>, u64) = if full {
         let mut sd = StackDistance::new(want.iter().map(|g| g.entries).max().unwrap_or(1));

@@ -73,8 +73,11 @@ pub(crate) fn extension(path: &Path) -> Option<String> {
         .map(|e| e.to_ascii_lowercase())
 }
 
-/// `path` as it appears in messages.
-pub(crate) fn display(path: &Path) -> String {
+/// `path` as it appears in messages and results (`-` is standard input).
+pub fn display(path: &Path) -> String {
+    if path.as_os_str() == STDIN {
+        return STDIN_NAME.to_string();
+    }
     path.display().to_string()
 }
 
@@ -110,6 +113,12 @@ impl Read for RawFile {
     }
 }
 
+/// The path that names standard input, as in most Unix tools.
+pub const STDIN: &str = "-";
+
+/// How standard input is named in messages.
+pub const STDIN_NAME: &str = "<stdin>";
+
 /// Bytes of the stored file read ahead for the magic-number check.
 const RAW_BUF: usize = 256 * 1024;
 
@@ -132,8 +141,14 @@ pub struct Input {
 }
 
 impl Input {
-    /// Opens `path` and recognises its compression from the magic bytes.
+    /// Opens `path` and recognises its compression from the magic bytes. `-` is standard
+    /// input. A path is opened exactly once, so a pipe or FIFO (`/dev/stdin`, `<(zcat …)`)
+    /// reads the same bytes a file would: callers detect the format on the returned input
+    /// ([`Input::peek`]) instead of opening the path a second time.
     pub fn open(path: &Path) -> Result<Input> {
+        if path.as_os_str() == STDIN {
+            return Input::from_reader(&display(path), Box::new(io::stdin()));
+        }
         let name = display(path);
         let file = File::open(path).map_err(|e| Error::io(&name, e))?;
         Input::from_reader(&name, Box::new(file))

@@ -109,8 +109,10 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<Box<dyn TraceSource +
     reader(input, format)
 }
 
-/// Opens `path` and settles its format (detecting it unless given).
-fn open_input(path: &Path, format: Option<Format>) -> Result<(compress::Input, Format)> {
+/// Opens `path` once and settles its format (detecting it, unless given, from the first
+/// bytes of the very input that is then read: never by opening the path again, which would
+/// lose what a pipe had already handed out).
+pub fn open_input(path: &Path, format: Option<Format>) -> Result<(compress::Input, Format)> {
     let mut input = compress::Input::open(path)?;
     let format = match format {
         Some(f) => f,

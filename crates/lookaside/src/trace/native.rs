@@ -8,19 +8,25 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic "LKSTRACE"
-//! 8       2     format version, u16 little-endian (1)
+//! 8       2     format version, u16 little-endian (2)
 //! 10      4     header length H, u32 little-endian (at most 1 MiB)
 //! 14      H     header: UTF-8 JSON {"encoding": "lks1", "compression": "zstd",
 //!               "checksum": "crc32", "metadata": {command, source_format, tool, extra}}
-//! 14+H    …     one zstd stream (content checksum on) holding the records (see `codec`),
+//! 14+H    4     CRC-32 of bytes 8 .. 14+H (version, length and header), u32 little-endian
+//! 18+H    …     one zstd stream (content checksum on) holding the records (see `codec`),
 //!               ending with the END record and its trailer (event count, CRC-32 of the
 //!               record bytes)
 //! ```
 //!
+//! Version 1, written before the header had its CRC, is the same without those 4 bytes; it
+//! is still read (its header unchecked). The header is checked before any record is read, so
+//! corrupt metadata is refused at once, never shown or carried into a conversion; a single
+//! flipped bit of the version field never turns 2 into 1.
+//!
 //! Nothing may follow the END record. A file cut anywhere is an error: inside the header
 //! ("truncated"), inside the zstd stream (zstd reports it), or exactly between frames or
 //! records (the END record is missing: "truncated"). Byte offsets in errors count the header
-//! and then the *decompressed* record stream (offset 14+H is the first record).
+//! and then the *decompressed* record stream (offset 18+H is the first record).
 
 use std::collections::BTreeMap;
 use std::io::{self, BufReader, Read, Write};
@@ -36,8 +42,12 @@ use crate::event::{Event, EventSink, BATCH};
 
 /// The first bytes of every native trace.
 pub const MAGIC: &[u8; 8] = b"LKSTRACE";
-/// The format version this code writes and reads.
-pub const VERSION: u16 = 1;
+/// The format version this code writes (it reads this one and [`VERSION_UNCHECKED`]).
+pub const VERSION: u16 = 2;
+/// The version whose header has no CRC (read, never written).
+pub const VERSION_UNCHECKED: u16 = 1;
+/// Bytes of the header's CRC (version 2 on).
+const HEADER_CRC: usize = 4;
 /// The record encoding named in the header.
 pub const ENCODING: &str = "lks1";
 /// Bytes before the header JSON.
@@ -168,13 +178,14 @@ impl NativeReader {
             ));
         }
         let version = u16::from_le_bytes([pre[8], pre[9]]);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_UNCHECKED {
             return Err(Error::trace(
                 &path,
                 Location::Byte(8),
                 "version",
                 format!(
-                    "unsupported format version {version} (this build reads version {VERSION})"
+                    "unsupported format version {version} (this build reads versions \
+                     {VERSION_UNCHECKED} and {VERSION})"
                 ),
             ));
         }
@@ -189,6 +200,20 @@ impl NativeReader {
         }
         let mut json = vec![0u8; len as usize];
         read_exact(&mut input, &mut json, PREAMBLE as u64)?;
+        let mut records_at = PREAMBLE as u64 + len as u64;
+        if version == VERSION {
+            let mut stored = [0u8; HEADER_CRC];
+            read_exact(&mut input, &mut stored, records_at)?;
+            if u32::from_le_bytes(stored) != header_crc(&pre, &json) {
+                return Err(Error::trace(
+                    &path,
+                    Location::Byte(records_at),
+                    "header",
+                    "CRC mismatch: the version, length or metadata is corrupt",
+                ));
+            }
+            records_at += HEADER_CRC as u64;
+        }
         let header: Header = serde_json::from_slice(&json).map_err(|e| {
             Error::trace(
                 &path,
@@ -222,7 +247,7 @@ impl NativeReader {
             pos: 0,
             filled: 0,
             eof: false,
-            base: (PREAMBLE + len as usize) as u64,
+            base: records_at,
             state: DecodeState::default(),
             crc: crc32fast::Hasher::new(),
             count: 0,
@@ -452,12 +477,23 @@ fn preamble(metadata: &Metadata, path: &str) -> Result<Vec<u8>> {
             json.len()
         )));
     }
-    let mut pre = Vec::with_capacity(PREAMBLE + json.len());
+    let mut pre = Vec::with_capacity(PREAMBLE + json.len() + HEADER_CRC);
     pre.extend_from_slice(MAGIC);
     pre.extend_from_slice(&VERSION.to_le_bytes());
     pre.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    let crc = header_crc(&pre, &json);
     pre.extend_from_slice(&json);
+    pre.extend_from_slice(&crc.to_le_bytes());
     Ok(pre)
+}
+
+/// The CRC-32 a version-2 header carries: over the version and length fields of `pre` (the
+/// preamble) and the header JSON.
+fn header_crc(pre: &[u8], json: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&pre[8..PREAMBLE]);
+    h.update(json);
+    h.finalize()
 }
 
 /// Replaces the metadata of the native trace at `path` (uncompressed outside, i.e. `.lks`),
@@ -479,9 +515,18 @@ pub fn set_metadata(path: &Path, metadata: &Metadata) -> Result<()> {
             "not a Lookaside native trace (expected \"LKSTRACE\")",
         ));
     }
+    let version = u16::from_le_bytes([pre[8], pre[9]]);
     let len = u32::from_le_bytes([pre[10], pre[11], pre[12], pre[13]]);
-    io::copy(&mut (&mut input).take(len as u64), &mut io::sink())
-        .map_err(|e| Error::io(&name, e))?;
+    let crc = if version == VERSION_UNCHECKED {
+        0
+    } else {
+        HEADER_CRC
+    };
+    io::copy(
+        &mut (&mut input).take(len as u64 + crc as u64),
+        &mut io::sink(),
+    )
+    .map_err(|e| Error::io(&name, e))?;
     let mut out = Output::create_with(path, super::compress::Compression::None)?;
     out.write_all(&preamble(metadata, &name)?)
         .map_err(|e| out.error(e))?;

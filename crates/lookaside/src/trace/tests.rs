@@ -352,7 +352,7 @@ fn native_corruption_is_detected() {
     write(&p, None, &events);
     let full = std::fs::read(&p).unwrap();
     let bad = dir.join("bad.lks");
-    let start = 14 + u32::from_le_bytes([full[10], full[11], full[12], full[13]]) as usize;
+    let start = 18 + u32::from_le_bytes([full[10], full[11], full[12], full[13]]) as usize;
     let mut caught = 0;
     for i in (start..full.len()).step_by(7) {
         let mut b = full.clone();
@@ -370,6 +370,62 @@ fn native_corruption_is_detected() {
         }
     }
     assert!(caught > (full.len() - start) / 7 * 9 / 10);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every single-bit flip of the version, the header length or the metadata is refused when
+/// the file is opened, before any record is read or any metadata shown.
+#[test]
+fn native_header_flips_are_refused_at_open() {
+    let dir = scratch("native-header-flip");
+    let p = dir.join("t.lks");
+    let meta = Metadata {
+        command: Some("lookaside convert a b".into()),
+        ..Metadata::default()
+    };
+    let sink = create_with(&p, None, &meta, &WriteOptions::default()).unwrap();
+    copy(&mut VecSource::new(sample_events(100), 100), sink).unwrap();
+    let full = std::fs::read(&p).unwrap();
+    let records = 18 + u32::from_le_bytes([full[10], full[11], full[12], full[13]]) as usize;
+    let bad = dir.join("bad.lks");
+    for i in 8..records {
+        for bit in 0..8 {
+            let mut b = full.clone();
+            b[i] ^= 1 << bit;
+            std::fs::write(&bad, &b).unwrap();
+            assert!(
+                open(&bad, Some(Format::Native)).is_err(),
+                "bit {bit} of byte {i} flipped was accepted"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A version-1 file (no header CRC) still reads, with the same events and metadata.
+#[test]
+fn native_version_1_still_reads() {
+    let dir = scratch("native-v1");
+    let p = dir.join("t.lks");
+    let events = sample_events(3_000);
+    let meta = Metadata {
+        command: Some("old".into()),
+        ..Metadata::default()
+    };
+    let sink = create_with(&p, None, &meta, &WriteOptions::default()).unwrap();
+    copy(&mut VecSource::new(events.clone(), 1000), sink).unwrap();
+    let mut v1 = std::fs::read(&p).unwrap();
+    let hlen = 14 + u32::from_le_bytes([v1[10], v1[11], v1[12], v1[13]]) as usize;
+    v1.drain(hlen..hlen + 4);
+    v1[8] = 1;
+    let old = dir.join("old.lks");
+    std::fs::write(&old, &v1).unwrap();
+    assert_eq!(read_all(&old, None).unwrap(), events);
+    let src = open(&old, None).unwrap();
+    assert_eq!(src.metadata().unwrap().command.as_deref(), Some("old"));
+    // Rewriting its metadata makes it a checked version-2 file with the same records.
+    native::set_metadata(&old, &meta).unwrap();
+    assert_eq!(std::fs::read(&old).unwrap(), std::fs::read(&p).unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -394,19 +450,39 @@ fn native_errors_say_where_and_what() {
         "t.lks: byte offset 0: magic: not a Lookaside native trace (expected \"LKSTRACE\")"
     );
     let mut b = full.clone();
-    b[8] = 2;
+    b[8] = 3;
     assert_eq!(
         err(&b),
-        "t.lks: byte offset 8: version: unsupported format version 2 (this build reads version 1)"
+        "t.lks: byte offset 8: version: unsupported format version 3 (this build reads \
+         versions 1 and 2)"
+    );
+    let hlen = 14 + u32::from_le_bytes([full[10], full[11], full[12], full[13]]) as usize;
+    let mut b = full.clone();
+    b[hlen - 2] ^= 1;
+    assert_eq!(
+        err(&b),
+        format!(
+            "t.lks: byte offset {hlen}: header: CRC mismatch: the version, length or metadata \
+             is corrupt"
+        )
     );
     assert_eq!(
         err(&full[..20]),
         "t.lks: byte offset 20: header: truncated: the file ends inside the header"
     );
-    let hlen = 14 + u32::from_le_bytes([full[10], full[11], full[12], full[13]]) as usize;
     assert_eq!(
-        err(&full[..hlen]),
-        format!("t.lks: byte offset {hlen}: compression: truncated: incomplete frame")
+        err(&full[..hlen + 2]),
+        format!(
+            "t.lks: byte offset {}: header: truncated: the file ends inside the header",
+            hlen + 2
+        )
+    );
+    assert_eq!(
+        err(&full[..hlen + 4]),
+        format!(
+            "t.lks: byte offset {}: compression: truncated: incomplete frame",
+            hlen + 4
+        )
     );
     let msg = err(&full[..full.len() - 3]);
     assert!(
