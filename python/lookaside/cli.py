@@ -421,7 +421,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="run a design-space sweep (a TOML spec of axes × traces)")
     s.add_argument("spec", help="sweep file, or the name of a shipped sweep (tlb-design); "
-                   "see `lookaside.sweep` or the README")
+                   "see `lookaside.sweep` or docs/sweeps.md")
     s.add_argument("-o", "--out", metavar="DIR",
                    help="results directory (default sweep-NAME); rerunning resumes")
     s.add_argument("-j", "--workers", type=int, help="local worker threads (default: cores)")

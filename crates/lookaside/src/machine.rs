@@ -1755,8 +1755,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_x86_machine_with_large_page_siblings_builds() {
-        let readme = include_str!("../../../README.md");
+    fn the_documented_x86_machine_with_large_page_siblings_builds() {
+        let readme = include_str!("../../../docs/machines.md");
         let at = readme.find("**Structures for large pages.**").unwrap();
         let toml = readme[at..].split("```toml\n").nth(1).unwrap();
         let toml = toml.split("```").next().unwrap();

@@ -1,8 +1,8 @@
 //! Reports: the ledger as data (JSON with a documented schema) and as a plain-text table.
 //!
 //! The JSON is the one product of a run; the table and the Python DataFrame are both made from
-//! it, so they can never disagree. The schema (`lookaside/result-v1`) is documented in the
-//! README: `structures.<name>.{accesses,hits,misses,miss_ratio,mpki,…}` with breakdowns
+//! it, so they can never disagree. The schema (`lookaside/result-v1`) is documented in
+//! docs/results.md: `structures.<name>.{accesses,hits,misses,miss_ratio,mpki,…}` with breakdowns
 //! `by_kind`, `by_mode`, `by_asid`, plus `rows`, one row per (structure, asid, mode, kind)
 //! cell for DataFrames. Nothing in it depends on time or worker count.
 
