@@ -1,14 +1,16 @@
 """``lookaside reproduce``: each seed study as a recipe that runs, compares with the paper and
 says so.
 
-A recipe returns :class:`Check` rows — a claim of the paper, the published value or trend,
-ours, and whether they agree — plus tables (pandas) and figures. :func:`reproduce` writes them
-into ``OUT/NAME/``: ``verdict.csv``, ``verdict.json``, one CSV per table, the plots (SVG and
-PNG) and ``report.html``, a self-contained page that opens without a server.
+A recipe with a claims file (``data/claims/NAME.toml``, see :mod:`.claims`) measures each
+claim the file states on every workload and seed that fits it, and the claims module judges
+the results by the criterion fixed in the file; ``claims.json`` holds them all, and the
+headline counts predictions only. A recipe not yet audited that way returns :class:`Check`
+rows — a claim of the paper, the published value or trend, ours, and whether they agree —
+which are shown apart, as unaudited checks, and never counted in a headline.
 
-Exact checks are numbers that follow from published data (they must match to the printed
-digit); trend checks compare shapes (a minimum moves right, one policy is far worse) with
-the comparison shown in the row.
+:func:`reproduce` writes into ``OUT/NAME/``: ``claims.json`` (audited recipes),
+``verdict.csv`` and ``verdict.json``, one CSV per table, the plots (SVG and PNG) and
+``report.html``, a self-contained page that opens without a server.
 """
 
 from __future__ import annotations
@@ -68,10 +70,14 @@ class Outcome:
     checks: list[Check] = field(default_factory=list)
     tables: dict[str, Any] = field(default_factory=dict)  # name → pandas.DataFrame
     figures: list[tuple[str, Path]] = field(default_factory=list)  # (caption, SVG path)
+    claims: list[Any] = field(default_factory=list)  # claims.Claim, judged
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        """False only where our own arithmetic is wrong (a transcription or an exact check
+        that does not match): a prediction that differs from the paper is a result."""
+        return (all(c.ok for c in self.checks if c.exact)
+                and all(c.verdict != "mismatch" for c in self.claims))
 
 
 def recipe_module(name: str) -> Any:
@@ -95,7 +101,11 @@ def reproduce(name: str, out: str | Path = "reproduce",
 
 
 def verdict_table(o: Outcome) -> str:
-    """The verdict as plain text, one row per check."""
+    """The verdict as plain text: the claims with their headline, or the unaudited checks."""
+    if o.claims:
+        from .claims import headline, text_table
+
+        return "\n".join([o.title, "", text_table(o.claims), "", headline(o.claims)])
     rows = [("claim", "published", "ours", "verdict")]
     rows += [(c.claim, c.published, c.ours, c.verdict) for c in o.checks]
     widths = [min(max(len(r[i]) for r in rows), (52, 26, 26, 9)[i]) for i in range(4)]
@@ -109,17 +119,28 @@ def verdict_table(o: Outcome) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     n_ok = sum(c.ok for c in o.checks)
-    lines += ["", f"{n_ok} of {len(o.checks)} checks agree"]
+    lines += ["", f"{n_ok} of {len(o.checks)} checks agree (unaudited: not yet claims as data)"]
     return "\n".join(lines)
 
 
 def write(o: Outcome, d: Path) -> None:
     import pandas as pd
 
+    from .claims import headline, html_rows
+
     checks = [{**asdict(c), "verdict": c.verdict} for c in o.checks]
+    if o.claims:
+        claims = [c.to_json() for c in o.claims]
+        (d / "claims.json").write_text(json.dumps(claims, indent=2, allow_nan=False,
+                                                  default=str))
+        checks = [{"claim": c["id"], "kind": c["kind"], "quote": c["quote"],
+                   "verdict": c["verdict"], "runs": len(c["results"]),
+                   "held": sum(r["holds"] for r in c["results"])} for c in claims]
     pd.DataFrame(checks).to_csv(d / "verdict.csv", index=False)
     (d / "verdict.json").write_text(json.dumps(
-        {"recipe": o.name, "title": o.title, "ok": o.ok, "checks": checks}, indent=2))
+        {"recipe": o.name, "title": o.title, "ok": o.ok,
+         **({"headline": headline(o.claims)} if o.claims else {}), "checks": checks},
+        indent=2))
     for name, df in o.tables.items():
         df.to_csv(d / f"{name}.csv", index=False)
     parts = [
@@ -128,19 +149,25 @@ def write(o: Outcome, d: Path) -> None:
         "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
         "table{border-collapse:collapse;font-size:85%}td,th{border:1px solid #ccc;"
         "padding:2px 6px}.ok{color:#186a18}.bad{color:#b00;font-weight:bold}"
-        "figure{display:inline-block;margin:1em;vertical-align:top}"
+        ".mixed{color:#a60}figure{display:inline-block;margin:1em;vertical-align:top}"
         "figcaption{font-size:90%;color:#444}</style></head><body>",
         f"<h1>{html.escape(o.title)}</h1>",
-        f"<p>{sum(c.ok for c in o.checks)} of {len(o.checks)} checks agree.</p>",
-        "<table><tr><th>claim</th><th>published</th><th>ours</th><th>verdict</th>"
-        "<th>note</th></tr>",
     ]
+    if o.claims:
+        parts += [f"<p><b>{html.escape(headline(o.claims))}</b></p>", html_rows(o.claims)]
+    else:
+        parts += [f"<p>{sum(c.ok for c in o.checks)} of {len(o.checks)} checks agree "
+                  "(unaudited: not yet claims as data).</p>"]
+    if o.checks:
+        parts.append("<table><tr><th>claim</th><th>published</th><th>ours</th>"
+                     "<th>verdict</th><th>note</th></tr>")
     for c in o.checks:
         cls = "ok" if c.ok else "bad"
         parts.append(f"<tr><td>{html.escape(c.claim)}</td><td>{html.escape(c.published)}</td>"
                      f"<td>{html.escape(c.ours)}</td><td class='{cls}'>{c.verdict}</td>"
                      f"<td>{html.escape(c.note)}</td></tr>")
-    parts.append("</table>")
+    if o.checks:
+        parts.append("</table>")
     for caption, svg in o.figures:
         text = Path(svg).read_text(encoding="utf-8")
         parts.append(f"<figure>{text[text.index('<svg'):]}"

@@ -1,0 +1,91 @@
+"""Claims files: every quote is the seed's own words, every verdict follows from its results
+and criterion, and the headline counts predictions only."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lookaside.reproduce import RECIPES
+from lookaside.reproduce.claims import Claim, claims_dir, headline, load
+
+PAPERS = Path(__file__).resolve().parent / "data" / "papers"
+FILES = sorted(p.stem for p in claims_dir().glob("*.toml"))
+
+
+def words(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def test_every_claims_file_belongs_to_a_recipe():
+    assert FILES, "no claims file"
+    for name in FILES:
+        assert name in RECIPES, name
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_quote_is_found_in_its_seed(name: str):
+    seed = words((PAPERS / f"{name}.txt").read_text(encoding="utf-8"))
+    for c in load(name).values():
+        assert words(c.quote) in seed, (c.id, c.quote)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_claim_is_well_formed(name: str):
+    claims = load(name)
+    assert claims
+    for c in claims.values():
+        assert c.source and c.quote
+        if c.kind == "not-modelled":
+            assert c.reason and c.verdict == "not-modelled"
+        else:
+            assert c.paper, c.id
+
+
+def claim(kind: str = "prediction", **criterion) -> Claim:
+    return Claim("c", kind, "q", "Table 1", criterion=criterion, workloads="w")
+
+
+def test_verdicts_follow_from_results_and_criterion():
+    c = claim(range=[0.4, 0.5])
+    assert c.verdict == "not-run"
+    for v in (0.4, 0.45, 0.5):
+        c.add("w", 1, v)
+    assert c.verdict == "holds" and c.summary() == "holds (3 of 3)"
+    c.add("w", 2, 0.51)
+    assert c.verdict == "mixed" and c.summary() == "mixed (3 of 4)"
+    d = claim(at_least=0.9)
+    d.add("w", 1, 0.3)
+    d.add("w", 2, 0.89999)
+    assert d.verdict == "differs" and d.paper == {"range": [0.9, None]}
+    o = claim(order=["a", "b", "c"])
+    o.add("w", 1, {"a": 1, "b": 2, "c": 3})
+    o.add("w", 2, {"a": 1, "b": 1, "c": 3})  # a tie is not an order
+    assert [r.holds for r in o.results] == [True, False]
+    v = claim(value=56.0, tolerance=0.1)
+    v.add("w", None, 61.5)
+    v.add("w", None, 61.7)
+    assert [r.holds for r in v.results] == [True, False]
+    w = claim(range=[0.2, 0.4], tolerance=0.5, tolerance_reason="OCR")
+    w.add("w", None, 0.6)
+    w.add("w", None, 0.61)
+    assert [r.holds for r in w.results] == [True, False]
+
+
+def test_the_headline_counts_predictions_only():
+    p1, p2 = claim(range=[0, 1]), claim(range=[0, 1])
+    p1.add("w", 1, 0.5)
+    p2.add("w", 1, 2.0)
+    t = claim("transcription", value=3.0, tolerance=0.0)
+    t.add("paper", None, 3.0)
+    cal = claim("calibration", value=10.0, tolerance=0.05)
+    cal.add("fit", None, 10.4)
+    nm = Claim("n", "not-modelled", "q", "s", reason="no model")
+    h = headline([p1, p2, t, cal, nm])
+    assert h.startswith("2 predictions: 1 hold, 0 mixed, 1 differ;"), h
+    assert "1 of 1 transcriptions exact" in h and "1 calibrations (max fit error 4.0%)" in h
+    assert h.endswith("1 not modelled")
+    # Exact transcriptions and fitted calibrations never raise the prediction count.
+    assert headline([t, cal]).startswith("0 predictions: 0 hold")
