@@ -1,12 +1,16 @@
-"""HTML reports of sweeps: plots a person would rather look at than read.
+"""HTML reports of sweeps: the answer to the design question, and plots to check it by.
 
-``write_report(DIR)`` reads a sweep's tidy table (``DIR/results.csv``) and writes
+``write_report(DIR)`` reads a sweep's tidy table (``DIR/results.csv``, once) and writes
 ``DIR/report.html``: one self-contained page (plots embedded as SVG, no server and no
-network needed) with, per structure, the miss ratio against each numeric axis (one line per
-combination of the other axes, log-2 x axis for sizes), a heat map over every pair of axes,
-the miss ratio against mapping size (entries × page size, one line per page size) when page
-sizes vary, trap cycles stacked by miss type for software-refilled machines, and the table
-itself. Plot files are also written as ``DIR/plots/*.svg`` and ``*.png``.
+network needed) with the best configuration per trace, structure and metric, the knee of
+every plotted curve, per structure the metric against each numeric or size axis (one line
+per combination of the other axes), heat maps over the pairs of axes with the most cells,
+the metric against mapping size (entries × page size, one line per page size) when page
+sizes vary, trap cycles by miss type and against partition points for software-refilled
+machines, and a sortable table of the points. Axes run in value order (sizes by bytes), on
+log scales where values span two decades, and titles name the axes held. Plot files are
+also written as ``DIR/plots/*.svg``; each plot is rendered once, and at most
+:data:`MAX_FIGURES` of them, so a report takes seconds.
 """
 
 from __future__ import annotations
