@@ -682,8 +682,8 @@ def html_table(df: Any, cls: str = "sortable") -> str:
 #: Click a header to sort by it (again to reverse): numbers (data-n) by value and before
 #: text, text alphabetically.
 _SORT_JS = """<script>
-document.querySelectorAll("table.sortable th").forEach((th, i) => th.onclick = () => {
-  const body = th.closest("table").tBodies[0], up = th.dataset.dir !== "up";
+document.querySelectorAll("table.sortable th").forEach(th => th.onclick = () => {
+  const i = th.cellIndex, body = th.closest("table").tBodies[0], up = th.dataset.dir !== "up";
   th.parentNode.querySelectorAll("th").forEach(h => delete h.dataset.dir);
   th.dataset.dir = up ? "up" : "down";
   const val = r => r.cells[i].dataset.n, txt = r => r.cells[i].textContent;
