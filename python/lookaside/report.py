@@ -222,10 +222,10 @@ def value_order(values: Iterable[Any]) -> list[Any]:
     """The distinct values of an axis in the order a reader expects: numbers and sizes by
     magnitude (4k < 16k < 64k < 2M), then "full", then other text in order of first
     appearance (the spec's order), then missing values."""
-    seen: list[Any] = []
+    distinct: dict[str, Any] = {}
     for v in values:
-        if not any(_same(v, s) for s in seen):
-            seen.append(v)
+        distinct.setdefault(_label(v), v)
+    seen = list(distinct.values())
 
     def key(iv: tuple[int, Any]) -> tuple[int, float, int]:
         i, v = iv
@@ -237,10 +237,6 @@ def value_order(values: Iterable[Any]) -> list[Any]:
         return (1 if v == "full" else 2, 0.0, i)
 
     return [v for _, v in sorted(enumerate(seen), key=key)]
-
-
-def _same(a: Any, b: Any) -> bool:
-    return _label(a) == _label(b)
 
 
 def _label(v: Any) -> str:
