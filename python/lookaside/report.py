@@ -743,6 +743,7 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     figures = [(caption, _svg(draw(), plots, name))
                for name, caption, draw in itertools.islice(sources, MAX_FIGURES)]
     left_out = sum(1 for _ in sources)  # counted, not drawn
+    knee_table = knees(tlbs, keys, metric)
     varying = [k for k in keys if df[k].nunique(dropna=False) > 1]
     axes = "; ".join(f"{html.escape(k)} = {html.escape(', '.join(map(_label, value_order(df[k]))))}"
                      for k in varying) or "(none)"
@@ -750,7 +751,8 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>Lookaside sweep {html.escape(meta['name'])}</title>", _STYLE, "</head><body>",
         f"<h1>Sweep {html.escape(meta['name'])}</h1>",
-        f"<p>{meta['points']:,} points from <code>{html.escape(meta['spec'])}</code>; "
+        f"<p>{meta['points']:,} point{'s' if meta['points'] != 1 else ''} from "
+        f"<code>{html.escape(meta['spec'])}</code>; "
         f"axes: {axes}; plotted metric: {metric}.</p>",
         "<h2>Best configurations</h2>",
         "<p>Per trace and structure, the configuration with the lowest value of each metric; "
@@ -763,7 +765,8 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
         "the curve is drawn on (the range of log values where it spans two decades): past it, a "
         "bigger configuration buys little. One row per line of the plots below (where the "
         "knee is circled): the line's own values, and those the plot holds.</p>",
-        html_table(knees(tlbs, keys, metric)),
+        html_table(knee_table) if len(knee_table) else "<p>No curve: no numeric axis "
+        "takes two values or more.</p>",
         "<h2>Plots</h2>",
     ]
     if not figures:
