@@ -129,7 +129,7 @@ def test_cli_sweep_writes_the_report(cli, spec_file: Path, tmp_path: Path):
     assert "14 points" in p.stderr
     html = (out / "report.html").read_text()
     assert html.count("<svg") >= 4  # miss ratio vs entries and a heat map, per trace
-    assert (out / "plots" / "line-dtlb-tlb_dtlb_entries-demo.png").stat().st_size > 1000
+    assert (out / "plots" / "line-dtlb-tlb_dtlb_entries-demo.svg").stat().st_size > 1000
     again = cli("report", out, "--metric", "mpki")
     assert again.stdout.strip().endswith("report.html")
 
@@ -246,13 +246,13 @@ def test_report_plots_mapping_size_and_cost_by_miss_type(tmp_path: Path):
     assert {"cycles_L1U", "cycles_L2"} <= set(o.table.columns)
     html = write_report(tmp_path / "t").read_text()
     assert re.search(r"trap cycles by miss type vs tlb\.tlb\.partition\.lower", html)
-    assert list((tmp_path / "t" / "plots").glob("cost-*.png"))
+    assert list((tmp_path / "t" / "plots").glob("cost-*.svg"))
     # The partition-point curve: total trap cycles per point, the sum of the kinds.
     rows = o.table.drop_duplicates("point")
     kinds = [c for c in rows.columns if c.startswith("cycles_")]
     assert (rows.trap_cycles == rows[kinds].fillna(0).sum(axis=1)).all()
     assert re.search(r"trap cycles vs tlb\.tlb\.partition\.lower", html)
-    assert list((tmp_path / "t" / "plots").glob("partition-*.png"))
+    assert list((tmp_path / "t" / "plots").glob("partition-*.svg"))
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

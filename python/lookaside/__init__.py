@@ -108,7 +108,8 @@ class Result:
 
     ``result["dtlb"]`` is that structure's summary (``accesses``, ``hits``, ``misses``,
     ``miss_ratio``, ``mpki``, breakdowns ``by_kind``/``by_mode``/``by_asid``, ``geometry``);
-    :meth:`to_pandas` gives one row per (structure, asid, mode, kind) cell.
+    :meth:`to_pandas` gives one row per (structure, asid, mode, kind) cell, and
+    :meth:`frames` every section (caches, MCPI, traps, page tables, …) as tidy DataFrames.
     """
 
     def __init__(self, data: dict[str, Any]):
@@ -137,17 +138,38 @@ class Result:
         """The plain-text table ``lookaside simulate`` prints."""
         return _lookaside.table(json.dumps(self.data))
 
-    def to_pandas(self):
-        """One row per (structure, asid, mode, kind) with accesses, hits and misses.
+    def frames(self) -> dict[str, Any]:
+        """Every section of the result as tidy pandas DataFrames, by name (only the sections
+        this machine has): ``tlb`` (the rows of :meth:`to_pandas`), ``structures`` (one row
+        per structure and ``walk``: counts, ratios, geometry), ``breakdown`` (per structure
+        by kind, mode and asid), ``trace`` and ``machine`` (one row each), ``config`` (the
+        machine's keys as ``--set`` names them, with values); with ``[refill]``: ``traps``
+        (one row per trap type), ``traps_by_depth``, ``traps_summary``; with ``[memory]``:
+        ``mcpi`` (per mode and component: stall cycles and MCPI), ``memory_by_mode``,
+        ``memory_by_asid``, ``caches``, ``tlb_handlers``, ``memory_summary``; with
+        ``[pagetable]``: ``walk_levels``, ``chain_histogram``, ``pagetable_summary``; with
+        ``[vac]``: ``vac_phases``, ``vac_summary``. A ``*_summary`` frame is one row of the
+        section's other scalars, as dotted columns (``cycles.total``); ``df.attrs["sections"]``
+        names the JSON sections a frame shows."""
+        from .frames import frames
+
+        return frames(self.data)
+
+    def to_pandas(self, section: str = "tlb") -> Any:
+        """One section of :meth:`frames` as a DataFrame; by default ``tlb``: one row per
+        (structure, asid, mode, kind) with accesses, hits, misses and miss_ratio.
 
         The pseudo-structure ``walk`` counts the misses that left the whole hierarchy.
         """
-        import pandas as pd
+        if section == "tlb":  # no need to build the others
+            from .frames import tlb_rows
 
-        cols = ["structure", "asid", "mode", "kind", "accesses", "hits", "misses"]
-        df = pd.DataFrame(self.data["rows"], columns=cols)
-        df["miss_ratio"] = (df["misses"] / df["accesses"]).where(df["accesses"] > 0)
-        return df
+            return tlb_rows(self.data)
+        all_frames = self.frames()
+        if section not in all_frames:
+            raise LookasideError(f"section: no '{section}' in this result "
+                                 f"(have: {', '.join(all_frames)})")
+        return all_frames[section]
 
 
 def simulate(
