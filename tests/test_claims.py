@@ -80,8 +80,9 @@ def test_the_headline_counts_predictions_only():
     p2.add("w", 1, 2.0)
     t = claim("transcription", value=3.0, tolerance=0.0)
     t.add("paper", None, 3.0)
-    cal = claim("calibration", value=10.0, tolerance=0.05)
-    cal.add("fit", None, 10.4)
+    cal = claim("calibration", value=0, tolerance=0.05)
+    cal.add("cell 1", None, 0.04)
+    cal.add("cell 2", None, -0.01)
     nm = Claim("n", "not-modelled", "q", "s", reason="no model")
     h = headline([p1, p2, t, cal, nm])
     assert h.startswith("2 predictions: 1 hold, 0 mixed, 1 differ;"), h
