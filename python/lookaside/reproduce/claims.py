@@ -110,8 +110,11 @@ class Claim:
         return (lo is None or value >= lo) and (hi is None or value <= hi)
 
     def add(self, workload: str, seed: int | None, value: float | dict[str, float]) -> None:
-        """Record one run, judged at once."""
-        self.results.append(Result(workload, seed, value, self.judge(value)))
+        """Record one run, judged at once (numbers kept as plain floats, whatever made them)."""
+        value = ({k: float(v) for k, v in value.items()} if isinstance(value, dict)
+                 else float(value))
+        seed = None if seed is None else int(seed)
+        self.results.append(Result(workload, seed, value, bool(self.judge(value))))
 
     @property
     def held(self) -> int:

@@ -49,15 +49,16 @@ def decstation(private: str) -> str:
     return text[:text.index("[memory.handler]")]
 
 
-def memory(path: Path) -> dict:
+def memory(path: Path | str, machine: Callable[[str], str] | None = None) -> dict:
     """Cache stall cycles per instruction of each mode's own instructions with caches private
     per mode, the MCPI with caches shared and private per mode, and the shared caches' MCPI
-    by component and mode."""
+    by component and mode. `machine(private)` gives the machine's text (default: the
+    DECstation 5000/200 over a Linux trace's own frames)."""
     from ..sweep import run_point
 
     out = {}
     for private in ("none", "mode"):
-        m = run_point(str(path), decstation(private), "linux", [], [])["memory"]
+        m = run_point(str(path), (machine or decstation)(private), "linux", [], [])["memory"]
         out[f"mcpi_{private}"] = m["mcpi"]
         if private == "none":  # MCPI by component and mode, caches shared (Chen's Fig. 4-1)
             out.update({f"{c}_{md}": m["by_component"][c][md]
