@@ -15,9 +15,10 @@ import html
 import json
 import numbers
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
+
+from ._files import write_atomically
 
 
 def _plt():
@@ -362,8 +363,11 @@ def plot_access_map(df: Any, ax: Any, title: str = "") -> Any:
 
 
 def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[str] | None = None,
-                 metric: str = "miss_ratio") -> Path:
-    """Write the HTML report of the sweep in `sweep_dir`; returns its path."""
+                 metric: str = "miss_ratio",
+                 progress: Callable[[str], None] | None = None) -> Path:
+    """Write the HTML report of the sweep in `sweep_dir`; returns its path. `progress` is
+    told of each kind of figure as it is drawn."""
+    say = progress or (lambda _message: None)
     import pandas as pd
 
     d = Path(sweep_dir)
@@ -380,8 +384,11 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
         df[k] = df[k].map(_typed)
     plots = d / "plots"
     plots.mkdir(exist_ok=True)
+    say(f"{len(df)} rows: line plots")
     figures = _line_plots(df[df["structure"] != "walk"], keys, metric, plots)
+    say("heat maps")
     figures += _heat_maps(df[df["structure"] != "walk"], keys, metric, plots)
+    say("mapping size, cost by miss type, partition curves")
     figures += _mapping_size(df[df["structure"] != "walk"], keys, metric, plots)
     figures += _cost_by_type(df, keys, plots)
     figures += _partition_curves(df, keys, plots)
@@ -408,15 +415,7 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
                                                  na_rep="—"))
     parts.append("</body></html>")
     target = Path(output) if output else d / "report.html"
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("\n".join(parts))
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomically(target, "\n".join(parts))
     return target
 
 

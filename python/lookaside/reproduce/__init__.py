@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import importlib
 import json
+import textwrap
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -95,17 +96,21 @@ def reproduce(name: str, out: str | Path = "reproduce",
 
 
 def verdict_table(o: Outcome) -> str:
-    """The verdict as plain text, one row per check."""
+    """The verdict as plain text, one row per check; a cell longer than its column wraps
+    onto the row's next lines (nothing is cut), the columns staying aligned."""
     rows = [("claim", "published", "ours", "verdict")]
     rows += [(c.claim, c.published, c.ours, c.verdict) for c in o.checks]
     widths = [min(max(len(r[i]) for r in rows), (52, 26, 26, 9)[i]) for i in range(4)]
 
-    def cut(s: str, w: int) -> str:
-        return s if len(s) <= w else s[: w - 1] + "…"
+    def wrap(s: str, w: int) -> list[str]:
+        return textwrap.wrap(s, w, break_on_hyphens=False) or [""]
 
     lines = [f"{o.title}", ""]
     for i, r in enumerate(rows):
-        lines.append("  ".join(cut(v, w).ljust(w) for v, w in zip(r, widths)).rstrip())
+        cells = [wrap(v, w) for v, w in zip(r, widths)]
+        for k in range(max(len(c) for c in cells)):
+            lines.append("  ".join((c[k] if k < len(c) else "").ljust(w)
+                                   for c, w in zip(cells, widths)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     n_ok = sum(c.ok for c in o.checks)
