@@ -310,17 +310,29 @@ def run_with(args: list, *, umask: int | None = None, tty_stderr: bool = False,
                          preexec_fn=setup)
     err = b""
     if tty_stderr:
+        import threading
+
         os.close(slave)
-        out = p.stdout.read()
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the terminal is closed once the command ends
-                break
-            if not chunk:
-                break
-            err += chunk
+        chunks: list[bytes] = []
+
+        def drain() -> None:
+            while True:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the terminal is closed once the command ends
+                    return
+                if not chunk:
+                    return
+                chunks.append(chunk)
+
+        reader = threading.Thread(target=drain)
+        reader.start()
+        with p.stdout:
+            out = p.stdout.read()
+        p.wait()
+        reader.join()
         os.close(master)
+        err = b"".join(chunks)
     else:
         out, err = p.communicate()
     p.wait()

@@ -145,7 +145,8 @@ def test_a_config_or_sweep_file_that_is_not_utf8_names_the_file_and_byte(cli, de
     bad = tmp_path / "latin1.toml"
     bad.write_bytes(BAD_TOML)
     for args in (("simulate", demo, "--config", bad), ("config", "--config", bad)):
-        assert_clean_error(cli(*args, check=False), str(bad), "line 2, column 12 (byte offset 21)", "UTF-8")
+        assert_clean_error(cli(*args, check=False), str(bad),
+                           "line 2, column 12 (byte offset 21)", "UTF-8")
     sweep = tmp_path / "s.toml"
     sweep.write_bytes(b'[sweep]\nname = "\xff"\ntraces = ["demo"]\n')
     assert_clean_error(cli("sweep", sweep, "-q", "--no-report", check=False), str(sweep),
@@ -302,3 +303,24 @@ def test_a_killed_command_leaves_a_partial_file_that_the_next_run_removes(tmp_pa
                         "-o", tmp_path / "r.json"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["r.json"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_reproduce_within_a_second(tmp_path: Path, sig: int):
+    p = start("reproduce", "uhlig94", "--out", tmp_path / "rep", cwd=tmp_path)
+    err, took = interrupt(p, sig, after=3)
+    assert p.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1] == \
+        f"lookaside: interrupted ({signal.Signals(sig).name})", err
+    assert took < 1.5, f"reproduce took {took:.1f} s to stop"
+    assert not (tmp_path / "rep" / "uhlig94" / "verdict.json").exists()
+    assert not [f for f in tmp_path.rglob("*") if f.name.endswith((".partial", ".tmp"))]
+
+
+def test_a_config_file_whose_name_is_not_utf8_is_read(tmp_path: Path):
+    d = os.fsencode(tmp_path)
+    with open(d + b"/caf\xe9.toml", "wb") as f:
+        f.write(b'[[tlb]]\nname = "dtlb"\nentries = 64\nwaays = 4\n')
+    p = lookaside_bytes(b"config", b"--config", d + b"/caf\xe9.toml")
+    # Its content is read; the error (a misspelt key) names it, bytes escaped.
+    assert_clean_error(p, "caf\\xe9.toml", "waays")

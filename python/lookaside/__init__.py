@@ -79,13 +79,13 @@ def _machine_source(config: PathLike | None) -> tuple[str | None, str]:
         return None, "--tlb"
     p = Path(config)
     if p.is_file():
-        return read_text(p, ConfigError), str(p)
+        return _read_text(p, ConfigError), _as_text(str(p))
     if isinstance(config, str) and "/" not in config and not config.endswith(".toml"):
         return preset_path(config).read_text(encoding="utf-8"), f"preset {config}"
     raise ConfigError(f"{config}: no such config file")
 
 
-def read_text(path: Path, error: type[LookasideError]) -> str:
+def _read_text(path: Path, error: type[LookasideError]) -> str:
     """The UTF-8 text of the file at `path`; a file that is not UTF-8 raises `error` naming
     the file and the byte offset of the first bad byte."""
     try:
@@ -101,6 +101,13 @@ def read_text(path: Path, error: type[LookasideError]) -> str:
                     f"text ({e.reason})") from None
 
 
+def _as_text(s: str) -> str:
+    """`s` with the bytes that are not UTF-8 (a file name or argument may hold any; Python
+    keeps them as lone surrogates) written as escapes (``\\xe9``): text for messages and
+    metadata."""
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _utf8(what: str, values: Sequence[str]) -> list[str]:
     """`values` (flags or overrides) as a list, each checked to be text the engine can read:
     an argument whose bytes are not UTF-8 (which Python holds as lone surrogates) is a
@@ -110,8 +117,8 @@ def _utf8(what: str, values: Sequence[str]) -> list[str]:
         try:
             v.encode("utf-8")
         except UnicodeEncodeError as e:
-            shown = v.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            raise ConfigError(f"{what} '{shown}': character {e.start}: not UTF-8 text") from None
+            raise ConfigError(f"{what} '{_as_text(v)}': character {e.start}: not UTF-8 text"
+                              ) from None
     return out
 
 

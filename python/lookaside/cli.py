@@ -16,14 +16,13 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 
-from ._files import write_atomically
 from . import (
     DEFAULT_PRESET,
     LookasideError,
     NotYetError,
     Result,
+    _as_text,
     _lookaside,
     check_config,
     convert_counts,
@@ -33,6 +32,7 @@ from . import (
     preset_path,
     simulate,
 )
+from ._files import write_atomically
 
 FORMATS = ["lackey", "din", "xdin", "native", "champsim", "cloudsuite"]
 
@@ -120,12 +120,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(r.table())
     print("Try: lookaside simulate TRACE --tlb dtlb:entries=64,ways=full,policy=lru,page=4k")
     return 0
-
-
-def _as_text(s: str) -> str:
-    """`s` with the bytes of arguments that are not UTF-8 (file names may be anything)
-    written as escapes, for the trace's metadata."""
-    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def cmd_convert(args: argparse.Namespace) -> int:

@@ -46,7 +46,15 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Callable
 
-from . import ConfigError, _lookaside, _page_bytes, demo_trace, preset_path, read_text
+from . import (
+    ConfigError,
+    _as_text,
+    _lookaside,
+    _page_bytes,
+    _read_text,
+    demo_trace,
+    preset_path,
+)
 from ._files import write_atomically
 
 #: Bumped when the stored form of a point changes (old points are then rerun).
@@ -143,7 +151,7 @@ def _load_toml(path: Path) -> dict[str, Any]:
         import tomllib  # Python ≥ 3.11
     except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
         import tomli as tomllib  # type: ignore[no-redef]
-    text = read_text(path, ConfigError)
+    text = _read_text(path, ConfigError)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -196,7 +204,7 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
     elif not isinstance(machine, str):
         raise _err(src, "sweep.machine", "must be a preset name or a TOML file")
     elif (base / machine).is_file():
-        text, mname = read_text(base / machine, ConfigError), str(base / machine)
+        text, mname = _read_text(base / machine, ConfigError), _as_text(str(base / machine))
     else:
         try:
             text, mname = preset_path(machine).read_text(encoding="utf-8"), f"preset {machine}"

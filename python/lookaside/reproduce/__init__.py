@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import NotYetError
+from .._files import write_atomically
 
 #: name → (title, module under lookaside.reproduce, or None while the models it needs are
 #: not built yet: the string then says what is missing).
@@ -122,11 +123,12 @@ def write(o: Outcome, d: Path) -> None:
     import pandas as pd
 
     checks = [{**asdict(c), "verdict": c.verdict} for c in o.checks]
-    pd.DataFrame(checks).to_csv(d / "verdict.csv", index=False)
-    (d / "verdict.json").write_text(json.dumps(
+    # Each file appears only complete (an interrupted run leaves none half-written).
+    write_atomically(d / "verdict.csv", pd.DataFrame(checks).to_csv(index=False))
+    write_atomically(d / "verdict.json", json.dumps(
         {"recipe": o.name, "title": o.title, "ok": o.ok, "checks": checks}, indent=2))
     for name, df in o.tables.items():
-        df.to_csv(d / f"{name}.csv", index=False)
+        write_atomically(d / f"{name}.csv", df.to_csv(index=False))
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>lookaside reproduce {html.escape(o.name)}</title>",
@@ -154,7 +156,7 @@ def write(o: Outcome, d: Path) -> None:
         parts.append(f"<h2>{html.escape(name)}</h2>")
         parts.append(df.to_html(index=False, na_rep="—"))
     parts.append("</body></html>")
-    (d / "report.html").write_text("\n".join(parts), encoding="utf-8")
+    write_atomically(d / "report.html", "\n".join(parts))
 
 
 def save_figure(fig: Any, d: Path, name: str) -> Path:
