@@ -440,14 +440,21 @@ impl Drop for Output {
 /// leftover is recognisable, and never under the final name: `.NAME.PID.N.partial`. It is
 /// created with mode 0666 less the umask, as the final file would be. Stale partial files
 /// of the same naming in that directory, left by a process that no longer runs (killed, or
-/// the machine went down), are removed first: each run that writes into a directory tidies
-/// it. Every writer of Lookaside (the Python layer too) makes its temporary files here.
+/// the machine went down), are removed first, once per directory and process: each run
+/// that writes into a directory tidies it (a sweep writing 10⁴ points lists it once).
+/// Every writer of Lookaside (the Python layer too) makes its temporary files here.
 pub fn create_partial(path: &Path) -> io::Result<(PathBuf, File)> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    remove_stale_partials(&dir);
+    static TIDIED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    if let Ok(mut tidied) = TIDIED.lock() {
+        if !tidied.contains(&dir) {
+            remove_stale_partials(&dir);
+            tidied.push(dir.clone());
+        }
+    }
     let base = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
