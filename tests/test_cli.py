@@ -286,3 +286,112 @@ def test_the_docs_explain_every_field_of_info():
                                              "exact"}
     missing = sorted(f for f in fields if f"`{f}`" not in section)
     assert not missing, missing
+
+
+def run_with(args: list, *, umask: int | None = None, tty_stderr: bool = False,
+             cwd: Path | None = None) -> tuple[int, str, str]:
+    """Run ``lookaside ARGS…`` under `umask`, with stderr on a terminal if asked; returns
+    (status, stdout, stderr)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    def setup() -> None:
+        if umask is not None:
+            os.umask(umask)
+
+    master = slave = None
+    if tty_stderr:
+        master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "lookaside.cli", *map(str, args)], cwd=cwd,
+                         stdout=subprocess.PIPE,
+                         stderr=slave if tty_stderr else subprocess.PIPE,
+                         preexec_fn=setup)
+    err = b""
+    if tty_stderr:
+        import threading
+
+        os.close(slave)
+        chunks: list[bytes] = []
+
+        def drain() -> None:
+            while True:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the terminal is closed once the command ends
+                    return
+                if not chunk:
+                    return
+                chunks.append(chunk)
+
+        reader = threading.Thread(target=drain)
+        reader.start()
+        with p.stdout:
+            out = p.stdout.read()
+        p.wait()
+        reader.join()
+        os.close(master)
+        err = b"".join(chunks)
+    else:
+        out, err = p.communicate()
+    p.wait()
+    return p.returncode, out.decode(), err.decode(errors="replace")
+
+
+def test_result_files_honour_the_umask(demo: Path, tmp_path: Path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('[sweep]\ntlb = ["dtlb:entries=4,ways=full,page=4k"]\ntraces = ["demo"]\n'
+                    '[axes]\n"tlb.dtlb.entries" = [2, 4]\n')
+    for umask in (0o022, 0o077, 0o002):
+        d = tmp_path / f"u{umask:o}"
+        d.mkdir()
+        for args in (["simulate", demo, "--json", "-o", d / "r.json"],
+                     ["config", "-o", d / "m.toml"],
+                     ["convert", demo, d / "t.din.gz"],
+                     ["map", demo, "-o", d / "m.csv"],
+                     ["sweep", spec, "-o", d / "sw", "-q"]):
+            status, _, err = run_with(args, umask=umask)
+            assert status == 0, err
+        files = [d / "r.json", d / "m.toml", d / "t.din.gz", d / "m.csv",
+                 d / "sw" / "results.csv", d / "sw" / "results.parquet",
+                 d / "sw" / "sweep.json", d / "sw" / "report.html",
+                 *(d / "sw" / "points").glob("*.json")]
+        assert len(files) > 9
+        for f in files:
+            assert f.stat().st_mode & 0o777 == 0o666 & ~umask, (f, oct(f.stat().st_mode))
+
+
+def test_long_commands_show_progress_on_a_terminal_only(demo: Path, lackey_trace: Path,
+                                                         tmp_path: Path):
+    for args in (["info", lackey_trace], ["info", lackey_trace, "--json"],
+                 ["simulate", lackey_trace, "--json"],
+                 ["map", demo]):
+        status, quiet_out, quiet_err = run_with(args)  # stderr not a terminal
+        assert status == 0 and quiet_err == "", quiet_err
+        status, out, err = run_with(args, tty_stderr=True)
+        assert status == 0, err
+        assert "M events" in err, (args, err)
+        assert out == quiet_out, "progress never mixes with the output"
+        status, out, err = run_with([*args, "-q"], tty_stderr=True)
+        assert status == 0 and "M events" not in err and out == quiet_out, err
+    # convert: the same trace, progress or not.
+    for name, tty in (("a.lks", True), ("b.lks", False)):
+        status, _, err = run_with(["convert", lackey_trace, tmp_path / name], tty_stderr=tty)
+        assert status == 0 and ("M events" in err) == tty, err
+    assert (tmp_path / "a.lks").read_bytes() != b""
+    assert (lookaside.info(tmp_path / "a.lks")["references"]
+            == lookaside.info(tmp_path / "b.lks")["references"])
+
+
+def test_report_says_what_it_draws_unless_quiet(tmp_path: Path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('[sweep]\ntlb = ["dtlb:entries=4,ways=full,page=4k"]\ntraces = ["demo"]\n'
+                    '[axes]\n"tlb.dtlb.entries" = [2, 4]\n')
+    status, _, err = run_with(["sweep", spec, "-o", tmp_path / "sw", "-q", "--no-report"])
+    assert status == 0, err
+    status, out, err = run_with(["report", tmp_path / "sw"])
+    assert status == 0 and out.strip() == str(tmp_path / "sw" / "report.html"), err
+    assert "plots" in err and "knees, best configurations" in err
+    status, out2, err = run_with(["report", tmp_path / "sw", "-q"])
+    assert status == 0 and out2 == out and err == "", err

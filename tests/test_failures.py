@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -206,3 +208,201 @@ def test_an_empty_trace_is_refused_by_simulate(cli, tmp_path: Path):
                                          "event: nothing to simulate")
     # info still describes it: an empty trace is a fact, not an error.
     assert json.loads(cli("info", empty, "--json").stdout)["events"] == 0
+
+
+# --- Hostile input from the command line: bytes that are not UTF-8 -----------------------
+
+BAD_TOML = b'[machine]\nname = "caf\xe9"\n'  # Latin-1, not UTF-8: byte 21 is bad
+
+
+def lookaside_bytes(*args: str | bytes) -> subprocess.CompletedProcess:
+    """Run ``lookaside ARGS…`` with arguments given as raw bytes where they are bytes (as a
+    shell passes them, whatever their encoding)."""
+    return subprocess.run([sys.executable, "-m", "lookaside.cli", *args],
+                          capture_output=True, text=True, errors="backslashreplace")
+
+
+def test_a_config_or_sweep_file_that_is_not_utf8_names_the_file_and_byte(cli, demo: Path,
+                                                                        tmp_path: Path):
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(BAD_TOML)
+    for args in (("simulate", demo, "--config", bad), ("config", "--config", bad)):
+        assert_clean_error(cli(*args, check=False), str(bad),
+                           "line 2, column 12 (byte offset 21)", "UTF-8")
+    sweep = tmp_path / "s.toml"
+    sweep.write_bytes(b'[sweep]\nname = "\xff"\ntraces = ["demo"]\n')
+    assert_clean_error(cli("sweep", sweep, "-q", "--no-report", check=False), str(sweep),
+                       "byte offset 16", "UTF-8")
+    # A sweep's machine file too.
+    sweep.write_bytes(b'[sweep]\nmachine = "latin1.toml"\ntraces = ["demo"]\n')
+    assert_clean_error(cli("sweep", sweep, "-q", "--no-report", check=False), str(bad),
+                       "line 2, column 12 (byte offset 21)")
+
+
+def test_tlb_and_set_arguments_that_are_not_utf8_are_clean_errors(demo: Path):
+    for args in ((b"--tlb", b"dtlb:entries=6\xff4"), (b"--set", b"tlb.dtlb.entries=\xff")):
+        for cmd in (b"config", b"simulate"):
+            trace = [os.fsencode(demo)] if cmd == b"simulate" else []
+            p = lookaside_bytes(cmd, *trace, b"--tlb", b"dtlb:entries=64", *args)
+            assert_clean_error(p, args[0].decode(), "not UTF-8")
+
+
+def test_the_python_api_raises_config_error_for_text_that_is_not_utf8(demo: Path,
+                                                                      tmp_path: Path):
+    import lookaside
+
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(BAD_TOML)
+    with pytest.raises(lookaside.ConfigError, match=r"line 2, column 12 \(byte offset 21\)"):
+        lookaside.check_config(bad)
+    with pytest.raises(lookaside.ConfigError, match="--tlb"):
+        lookaside.simulate(demo, None, tlb=["dtlb:entries=6\udcff4"])
+    with pytest.raises(lookaside.ConfigError, match="--set"):
+        lookaside.check_config(overrides=["machine.name=\udcff"])
+    with pytest.raises(lookaside.ConfigError, match="latin1.toml"):
+        bad.with_name("sw.toml").write_bytes(b'[sweep]\nmachine = "latin1.toml"\n'
+                                             b'traces = ["demo"]\n')
+        load_spec(bad.with_name("sw.toml"))
+
+
+def test_trace_and_output_names_that_are_not_utf8_work(demo: Path, tmp_path: Path):
+    # On Linux a file name is bytes: one that is not UTF-8 is still a file to read and write.
+    d = os.fsencode(tmp_path)
+    src = d + b"/caf\xe9.lks"
+    with open(src, "wb") as f:
+        f.write(demo.read_bytes())
+    p = lookaside_bytes(b"simulate", src, b"--json", b"-o", d + b"/r\xe9sult.json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(Path(os.fsdecode(d + b"/r\xe9sult.json")).read_text())["structures"]
+    p = lookaside_bytes(b"info", src, b"--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["references"] > 0
+    p = lookaside_bytes(b"convert", src, d + b"/\xff.din")
+    assert p.returncode == 0, p.stderr
+    assert os.path.getsize(d + b"/\xff.din") > 0
+    # A missing one is a clean error naming it.
+    p = lookaside_bytes(b"simulate", d + b"/no\xff.lks")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith("lookaside: error: ") and "no" in p.stderr
+
+
+# --- Signals: every long command stops at once, cleans up and says so -------------------
+
+#: A stream long enough that no command ends on its own during a test.
+ENDLESS = "workload:synthetic,refs=1e12,seed=1"
+
+
+def start(*args: str | os.PathLike[str], cwd: Path) -> subprocess.Popen:
+    """Start ``lookaside ARGS…`` with SIGINT at its default (a shell may start a background
+    job with SIGINT ignored, and Python then leaves it so)."""
+    return subprocess.Popen([sys.executable, "-m", "lookaside.cli", *map(str, args)],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def interrupt(p: subprocess.Popen, sig: int, after: float = 1.5) -> tuple[str, float]:
+    """Send `sig` to `p` once it has run `after` seconds; returns its stderr and how long
+    it took to end after the signal."""
+    time.sleep(after)
+    assert p.poll() is None, p.communicate()
+    p.send_signal(sig)
+    t0 = time.monotonic()
+    try:
+        _, err = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError(f"did not stop on {signal.Signals(sig).name}") from None
+    return err, time.monotonic() - t0
+
+
+def sweep_spec(d: Path) -> Path:
+    spec = d / "s.toml"
+    spec.write_text('[sweep]\ntlb = ["dtlb:entries=4,ways=full,page=4k"]\n'
+                    f'traces = ["{ENDLESS}"]\n[axes]\n"tlb.dtlb.entries" = [1, 2, 4, 8]\n')
+    return spec
+
+
+LONG_COMMANDS = {
+    "simulate": lambda d: ["simulate", ENDLESS, "--tlb", "d:entries=64", "-o", d / "r.json"],
+    "simulate-one-thread": lambda d: ["simulate", ENDLESS, "--reading", "one-thread",
+                                      "-o", d / "r.json"],
+    "convert": lambda d: ["convert", ENDLESS, d / "t.din.xz"],
+    "convert-native": lambda d: ["convert", ENDLESS, d / "t.lks"],
+    "info": lambda d: ["info", ENDLESS],
+    "map": lambda d: ["map", ENDLESS, "--interval", "1000000000000", "-o", d / "m.csv"],
+    "sweep-one-pass": lambda d: ["sweep", sweep_spec(d), "-o", d / "sw", "-q"],
+    "sweep": lambda d: ["sweep", sweep_spec(d), "-o", d / "sw", "-q", "--no-one-pass"],
+}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("command", list(LONG_COMMANDS))
+def test_a_signal_stops_a_long_command_within_a_second(tmp_path: Path, command: str,
+                                                       sig: int):
+    out = tmp_path / "out"
+    out.mkdir()
+    args = LONG_COMMANDS[command](out)
+    before = {p.relative_to(out) for p in out.rglob("*")}
+    p = start(*args, cwd=out)
+    err, took = interrupt(p, sig)
+    assert p.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1] == \
+        f"lookaside: interrupted ({signal.Signals(sig).name})", err
+    assert "Traceback" not in err
+    assert took < 1.5, f"{command} took {took:.1f} s to stop"
+    # Nothing written: no output, no partial file (only what was there, and an empty
+    # sweep's directory of points).
+    left = {p.relative_to(out) for p in out.rglob("*")} - before
+    assert left <= {Path("sw"), Path("sw/points")}, left
+
+
+def test_a_trace_capture_stops_on_sigterm(tmp_path: Path):
+    import shutil
+
+    if not shutil.which("valgrind"):
+        pytest.skip("needs valgrind")
+    p = start("trace", "--via", "valgrind", "-q", "-o", tmp_path / "t.lks", "--",
+              "/bin/sh", "-c", "while :; do :; done", cwd=tmp_path)
+    err, took = interrupt(p, signal.SIGTERM, after=3)
+    assert p.returncode == 143, err
+    assert "interrupted (SIGTERM)" in err and took < 3, (err, took)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_command_leaves_a_partial_file_that_the_next_run_removes(tmp_path: Path,
+                                                                          demo: Path):
+    p = start("convert", ENDLESS, tmp_path / "t.din", cwd=tmp_path)
+    deadline = time.monotonic() + 20
+    while not list(tmp_path.glob(".t.din.*.partial")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    p.kill()
+    p.communicate()
+    stale = list(tmp_path.glob(".*.partial"))
+    assert [s.name for s in stale] == [f".t.din.{p.pid}.0.partial"]
+    # The next command writing into the directory (any of them) tidies it.
+    p = subprocess.run([sys.executable, "-m", "lookaside.cli", "simulate", demo,
+                        "-o", tmp_path / "r.json"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["r.json"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_reproduce_within_a_second(tmp_path: Path, sig: int):
+    p = start("reproduce", "uhlig94", "--out", tmp_path / "rep", cwd=tmp_path)
+    err, took = interrupt(p, sig, after=3)
+    assert p.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1] == \
+        f"lookaside: interrupted ({signal.Signals(sig).name})", err
+    assert took < 1.5, f"reproduce took {took:.1f} s to stop"
+    assert not (tmp_path / "rep" / "uhlig94" / "verdict.json").exists()
+    assert not [f for f in tmp_path.rglob("*") if f.name.endswith((".partial", ".tmp"))]
+
+
+def test_a_config_file_whose_name_is_not_utf8_is_read(tmp_path: Path):
+    d = os.fsencode(tmp_path)
+    with open(d + b"/caf\xe9.toml", "wb") as f:
+        f.write(b'[[tlb]]\nname = "dtlb"\nentries = 64\nwaays = 4\n')
+    p = lookaside_bytes(b"config", b"--config", d + b"/caf\xe9.toml")
+    # Its content is read; the error (a misspelt key) names it, bytes escaped.
+    assert_clean_error(p, "caf\\xe9.toml", "waays")

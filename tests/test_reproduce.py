@@ -208,3 +208,35 @@ def test_inouye92_workloads_price_as_the_recipe_does(cli):
     p = cli("simulate", "workload:ipc,design=copy,size=4k,page=4k", *vac, check=False)
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "4096-byte pages" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_verdict_table_wraps_long_claims_and_keeps_columns(cli):
+    from lookaside.reproduce import Check, Outcome, verdict_table
+
+    claim = ("The miss ratio of a fully associative TLB falls monotonically with its size "
+             "for every one of the three workloads measured in the paper's Table 4")
+    o = Outcome("x", "Title", checks=[Check(claim, "0.25 (Table 4)", "0.2501", True, True),
+                                      Check("short", "1", "1", False)])
+    text = verdict_table(o)
+    assert "…" not in text
+    lines = text.splitlines()
+    header = lines[2]
+    col = header.index("published")
+    # Every word of the claim is there, in order, within the claim's column.
+    body = [ln for ln in lines[4:] if ln.strip() and not ln.startswith(("1 of", "Title"))]
+    claim_text = " ".join(ln[:col].strip() for ln in body[:-1])
+    assert claim_text.split() == claim.split()
+    assert len(body) >= 3, "the long claim takes several lines"
+    assert body[0][col:].startswith("0.25 (Table 4)")
+    assert body[-1].startswith("short") and body[-1][col:].startswith("1")
+    for ln in body[1:-1]:  # continuation lines hold only the claim
+        assert ln[col:].strip() == ""
+
+
+def test_reproduce_help_lists_every_recipe(cli):
+    from lookaside.reproduce import RECIPES
+
+    out = cli("reproduce", "--help").stdout
+    for name in RECIPES:
+        assert name in out, name
+    assert "linux" in out

@@ -79,10 +79,47 @@ def _machine_source(config: PathLike | None) -> tuple[str | None, str]:
         return None, "--tlb"
     p = Path(config)
     if p.is_file():
-        return p.read_text(encoding="utf-8"), str(p)
+        return _read_text(p, ConfigError), _as_text(str(p))
     if isinstance(config, str) and "/" not in config and not config.endswith(".toml"):
         return preset_path(config).read_text(encoding="utf-8"), f"preset {config}"
     raise ConfigError(f"{config}: no such config file")
+
+
+def _read_text(path: Path, error: type[LookasideError]) -> str:
+    """The UTF-8 text of the file at `path`; a file that is not UTF-8 raises `error` naming
+    the file and the byte offset of the first bad byte."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise error(f"{path}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise error(f"{path}: line {line}, column {column} (byte offset {e.start}): not UTF-8 "
+                    f"text ({e.reason})") from None
+
+
+def _as_text(s: str) -> str:
+    """`s` with the bytes that are not UTF-8 (a file name or argument may hold any; Python
+    keeps them as lone surrogates) written as escapes (``\\xe9``): text for messages and
+    metadata."""
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _utf8(what: str, values: Sequence[str]) -> list[str]:
+    """`values` (flags or overrides) as a list, each checked to be text the engine can read:
+    an argument whose bytes are not UTF-8 (which Python holds as lone surrogates) is a
+    :class:`ConfigError` naming it."""
+    out = list(values)
+    for v in out:
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ConfigError(f"{what} '{_as_text(v)}': character {e.start}: not UTF-8 text"
+                              ) from None
+    return out
 
 
 def _overrides(
@@ -200,8 +237,8 @@ def simulate(
         os.fspath(trace),
         text,
         name,
-        list(tlb),
-        _overrides(overrides, kwargs),
+        _utf8("--tlb", tlb),
+        _utf8("--set", _overrides(overrides, kwargs)),
         format,
         progress,
         reading,
@@ -218,28 +255,34 @@ def check_config(
 ) -> str:
     """Validate a machine; returns it as normalised TOML (every default filled in)."""
     text, name = _machine_source(config)
-    return _lookaside.check_config(text, name, list(tlb), _overrides(overrides, kwargs))
+    return _lookaside.check_config(text, name, _utf8("--tlb", tlb),
+                                   _utf8("--set", _overrides(overrides, kwargs)))
 
 
 def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,
-            dst_format: str | None = None, command: str = "") -> int:
+            dst_format: str | None = None, command: str = "",
+            progress: Callable[[int, int], Any] | None = None) -> int:
     """Convert a trace between formats (chosen from the extensions unless given); returns
     the number of events written (events the output format cannot represent are left out:
-    :func:`convert_counts` says how many). The output appears only once it is complete."""
+    :func:`convert_counts` says how many). The output appears only once it is complete.
+    ``progress(events, bytes)`` is called now and then; Ctrl-C stops the conversion."""
     return convert_counts(src, dst, src_format=src_format, dst_format=dst_format,
-                          command=command)[0]
+                          command=command, progress=progress)[0]
 
 
 def convert_counts(src: PathLike, dst: PathLike, *, src_format: str | None = None,
-                   dst_format: str | None = None, command: str = "") -> tuple[int, int]:
+                   dst_format: str | None = None, command: str = "",
+                   progress: Callable[[int, int], Any] | None = None) -> tuple[int, int]:
     """:func:`convert`, returning ``(written, left_out)``: the events written, and the events
     read that the output format could not represent (e.g. control events in din, a fifth
     load of one instruction in ChampSim)."""
-    return _lookaside.convert(os.fspath(src), os.fspath(dst), src_format, dst_format, command)
+    return _lookaside.convert(os.fspath(src), os.fspath(dst), src_format, dst_format, command,
+                              progress)
 
 
 def access_map(trace: PathLike, *, page: str | int = "4k", interval: int = 100_000,
-               select: str = "data", format: str | None = None) -> Any:
+               select: str = "data", format: str | None = None,
+               progress: Callable[[int, int], Any] | None = None) -> Any:
     """The memory access map of a trace (Chen 1994, Figs. 7-12 to 7-14): one row per page
     touched in an interval of ``interval`` instructions, as a pandas DataFrame with columns
     ``asid``, ``page`` (page number), ``address`` (of the page) and ``interval``. ``select``
@@ -250,7 +293,7 @@ def access_map(trace: PathLike, *, page: str | int = "4k", interval: int = 100_0
 
     page_bytes = page if isinstance(page, int) else _page_bytes(page)
     raw = json.loads(_lookaside.access_map(os.fspath(trace), page_bytes, interval, select,
-                                           format))
+                                           format, progress))
     rows = [(asid, pg, pg * page_bytes, i)
             for (asid, pg), ivs in zip(raw["pages"], raw["touched"]) for i in ivs]
     df = pd.DataFrame(rows, columns=["asid", "page", "address", "interval"])
@@ -268,6 +311,8 @@ def _page_bytes(text: str) -> int:
         raise LookasideError(f"page: '{text}' is not a page size (e.g. 4k, 64k, 2M)") from None
 
 
-def info(trace: PathLike, *, format: str | None = None) -> dict[str, Any]:
-    """A summary of a trace: events by kind and mode, address spaces, pages touched, …"""
-    return json.loads(_lookaside.info(os.fspath(trace), format))
+def info(trace: PathLike, *, format: str | None = None,
+         progress: Callable[[int, int], Any] | None = None) -> dict[str, Any]:
+    """A summary of a trace: events by kind and mode, address spaces, pages touched, …
+    ``progress(events, bytes)`` is called now and then; Ctrl-C stops the reading."""
+    return json.loads(_lookaside.info(os.fspath(trace), format, progress))

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 2 any error (bad trace, config or argument), reported as one line
 ``lookaside: error: …`` naming the file, line or byte offset and the field — never a
-traceback; 130 interrupted.
+traceback; 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM): the command stops
+at once, leaves no partial output and says so in one line.
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 import tempfile
-from collections.abc import Callable
+import time
 
 from . import (
     DEFAULT_PRESET,
     LookasideError,
     NotYetError,
     Result,
+    _as_text,
     _lookaside,
     check_config,
     convert_counts,
@@ -29,6 +32,7 @@ from . import (
     preset_path,
     simulate,
 )
+from ._files import write_atomically
 
 FORMATS = ["lackey", "din", "xdin", "native", "champsim", "cloudsuite"]
 
@@ -55,29 +59,18 @@ class Progress:
             sys.stderr.flush()
 
 
-def write_atomically(path: str, text: str | Callable[[str], None]) -> None:
-    """Write ``text`` — or call ``text(tmp_path)`` to write the file — so that ``path``
-    appears only complete (temp file + rename)."""
-    d = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".lookaside-",
-                                   suffix=os.path.splitext(path)[1] or ".tmp")
-    except OSError as e:
-        raise OSError(e.errno, e.strerror, path) from None
-    try:
-        if callable(text):
-            os.close(fd)
-            text(tmp)
-        else:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise OSError(e.errno, e.strerror, path) from None
-        raise
+class Steps:
+    """Progress of a command made of steps: one line per step on stderr, with the time
+    since the command started (shown whatever stderr is: the lines are few)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            print(f"  [{time.monotonic() - self.t0:5.0f} s] {message}", file=sys.stderr,
+                  flush=True)
 
 
 def emit(text: str, out: str | None) -> None:
@@ -130,9 +123,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    n, left_out = convert_counts(args.src, args.dst, src_format=args.src_format,
-                                 dst_format=args.dst_format,
-                                 command=shlex.join(["lookaside", *sys.argv[1:]]))
+    prog = Progress(args.src, not args.quiet)
+    try:
+        n, left_out = convert_counts(args.src, args.dst, src_format=args.src_format,
+                                     dst_format=args.dst_format,
+                                     command=_as_text(shlex.join(["lookaside",
+                                                                  *sys.argv[1:]])),
+                                     progress=prog)
+    finally:
+        prog.done()
     note = (f" ({left_out} left out: the output format cannot represent them)"
             if left_out else "")
     print(f"{args.dst}: {n} events{note}", file=sys.stderr)
@@ -142,8 +141,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def cmd_map(args: argparse.Namespace) -> int:
     from . import access_map
 
-    df = access_map(args.trace, page=args.page, interval=args.interval, select=args.select,
-                    format=args.format)
+    prog = Progress(args.trace, not args.quiet)
+    try:
+        df = access_map(args.trace, page=args.page, interval=args.interval,
+                        select=args.select, format=args.format, progress=prog)
+    finally:
+        prog.done()
     out = args.output
     if out is None or out.endswith(".csv"):
         emit(df.to_csv(index=False), out)
@@ -160,7 +163,8 @@ def cmd_map(args: argparse.Namespace) -> int:
     fig, ax = plt.subplots(figsize=(7, 5))
     plot_access_map(df, ax, f"{os.path.basename(args.trace)}: {args.select} references")
     try:
-        write_atomically(out, lambda tmp: fig.savefig(tmp, bbox_inches="tight"))
+        write_atomically(out, lambda tmp: fig.savefig(tmp, format=out.rsplit(".", 1)[1],
+                                                       bbox_inches="tight"))
     finally:
         plt.close(fig)
     print(f"{out}: {df.page.nunique()} pages × {df.attrs['intervals']} intervals",
@@ -169,7 +173,11 @@ def cmd_map(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    s = info(args.trace, format=args.format)
+    prog = Progress(args.trace, not args.quiet)
+    try:
+        s = info(args.trace, format=args.format, progress=prog)
+    finally:
+        prog.done()
     if args.json:
         emit(json.dumps(s, indent=2), None)
     else:
@@ -291,7 +299,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
-    print(write_report(args.dir, args.output, metric=args.metric))
+    say = Steps(not args.quiet)
+    print(write_report(args.dir, args.output, metric=args.metric, progress=say))
     return 0
 
 
@@ -338,10 +347,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         recipe_module(n)  # unknown or not-built recipes fail before anything runs
     ok = True
     for n in names:
-        o = reproduce(n, args.out, progress=lambda m: print(f"  {m}", file=sys.stderr))
+        say = Steps(not args.quiet)
+        say(f"{n}: running")
+        o = reproduce(n, args.out, progress=say)
         print(verdict_table(o))
         print(f"\n{args.out}/{n}/report.html\n")
-        ok &= all(c.ok for c in o.checks if c.exact)
+        ok &= o.ok
     if args.all:
         for n, (_title, module, missing) in RECIPES.items():
             if module is None:
@@ -350,6 +361,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .reproduce import RECIPES
+
     p = argparse.ArgumentParser(
         prog="lookaside",
         description="A fast, trace-driven simulator of address translation and memory "
@@ -380,12 +393,14 @@ def parser() -> argparse.ArgumentParser:
                                "then optionally .gz/.xz/.zst) unless --to")
     s.add_argument("--from", dest="src_format", choices=FORMATS)
     s.add_argument("--to", dest="dst_format", choices=FORMATS)
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     s.set_defaults(run=cmd_convert)
 
     s = sub.add_parser("info", help="summarise a trace")
     s.add_argument("trace")
     s.add_argument("-f", "--format", choices=FORMATS)
     s.add_argument("--json", action="store_true")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     s.set_defaults(run=cmd_info)
 
     s = sub.add_parser("map", help="memory access map: pages touched per interval of time")
@@ -397,6 +412,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--select", choices=["data", "instruction", "all"], default="data")
     s.add_argument("-o", "--output", metavar="FILE",
                    help="a .png/.svg/.pdf image, or a .csv table (default: CSV on stdout)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     s.set_defaults(run=cmd_map)
 
     s = sub.add_parser("presets", help="list the shipped machines, or print one")
@@ -441,6 +457,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("dir", help="the sweep's results directory")
     s.add_argument("-o", "--output", metavar="FILE", help="default DIR/report.html")
     s.add_argument("--metric", default="miss_ratio", choices=["miss_ratio", "mpki", "misses"])
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     s.set_defaults(run=cmd_report)
 
     s = sub.add_parser("trace", help="run a program (or a whole system) and record its "
@@ -478,13 +495,23 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(run=cmd_trace)
 
     s = sub.add_parser("reproduce", help="regenerate a seed study and compare with the paper")
-    s.add_argument("names", nargs="*", metavar="NAME",
-                   help="uhlig94, bala94, huck93, chen94, inouye92")
+    s.add_argument("names", nargs="*", metavar="NAME", help=", ".join(RECIPES))
     s.add_argument("--all", action="store_true", help="every recipe that is built")
     s.add_argument("--out", default="reproduce", metavar="DIR",
                    help="results go to DIR/NAME/ (default ./reproduce)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     s.set_defaults(run=cmd_reproduce)
     return p
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised by the SIGTERM handler, so that a terminated command unwinds as an interrupted
+    one does: the engine stops, partial outputs are removed, and the exit status says which
+    signal it was (128 + its number)."""
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -494,10 +521,16 @@ def main(argv: list[str] | None = None) -> int:
         p.print_help()
         return 2
     try:
+        signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: leave signals as they are
+        pass
+    try:
         return args.run(args)
-    except KeyboardInterrupt:
-        print("lookaside: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        signum = e.args[0] if isinstance(e, Terminated) else signal.SIGINT
+        name = signal.Signals(signum).name
+        print(f"lookaside: interrupted ({name})", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error worth a message.
         try:

@@ -22,10 +22,11 @@ import math
 import numbers
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
+
+from ._files import write_atomically
 
 
 def _plt():
@@ -716,8 +717,11 @@ def _svg(fig: Any, plots: Path, name: str) -> str:
 
 
 def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[str] | None = None,
-                 metric: str = "miss_ratio") -> Path:
-    """Write the HTML report of the sweep in `sweep_dir`; returns its path."""
+                 metric: str = "miss_ratio",
+                 progress: Callable[[str], None] | None = None) -> Path:
+    """Write the HTML report of the sweep in `sweep_dir`; returns its path. `progress` is
+    told of each kind of figure as it is drawn."""
+    say = progress or (lambda _message: None)
     import pandas as pd
 
     d = Path(sweep_dir)
@@ -737,12 +741,14 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     for old in plots.glob("*.svg"):  # plots of an earlier report of this sweep
         old.unlink()
     tlbs = df[df["structure"] != "walk"]
+    say(f"{len(df)} rows: plots (at most {MAX_FIGURES})")
     sources = itertools.chain(_line_plots(tlbs, keys, metric), _mapping_size(tlbs, keys, metric),
                               _heat_maps(tlbs, keys, metric), _cost_by_type(df, keys),
                               _partition_curves(df, keys))
     figures = [(caption, _svg(draw(), plots, name))
                for name, caption, draw in itertools.islice(sources, MAX_FIGURES)]
     left_out = sum(1 for _ in sources)  # counted, not drawn
+    say(f"{len(figures)} plots drawn; knees, best configurations and the table")
     knee_table = knees(tlbs, keys, metric)
     varying = [k for k in keys if df[k].nunique(dropna=False) > 1]
     axes = "; ".join(f"{html.escape(k)} = {html.escape(', '.join(map(_label, value_order(df[k]))))}"
@@ -792,15 +798,7 @@ def write_report(sweep_dir: str | os.PathLike[str], output: str | os.PathLike[st
     parts.append(html_table(table.drop(columns=same).head(MAX_TABLE_ROWS)))
     parts += [_SORT_JS, "</body></html>"]
     target = Path(output) if output else d / "report.html"
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("\n".join(parts))
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomically(target, "\n".join(parts))
     return target
 
 

@@ -37,7 +37,7 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -46,7 +46,16 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Callable
 
-from . import ConfigError, _lookaside, _page_bytes, demo_trace, preset_path
+from . import (
+    ConfigError,
+    _as_text,
+    _lookaside,
+    _page_bytes,
+    _read_text,
+    demo_trace,
+    preset_path,
+)
+from ._files import write_atomically
 
 #: Bumped when the stored form of a point changes (old points are then rerun).
 POINT_VERSION = 1
@@ -142,10 +151,9 @@ def _load_toml(path: Path) -> dict[str, Any]:
         import tomllib  # Python ≥ 3.11
     except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    text = _read_text(path, ConfigError)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"{path}: {e.strerror}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: {e}") from None
 
@@ -196,7 +204,7 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
     elif not isinstance(machine, str):
         raise _err(src, "sweep.machine", "must be a preset name or a TOML file")
     elif (base / machine).is_file():
-        text, mname = (base / machine).read_text(encoding="utf-8"), str(base / machine)
+        text, mname = _read_text(base / machine, ConfigError), _as_text(str(base / machine))
     else:
         try:
             text, mname = preset_path(machine).read_text(encoding="utf-8"), f"preset {machine}"
@@ -242,31 +250,14 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
 
 
 def run_point(trace: str, machine_text: str | None, machine_name: str, tlb: list[str],
-              overrides: list[str]) -> dict[str, Any]:
-    """Simulate one point (in whatever process or thread runs it); returns the result."""
-    raw = _lookaside.simulate(trace, machine_text, machine_name, tlb, overrides, None, None,
+              overrides: list[str], progress: Callable[[int, int], Any] | None = None
+              ) -> dict[str, Any]:
+    """Simulate one point (in whatever process or thread runs it); returns the result.
+    `progress(events, bytes)` is called now and then; an exception it raises stops the run
+    (so does one the run_* functions below get from theirs)."""
+    raw = _lookaside.simulate(trace, machine_text, machine_name, tlb, overrides, None, progress,
                               "one-thread")
     return json.loads(raw)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write `text` so that `path` appears only complete; errors name `path`."""
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    except OSError as e:
-        raise OSError(e.errno, e.strerror, str(path)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise OSError(e.errno, e.strerror, str(path)) from None
-        raise
 
 
 def _stored(points_dir: Path, pid: str) -> dict[str, Any] | None:
@@ -307,11 +298,12 @@ class _Bar:
 
 
 def run_points(trace: str, machine_text: str | None, machine_name: str, tlb: list[str],
-               overrides: list[list[str]]) -> list[dict[str, Any]]:
+               overrides: list[list[str]], progress: Callable[[int, int], Any] | None = None
+               ) -> list[dict[str, Any]]:
     """Simulate several points of one trace on one reading of it (decoding is paid once);
     each result is exactly what :func:`run_point` gives for that point alone."""
     machines = [(machine_text, machine_name, tlb, o) for o in overrides]
-    return json.loads(_lookaside.simulate_many(trace, machines))
+    return json.loads(_lookaside.simulate_many(trace, machines, None, progress))
 
 
 #: Geometries the all-associativity engine answers: power-of-two set counts up to this, and
@@ -320,12 +312,13 @@ _AA_SETS, _AA_WAYS = 1 << 16, 16
 
 
 def run_family(trace: str, machine_text: str | None, machine_name: str, tlb: list[str],
-               overrides: list[str], want: list[tuple[int, int]]) -> list[dict[str, Any]]:
+               overrides: list[str], want: list[tuple[int, int]],
+               progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
     """The results of the machine's single LRU TLB at each geometry (entries, ways) of
     `want`, from one pass over the trace, shaped like :func:`run_point`'s (with the fields
     the sweep's table reads)."""
     raw = _lookaside.one_pass(trace, machine_text, machine_name, tlb, overrides, None,
-                              sorted(set(want)))
+                              sorted(set(want)), progress)
     r = json.loads(raw)
     answers = {(a["entries"], a["ways"]): a for a in r["answers"]}
     out = []
@@ -438,14 +431,27 @@ def plan(spec: Spec, todo: list[tuple[str, Point]], workers: int, *, one_pass: b
     return tasks
 
 
+class _Stopped(Exception):
+    """A local task ended because its sweep stopped."""
+
+
 def _local(tasks: list[Task], spec: Spec, workers: int
            ) -> Iterator[tuple[Task, list[dict[str, Any]]]]:
+    stop = threading.Event()
+
+    def watch(_events: int, _bytes: int) -> None:
+        # Called now and then by every running task: ends them all once the sweep stops
+        # (interrupted, or a point failed), so that the pool's threads are free at once.
+        if stop.is_set():
+            raise _Stopped
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futs = {pool.submit(*t.args(spec)): t for t in tasks}
+        futs = {pool.submit(*t.args(spec), progress=watch): t for t in tasks}
         try:
             for f in as_completed(futs):
                 yield futs[f], f.result()
         finally:
+            stop.set()
             for f in futs:
                 f.cancel()
 
@@ -524,7 +530,7 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
     def store(pid: str, p: Point, result: dict[str, Any]) -> None:
         record = {"id": pid, "trace": p.trace_label, "settings": dict(p.settings),
                   "result": result}
-        _write_atomically(points_dir / f"{pid}.json", json.dumps(record))
+        write_atomically(points_dir / f"{pid}.json", json.dumps(record), sync=True)
         bar.step()
         if on_point:
             on_point(pid)
@@ -546,7 +552,7 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
     bar.close()
     table = collect(spec, out)
     write_table(table, out)
-    _write_atomically(out / "sweep.json", json.dumps(
+    write_atomically(out / "sweep.json", json.dumps(
         {"name": spec.name, "spec": spec.source, "keys": spec.keys, "points": len(pts),
          "ids": ids}, indent=2))
     return SweepOutcome(spec, out, len(pts), len(todo), len(pts) - len(todo), table)
@@ -600,18 +606,10 @@ def collect(spec: Spec, out: str | os.PathLike[str]):
 def write_table(table: Any, out: str | os.PathLike[str]) -> None:
     """``results.csv`` and ``results.parquet``, each appearing only complete."""
     out = Path(out)
-    _write_atomically(out / "results.csv", table.to_csv(index=False))
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".", suffix=".tmp")
-    os.close(fd)
-    try:
-        # Mixed-type axis columns (4 and "full") are stored as text in Parquet.
-        t = table.copy()
-        for c in t.columns:
-            if t[c].dtype == object:
-                t[c] = t[c].map(lambda v: None if v is None else str(v))
-        t.to_parquet(tmp, index=False)
-        os.replace(tmp, out / "results.parquet")
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomically(out / "results.csv", table.to_csv(index=False), sync=True)
+    # Mixed-type axis columns (4 and "full") are stored as text in Parquet.
+    t = table.copy()
+    for c in t.columns:
+        if t[c].dtype == object:
+            t[c] = t[c].map(lambda v: None if v is None else str(v))
+    write_atomically(out / "results.parquet", lambda tmp: t.to_parquet(tmp, index=False))

@@ -69,7 +69,8 @@ fn machine(text: Option<&str>, name: &str, tlb: &[String], set: &[String]) -> Py
 }
 
 /// Run `work` without the GIL, with a progress callback that calls `progress(events, bytes)`
-/// now and then and stops the work on Ctrl-C (raised as `KeyboardInterrupt`).
+/// now and then and stops the work on a signal: the exception its Python handler raises
+/// (`KeyboardInterrupt` for Ctrl-C) is then raised here, as is one `progress` raises.
 fn with_progress<T>(
     py: Python<'_>,
     progress: Option<Py<PyAny>>,
@@ -78,28 +79,29 @@ fn with_progress<T>(
 where
     T: Send,
 {
-    let mut interrupted = false;
+    let mut raised: Option<PyErr> = None;
     let result = py.detach(|| {
         let mut cb = |p: Progress| {
             Python::attach(|py| {
-                if py.check_signals().is_err() {
-                    interrupted = true;
-                    return false;
-                }
-                match &progress {
-                    Some(f) => f.call1(py, (p.events, p.bytes)).is_ok(),
-                    None => true,
+                let outcome = py.check_signals().and_then(|()| match &progress {
+                    Some(f) => f.call1(py, (p.events, p.bytes)).map(drop),
+                    None => Ok(()),
+                });
+                match outcome {
+                    Ok(()) => true,
+                    Err(e) => {
+                        raised.get_or_insert(e);
+                        false
+                    }
                 }
             })
         };
         work(&mut cb)
     });
-    if interrupted {
-        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
-            "interrupted",
-        ));
+    match raised {
+        Some(e) => Err(e),
+        None => Ok(result),
     }
-    Ok(result)
 }
 
 /// Simulate a trace file; returns the result as JSON text. `progress(events, bytes)` is
@@ -185,9 +187,10 @@ fn check_config(
 }
 
 /// Convert a trace between formats; returns the events written and the events left out
-/// (those the output format cannot represent).
+/// (those the output format cannot represent). `progress(events, bytes)` is called now and
+/// then; Ctrl-C stops the conversion and nothing is written.
 #[pyfunction]
-#[pyo3(signature = (src, dst, src_format=None, dst_format=None, command=String::new()))]
+#[pyo3(signature = (src, dst, src_format=None, dst_format=None, command=String::new(), progress=None))]
 fn convert(
     py: Python<'_>,
     src: PathBuf,
@@ -195,6 +198,7 @@ fn convert(
     src_format: Option<String>,
     dst_format: Option<String>,
     command: String,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<(u64, u64)> {
     let (sf, df) = (
         format_arg(src_format.as_deref())?,
@@ -204,15 +208,17 @@ fn convert(
         command: Some(command).filter(|c| !c.is_empty()),
         ..Default::default()
     };
-    py.detach(|| lookaside::trace::convert_counted(&src, sf, &dst, df, &meta))
-        .map(|c| (c.written, c.left_out()))
-        .map_err(to_py)
+    with_progress(py, progress, |cb| {
+        lookaside::trace::convert_watched(&src, sf, &dst, df, &meta, cb)
+    })?
+    .map(|c| (c.written, c.left_out()))
+    .map_err(to_py)
 }
 
 /// The memory access map of a trace (pages touched per interval of instructions) as JSON
 /// text; `select` is "instruction", "data" or "all".
 #[pyfunction]
-#[pyo3(signature = (path, page_bytes=4096, interval=100_000, select="data", format=None))]
+#[pyo3(signature = (path, page_bytes=4096, interval=100_000, select="data", format=None, progress=None))]
 fn access_map(
     py: Python<'_>,
     path: PathBuf,
@@ -220,6 +226,7 @@ fn access_map(
     interval: u64,
     select: &str,
     format: Option<String>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let f = format_arg(format.as_deref())?;
     let select = lookaside::trace::accessmap::Select::parse(select)
@@ -229,19 +236,26 @@ fn access_map(
             "page: {page_bytes} is not a power of two"
         ))));
     }
-    py.detach(|| {
-        lookaside::run::access_map_json(&path, f, page_bytes.trailing_zeros(), interval, select)
-    })
+    let shift = page_bytes.trailing_zeros();
+    with_progress(py, progress, |cb| {
+        lookaside::run::access_map_json(&path, f, shift, interval, select, cb)
+    })?
     .map(|v| v.to_string())
     .map_err(to_py)
 }
 
-/// Summarise a trace file as JSON text.
+/// Summarise a trace file as JSON text; `progress(events, bytes)` is called now and then,
+/// and Ctrl-C stops the reading.
 #[pyfunction]
-#[pyo3(signature = (path, format=None))]
-fn info(py: Python<'_>, path: PathBuf, format: Option<String>) -> PyResult<String> {
+#[pyo3(signature = (path, format=None, progress=None))]
+fn info(
+    py: Python<'_>,
+    path: PathBuf,
+    format: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
     let f = format_arg(format.as_deref())?;
-    py.detach(|| lookaside::run::info_json(&path, f))
+    with_progress(py, progress, |cb| lookaside::run::info_json(&path, f, cb))?
         .map(|v| v.to_string())
         .map_err(to_py)
 }
@@ -310,7 +324,7 @@ fn run_bench(
 /// Answer the geometries `want` ([(entries, ways)]) of the machine in one pass over the
 /// trace (the one-pass engines); JSON text, see `lookaside::onepass::answer_path`.
 #[pyfunction]
-#[pyo3(signature = (trace, config_text, config_name, tlb, set, format, want))]
+#[pyo3(signature = (trace, config_text, config_name, tlb, set, format, want, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn one_pass(
     py: Python<'_>,
@@ -321,6 +335,7 @@ fn one_pass(
     set: Vec<String>,
     format: Option<String>,
     want: Vec<(usize, usize)>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
     let format = format_arg(format.as_deref())?;
@@ -328,9 +343,11 @@ fn one_pass(
         .into_iter()
         .map(|(entries, ways)| lookaside::onepass::Geometry { entries, ways })
         .collect();
-    py.detach(|| lookaside::onepass::answer_path(&trace, format, &config, &want))
-        .map(|v| v.to_string())
-        .map_err(to_py)
+    with_progress(py, progress, |cb| {
+        lookaside::onepass::answer_path(&trace, format, &config, &want, cb)
+    })?
+    .map(|v| v.to_string())
+    .map_err(to_py)
 }
 
 /// Every cell of Uhlig et al.'s Tables II, VI and VII, ours beside the published one (JSON).
@@ -353,6 +370,26 @@ fn inouye92_results(py: Python<'_>, timing: &str) -> PyResult<String> {
     py.detach(|| lookaside::cache::vac::inouye92::results(timing))
         .map(|v| v.to_string())
         .map_err(ConfigError::new_err)
+}
+
+/// Create the temporary file that will become `path` (see
+/// `lookaside::trace::compress::create_partial`: named after it, mode 0666 less the umask,
+/// stale ones of dead processes removed) and return its name; the caller writes it and
+/// renames it into place. Errors are `OSError`s naming `path`.
+#[pyfunction]
+fn create_partial(path: PathBuf) -> PyResult<PathBuf> {
+    match lookaside::trace::compress::create_partial(&path) {
+        Ok((tmp, _file)) => Ok(tmp),
+        Err(e) => {
+            let text = e.to_string();
+            let strerror = text.split(" (os error").next().unwrap_or(&text).to_string();
+            Err(pyo3::exceptions::PyOSError::new_err((
+                e.raw_os_error().unwrap_or(0),
+                strerror,
+                path,
+            )))
+        }
+    }
 }
 
 #[pyfunction]
@@ -379,6 +416,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(access_map, m)?)?;
     m.add_function(wrap_pyfunction!(record, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
+    m.add_function(wrap_pyfunction!(create_partial, m)?)?;
     m.add_function(wrap_pyfunction!(one_pass, m)?)?;
     m.add_function(wrap_pyfunction!(uhlig94_cells, m)?)?;
     m.add_function(wrap_pyfunction!(uhlig94_published, m)?)?;

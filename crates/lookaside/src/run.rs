@@ -141,6 +141,61 @@ fn tick(p: &mut Progress, len: usize, progress: &mut dyn FnMut(Progress) -> bool
     Ok(())
 }
 
+/// How often a [`Watched`] source calls its progress callback.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A trace source that reports [`Progress`] about ten times a second and ends in an
+/// "interrupted" error as soon as the callback returns `false`. The commands that only read
+/// a trace (info, convert, access maps, one-pass answers) wrap their source in it, so that
+/// each is watched and can be stopped without a check in its own loop. The cadence is by
+/// time, not by events: those loops run from a few to hundreds of millions of events a
+/// second (xz output against plain counting), and a stop must be prompt in all of them.
+pub struct Watched<'a, S: TraceSource + ?Sized> {
+    source: &'a mut S,
+    progress: &'a mut dyn FnMut(Progress) -> bool,
+    p: Progress,
+    last: std::time::Instant,
+}
+
+impl<'a, S: TraceSource + ?Sized> Watched<'a, S> {
+    pub fn new(source: &'a mut S, progress: &'a mut dyn FnMut(Progress) -> bool) -> Self {
+        Watched {
+            source,
+            progress,
+            p: Progress::default(),
+            last: std::time::Instant::now(),
+        }
+    }
+}
+
+impl<S: TraceSource + ?Sized> TraceSource for Watched<'_, S> {
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        let more = self.source.next_batch(out)?;
+        self.p.events += out.len() as u64;
+        let now = std::time::Instant::now();
+        if !more || now.duration_since(self.last) >= WATCH_EVERY {
+            self.last = now;
+            self.p.bytes = self.source.bytes_read();
+            if !(self.progress)(self.p) && more {
+                return Err(crate::Error::Usage("interrupted".into()));
+            }
+        }
+        Ok(more)
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.source.bytes_read()
+    }
+
+    fn skipped(&self) -> u64 {
+        self.source.skipped()
+    }
+
+    fn metadata(&self) -> Option<&crate::trace::Metadata> {
+        self.source.metadata()
+    }
+}
+
 /// Read every event of `source` without simulating (parsing speed alone).
 pub fn drain(source: &mut dyn TraceSource) -> Result<u64> {
     let mut batch: Vec<Event> = Vec::with_capacity(BATCH);
@@ -154,7 +209,7 @@ pub fn drain(source: &mut dyn TraceSource) -> Result<u64> {
 /// The events of a trace file (format detected unless given) or of the workload a
 /// `workload:…` spec names, with the name of their format ("workload" for a spec). The file
 /// is opened once (see [`crate::trace::open_input`]), so a pipe works as a file does.
-fn open_source(
+pub(crate) fn open_source(
     path: &Path,
     format: Option<Format>,
 ) -> Result<(Box<dyn TraceSource + Send>, &'static str)> {
@@ -284,25 +339,24 @@ pub fn simulate_many(
     machines: &mut [Machine],
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Vec<serde_json::Value>> {
-    let (mut source, format) = open_source(path, format)?;
+    let (mut opened, format) = open_source(path, format)?;
+    // Watched by time, not by events: a batch costs as many simulations as there are
+    // machines, and a stop must be prompt however many there are.
+    let mut source = Watched::new(opened.as_mut(), progress);
     let mut batch: Vec<Event> = Vec::with_capacity(BATCH);
-    let mut p = Progress::default();
+    let mut events = 0u64;
     while source.next_batch(&mut batch)? {
         for m in machines.iter_mut() {
             m.run_batch(&batch);
         }
-        p.events += batch.len() as u64;
-        p.bytes = source.bytes_read();
-        tick(&mut p, batch.len(), progress)?;
+        events += batch.len() as u64;
     }
-    p.bytes = source.bytes_read();
-    progress(p);
     let name = crate::trace::compress::display(path);
     for m in machines.iter() {
         refused(m, &name)?;
     }
     if format != "workload" {
-        not_empty(p.events, &name)?;
+        not_empty(events, &name)?;
     }
     let info = TraceInfo {
         path: name,
@@ -345,9 +399,14 @@ fn not_empty(events: u64, name: &str) -> Result<()> {
 }
 
 /// What `lookaside info` shows: the trace's summary, format and metadata, as JSON.
-pub fn info_json(path: &Path, format: Option<Format>) -> Result<serde_json::Value> {
+/// `progress` is called now and then; returning `false` from it stops the reading.
+pub fn info_json(
+    path: &Path,
+    format: Option<Format>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<serde_json::Value> {
     let (mut source, format) = open_source(path, format)?;
-    let summary = crate::trace::summarize(source.as_mut())?;
+    let summary = crate::trace::summarize(&mut Watched::new(source.as_mut(), progress))?;
     let path = crate::trace::compress::display(path);
     let mut v = serde_json::json!({ "path": path, "format": format });
     if let (Some(o), Ok(serde_json::Value::Object(s))) =
@@ -373,9 +432,11 @@ pub fn access_map_json(
     page_shift: u32,
     interval: u64,
     select: crate::trace::accessmap::Select,
+    progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<serde_json::Value> {
     let mut source = open_source(path, format)?.0;
-    let map = crate::trace::accessmap::access_map(source.as_mut(), page_shift, interval, select)?;
+    let mut watched = Watched::new(source.as_mut(), progress);
+    let map = crate::trace::accessmap::access_map(&mut watched, page_shift, interval, select)?;
     Ok(serde_json::to_value(map).unwrap_or_default())
 }
 
@@ -572,6 +633,25 @@ mod tests {
             self.1 -= 1;
             self.0.next_batch(out)
         }
+    }
+
+    #[test]
+    fn a_watched_source_reports_its_end_and_stops_when_told() {
+        let mut calls = Vec::new();
+        let mut source = Synthetic::new(100_000, 1, 64, 64);
+        let n = drain(&mut Watched::new(&mut source, &mut |p| {
+            calls.push(p.events);
+            true
+        }))
+        .unwrap();
+        assert_eq!(n, 100_000);
+        assert_eq!(calls.last(), Some(&100_000), "the end is always reported");
+        // Told to stop, a pass over an endless stream ends at the next report.
+        let mut endless = Synthetic::new(u64::MAX, 1, 64, 64);
+        let t0 = std::time::Instant::now();
+        let e = crate::trace::summarize(&mut Watched::new(&mut endless, &mut |_| false));
+        assert_eq!(e.unwrap_err().to_string(), "interrupted");
+        assert!(t0.elapsed() < WATCH_EVERY * 20);
     }
 
     #[test]

@@ -18,12 +18,16 @@ from __future__ import annotations
 import html
 import importlib
 import json
-from collections.abc import Callable
+import textwrap
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import NotYetError
+from .._files import write_atomically
 
 #: name → (title, module under lookaside.reproduce, or None while the models it needs are
 #: not built yet: the string then says what is missing).
@@ -80,6 +84,37 @@ class Outcome:
                 and all(c.verdict != "mismatch" for c in self.claims))
 
 
+class _Stopped(Exception):
+    """A recipe's job ended because the recipe stopped."""
+
+
+#: Set while a recipe's parallel jobs must stop (interrupted, or one of them failed).
+_stop = threading.Event()
+
+
+def watch(_events: int, _bytes: int) -> None:
+    """The progress callback of every simulation a recipe runs through :func:`parallel`:
+    ends it at its next report once the recipe stops, so that Ctrl-C is prompt."""
+    if _stop.is_set():
+        raise _Stopped
+
+
+def parallel(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int = 2) -> list:
+    """``fn`` over ``jobs`` on ``workers`` threads (the engine releases the GIL), the results
+    in the jobs' order; identical to a loop. If one job fails or the recipe is interrupted,
+    every running job stops at its next :func:`watch` and the error goes on."""
+    _stop.clear()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(fn, j) for j in jobs]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            _stop.set()
+            for f in futures:
+                f.cancel()
+            raise
+
+
 def recipe_module(name: str) -> Any:
     if name not in RECIPES:
         raise NotYetError(f"no recipe named '{name}' (have: {', '.join(RECIPES)})")
@@ -101,7 +136,9 @@ def reproduce(name: str, out: str | Path = "reproduce",
 
 
 def verdict_table(o: Outcome) -> str:
-    """The verdict as plain text: the claims with their headline, or the unaudited checks."""
+    """The verdict as plain text: the claims (each quote wrapped beneath, nothing cut) with
+    their headline; or, for an unaudited recipe, one row per check, a cell longer than its
+    column wrapping onto the row's next lines, the columns staying aligned."""
     if o.claims:
         from .claims import headline, text_table
 
@@ -110,12 +147,15 @@ def verdict_table(o: Outcome) -> str:
     rows += [(c.claim, c.published, c.ours, c.verdict) for c in o.checks]
     widths = [min(max(len(r[i]) for r in rows), (52, 26, 26, 9)[i]) for i in range(4)]
 
-    def cut(s: str, w: int) -> str:
-        return s if len(s) <= w else s[: w - 1] + "…"
+    def wrap(s: str, w: int) -> list[str]:
+        return textwrap.wrap(s, w, break_on_hyphens=False) or [""]
 
     lines = [f"{o.title}", ""]
     for i, r in enumerate(rows):
-        lines.append("  ".join(cut(v, w).ljust(w) for v, w in zip(r, widths)).rstrip())
+        cells = [wrap(v, w) for v, w in zip(r, widths)]
+        for k in range(max(len(c) for c in cells)):
+            lines.append("  ".join((c[k] if k < len(c) else "").ljust(w)
+                                   for c, w in zip(cells, widths)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     n_ok = sum(c.ok for c in o.checks)
@@ -131,18 +171,19 @@ def write(o: Outcome, d: Path) -> None:
     checks = [{**asdict(c), "verdict": c.verdict} for c in o.checks]
     if o.claims:
         claims = [c.to_json() for c in o.claims]
-        (d / "claims.json").write_text(json.dumps(claims, indent=2, allow_nan=False,
-                                                  default=str))
+        write_atomically(d / "claims.json", json.dumps(claims, indent=2, allow_nan=False,
+                                                      default=str))
         checks = [{"claim": c["id"], "kind": c["kind"], "quote": c["quote"],
                    "verdict": c["verdict"], "runs": len(c["results"]),
                    "held": sum(r["holds"] for r in c["results"])} for c in claims]
-    pd.DataFrame(checks).to_csv(d / "verdict.csv", index=False)
-    (d / "verdict.json").write_text(json.dumps(
+    # Each file appears only complete (an interrupted run leaves none half-written).
+    write_atomically(d / "verdict.csv", pd.DataFrame(checks).to_csv(index=False))
+    write_atomically(d / "verdict.json", json.dumps(
         {"recipe": o.name, "title": o.title, "ok": o.ok,
          **({"headline": headline(o.claims)} if o.claims else {}), "checks": checks},
         indent=2))
     for name, df in o.tables.items():
-        df.to_csv(d / f"{name}.csv", index=False)
+        write_atomically(d / f"{name}.csv", df.to_csv(index=False))
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>lookaside reproduce {html.escape(o.name)}</title>",
@@ -176,7 +217,7 @@ def write(o: Outcome, d: Path) -> None:
         parts.append(f"<h2>{html.escape(name)}</h2>")
         parts.append(df.to_html(index=False, na_rep="—"))
     parts.append("</body></html>")
-    (d / "report.html").write_text("\n".join(parts), encoding="utf-8")
+    write_atomically(d / "report.html", "\n".join(parts))
 
 
 def save_figure(fig: Any, d: Path, name: str) -> Path:

@@ -14,12 +14,11 @@ are mechanisms; the rest are predictions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..report import plot_bars, plot_lines, subplots
 from ..sweep import run_point
-from . import RECIPES, Outcome, save_figure
+from . import RECIPES, Outcome, parallel, save_figure, watch
 from .claims import load, plot_ranges
 
 #: The multi-user workload (12 users, 70% of data runs on shared memory) and one user alone.
@@ -91,7 +90,7 @@ def machine(pagetable: str, global_addresses: bool, extra: str = "",
 
 
 def simulate(workload: str, text: str) -> dict:
-    return run_point(workload, text, "huck93", [], [])
+    return run_point(workload, text, "huck93", [], [], progress=watch)
 
 
 def per_process(workload: str) -> str:
@@ -224,8 +223,7 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     o.tables["chain_length_uniform"] = ch
     say("storage and chain lengths: done")
     jobs = workloads()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        measured = list(pool.map(lambda j: measure(j[1], j[3]), jobs))
+    measured = parallel(lambda j: measure(j[1], j[3]), jobs)
     for (name, _, seed, multi_user), rows in zip(jobs, measured):
         judge(claims, name, seed, multi_user, rows)
     say("configurations on every workload: done")

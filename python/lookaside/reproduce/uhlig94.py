@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import _data_dir, _lookaside, preset_path
 from ..report import plot_bars, plot_lines, subplots
 from ..sweep import run_point, run_points
-from . import RECIPES, Outcome, save_figure
+from . import RECIPES, Outcome, parallel, save_figure, watch
 from .claims import load, plot_ranges
 
 HOPS = 2000
@@ -104,13 +103,14 @@ def measure_mach3(spec: str, seed: int) -> dict:
                                      f"refill.costs={s('mach3-l1k-utlb')}"]))
     seeded = [o + [f"machine.seed={seed}"] for _, o in keyed]
     out: dict = {"time": {}, "L2": {}}
-    for (key, _), r in zip(keyed, run_points(spec, base, "decstation3100-mach3", [], seeded)):
+    for (key, _), r in zip(keyed, run_points(spec, base, "decstation3100-mach3", [], seeded,
+                                             progress=watch)):
         out["time"][key] = r["traps"]["seconds"]["total"]
         out["L2"][key] = r["traps"]["seconds"]["L2"]
     geo = [(e, w) for e in ENTRIES for w in WAYS]
     rs = run_points(spec, unpartitioned(64, 4), "decstation3100-mach3", [],
                     [[f"tlb.tlb.entries={e}", f"tlb.tlb.ways={w}", f"machine.seed={seed}"]
-                     for e, w in geo])
+                     for e, w in geo], progress=watch)
     for key, r in zip(geo, rs):
         out["time"][("geometry", key)] = r["traps"]["seconds"]["total"]
     return out
@@ -157,7 +157,8 @@ def ring_sweep(servers: int, pages: int, seed: int) -> dict[int, float]:
             f"seed={seed}")
     base = preset_path("decstation3100-mach3").read_text(encoding="utf-8")
     rs = run_points(spec, base, "decstation3100-mach3", [],
-                    [[f"tlb.tlb.partition.lower={lw}", f"machine.seed={seed}"] for lw in LOWERS])
+                    [[f"tlb.tlb.partition.lower={lw}", f"machine.seed={seed}"] for lw in LOWERS],
+                    progress=watch)
     return {lw: r["traps"]["seconds"]["total"] for lw, r in zip(LOWERS, rs)}
 
 
@@ -215,15 +216,13 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     transcriptions(o, claims)
     say("Tables II, VI, VII: done")
     jobs = [(name, spec, seed) for seed in SEEDS for name, spec in mach3_workloads(seed).items()]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        measured = list(pool.map(lambda j: measure_mach3(j[1], j[2]), jobs))
+    measured = parallel(lambda j: measure_mach3(j[1], j[2]), jobs)
     for (name, _, seed), m in zip(jobs, measured):
         judge_mach3(claims, name, seed, m)
     say("Mach 3.0 workloads: done")
     part = []
     ring_jobs = [(n, p, seed) for seed in SEEDS for p in RING_PAGES for n in (1, 2, 3)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        sweeps = list(pool.map(lambda j: ring_sweep(*j), ring_jobs))
+    sweeps = parallel(lambda j: ring_sweep(*j), ring_jobs)
     by = {j: sw for j, sw in zip(ring_jobs, sweeps)}
     for seed in SEEDS:
         for p in RING_PAGES:

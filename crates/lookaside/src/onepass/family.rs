@@ -15,7 +15,7 @@ use crate::config::{MachineConfig, Placement, Straddle};
 use crate::error::{Error, Result};
 use crate::event::{Kind, BATCH};
 use crate::ledger::Counter;
-use crate::trace::{self, Format};
+use crate::trace::Format;
 
 /// Largest set count answered by the all-associativity engine here.
 pub const MAX_SETS: usize = 1 << 16;
@@ -80,12 +80,14 @@ pub struct Geometry {
 /// geometry is fully associative, else all-associativity (sets a power of two up to
 /// [`MAX_SETS`], at most [`WAYS`] ways). Returns `{engine, trace: {references,
 /// instructions}, structure, answers: [{entries, ways, sets, structure: {...}, walk:
-/// {...}}]}`; a usage error says why the family cannot be answered in one pass.
+/// {...}}]}`; a usage error says why the family cannot be answered in one pass. `progress` is
+/// called now and then; returning `false` from it stops the pass.
 pub fn answer_path(
     path: &Path,
     format: Option<Format>,
     config: &MachineConfig,
     want: &[Geometry],
+    progress: &mut dyn FnMut(crate::run::Progress) -> bool,
 ) -> Result<Value> {
     let opts = Options::for_machine(config).map_err(Error::Usage)?;
     let page = crate::config::PageSize::Size(1 << opts.page_shift).label();
@@ -109,12 +111,13 @@ pub fn answer_path(
             )));
         }
     }
-    let (input, format) = trace::open_input(path, format)?;
-    let mut source = trace::reader(input, format)?;
+    // A trace file, or the stream a `workload:` spec makes.
+    let (mut opened, format) = crate::run::open_source(path, format)?;
+    let mut source = crate::run::Watched::new(opened.as_mut(), progress);
     let mut feeder = Feeder::new(opts);
     let (engine, accesses, misses, instructions): (&str, u64, Vec<u64>, u64) = if full {
         let mut sd = StackDistance::new(want.iter().map(|g| g.entries).max().unwrap_or(1));
-        let instructions = pass(source.as_mut(), &mut feeder, &mut sd)?;
+        let instructions = pass(&mut source, &mut feeder, &mut sd)?;
         let r = sd.result();
         let m = want
             .iter()
@@ -124,7 +127,7 @@ pub fn answer_path(
     } else {
         let max_sets = want.iter().map(|g| g.entries / g.ways).max().unwrap_or(1);
         let mut aa = AllAssoc::new(max_sets);
-        let instructions = pass(source.as_mut(), &mut feeder, &mut aa)?;
+        let instructions = pass(&mut source, &mut feeder, &mut aa)?;
         let r = aa.result();
         let m = want
             .iter()
@@ -156,7 +159,7 @@ pub fn answer_path(
         .collect();
     Ok(json!({
         "engine": engine,
-        "trace": {"path": path.display().to_string(), "format": format.name(),
+        "trace": {"path": path.display().to_string(), "format": format,
                   "references": feeder.references, "instructions": instructions},
         "structure": name,
         "page": [page],
@@ -219,7 +222,13 @@ mod tests {
                 .iter()
                 .map(|&(entries, ways)| Geometry { entries, ways })
                 .collect();
-            let r = answer_path(&data("sortprog.lackey.zst"), None, &config, &geos);
+            let r = answer_path(
+                &data("sortprog.lackey.zst"),
+                None,
+                &config,
+                &geos,
+                &mut |_| true,
+            );
             if want
                 .iter()
                 .any(|&(e, w)| e != w && !(e / w).is_power_of_two())
@@ -252,6 +261,33 @@ mod tests {
                 assert_eq!(r["trace"]["instructions"], full["trace"]["instructions"]);
             }
         }
+    }
+
+    #[test]
+    fn a_workload_spec_is_answered_like_a_trace_file() {
+        let spec = std::path::Path::new("workload:multiserver,servers=2,hops=200");
+        let config =
+            MachineConfig::assemble(None, "t", &["d:entries=8,ways=full".into()], &[]).unwrap();
+        let geos = [Geometry {
+            entries: 16,
+            ways: 16,
+        }];
+        let r = answer_path(spec, None, &config, &geos, &mut |_| true).unwrap();
+        let flags = ["d:entries=16,ways=full".to_string()];
+        let mut m = crate::machine::Machine::assemble(None, "t", &flags, &[]).unwrap();
+        let full = crate::run::simulate_path(
+            spec,
+            None,
+            &mut m,
+            crate::run::Reading::OneThread,
+            &mut |_| true,
+        )
+        .unwrap();
+        assert_eq!(r["trace"]["format"], "workload");
+        assert_eq!(
+            r["answers"][0]["structure"]["misses"],
+            full["structures"]["d"]["misses"]
+        );
     }
 
     #[test]

@@ -343,7 +343,7 @@ impl Output {
     /// Like [`Output::create`] with an explicit compression.
     pub fn create_with(path: &Path, compression: Compression) -> Result<Output> {
         let name = display(path);
-        let (tmp, file) = create_temp(path).map_err(|e| Error::io(&name, e))?;
+        let (tmp, file) = create_partial(path).map_err(|e| Error::io(&name, e))?;
         let mut out = Output {
             enc: None,
             tmp,
@@ -452,12 +452,24 @@ impl Drop for Output {
 }
 
 /// Creates a fresh temporary file in the directory of `path`, named after it so that a
-/// leftover (after a crash) is recognisable, and never under the final name.
-fn create_temp(path: &Path) -> io::Result<(PathBuf, File)> {
+/// leftover is recognisable, and never under the final name: `.NAME.PID.N.partial`. It is
+/// created with mode 0666 less the umask, as the final file would be. Stale partial files
+/// of the same naming in that directory, left by a process that no longer runs (killed, or
+/// the machine went down), are removed first, once per directory and process: each run
+/// that writes into a directory tidies it (a sweep writing 10⁴ points lists it once).
+/// Every writer of Lookaside (the Python layer too) makes its temporary files here.
+pub fn create_partial(path: &Path) -> io::Result<(PathBuf, File)> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    static TIDIED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    if let Ok(mut tidied) = TIDIED.lock() {
+        if !tidied.contains(&dir) {
+            remove_stale_partials(&dir);
+            tidied.push(dir.clone());
+        }
+    }
     let base = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -481,6 +493,45 @@ fn create_temp(path: &Path) -> io::Result<(PathBuf, File)> {
         io::ErrorKind::AlreadyExists,
         "no free temporary file name",
     ))
+}
+
+/// The process id in a partial file's name `.NAME.PID.N.partial`, if it is one.
+fn partial_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?.strip_suffix(".partial")?;
+    let mut parts = rest.rsplitn(3, '.');
+    let n = parts.next()?;
+    let pid = parts.next()?;
+    parts.next()?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Whether process `pid` still runs. Only answered where `/proc` lists processes; elsewhere
+/// every process counts as alive, so that nothing in use is ever removed.
+fn process_alive(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    !proc.join("self").exists() || proc.join(pid.to_string()).exists()
+}
+
+/// Removes the partial files in `dir` (see [`create_partial`]) whose process is gone.
+/// Best effort: a directory that cannot be listed, or a file that cannot be removed, is
+/// left as it is.
+pub fn remove_stale_partials(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(partial_pid) else {
+            continue;
+        };
+        if pid != me && !process_alive(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -558,6 +609,28 @@ mod tests {
         out.write_all(b"partial").unwrap();
         drop(out);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn stale_partial_files_of_dead_processes_are_removed() {
+        let dir = tmpdir("stale");
+        // A process id no process has (above Linux's pid_max of 2^22).
+        let dead = dir.join(".t.zst.4999999.0.partial");
+        let mine = dir.join(format!(".t.zst.{}.7.partial", std::process::id()));
+        let alive = dir.join(".t.zst.1.0.partial"); // init runs
+        let other = dir.join(".notes.4999999.x.partial"); // not of our naming
+        for p in [&dead, &mine, &alive, &other] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        let out = Output::create(&dir.join("u.din")).unwrap();
+        if Path::new("/proc/self").exists() {
+            assert!(!dead.exists(), "a dead process's partial file is removed");
+        }
+        assert!(mine.exists() && other.exists() && alive.exists());
+        drop(out);
+        assert_eq!(partial_pid(".a.b.12.3.partial"), Some(12));
+        assert_eq!(partial_pid(".12.3.partial"), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

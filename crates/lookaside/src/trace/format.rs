@@ -79,7 +79,7 @@ impl Format {
     /// The format named by the extension of `path`, looking past one compression extension
     /// (`trace.din.gz` is din).
     pub fn from_extension(path: &Path) -> Option<Format> {
-        let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+        let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
         let mut parts = name.rsplit('.');
         let mut ext = parts.next()?;
         if matches!(ext, "gz" | "xz" | "zst" | "zstd") {
@@ -227,6 +227,13 @@ mod tests {
         assert_eq!(f("t.champsimtrace"), Some(Format::ChampSim));
         assert_eq!(f("t.cloudsuite.xz"), Some(Format::CloudSuite));
         assert_eq!(f("champsimtrace"), None);
+        // A name that is not UTF-8 (on Unix a file name is any bytes) still has its extension.
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let name = std::ffi::OsStr::from_bytes(b"caf\xe9.din.gz");
+            assert_eq!(Format::from_extension(Path::new(name)), Some(Format::Din));
+        }
     }
 
     #[test]

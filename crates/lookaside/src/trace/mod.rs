@@ -253,6 +253,19 @@ pub fn convert_counted(
     dst_format: Option<Format>,
     meta: &Metadata,
 ) -> Result<Converted> {
+    convert_watched(src, src_format, dst, dst_format, meta, &mut |_| true)
+}
+
+/// [`convert_counted`], calling `progress` now and then (see [`crate::run::Watched`]);
+/// returning `false` from it stops the conversion, and the output is then not written.
+pub fn convert_watched(
+    src: &Path,
+    src_format: Option<Format>,
+    dst: &Path,
+    dst_format: Option<Format>,
+    meta: &Metadata,
+    progress: &mut dyn FnMut(crate::run::Progress) -> bool,
+) -> Result<Converted> {
     // A `workload:` spec is a source too: converting it writes the stream it makes.
     let spec = src.display().to_string();
     let (mut source, src_format) = match crate::workload::from_spec(&spec)? {
@@ -276,5 +289,8 @@ pub fn convert_counted(
         meta.source_format = Some(src_format.to_string());
     }
     let sink = create(dst, dst_format, &meta)?;
-    copy_counted(source.as_mut(), sink)
+    copy_counted(
+        &mut crate::run::Watched::new(source.as_mut(), progress),
+        sink,
+    )
 }
