@@ -254,6 +254,9 @@ def text_table(claims: list[Claim], width: int = 100) -> str:
         body = [f"“{c.quote}” ({c.source})"]
         if c.kind == "not-modelled":
             body.append(f"not modelled: {c.reason}")
+        elif c.kind == "transcription":
+            body.append(f"our arithmetic over the paper's numbers: {c.workloads}; "
+                        f"ours {c.spread()}")
         else:
             body.append(f"paper {describe(c.paper)}; ours {c.spread()}")
         for b in body:
