@@ -11,12 +11,14 @@
 mod multiserver;
 mod multiuser;
 mod osstructure;
+mod segments;
 mod synthetic;
 pub mod vmops;
 
 pub use multiserver::{Multiserver, MultiserverParams};
 pub use multiuser::{AddressModel, Multiuser, MultiuserParams, Rewrite, Uniform};
 pub use osstructure::{OsStructure, OsWorkload, OsWorkloadParams};
+pub use segments::{Segments, SegmentsParams};
 pub use synthetic::Synthetic;
 pub use vmops::{Cow, CowCase, CowParams, Ipc, IpcDesign, IpcParams};
 
@@ -35,8 +37,10 @@ pub const PREFIX: &str = "workload:";
 /// `workload:rewrite,trace=hpux.din,to=per-process` (any trace, see [`Rewrite`]),
 /// `workload:uniform,pages=8192`,
 /// `workload:ipc,design=move,size=8k,messages=10` (see [`Ipc`]),
-/// `workload:cow,case=3,pages=1` (see [`Cow`]) or
-/// `workload:synthetic,refs=1e7,seed=1`.
+/// `workload:cow,case=3,pages=1` (see [`Cow`]),
+/// `workload:synthetic,refs=1e7,seed=1` (program-like: almost every reference hits) or
+/// `workload:segments,refs=2e7,region=64M,segment=64,random=50,stores=30,seed=1`
+/// (TLB-hostile: about half miss a 64-entry TLB; see [`Segments`]).
 /// `Ok(None)` when `spec` is not a workload spec (it does not start with [`PREFIX`]); an
 /// error naming the bad key otherwise.
 pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
@@ -242,9 +246,24 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
             }
             Ok(Some(Box::new(Synthetic::new(refs, seed, 256, 64 << 10))))
         }
+        "segments" => {
+            let mut p = SegmentsParams::default();
+            for (k, v) in kv {
+                match k {
+                    "refs" => p.refs = num(k, v)?,
+                    "region" => p.region = bytes(k, v)?,
+                    "segment" => p.segment = num(k, v)?.max(1),
+                    "random" => p.random = num(k, v)?.min(100),
+                    "stores" => p.stores = num(k, v)?.min(100),
+                    "seed" => p.seed = num(k, v)?,
+                    _ => return Err(err(k, "unknown key (refs, region, segment, random, stores, seed)".into())),
+                }
+            }
+            Ok(Some(Box::new(Segments::new(p))))
+        }
         _ => Err(err(
             "workload",
-            format!("'{name}' is not a workload (cow, ipc, multiserver, multiuser, os, rewrite, synthetic, uniform)"),
+            format!("'{name}' is not a workload (cow, ipc, multiserver, multiuser, os, rewrite, segments, synthetic, uniform)"),
         )),
     }
 }
