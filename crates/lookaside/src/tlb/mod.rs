@@ -75,8 +75,8 @@
 //!
 //! Replacement state is updated through an enum over the policies (`policy/`), matched once
 //! per call. Hit, fill and invalidate hooks are O(1) (PLRU: one and-or per six tree levels);
-//! victim choice is O(1) for FIFO, Random and LRU above 64 ways (a recency list), a
-//! branch-free pass over at most 64 timestamps for smaller LRU sets, O(log ways) for PLRU and
+//! victim choice is O(1) for FIFO, Random and LRU above 16 ways (a recency list), a
+//! branch-free pass over at most 16 timestamps for smaller LRU sets, O(log ways) for PLRU and
 //! amortised O(1) for NRU — so a 1024-entry fully associative TLB costs about what a 64-entry
 //! one does (`bench.rs`).
 
