@@ -159,6 +159,7 @@ def simulate(
     format: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
     reading: str = "auto",
+    max_memory: str | int | None = None,
     **kwargs: Any,
 ) -> Result:
     """Simulate ``trace`` on a machine and return its :class:`Result`.
@@ -169,7 +170,10 @@ def simulate(
     dots (``tlb__dtlb__entries=128``) change single keys, like ``--set``. ``reading`` is
     where the trace is read: ``"one-thread"`` (with the simulation), ``"pipelined"`` (on a
     second thread) or ``"auto"`` (pipelined when there is a second core); results never
-    depend on it. The GIL is released while the simulation runs.
+    depend on it. ``max_memory`` (bytes, or a size such as ``"4G"``) bounds the memory the
+    machine may take (default: half of the host's); a machine estimated over it is refused
+    with a ``ConfigError`` before anything is allocated. The GIL is released while the
+    simulation runs.
     """
     if config == DEFAULT_PRESET and tlb:
         config = None
@@ -183,8 +187,14 @@ def simulate(
         format,
         progress,
         reading,
+        _size(max_memory),
     )
     return Result(json.loads(raw))
+
+
+def _size(n: str | int | None) -> str | None:
+    """A size argument as the engine reads it (bytes as a number, or ``"4G"``)."""
+    return None if n is None else str(n)
 
 
 def check_config(
@@ -192,11 +202,13 @@ def check_config(
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     tlb: Sequence[str] = (),
+    max_memory: str | int | None = None,
     **kwargs: Any,
 ) -> str:
     """Validate a machine; returns it as normalised TOML (every default filled in)."""
     text, name = _machine_source(config)
-    return _lookaside.check_config(text, name, list(tlb), _overrides(overrides, kwargs))
+    return _lookaside.check_config(text, name, list(tlb), _overrides(overrides, kwargs),
+                                   _size(max_memory))
 
 
 def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,

@@ -82,10 +82,12 @@ struct Level {
     miss_cycles: u32,
     /// Whether a write-allocate fill needs a memory read (the line is wider than a word).
     fill_reads: bool,
-    /// References whose bytes span two lines (two line accesses each).
+    /// Line accesses beyond the first of references whose bytes span several lines: one for
+    /// a reference spanning two lines (two line accesses), one per further line for longer
+    /// ones.
     straddles: u64,
-    /// Of those, the ones where both lines missed (simulators that count a straddling
-    /// reference as one access, such as cachegrind, count one miss for them).
+    /// References spanning lines of which every line missed (simulators that count a
+    /// straddling reference as one access, such as cachegrind, count one miss for them).
     straddle_double_misses: u64,
 }
 
@@ -462,6 +464,12 @@ impl MemorySystem {
             if let Some(l1) = l1 {
                 let shift = self.levels[l1].cache.line_shift();
                 let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1);
+                if (last >> shift).wrapping_sub(e.addr >> shift) > 1 {
+                    // More than two lines (or past 2^64): rare, out of line.
+                    let hit =
+                        self.cached_span(l1, side.l2, comp, paddr, mapped, space, e, &mut stalls);
+                    return self.account(e, mode, stalls, hit);
+                }
                 // The last byte's line, when it is another one (physically: the next page's
                 // frame when the reference crosses a page too).
                 let second = (last >> shift != e.addr >> shift).then(|| {
@@ -476,6 +484,13 @@ impl MemorySystem {
                 stalls[WBUFFER] += self.write_memory(paddr, e.size);
             }
         }
+        self.account(e, mode, stalls, hit)
+    }
+
+    /// The end of [`MemorySystem::access`]: time passes by `stalls`, counted in the running
+    /// account (and the running handler's); returns the cost of reference `e`.
+    #[inline(always)]
+    fn account(&mut self, e: &Event, mode: usize, stalls: [u64; 4], hit: bool) -> Cost {
         let total: u64 = stalls.iter().sum();
         self.now += total;
         let acct = if self.idle {
@@ -581,6 +596,51 @@ impl MemorySystem {
             stalls[WBUFFER] += self.write_memory(paddr, e.size);
         }
         both
+    }
+
+    /// [`MemorySystem::cached`] for a reference spanning more than two lines of `l1` (a
+    /// block move, a 64 KiB valgrind access): every line once, in order, each counted in
+    /// `straddles` after the first (`straddle_double_misses`: every line missed). A line in
+    /// another page than the first byte is at its own frame. An access past 2^64 ends at the
+    /// top of the address space.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn cached_span(
+        &mut self,
+        l1: usize,
+        l2: Option<usize>,
+        comp: usize,
+        paddr: u64,
+        mapped: bool,
+        space: u32,
+        e: &Event,
+        stalls: &mut [u64; 4],
+    ) -> bool {
+        let write = e.kind == Kind::Store;
+        let shift = self.levels[l1].cache.line_shift();
+        let page = self.mapper.page_shift();
+        let last = e.addr.saturating_add(e.size.max(1) as u64 - 1);
+        let first = self.line(l1, l2, comp, paddr, write, stalls);
+        let (mut all_hit, mut all_missed) = (first, !first);
+        let mut line = e.addr >> shift;
+        while line < last >> shift {
+            line += 1;
+            let v = line << shift;
+            let p = if mapped && (v ^ e.addr) >> page != 0 {
+                self.frames_base + self.mapper.translate(space, v, NO_PADDR)
+            } else {
+                paddr.wrapping_add(v - e.addr)
+            };
+            let hit = self.line(l1, l2, comp, p, write, stalls);
+            self.levels[l1].straddles += 1;
+            all_hit &= hit;
+            all_missed &= !hit;
+        }
+        self.levels[l1].straddle_double_misses += all_missed as u64;
+        if write && self.levels[l1].cache.write_policy() == WritePolicy::Through {
+            stalls[WBUFFER] += self.write_memory(paddr, e.size);
+        }
+        all_hit
     }
 
     /// One line access through `l1` (and `l2`); returns whether it hit.
@@ -1029,5 +1089,36 @@ root_table = "0xffffffff80100000"
         );
         bad("private = \"asid\"", "memory.private");
         bad("memory = 100", "memory.memory");
+    }
+
+    /// A reference spanning many lines accesses each line once (not only its first and last),
+    /// across pages too: a 100-byte load at 4-byte lines reads 26 lines (with its unaligned
+    /// start), and a second time they all hit.
+    #[test]
+    fn a_reference_spanning_many_lines_accesses_every_line() {
+        let mut m = machine("");
+        let block = Event::reference(Kind::Load, 0x1ffe, 100);
+        m.run_batch(&[block]);
+        let j = m.memory().unwrap().json();
+        let d = &j["caches"][1];
+        assert_eq!(d["name"], "dcache");
+        // 16-byte fetches: the 26 lines from 0x1ffc to 0x2060 come in 8 blocks.
+        assert_eq!(
+            (d["reads"].as_u64(), d["straddles"].as_u64()),
+            (Some(26), Some(25))
+        );
+        assert_eq!(d["read_misses"], 8);
+        assert_eq!(d["straddle_double_misses"], 0);
+        m.run_batch(&[block]);
+        let d = &m.memory().unwrap().json()["caches"][1];
+        assert_eq!(
+            (d["reads"].as_u64(), d["read_misses"].as_u64()),
+            (Some(52), Some(8))
+        );
+        // Past the top of the address space: the lines up to it.
+        let mut m = machine("");
+        m.run_batch(&[Event::reference(Kind::Load, u64::MAX - 11, 40).with_mode(Mode::Kernel)]);
+        let d = &m.memory().unwrap().json()["caches"][1];
+        assert_eq!(d["reads"], 3);
     }
 }
