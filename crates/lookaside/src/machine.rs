@@ -1191,7 +1191,8 @@ impl Machine {
         };
         self.walk_paddr = e.paddr;
         let mut walked = self.translate(e.addr, e.kind, e.mode, shift);
-        if self.split && e.size > 1 {
+        let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1);
+        if self.split && (last ^ e.addr) >> shift != 0 {
             walked |= self.translate_rest(e, shift);
         }
         (true, walked)

@@ -4,7 +4,8 @@
 //! it, so they can never disagree. The schema (`lookaside/result-v1`) is documented in the
 //! README: `structures.<name>.{accesses,hits,misses,miss_ratio,mpki,…}` with breakdowns
 //! `by_kind`, `by_mode`, `by_asid`, plus `rows`, one row per (structure, asid, mode, kind)
-//! cell for DataFrames. Nothing in it depends on time or worker count.
+//! cell for DataFrames, and `warnings`, what the numbers leave out (see
+//! [`Machine::warnings`]). Nothing in it depends on time or worker count.
 
 use serde_json::{json, Map, Value};
 
