@@ -179,6 +179,11 @@ def test_unsimulated_references_are_reported_everywhere(cli, tmp_path: Path):
     clean = _lackey(tmp_path / "clean.lackey", [f" L {0x1000 * i:x},8" for i in range(8)])
     p = cli("simulate", clean, "--tlb", "dtlb:entries=8", "--json")
     assert json.loads(p.stdout)["warnings"] == [] and "warning" not in p.stderr
+    # From Python, a warning too.
+    import lookaside
+
+    with pytest.warns(lookaside.LookasideWarning, match="not simulated"):
+        lookaside.simulate(t, None, tlb=["dtlb:entries=8"])
 
 
 def test_an_access_larger_than_a_page_translates_every_page(tmp_path: Path):

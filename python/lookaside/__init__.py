@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -31,6 +32,7 @@ __version__: str = _lookaside.__version__
 __all__ = [
     "ConfigError",
     "LookasideError",
+    "LookasideWarning",
     "NotYetError",
     "Result",
     "TraceError",
@@ -46,6 +48,11 @@ __all__ = [
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+class LookasideWarning(UserWarning):
+    """A result leaves something out that its numbers do not show: more than 1 % of the
+    translations were not simulated (``Result.data["warnings"]`` says what)."""
+
 
 #: The machine used when none is named.
 DEFAULT_PRESET = "modern-x86"
@@ -189,7 +196,10 @@ def simulate(
         reading,
         _size(max_memory),
     )
-    return Result(json.loads(raw))
+    result = Result(json.loads(raw))
+    for w in result.data.get("warnings", []):
+        warnings.warn(f"{os.fspath(trace)}: {w}", LookasideWarning, stacklevel=2)
+    return result
 
 
 def _size(n: str | int | None) -> str | None:

@@ -13,11 +13,13 @@ import os
 import shlex
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable
 
 from . import (
     DEFAULT_PRESET,
     LookasideError,
+    LookasideWarning,
     NotYetError,
     Result,
     _lookaside,
@@ -118,8 +120,11 @@ def machine_of(args: argparse.Namespace) -> str | None:
 def cmd_simulate(args: argparse.Namespace) -> int:
     prog = Progress(args.trace, not args.quiet)
     try:
-        r = simulate(args.trace, machine_of(args), args.set, tlb=args.tlb, format=args.format,
-                     progress=prog, reading=args.reading, max_memory=args.max_memory)
+        with warnings.catch_warnings():  # said below, as a `lookaside: warning:` line
+            warnings.simplefilter("ignore", LookasideWarning)
+            r = simulate(args.trace, machine_of(args), args.set, tlb=args.tlb,
+                         format=args.format, progress=prog, reading=args.reading,
+                         max_memory=args.max_memory)
     finally:
         prog.done()
     for w in r.data.get("warnings", []):

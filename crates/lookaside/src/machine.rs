@@ -1125,7 +1125,7 @@ impl Machine {
             name,
             "refill.fold_user_addresses",
             format!(
-                "{share:.1} % of the user references lie above MIPS kuseg (2 GB; a 64-bit trace?) and would be address errors, not simulated ({errors} translations of {user} user references); fold them into kuseg with --set refill.fold_user_addresses=true (pages above 2 GB then share frames with those below)"
+                "{share:.1} % of the user references lie above MIPS kuseg (2 GB; a 64-bit trace?) and would be address errors, not simulated ({errors} address errors in the translations of {user} user references); fold them into kuseg with --set refill.fold_user_addresses=true (pages above 2 GB then share frames with those below)"
             ),
         ))
     }
