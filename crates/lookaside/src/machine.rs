@@ -1223,8 +1223,9 @@ impl Machine {
                 Some(s) => {
                     end = at | ((1u64 << s) - 1);
                     // At the last byte the access touches in the page (as a straddle
-                    // always was): the fragment a structure holding smaller pages caches.
-                    let addr = end.min(last);
+                    // always was): the fragment a structure holding smaller pages caches;
+                    // short of u64::MAX, which stands for no `global_above` (same page).
+                    let addr = end.min(last).min(u64::MAX - 1);
                     self.ledger.straddles += 1;
                     if e.paddr != crate::event::NO_PADDR {
                         self.walk_paddr = e.paddr.wrapping_add(addr - e.addr);
