@@ -74,6 +74,15 @@ pub struct Cost {
     pub stalls: u64,
 }
 
+/// Where a reference's first byte is, for the lines of the rest of it: its physical address
+/// and how its other pages are found (mapped in `space`, else contiguous).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    paddr: u64,
+    mapped: bool,
+    space: u32,
+}
+
 /// One cache and its miss cost.
 #[derive(Clone, Debug)]
 struct Level {
@@ -463,34 +472,28 @@ impl MemorySystem {
             };
             if let Some(l1) = l1 {
                 let shift = self.levels[l1].cache.line_shift();
-                let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1);
-                if (last >> shift).wrapping_sub(e.addr >> shift) > 1 {
-                    // More than two lines (or past 2^64): rare, out of line.
-                    let hit =
-                        self.cached_span(l1, side.l2, comp, paddr, mapped, space, e, &mut stalls);
-                    return self.account(e, mode, stalls, hit);
-                }
+                // An access past 2^64 ends at the top of the address space.
+                let last = e.addr.saturating_add(e.size.max(1) as u64 - 1);
                 // The last byte's line, when it is another one (physically: the next page's
-                // frame when the reference crosses a page too).
+                // frame when the reference crosses a page too), and whether lines lie between.
                 let second = (last >> shift != e.addr >> shift).then(|| {
-                    if mapped && (last ^ e.addr) >> self.mapper.page_shift() != 0 {
+                    let p2 = if mapped && (last ^ e.addr) >> self.mapper.page_shift() != 0 {
                         self.frames_base + self.mapper.translate(space, last, NO_PADDR)
                     } else {
                         paddr.wrapping_add(last - e.addr)
-                    }
+                    };
+                    (p2, (last >> shift) - (e.addr >> shift) > 1)
                 });
-                hit = self.cached(l1, side.l2, comp, paddr, second, e, &mut stalls);
+                let at = Span {
+                    paddr,
+                    mapped,
+                    space,
+                };
+                hit = self.cached(l1, side.l2, comp, at, second, e, &mut stalls);
             } else if e.kind == Kind::Store {
                 stalls[WBUFFER] += self.write_memory(paddr, e.size);
             }
         }
-        self.account(e, mode, stalls, hit)
-    }
-
-    /// The end of [`MemorySystem::access`]: time passes by `stalls`, counted in the running
-    /// account (and the running handler's); returns the cost of reference `e`.
-    #[inline(always)]
-    fn account(&mut self, e: &Event, mode: usize, stalls: [u64; 4], hit: bool) -> Cost {
         let total: u64 = stalls.iter().sum();
         self.now += total;
         let acct = if self.idle {
@@ -566,9 +569,10 @@ impl MemorySystem {
         a
     }
 
-    /// A reference through first-level cache `l1` (and `l2`): the line of `paddr`, and of
+    /// A reference through first-level cache `l1` (and `l2`): the line of `at.paddr`, and of
     /// `second` when the reference's last byte lies in another line (two accesses, as the
-    /// hardware makes; counted in `straddles`). Stalls into `stalls`; returns whether every
+    /// hardware makes; counted in `straddles`), and of every line between when `second` says
+    /// there are more (see [`MemorySystem::middle_lines`]). Stalls into `stalls`; returns whether every
     /// line hit.
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -577,20 +581,27 @@ impl MemorySystem {
         l1: usize,
         l2: Option<usize>,
         comp: usize,
-        paddr: u64,
-        second: Option<u64>,
+        at: Span,
+        second: Option<(u64, bool)>,
         e: &Event,
         stalls: &mut [u64; 4],
     ) -> bool {
+        let paddr = at.paddr;
         let write = e.kind == Kind::Store;
         let hit = self.line(l1, l2, comp, paddr, write, stalls);
         let mut both = hit;
-        if let Some(p2) = second {
+        if let Some((p2, more)) = second {
+            let (mut all_hit, mut all_missed) = (hit, !hit);
+            if more {
+                (all_hit, all_missed) = self.middle_lines(l1, l2, comp, at, e, stalls);
+                all_hit &= hit;
+                all_missed &= !hit;
+            }
             let hit2 = self.line(l1, l2, comp, p2, write, stalls);
             let lv = &mut self.levels[l1];
             lv.straddles += 1;
-            lv.straddle_double_misses += (!hit && !hit2) as u64;
-            both &= hit2;
+            lv.straddle_double_misses += (all_missed && !hit2) as u64;
+            both = all_hit && hit2;
         }
         if write && self.levels[l1].cache.write_policy() == WritePolicy::Through {
             stalls[WBUFFER] += self.write_memory(paddr, e.size);
@@ -598,49 +609,39 @@ impl MemorySystem {
         both
     }
 
-    /// [`MemorySystem::cached`] for a reference spanning more than two lines of `l1` (a
-    /// block move, a 64 KiB valgrind access): every line once, in order, each counted in
-    /// `straddles` after the first (`straddle_double_misses`: every line missed). A line in
-    /// another page than the first byte is at its own frame. An access past 2^64 ends at the
-    /// top of the address space.
+    /// The lines strictly between the first and the last of a reference spanning more than
+    /// two lines of `l1` (a block move, a 64 KiB valgrind access), in order, each counted in
+    /// `straddles`; a line in another page than the first byte is at its own frame. Returns
+    /// whether they all hit and whether they all missed.
+    #[cold]
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    fn cached_span(
+    fn middle_lines(
         &mut self,
         l1: usize,
         l2: Option<usize>,
         comp: usize,
-        paddr: u64,
-        mapped: bool,
-        space: u32,
+        at: Span,
         e: &Event,
         stalls: &mut [u64; 4],
-    ) -> bool {
+    ) -> (bool, bool) {
         let write = e.kind == Kind::Store;
         let shift = self.levels[l1].cache.line_shift();
         let page = self.mapper.page_shift();
-        let last = e.addr.saturating_add(e.size.max(1) as u64 - 1);
-        let first = self.line(l1, l2, comp, paddr, write, stalls);
-        let (mut all_hit, mut all_missed) = (first, !first);
-        let mut line = e.addr >> shift;
-        while line < last >> shift {
-            line += 1;
+        let last = e.addr.saturating_add(e.size as u64 - 1);
+        let (mut all_hit, mut all_missed) = (true, true);
+        for line in (e.addr >> shift) + 1..last >> shift {
             let v = line << shift;
-            let p = if mapped && (v ^ e.addr) >> page != 0 {
-                self.frames_base + self.mapper.translate(space, v, NO_PADDR)
+            let p = if at.mapped && (v ^ e.addr) >> page != 0 {
+                self.frames_base + self.mapper.translate(at.space, v, NO_PADDR)
             } else {
-                paddr.wrapping_add(v - e.addr)
+                at.paddr.wrapping_add(v - e.addr)
             };
             let hit = self.line(l1, l2, comp, p, write, stalls);
             self.levels[l1].straddles += 1;
             all_hit &= hit;
             all_missed &= !hit;
         }
-        self.levels[l1].straddle_double_misses += all_missed as u64;
-        if write && self.levels[l1].cache.write_policy() == WritePolicy::Through {
-            stalls[WBUFFER] += self.write_memory(paddr, e.size);
-        }
-        all_hit
+        (all_hit, all_missed)
     }
 
     /// One line access through `l1` (and `l2`); returns whether it hit.
