@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -31,6 +32,7 @@ __version__: str = _lookaside.__version__
 __all__ = [
     "ConfigError",
     "LookasideError",
+    "LookasideWarning",
     "NotYetError",
     "Result",
     "TraceError",
@@ -46,6 +48,11 @@ __all__ = [
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+class LookasideWarning(UserWarning):
+    """A result leaves something out that its numbers do not show: more than 1 % of the
+    translations were not simulated (``Result.data["warnings"]`` says what)."""
+
 
 #: The machine used when none is named.
 DEFAULT_PRESET = "modern-x86"
@@ -218,6 +225,7 @@ def simulate(
     format: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
     reading: str = "auto",
+    max_memory: str | int | None = None,
     **kwargs: Any,
 ) -> Result:
     """Simulate ``trace`` on a machine and return its :class:`Result`.
@@ -228,7 +236,10 @@ def simulate(
     dots (``tlb__dtlb__entries=128``) change single keys, like ``--set``. ``reading`` is
     where the trace is read: ``"one-thread"`` (with the simulation), ``"pipelined"`` (on a
     second thread) or ``"auto"`` (pipelined when there is a second core); results never
-    depend on it. The GIL is released while the simulation runs.
+    depend on it. ``max_memory`` (bytes, or a size such as ``"4G"``) bounds the memory the
+    machine may take (default: half of the host's); a machine estimated over it is refused
+    with a ``ConfigError`` before anything is allocated. The GIL is released while the
+    simulation runs.
     """
     if config == DEFAULT_PRESET and tlb:
         config = None
@@ -242,8 +253,17 @@ def simulate(
         format,
         progress,
         reading,
+        _size(max_memory),
     )
-    return Result(json.loads(raw))
+    result = Result(json.loads(raw))
+    for w in result.data.get("warnings", []):
+        warnings.warn(f"{os.fspath(trace)}: {w}", LookasideWarning, stacklevel=2)
+    return result
+
+
+def _size(n: str | int | None) -> str | None:
+    """A size argument as the engine reads it (bytes as a number, or ``"4G"``)."""
+    return None if n is None else str(n)
 
 
 def check_config(
@@ -251,12 +271,14 @@ def check_config(
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     tlb: Sequence[str] = (),
+    max_memory: str | int | None = None,
     **kwargs: Any,
 ) -> str:
     """Validate a machine; returns it as normalised TOML (every default filled in)."""
     text, name = _machine_source(config)
     return _lookaside.check_config(text, name, _utf8("--tlb", tlb),
-                                   _utf8("--set", _overrides(overrides, kwargs)))
+                                   _utf8("--set", _overrides(overrides, kwargs)),
+                                   _size(max_memory))
 
 
 def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,

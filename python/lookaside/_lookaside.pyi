@@ -18,18 +18,24 @@ def simulate(
     format: str | None = ...,
     progress: Callable[[int, int], Any] | None = ...,
     reading: str | None = ...,
+    max_memory: str | None = ...,
 ) -> str: ...
 def simulate_many(
     trace: str,
     machines: list[tuple[str | None, str, list[str], list[str]]],
     format: str | None = ...,
     progress: Callable[[int, int], Any] | None = ...,
+    max_memory: str | None = ...,
 ) -> str: ...
 def one_pass_refusal(
     config_text: str | None, config_name: str, tlb: list[str] = ..., set: list[str] = ...
 ) -> str | None: ...
 def check_config(
-    config_text: str | None, config_name: str, tlb: list[str] = ..., set: list[str] = ...
+    config_text: str | None,
+    config_name: str,
+    tlb: list[str] = ...,
+    set: list[str] = ...,
+    max_memory: str | None = ...,
 ) -> str: ...
 def convert(
     src: str,

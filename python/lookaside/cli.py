@@ -16,10 +16,12 @@ import signal
 import sys
 import tempfile
 import time
+import warnings
 
 from . import (
     DEFAULT_PRESET,
     LookasideError,
+    LookasideWarning,
     NotYetError,
     Result,
     _as_text,
@@ -96,6 +98,12 @@ def add_machine_args(p: argparse.ArgumentParser) -> None:
                         "repeatable")
 
 
+def add_max_memory(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="refuse a machine estimated to need more memory than this, before "
+                        "allocating it (e.g. 4G; default: half of the host's memory)")
+
+
 def machine_of(args: argparse.Namespace) -> str | None:
     if args.config is not None:
         return args.config
@@ -105,10 +113,15 @@ def machine_of(args: argparse.Namespace) -> str | None:
 def cmd_simulate(args: argparse.Namespace) -> int:
     prog = Progress(args.trace, not args.quiet)
     try:
-        r = simulate(args.trace, machine_of(args), args.set, tlb=args.tlb, format=args.format,
-                     progress=prog, reading=args.reading)
+        with warnings.catch_warnings():  # said below, as a `lookaside: warning:` line
+            warnings.simplefilter("ignore", LookasideWarning)
+            r = simulate(args.trace, machine_of(args), args.set, tlb=args.tlb,
+                         format=args.format, progress=prog, reading=args.reading,
+                         max_memory=args.max_memory)
     finally:
         prog.done()
+    for w in r.data.get("warnings", []):
+        print(f"lookaside: warning: {w}", file=sys.stderr)
     emit(r.to_json() if args.json else r.table(), args.output)
     return 0
 
@@ -281,7 +294,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .report import write_report
     from .sweep import load_spec, run_sweep
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, max_memory=args.max_memory)
     out = args.out or f"sweep-{spec.name}"
     where = f"Dask scheduler {args.scheduler}" if args.scheduler else (
         f"{args.workers or os.cpu_count()} local workers")
@@ -291,6 +304,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                   batch=args.batch)
     print(f"{o.total} points ({o.ran} run, {o.reused} already done): "
           f"{out}/results.csv, {out}/results.parquet", file=sys.stderr)
+    warned = o.table[o.table["warnings"] != ""]["point"].nunique() if len(o.table) else 0
+    if warned:
+        print(f"lookaside: warning: {warned} points left references unsimulated (see the "
+              "warnings and dropped_share columns)", file=sys.stderr)
     if not args.no_report:
         print(f"report: {write_report(out)}", file=sys.stderr)
     return 0
@@ -381,6 +398,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--reading", choices=["auto", "one-thread", "pipelined"], default="auto",
                    help="read the trace on the simulating thread or a second one (default: "
                         "a second one when there are two cores); results never differ")
+    add_max_memory(s)
     s.set_defaults(run=cmd_simulate)
 
     s = sub.add_parser("demo", help="simulate the shipped demo trace on the default preset")
@@ -451,6 +469,7 @@ def parser() -> argparse.ArgumentParser:
                    help="at most N points per task (default: enough tasks for every worker, "
                         "up to 32 points each); each task reads its trace once")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_max_memory(s)
     s.set_defaults(run=cmd_sweep)
 
     s = sub.add_parser("report", help="write the HTML report of a finished sweep")

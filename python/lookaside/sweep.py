@@ -33,6 +33,7 @@ on the plan. ``lookaside sweep NAME`` runs a sweep shipped in ``lookaside/data/s
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -92,6 +93,8 @@ class Spec:
     points: list[dict[str, Any]] = field(default_factory=list)
     #: The normalised TOML of each distinct machine, by its overrides (filled when loaded).
     machines: dict[tuple[str, ...], str] = field(default_factory=dict)
+    #: The memory each point's machine may take (a size, ``"4G"``; None: half the host's).
+    max_memory: str | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -174,9 +177,10 @@ def spec_path(spec: str | os.PathLike[str]) -> Path:
                       f"(have: {', '.join(example_names())})")
 
 
-def load_spec(path: str | os.PathLike[str]) -> Spec:
+def load_spec(path: str | os.PathLike[str], *, max_memory: str | int | None = None) -> Spec:
     """Read and check a sweep file (or a shipped sweep, by name); errors name the file and
-    the key."""
+    the key. ``max_memory`` bounds each point's machine (see :func:`lookaside.simulate`): a
+    point over it is refused here, before anything runs."""
     path = spec_path(path)
     src = str(path)
     doc = _load_toml(path)
@@ -235,14 +239,16 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
     if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
         raise _err(src, "points", "must be an array of tables ([[points]])")
     spec = Spec(sw.get("name", path.stem), src, text, mname, tlb, strings("set"), traces,
-                dict(axes), list(points))
+                dict(axes), list(points),
+                max_memory=None if max_memory is None else str(max_memory))
     # Every distinct machine must build: check them all before running anything.
     for p in spec.expand():
         ov = tuple(p.overrides())
         if ov in spec.machines:
             continue
         try:
-            spec.machines[ov] = _lookaside.check_config(text, mname, tlb, spec.fixed + list(ov))
+            spec.machines[ov] = _lookaside.check_config(text, mname, tlb, spec.fixed + list(ov),
+                                                        spec.max_memory)
         except ConfigError as e:
             where = ", ".join(f"{k}={v!r}" for k, v in p.settings) or "the base machine"
             raise ConfigError(f"{src}: point {where}: {e}") from None
@@ -250,13 +256,14 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
 
 
 def run_point(trace: str, machine_text: str | None, machine_name: str, tlb: list[str],
-              overrides: list[str], progress: Callable[[int, int], Any] | None = None
-              ) -> dict[str, Any]:
+              overrides: list[str], progress: Callable[[int, int], Any] | None = None,
+              max_memory: str | None = None) -> dict[str, Any]:
     """Simulate one point (in whatever process or thread runs it); returns the result.
     `progress(events, bytes)` is called now and then; an exception it raises stops the run
-    (so does one the run_* functions below get from theirs)."""
+    (so does one the run_* functions below get from theirs). `max_memory` bounds the
+    machine's estimated memory (``--max-memory``)."""
     raw = _lookaside.simulate(trace, machine_text, machine_name, tlb, overrides, None, progress,
-                              "one-thread")
+                              "one-thread", max_memory)
     return json.loads(raw)
 
 
@@ -298,12 +305,13 @@ class _Bar:
 
 
 def run_points(trace: str, machine_text: str | None, machine_name: str, tlb: list[str],
-               overrides: list[list[str]], progress: Callable[[int, int], Any] | None = None
+               overrides: list[list[str]], progress: Callable[[int, int], Any] | None = None,
+               max_memory: str | None = None
                ) -> list[dict[str, Any]]:
     """Simulate several points of one trace on one reading of it (decoding is paid once);
     each result is exactly what :func:`run_point` gives for that point alone."""
     machines = [(machine_text, machine_name, tlb, o) for o in overrides]
-    return json.loads(_lookaside.simulate_many(trace, machines, None, progress))
+    return json.loads(_lookaside.simulate_many(trace, machines, None, progress, max_memory))
 
 
 #: Geometries the all-associativity engine answers: power-of-two set counts up to this, and
@@ -327,7 +335,8 @@ def run_family(trace: str, machine_text: str | None, machine_name: str, tlb: lis
         s = {**a["structure"], "geometry": {"entries": a["entries"], "sets": a["sets"],
                                             "ways": a["ways"], "page": r["page"]}}
         out.append({"engine": r["engine"], "trace": r["trace"],
-                    "structures": {r["structure"]: s}, "walk": a["walk"]})
+                    "structures": {r["structure"]: s}, "walk": a["walk"],
+                    "warnings": r.get("warnings", [])})
     return out
 
 
@@ -346,7 +355,9 @@ class Task:
         if self.family is not None:
             return (run_family, self.trace, spec.machine_text, spec.machine_name, spec.tlb,
                     self.family, self.want)
-        return (run_points, self.trace, spec.machine_text, spec.machine_name, spec.tlb,
+        # max_memory by keyword: the callers pass `progress` by keyword too.
+        return (functools.partial(run_points, max_memory=spec.max_memory), self.trace,
+                spec.machine_text, spec.machine_name, spec.tlb,
                 [spec.fixed + p.overrides() for _, p in self.members])
 
     @property
@@ -564,6 +575,10 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
     base: dict[str, Any] = {"point": record["id"], "trace": record["trace"]}
     for k in keys:
         base[k] = record["settings"].get(k)
+    # References the machine did not simulate (see the result's `warnings`): a point whose
+    # numbers describe less than its trace says so in every row.
+    base["dropped_share"] = r["trace"].get("dropped_share", 0.0)
+    base["warnings"] = "; ".join(r.get("warnings", []))
     instr = r["trace"].get("instructions", 0)
     # The cycles of each kind of trap, when the machine refills by software: what the report
     # stacks as cost by miss type.

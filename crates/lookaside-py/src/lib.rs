@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use lookaside::machine::Machine;
+use lookaside::machine::{Machine, MemoryLimit};
 use lookaside::run::{Progress, Reading};
 use lookaside::trace::Format;
 use lookaside::Error;
@@ -64,8 +64,21 @@ fn format_arg(format: Option<&str>) -> PyResult<Option<Format>> {
         .transpose()
 }
 
-fn machine(text: Option<&str>, name: &str, tlb: &[String], set: &[String]) -> PyResult<Machine> {
-    Machine::assemble(text, name, tlb, set).map_err(to_py)
+/// The machine of `--config` text (or none) named `name`, with `--tlb` and `--set` flags
+/// applied, refused when it needs more memory than `max_memory` (a size: `12G`; none: the
+/// host's default, see `MemoryLimit::default_for_host`).
+fn machine(
+    text: Option<&str>,
+    name: &str,
+    tlb: &[String],
+    set: &[String],
+    max_memory: Option<&str>,
+) -> PyResult<Machine> {
+    let limit = match max_memory {
+        Some(m) => MemoryLimit::parse(m).map_err(to_py)?,
+        None => MemoryLimit::default_for_host(),
+    };
+    Machine::assemble_within(text, name, tlb, set, limit).map_err(to_py)
 }
 
 /// Run `work` without the GIL, with a progress callback that calls `progress(events, bytes)`
@@ -107,7 +120,7 @@ where
 /// Simulate a trace file; returns the result as JSON text. `progress(events, bytes)` is
 /// called now and then; Ctrl-C stops the run.
 #[pyfunction]
-#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None, reading=None))]
+#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None, reading=None, max_memory=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -119,8 +132,15 @@ fn simulate(
     format: Option<String>,
     progress: Option<Py<PyAny>>,
     reading: Option<String>,
+    max_memory: Option<String>,
 ) -> PyResult<String> {
-    let mut m = machine(config_text.as_deref(), &config_name, &tlb, &set)?;
+    let mut m = machine(
+        config_text.as_deref(),
+        &config_name,
+        &tlb,
+        &set,
+        max_memory.as_deref(),
+    )?;
     let format = format_arg(format.as_deref())?;
     let reading: Reading = reading
         .as_deref()
@@ -137,7 +157,7 @@ fn simulate(
 /// of a trace; returns a JSON list of their results, each what `simulate` gives for that
 /// machine alone.
 #[pyfunction]
-#[pyo3(signature = (trace, machines, format=None, progress=None))]
+#[pyo3(signature = (trace, machines, format=None, progress=None, max_memory=None))]
 #[allow(clippy::type_complexity)]
 fn simulate_many(
     py: Python<'_>,
@@ -145,10 +165,13 @@ fn simulate_many(
     machines: Vec<(Option<String>, String, Vec<String>, Vec<String>)>,
     format: Option<String>,
     progress: Option<Py<PyAny>>,
+    max_memory: Option<String>,
 ) -> PyResult<String> {
     let mut ms = machines
         .iter()
-        .map(|(text, name, tlb, set)| machine(text.as_deref(), name, tlb, set))
+        .map(|(text, name, tlb, set)| {
+            machine(text.as_deref(), name, tlb, set, max_memory.as_deref())
+        })
         .collect::<PyResult<Vec<Machine>>>()?;
     let format = format_arg(format.as_deref())?;
     let result = with_progress(py, progress, |cb| {
@@ -175,14 +198,21 @@ fn one_pass_refusal(
 
 /// Validate a machine and return it as normalised TOML (defaults filled in).
 #[pyfunction]
-#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![]))]
+#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![], max_memory=None))]
 fn check_config(
     config_text: Option<String>,
     config_name: String,
     tlb: Vec<String>,
     set: Vec<String>,
+    max_memory: Option<String>,
 ) -> PyResult<String> {
-    let m = machine(config_text.as_deref(), &config_name, &tlb, &set)?;
+    let m = machine(
+        config_text.as_deref(),
+        &config_name,
+        &tlb,
+        &set,
+        max_memory.as_deref(),
+    )?;
     Ok(m.config().to_toml())
 }
 

@@ -24,7 +24,8 @@
 //! ways = 4                 # or "full"
 //! policy = "lru"           # lru | fifo | random | plru | nru
 //! page = ["4k", "2M"]      # sizes this structure holds (default: [pages.size])
-//! serves = "data"          # instruction | data | unified
+//! serves = "data"          # instruction | data | unified (default: from the name's first
+//!                          # letter, i: instruction, d: data, else unified)
 //! next = "stlb"            # consulted on a miss; absent = the miss goes to the page-table walk;
 //!                          # a list names siblings holding different page sizes
 //! asid = true              # entries tagged by address space; false = flushed on every switch
@@ -787,6 +788,18 @@ pub enum Serves {
 }
 
 impl Serves {
+    /// What a structure named `name` serves when its config does not say: a name starting
+    /// with `i` serves instructions (`itlb`), with `d` data (`dtlb`), anything else is unified
+    /// (`tlb`, `stlb`). The one rule for every way a machine is written (a `[[tlb]]` table,
+    /// `--tlb`, `--set`), so that `dtlb` means a data TLB everywhere.
+    pub fn for_name(name: &str) -> Serves {
+        match name.chars().next() {
+            Some('i') | Some('I') => Serves::Instruction,
+            Some('d') | Some('D') => Serves::Data,
+            _ => Serves::Unified,
+        }
+    }
+
     /// Does this structure translate references of `kind` (fetch, load or store)?
     pub fn serves(self, kind: crate::event::Kind) -> bool {
         match self {
@@ -1219,25 +1232,50 @@ impl MachineConfig {
         if tlb_flags.is_empty() && overrides.is_empty() {
             // Straight from the text, so that the error's position is the offending value's.
             if let Some(text) = text {
-                return toml::from_str(text).map_err(|e| {
+                let mut config: MachineConfig = toml::from_str(text).map_err(|e| {
                     let (key, message, _) = describe(&table, &e);
                     let offset = e.span().map(|s| s.start).or_else(|| key_offset(text, &key));
                     located(source_name, offset.map(|o| (text, o)), &key, message)
-                });
+                })?;
+                config.resolve_defaults(&table);
+                return Ok(config);
             }
         }
-        MachineConfig::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
-            let (key, message, tlb) = describe(&table, &e);
-            origin.error_in(&key, message, tlb)
-        })
+        let mut config =
+            MachineConfig::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                let (key, message, tlb) = describe(&table, &e);
+                origin.error_in(&key, message, tlb)
+            })?;
+        config.resolve_defaults(&table);
+        Ok(config)
     }
 
     /// Read a machine from a parsed TOML table (after overrides were applied to it).
     pub fn from_table(table: toml::Table, source_name: &str) -> Result<MachineConfig> {
-        MachineConfig::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
-            let (key, message, _) = describe(&table, &e);
-            Error::config(source_name, key, message)
-        })
+        let mut config =
+            MachineConfig::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                let (key, message, _) = describe(&table, &e);
+                Error::config(source_name, key, message)
+            })?;
+        config.resolve_defaults(&table);
+        Ok(config)
+    }
+
+    /// Fill in the defaults that depend on other keys, which serde's per-field defaults
+    /// cannot see; `table` is what the config was read from (to tell an absent key from one
+    /// set to its default value). One place for every source (TOML text, `--tlb`, `--set`,
+    /// the Python API), so that a name means one thing however the machine was written.
+    fn resolve_defaults(&mut self, table: &toml::Table) {
+        let written = table.get("tlb").and_then(|v| v.as_array());
+        for (i, t) in self.tlbs.iter_mut().enumerate() {
+            let said = written
+                .and_then(|a| a.get(i))
+                .and_then(|v| v.as_table())
+                .is_some_and(|w| w.contains_key("serves"));
+            if !said {
+                t.serves = Serves::for_name(&t.name);
+            }
+        }
     }
 
     /// The machine as TOML text (normalised: defaults filled in).
@@ -1673,8 +1711,8 @@ fn set_in(
 
 /// Turn a DineroIV-style flag `NAME:key=value,key=value` into a `[[tlb]]` table.
 ///
-/// `serves` defaults from the name when absent: a name starting with `i` serves instructions,
-/// with `d` data, anything else is unified (so `--tlb dtlb:entries=64` is a data TLB).
+/// `serves` defaults from the name when absent, as in TOML (see [`Serves::for_name`]): so
+/// `--tlb dtlb:entries=64` is a data TLB.
 pub fn tlb_from_flag(flag: &str) -> Result<toml::Table> {
     let err = |m: String| Error::config("--tlb", flag, m);
     let (name, rest) = flag.split_once(':').unwrap_or((flag, ""));
@@ -1715,14 +1753,6 @@ pub fn tlb_from_flag(flag: &str) -> Result<toml::Table> {
             _ => parse_value(v),
         };
         t.insert(k.into(), value);
-    }
-    if !t.contains_key("serves") {
-        let serves = match name.chars().next() {
-            Some('i') | Some('I') => "instruction",
-            Some('d') | Some('D') => "data",
-            _ => "unified",
-        };
-        t.insert("serves".into(), toml::Value::String(serves.into()));
     }
     Ok(t)
 }
@@ -1953,9 +1983,52 @@ mod tests {
             (64, Ways::Full, Serves::Data)
         );
         let t = tlb_from_flag("utlb:entries=8,page=4k+2M,partition=2/fifo/random").unwrap();
-        assert_eq!(t["serves"].as_str(), Some("unified"));
         assert_eq!(t["partition"]["lower"].as_integer(), Some(2));
         assert!(tlb_from_flag(":entries=3").is_err());
         assert!(tlb_from_flag("d:entries").is_err());
+    }
+
+    /// A name means one thing however the machine is written: `dtlb` without `serves` is a
+    /// data TLB in a `[[tlb]]` table as with `--tlb`, `itlb` an instruction TLB, anything
+    /// else unified; a `serves` written (in the text, the flag or by `--set`) wins.
+    #[test]
+    fn serves_defaults_from_the_name_in_every_source() {
+        let text = "[[tlb]]\nname='dtlb'\nentries=64\n[[tlb]]\nname='itlb'\nentries=32\n\
+                    [[tlb]]\nname='stlb'\nentries=512\n[[tlb]]\nname='d2'\nentries=8\nserves='unified'\n";
+        let serves = |m: &MachineConfig| m.tlbs.iter().map(|t| t.serves).collect::<Vec<_>>();
+        let want = vec![
+            Serves::Data,
+            Serves::Instruction,
+            Serves::Unified,
+            Serves::Unified,
+        ];
+        assert_eq!(
+            serves(&MachineConfig::from_toml(text, "m.toml").unwrap()),
+            want
+        );
+        // Through the table path (a flag and an override) too.
+        let m = MachineConfig::assemble(
+            Some(text),
+            "m.toml",
+            &["dx:entries=4".into(), "iy:entries=4,serves=unified".into()],
+            &["tlb.stlb.entries=256".into()],
+        )
+        .unwrap();
+        let mut all = want.clone();
+        all.extend([Serves::Data, Serves::Unified]);
+        assert_eq!(serves(&m), all);
+        let m = MachineConfig::assemble(
+            Some(text),
+            "m.toml",
+            &[],
+            &["tlb.dtlb.serves=unified".into()],
+        )
+        .unwrap();
+        assert_eq!(m.tlbs[0].serves, Serves::Unified);
+        // The normalised text says what each structure serves, and reads back the same.
+        let m = MachineConfig::from_toml(text, "m.toml").unwrap();
+        let again = m.to_toml();
+        assert!(again.contains("serves = \"data\"") && again.contains("serves = \"instruction\""));
+        assert_eq!(MachineConfig::from_toml(&again, "again").unwrap(), m);
     }
 }

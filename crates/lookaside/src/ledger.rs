@@ -51,8 +51,13 @@ pub struct Ledger {
     refs: Vec<u64>,
     /// Control events by kind (references are counted in `refs`).
     pub control: [u64; ALL_KINDS.len()],
-    /// References whose page crossed into a second page and were translated twice.
+    /// Translations beyond the first page of a reference (`straddle = "split"`): one for a
+    /// reference crossing into a second page, one per page after the first for an access
+    /// spanning several.
     pub straddles: u64,
+    /// References whose last byte would lie past 2^64: simulated up to the top of the
+    /// address space only.
+    pub wrapped: u64,
     /// References to addresses the page map marks `unmapped` (not translated).
     pub unmapped: u64,
 }
@@ -72,6 +77,7 @@ impl Ledger {
             refs: Vec::new(),
             control: [0; ALL_KINDS.len()],
             straddles: 0,
+            wrapped: 0,
             unmapped: 0,
         };
         l.set_asid(0);

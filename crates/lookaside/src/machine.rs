@@ -215,6 +215,34 @@ impl PageMap {
     }
 }
 
+/// The share of a run's references left unsimulated above which its result warns (and a
+/// MIPS machine refuses a trace whose user references are out of kuseg): 1 %. A few stray
+/// references — a 64-bit program's vsyscall page, a kernel reference into x86-64's direct
+/// map — move no miss ratio in its second digit; above 1 % the numbers describe another
+/// stream than the trace, and whoever reads them must be told.
+pub const DROPPED_WARN_SHARE: f64 = 0.01;
+
+/// `dropped` of `all` translations, as a share (0 of none).
+pub fn dropped_share(dropped: u64, all: u64) -> f64 {
+    match all {
+        0 => 0.0,
+        _ => dropped as f64 / all as f64,
+    }
+}
+
+/// What a result must say about translations left unsimulated, one sentence each: none
+/// unless more than [`DROPPED_WARN_SHARE`] of `all` were `dropped` (see
+/// [`Machine::dropped`]). One message for every engine.
+pub fn unsimulated_warnings(dropped: u64, all: u64) -> Vec<String> {
+    if dropped_share(dropped, all) <= DROPPED_WARN_SHARE {
+        return Vec::new();
+    }
+    vec![format!(
+        "{:.1} % of the translations were not simulated ({dropped} of {all}): address errors of the MIPS software-refill model (user references above kuseg, 2 GB, that are not folded; any reference at or above 4 GB: traps.address_errors) or accesses past 2^64 (trace.wrapped)",
+        100.0 * dropped_share(dropped, all)
+    )]
+}
+
 /// A simulated machine.
 #[derive(Debug)]
 pub struct Machine {
@@ -640,7 +668,17 @@ fn key(t: &TlbConfig, field: &str) -> String {
 
 impl Machine {
     /// Validate `config` and build the machine; `source_name` names the config in errors.
+    /// The machine may take up to [`MemoryLimit::default_for_host`].
     pub fn build(config: MachineConfig, source_name: &str) -> Result<Machine> {
+        Machine::build_within(config, source_name, MemoryLimit::default_for_host())
+    }
+
+    /// [`Machine::build`], refusing a machine whose [`memory_estimate`] is over `limit`.
+    pub fn build_within(
+        config: MachineConfig,
+        source_name: &str,
+        limit: MemoryLimit,
+    ) -> Result<Machine> {
         let err = |k: String, m: String| Error::config(source_name, k, m);
         if config.tlbs.is_empty() {
             return Err(err(
@@ -649,7 +687,10 @@ impl Machine {
             ));
         }
         let pages = page_map(&config, source_name)?;
-        let mut units = Vec::with_capacity(config.tlbs.len());
+        // Everything is checked before anything big is allocated: the structures' parameters
+        // and page sizes first, then how they are wired and the sections' cross-checks, then
+        // the machine's memory against the limit; only then are the structures built.
+        let mut planned = Vec::with_capacity(config.tlbs.len());
         for (i, t) in config.tlbs.iter().enumerate() {
             if t.name.is_empty()
                 || !t
@@ -709,7 +750,6 @@ impl Machine {
                 };
                 err(key(t, field), e.message)
             })?;
-            let tlb = Tlb::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             let mut shifts = Vec::new();
             let held = if t.page.is_empty() {
                 vec![config.pages.size]
@@ -729,26 +769,11 @@ impl Machine {
             }
             shifts.sort_unstable_by(|a, b| b.cmp(a));
             shifts.dedup();
-            units.push(Unit {
-                tlb,
-                shifts,
-                tagged: t.asid,
-                placement: t.placement,
-                ctx_now: NO_CTX,
-                ctx_global: NO_CTX,
-            });
+            planned.push((params, shifts));
         }
         // Wire `next` and find the roots.
-        let (roots, next, translated) = wire(&config, &units, &pages, source_name)?;
-        let ledger = Ledger::new(config.tlbs.iter().map(|t| t.name.clone()).collect());
-        let default_shift: Vec<u32> = match pages.default {
-            Some(d) => units.iter().map(|u| u.shift_for(d)).collect(),
-            None => vec![0; units.len()],
-        };
-        for (u, &s) in units.iter_mut().zip(&default_shift) {
-            u.ctx_now = u.ctx(0, s, false);
-            u.ctx_global = u.ctx(0, s, true);
-        }
+        let held: Vec<Vec<u32>> = planned.iter().map(|p| p.1.clone()).collect();
+        let (roots, next, translated) = wire(&config, &held, &pages, source_name)?;
         if let (Some(g), Some(d)) = (config.machine.global_above, pages.default) {
             if g & ((1u64 << d) - 1) != 0 {
                 return Err(err(
@@ -760,13 +785,6 @@ impl Machine {
                 ));
             }
         }
-        // Uniform apart from unmapped holes: the fast path checks the holes first.
-        let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
-        let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
-            _ if !translated[kind as usize] => Fast::Untranslated,
-            Some(r) if uniform => Fast::Root(r, default_shift[r]),
-            _ => Fast::Slow,
-        });
         let handler = config.memory.as_ref().and_then(|m| m.handler.clone());
         if handler.is_some() && config.refill.is_some() {
             return Err(err(
@@ -796,6 +814,52 @@ impl Machine {
                 "with [memory] the walker's table references take the memory system's data cache; leave [pagetable.cache] out".into(),
             ));
         }
+        if config.refill.is_some() && config.pagetable.is_some() {
+            return Err(err(
+                "pagetable".into(),
+                "a machine refills either by the MIPS software model ([refill]) or from a page table ([pagetable]), not both".into(),
+            ));
+        }
+        let need = memory_estimate(&config);
+        if need > limit.bytes {
+            return Err(err(
+                "machine".into(),
+                format!(
+                    "the machine needs ~{}, over the {} limit ({}): make its structures smaller or raise the limit",
+                    human_bytes(need),
+                    human_bytes(limit.bytes),
+                    limit.option
+                ),
+            ));
+        }
+        let mut units = Vec::with_capacity(planned.len());
+        for ((params, shifts), t) in planned.into_iter().zip(&config.tlbs) {
+            let tlb = Tlb::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
+            units.push(Unit {
+                tlb,
+                shifts,
+                tagged: t.asid,
+                placement: t.placement,
+                ctx_now: NO_CTX,
+                ctx_global: NO_CTX,
+            });
+        }
+        let ledger = Ledger::new(config.tlbs.iter().map(|t| t.name.clone()).collect());
+        let default_shift: Vec<u32> = match pages.default {
+            Some(d) => units.iter().map(|u| u.shift_for(d)).collect(),
+            None => vec![0; units.len()],
+        };
+        for (u, &s) in units.iter_mut().zip(&default_shift) {
+            u.ctx_now = u.ctx(0, s, false);
+            u.ctx_global = u.ctx(0, s, true);
+        }
+        // Uniform apart from unmapped holes: the fast path checks the holes first.
+        let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
+        let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
+            _ if !translated[kind as usize] => Fast::Untranslated,
+            Some(r) if uniform => Fast::Root(r, default_shift[r]),
+            _ => Fast::Slow,
+        });
         let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,
@@ -831,12 +895,6 @@ impl Machine {
             None => None,
         };
         let walker = match &config.pagetable {
-            Some(_) if refill.is_some() => {
-                return Err(err(
-                    "pagetable".into(),
-                    "a machine refills either by the MIPS software model ([refill]) or from a page table ([pagetable]), not both".into(),
-                ))
-            }
             Some(p) => {
                 let mut w = Box::new(Walker::from_config(p, source_name)?);
                 // Pages the table cannot hold would never be walked: refuse them here.
@@ -912,10 +970,27 @@ impl Machine {
         tlb_flags: &[String],
         overrides: &[String],
     ) -> Result<Machine> {
+        Machine::assemble_within(
+            text,
+            source_name,
+            tlb_flags,
+            overrides,
+            MemoryLimit::default_for_host(),
+        )
+    }
+
+    /// [`Machine::assemble`] within a memory limit (see [`Machine::build_within`]).
+    pub fn assemble_within(
+        text: Option<&str>,
+        source_name: &str,
+        tlb_flags: &[String],
+        overrides: &[String],
+        limit: MemoryLimit,
+    ) -> Result<Machine> {
         let config = MachineConfig::assemble(text, source_name, tlb_flags, overrides)?;
         // A bad key is blamed on the source it came from, at its line in the text.
         let origin = Origin::new(text, source_name, tlb_flags, overrides)?;
-        Machine::build(config, source_name).map_err(|e| origin.locate(e))
+        Machine::build_within(config, source_name, limit).map_err(|e| origin.locate(e))
     }
 
     /// The configuration this machine was built from.
@@ -991,6 +1066,70 @@ impl Machine {
         }
     }
 
+    /// Translations the machine should have made but could not, so that their references
+    /// were not simulated at all: the address errors of the software-refill model (user
+    /// references outside kuseg that are not folded, any reference at or above 4 GB), which
+    /// reach neither the TLB nor the caches; and one per reference whose last byte would lie
+    /// past 2^64 (`trace.wrapped`: the pages past the top are not simulated).
+    ///
+    /// Not counted, because the config or the trace says so: references to `unmapped`
+    /// regions of `[pages]` (untranslated on purpose, like MIPS kseg0; they still reach the
+    /// caches: `trace.unmapped`), reference kinds no structure serves (a data-only TLB's
+    /// fetches), the second page of a straddle under `straddle = "first"`, and records a
+    /// reader skips because they are no reference of the program (lackey's `SB` lines,
+    /// din's label-3 escape records: `lookaside info` counts them). A virtually addressed
+    /// cache refuses what it cannot follow with an error instead ([`Machine::refused`]).
+    pub fn dropped(&self) -> u64 {
+        self.refill.as_deref().map_or(0, |r| r.address_errors()) + self.ledger.wrapped
+    }
+
+    /// The translations the machine attempted: one per reference, one more per straddle.
+    fn translations(&self) -> u64 {
+        let l = &self.ledger;
+        Kind::REFS.iter().map(|&k| l.refs_of_kind(k)).sum::<u64>() + l.straddles
+    }
+
+    /// The share of the translations attempted that were [`Machine::dropped`] (0 when none
+    /// were attempted).
+    pub fn dropped_share(&self) -> f64 {
+        dropped_share(self.dropped(), self.translations())
+    }
+
+    /// What a result must say about references the machine did not simulate (see
+    /// [`unsimulated_warnings`]).
+    pub fn warnings(&self) -> Vec<String> {
+        unsimulated_warnings(self.dropped(), self.translations())
+    }
+
+    /// The error when this machine cannot follow the trace `name` at all: a MIPS
+    /// software-refill machine whose user references lie above kuseg (a 64-bit trace) for
+    /// more than [`DROPPED_WARN_SHARE`] of them, while `refill.fold_user_addresses` is off —
+    /// its result would count nothing but address errors. The fix is named rather than
+    /// applied: folding changes the addresses (pages above 2 GB alias those below).
+    pub fn cannot_follow(&self, name: &str) -> Option<Error> {
+        let r = self.refill.as_deref()?;
+        if r.params().fold_user_addresses {
+            return None;
+        }
+        let l = &self.ledger;
+        let user: u64 = (0..l.asids().len())
+            .flat_map(|a| Kind::REFS.map(|k| (a, k)))
+            .map(|(a, k)| l.refs(a, Mode::User, k))
+            .sum();
+        let errors = r.user_address_errors();
+        if user == 0 || (errors as f64) <= DROPPED_WARN_SHARE * user as f64 {
+            return None;
+        }
+        let share = (100.0 * errors as f64 / user as f64).min(100.0);
+        Some(Error::config(
+            name,
+            "refill.fold_user_addresses",
+            format!(
+                "{share:.1} % of the user references lie above MIPS kuseg (2 GB; a 64-bit trace?) and would be address errors, not simulated ({errors} address errors in the translations of {user} user references); fold them into kuseg with --set refill.fold_user_addresses=true (pages above 2 GB then share frames with those below)"
+            ),
+        ))
+    }
+
     /// Whether events must reach this machine in batches ([`Machine::run_batch`]) rather than
     /// one at a time ([`Machine::feed`]): true when it has a virtually addressed cache.
     pub fn fed_in_batches(&self) -> bool {
@@ -1052,19 +1191,52 @@ impl Machine {
         };
         self.walk_paddr = e.paddr;
         let mut walked = self.translate(e.addr, e.kind, e.mode, shift);
-        if self.split && e.size > 1 {
-            let last = e.addr.wrapping_add(e.size as u64 - 1);
-            if last >> shift != e.addr >> shift && last > e.addr {
-                if let Some(s2) = self.pages.backing(last, e.asid) {
-                    self.ledger.straddles += 1;
-                    if e.paddr != crate::event::NO_PADDR {
-                        self.walk_paddr = e.paddr.wrapping_add(last - e.addr);
-                    }
-                    walked |= self.translate(last, e.kind, e.mode, s2);
-                }
-            }
+        let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1);
+        if self.split && (last ^ e.addr) >> shift != 0 {
+            walked |= self.translate_rest(e, shift);
         }
         (true, walked)
+    }
+
+    /// The pages after the first that reference `e` (whose first page is backed by pages of
+    /// `shift`) touches, each translated once (`machine.straddle = "split"`) and counted in
+    /// `straddles`: one more page for an access crossing a boundary, up to 17 for 64 KiB at
+    /// 4 KiB pages, each at the last byte the access touches in it. Pages in an unmapped
+    /// region are skipped, as a reference starting there would be. An access whose last byte would lie past 2^64 ends at the top of the
+    /// address space and is counted in `wrapped` (no machine has memory past it; the record
+    /// is most likely corrupt). Returns whether a translation walked.
+    #[inline(never)]
+    fn translate_rest(&mut self, e: Event, shift: u32) -> bool {
+        let last = match e.addr.checked_add(e.size as u64 - 1) {
+            Some(l) => l,
+            None => {
+                self.ledger.wrapped += 1;
+                u64::MAX
+            }
+        };
+        let mut walked = false;
+        // The last byte of the page translated last.
+        let mut end = e.addr | ((1u64 << shift) - 1);
+        while end < last {
+            let at = end + 1;
+            match self.pages.backing(at, e.asid) {
+                Some(s) => {
+                    end = at | ((1u64 << s) - 1);
+                    // At the last byte the access touches in the page (as a straddle
+                    // always was): the fragment a structure holding smaller pages caches;
+                    // short of u64::MAX, which stands for no `global_above` (same page).
+                    let addr = end.min(last).min(u64::MAX - 1);
+                    self.ledger.straddles += 1;
+                    if e.paddr != crate::event::NO_PADDR {
+                        self.walk_paddr = e.paddr.wrapping_add(addr - e.addr);
+                    }
+                    walked |= self.translate(addr, e.kind, e.mode, s);
+                }
+                // An unmapped region: on past its end.
+                None => end = self.pages.span(at, e.asid).1,
+            }
+        }
+        walked
     }
 
     /// A reference the miss handler makes (in the running address space), on a machine with a
@@ -1376,6 +1548,140 @@ impl Machine {
     }
 }
 
+/// A bound on the memory one machine may take, and the option that sets it (for the message
+/// that refuses a machine over it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryLimit {
+    pub bytes: u64,
+    pub option: &'static str,
+}
+
+/// The limit when none is given and `/proc/meminfo` cannot be read.
+const FALLBACK_LIMIT: u64 = 8 << 30;
+
+impl MemoryLimit {
+    /// The option that sets the limit, named in the refusal.
+    pub const OPTION: &'static str = "--max-memory";
+
+    /// `bytes`, set by `--max-memory` (or the Python API's `max_memory`).
+    pub fn of(bytes: u64) -> MemoryLimit {
+        MemoryLimit {
+            bytes,
+            option: Self::OPTION,
+        }
+    }
+
+    /// Parse a size (`12G`, `512MiB`, `1000000`) for `--max-memory`.
+    pub fn parse(text: &str) -> Result<MemoryLimit> {
+        crate::config::parse_bytes(text.trim())
+            .filter(|&b| b > 0)
+            .map(MemoryLimit::of)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "{}: '{text}' is not a size (e.g. 4G, 512M)",
+                    Self::OPTION
+                ))
+            })
+    }
+
+    /// The default: half of the physical memory (`MemTotal` in `/proc/meminfo`), so that a
+    /// machine several times too large is refused with a message instead of taking the host
+    /// into swap or the out-of-memory killer; 8 GiB where the size is unknown.
+    pub fn default_for_host() -> MemoryLimit {
+        static HOST: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let bytes = *HOST.get_or_init(|| {
+            std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|t| {
+                    t.lines()
+                        .find_map(|l| l.strip_prefix("MemTotal:"))
+                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                })
+                .map_or(FALLBACK_LIMIT, |kib| kib.saturating_mul(1024) / 2)
+        });
+        MemoryLimit::of(bytes)
+    }
+}
+
+/// `n` bytes for a message: `4.9 GiB`, `512.0 MiB`, `96 bytes`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [(&str, u32); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    for (unit, shift) in UNITS {
+        if n >= 1u64 << shift {
+            return format!("{:.1} {unit}", n as f64 / (1u64 << shift) as f64);
+        }
+    }
+    format!("{n} bytes")
+}
+
+/// The memory a machine of `config` takes once built, estimated from the config alone (so
+/// that [`Machine::build`] can refuse it before allocating anything): every structure's
+/// arrays ([`TlbParams::heap_bytes`]), the caches' tag stores (twice with private user and
+/// kernel caches) and dirty bits, the refill model's copy of its TLB and its software TLB,
+/// and the fixed parts of the page tables and the frame allocators — a few words per
+/// physical frame. What grows with the trace (pages touched, address spaces) is not in it.
+pub fn memory_estimate(config: &MachineConfig) -> u64 {
+    let tlb = |entries: usize, ways: usize| {
+        TlbParams {
+            entries,
+            ways: ways.clamp(1, entries.max(1)),
+            policy: Policy::Lru,
+            partition: None,
+            seed: 0,
+        }
+        .heap_bytes()
+    };
+    let of_ways = |w: Ways, entries: usize| match w {
+        Ways::Full => entries,
+        Ways::N(n) => n,
+    };
+    let cache = |size: u64, line: u64, ways: usize| {
+        let lines = size.checked_div(line).unwrap_or(0);
+        let lines = usize::try_from(lines).unwrap_or(usize::MAX);
+        let ways = if ways == 0 { lines } else { ways };
+        tlb(lines, ways).saturating_add(lines as u64)
+    };
+    /// Bytes per 4 KiB frame of a simulated physical memory (frame tables, page tables'
+    /// anchors and buckets, allocation bitmaps): an upper bound.
+    const PER_FRAME: u64 = 64;
+    let frames = |memory: u64| (memory >> 12).saturating_mul(PER_FRAME);
+    let mut total = 0u64;
+    let mut add = |n: u64| total = total.saturating_add(n);
+    for t in &config.tlbs {
+        add(tlb(t.entries, of_ways(t.ways, t.entries)));
+    }
+    if let Some(m) = &config.memory {
+        let sides = if m.private == "mode" { 2 } else { 1 };
+        for c in [&m.icache, &m.dcache, &m.cache, &m.l2]
+            .into_iter()
+            .flatten()
+        {
+            let per = cache(c.size.0, c.line as u64, of_ways(c.ways, 0));
+            add(per.saturating_mul(sides));
+        }
+        add(frames(m.memory.0));
+    }
+    if let Some(r) = &config.refill {
+        if let Some(t) = config.tlbs.first() {
+            add(tlb(t.entries, of_ways(t.ways, t.entries)));
+        }
+        if let Some(s) = &r.stlb {
+            add(tlb(s.entries, s.ways));
+        }
+    }
+    if let Some(p) = &config.pagetable {
+        add(frames(p.memory.0));
+        add(cache(p.cache.size.0, p.cache.line as u64, p.cache.ways));
+        if let Some(e) = p.entries {
+            add(tlb(e, 1));
+        }
+    }
+    if let Some(v) = &config.vac {
+        add(cache(v.size.0, v.line.0, v.ways));
+    }
+    total
+}
+
 /// Wire the structures: the route of each reference to its first-level structure, and of each
 /// structure's misses to its next level; and which kinds some structure translates. Checks
 /// that every `next` names structures that serve what it passes on, with no cycle; that the
@@ -1385,7 +1691,7 @@ impl Machine {
 #[allow(clippy::type_complexity)]
 fn wire(
     config: &MachineConfig,
-    units: &[Unit],
+    shifts: &[Vec<u32>],
     pages: &PageMap,
     source_name: &str,
 ) -> Result<(Route, Vec<Route>, [bool; 3])> {
@@ -1407,7 +1713,6 @@ fn wire(
             .filter(|&i| serves[i].serves(kind))
             .collect()
     };
-    let shifts: Vec<Vec<u32>> = units.iter().map(|u| u.shifts.clone()).collect();
     let size = |s: u32| PageSize::Size(1 << s).label();
     // What the structures `members` hold, for messages: 'a' holds 2M, 'b' holds 4K+1G.
     let holding = |members: &[usize]| {
@@ -1523,10 +1828,10 @@ fn wire(
             }
         }
     }
-    let roots = Route::among(&firsts, &serves, &shifts);
+    let roots = Route::among(&firsts, &serves, shifts);
     let next: Vec<Route> = nexts
         .iter()
-        .map(|m| Route::among(m, &serves, &shifts))
+        .map(|m| Route::among(m, &serves, shifts))
         .collect();
     let translated = Kind::REFS.map(|k| firsts.iter().any(|&i| serves[i].serves(k)));
     // Every page size in use, along every path a reference of it takes.
@@ -1624,10 +1929,13 @@ mod tests {
     fn page_size_map_backs_regions_with_large_pages() {
         let pages = "[pages]\nregions = [{ start = 0x200000, end = 0x600000, size = '2M' },\n  { start = 0x80000000, end = 0xc0000000, size = 'unmapped' }]\n";
         let both = build(&format!(
-            "{pages}[[tlb]]\nname='d'\nentries=8\npage=['4k','2M']\n"
+            "{pages}[[tlb]]\nname='d'\nentries=8\npage=['4k','2M']\nserves='unified'\n"
         ))
         .unwrap();
-        let small = build(&format!("{pages}[[tlb]]\nname='d'\nentries=8\npage='4k'\n")).unwrap();
+        let small = build(&format!(
+            "{pages}[[tlb]]\nname='d'\nentries=8\npage='4k'\nserves='unified'\n"
+        ))
+        .unwrap();
         let trace = [
             load(0x200000),
             load(0x3ff000),
@@ -1735,7 +2043,7 @@ mod tests {
     fn a_next_level_can_be_siblings() {
         // One first level for everything; its misses go to a 4K+2M STLB or a 1G one.
         let mut m = build(
-            "[pages]\nregions = [{ start = 0x40000000, end = 0x80000000, size = '1G' }]\n[[tlb]]\nname='d'\nentries=4\nnext=['s', 's1g']\n[[tlb]]\nname='s'\nentries=16\npage=['4k','2M']\n[[tlb]]\nname='s1g'\nentries=2\npage='1G'\n",
+            "[pages]\nregions = [{ start = 0x40000000, end = 0x80000000, size = '1G' }]\n[[tlb]]\nname='d'\nentries=4\nnext=['s', 's1g']\nserves='unified'\n[[tlb]]\nname='s'\nentries=16\npage=['4k','2M']\n[[tlb]]\nname='s1g'\nentries=2\npage='1G'\n",
         )
         .unwrap();
         m.run_batch(&[
@@ -1784,7 +2092,7 @@ mod tests {
         );
         // Only large pages where 4K pages are in use.
         assert_eq!(
-            e("[[tlb]]\nname='d'\nentries=4\npage='2M'\n"),
+            e("[[tlb]]\nname='d'\nentries=4\npage='2M'\nserves='unified'\n"),
             "m.toml: line 4, column 1: tlb.d.page: 4K pages: no first-level TLB for fetch references holds that size or a smaller one (to cache them as fragments): 'd' holds 2M"
         );
         let s2m = e(&SIBLINGS.replace("page=['4k','2M']", "page='2M'"));
@@ -1792,12 +2100,12 @@ mod tests {
             "m.toml: line 9, column 1: tlb.d.next: 4K pages: no next level of 'd' for load references holds that size or a smaller one (to cache them as fragments): 's' holds 2M"
         ), "{s2m}");
         let next = |list: &str, a: &str, b: &str| {
-            e(&format!("[[tlb]]\nname='d'\nentries=4\nnext={list}\n[[tlb]]\nname='s'\nentries=8\n{a}[[tlb]]\nname='t'\nentries=8\n{b}"))
+            e(&format!("[[tlb]]\nname='d'\nentries=4\nnext={list}\nserves='unified'\n[[tlb]]\nname='s'\nentries=8\n{a}[[tlb]]\nname='t'\nentries=8\n{b}"))
         };
         assert!(next("['s', 't']", "", "").ends_with(
             "tlb.d.next: 's' and 't' both hold 4K pages and both take the fetch references that 'd' passes on: structures at one level hold different page sizes"
         ));
-        build("[[tlb]]\nname='d'\nentries=4\nnext=['s', 't']\n[[tlb]]\nname='s'\nentries=8\n[[tlb]]\nname='t'\nentries=8\npage='2M'\n").unwrap();
+        build("[[tlb]]\nname='d'\nentries=4\nnext=['s', 't']\nserves='unified'\n[[tlb]]\nname='s'\nentries=8\n[[tlb]]\nname='t'\nentries=8\npage='2M'\n").unwrap();
         assert!(next("['s', 's']", "", "").ends_with("tlb.d.next: names 's' twice"));
         assert!(next(
             "['s', 't']",
@@ -1808,6 +2116,193 @@ mod tests {
             "tlb.d.next: none of 's', 't' does serve the fetch references that 'd' passes on"
         ));
         // Siblings for different kinds may hold the same sizes.
-        build("[[tlb]]\nname='d'\nentries=4\nnext=['s', 't']\n[[tlb]]\nname='s'\nentries=8\nserves='data'\n[[tlb]]\nname='t'\nentries=8\nserves='instruction'\n").unwrap();
+        build("[[tlb]]\nname='d'\nentries=4\nnext=['s', 't']\nserves='unified'\n[[tlb]]\nname='s'\nentries=8\nserves='data'\n[[tlb]]\nname='t'\nentries=8\nserves='instruction'\n").unwrap();
+    }
+
+    /// Sixteen chained structures of 2^24 entries each: the largest each may be, several GiB
+    /// together.
+    fn sixteen_huge() -> String {
+        (0..16)
+            .map(|i| {
+                let next = if i < 15 {
+                    format!("next='t{}'\n", i + 1)
+                } else {
+                    String::new()
+                };
+                format!("[[tlb]]\nname='t{i}'\nentries=16777216\nways='full'\n{next}")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_machine_over_the_memory_limit_is_refused_before_anything_is_allocated() {
+        let need = memory_estimate(&MachineConfig::from_toml(&sixteen_huge(), "m.toml").unwrap());
+        assert!(need > 4 << 30, "{need}");
+        // Within a limit of 1 GiB the refusal names the estimate, the limit and the option;
+        // had the structures been built first, this would take gigabytes and seconds.
+        let e = Machine::assemble_within(
+            Some(&sixteen_huge()),
+            "m.toml",
+            &[],
+            &[],
+            MemoryLimit::of(1 << 30),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("m.toml: machine: the machine needs ~")
+                && e.contains(&human_bytes(need))
+                && e.contains("over the 1.0 GiB limit (--max-memory)"),
+            "{e}"
+        );
+        // An invalid machine is refused for what is wrong with it, before the estimate (a
+        // wiring error after sixteen huge structures).
+        let bad = format!(
+            "{}[[tlb]]\nname='x'\nentries=4\nnext='nowhere'\n",
+            sixteen_huge()
+        );
+        let e = Machine::assemble_within(Some(&bad), "m.toml", &[], &[], MemoryLimit::of(1 << 30))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tlb.x.next: no TLB named 'nowhere'"), "{e}");
+        // A machine within the limit builds; the estimate follows the geometry.
+        let small = "[[tlb]]\nname='t'\nentries=64\nways=4\n";
+        let m = Machine::assemble_within(Some(small), "m.toml", &[], &[], MemoryLimit::of(1 << 20));
+        assert!(m.is_ok());
+        let one = memory_estimate(&MachineConfig::from_toml(small, "m.toml").unwrap());
+        assert!((64 * 16..64 * 64).contains(&one), "{one}");
+        assert!(MemoryLimit::default_for_host().bytes > 0);
+        assert_eq!(MemoryLimit::parse("12G").unwrap().bytes, 12 << 30);
+        assert!(MemoryLimit::parse("lots").is_err());
+    }
+
+    /// The estimate covers the memory system, the refill model and the page table too: a
+    /// 1 GiB physical memory or a cache of 2^24 lines is not free.
+    #[test]
+    fn the_memory_estimate_counts_every_section() {
+        let est = |t: &str| memory_estimate(&MachineConfig::from_toml(t, "m.toml").unwrap());
+        let tlb = "[[tlb]]\nname='t'\nentries=64\n";
+        let base = est(tlb);
+        let cache = est(&format!("{tlb}[memory]\nmemory='64MiB'\n[memory.dcache]\nsize='64MiB'\nline=4\nmiss_cycles=15\n"));
+        assert!(cache > base + (16 << 20) * 16, "{cache}");
+        let table = est(&format!(
+            "{tlb}[pagetable]\norganisation='hashed'\nmemory='1GiB'\n"
+        ));
+        assert!(table > base + ((1 << 30) >> 12) * 16, "{table}");
+        let refill = est(&format!("{tlb}[refill]\n"));
+        assert_eq!(refill, 2 * base);
+    }
+
+    /// The DECstation 3100 under Mach 3.0, as shipped.
+    const MACH3: &str = include_str!("../../../python/lookaside/presets/decstation3100-mach3.toml");
+
+    #[test]
+    fn a_mips_machine_refuses_user_references_above_kuseg_naming_the_fix() {
+        let x86 = |m: &mut Machine| {
+            let evs: Vec<Event> = (0..200)
+                .map(|i| load(0x7ffd_0000_0000 + 64 * i))
+                .chain([load(0x60_1000)])
+                .collect();
+            m.run_batch(&evs);
+        };
+        let mut m = Machine::assemble(Some(MACH3), "mach3", &[], &[]).unwrap();
+        x86(&mut m);
+        assert_eq!(m.dropped(), 200);
+        let e = m.cannot_follow("t.lackey").unwrap().to_string();
+        assert!(
+            e.starts_with("t.lackey: refill.fold_user_addresses: 99.5 % of the user references lie above MIPS kuseg")
+                && e.contains("--set refill.fold_user_addresses=true"),
+            "{e}"
+        );
+        assert_eq!(m.warnings().len(), 1);
+        // Folded, everything is simulated.
+        let fold = ["refill.fold_user_addresses=true".to_string()];
+        let mut f = Machine::assemble(Some(MACH3), "mach3", &[], &fold).unwrap();
+        x86(&mut f);
+        assert!(f.cannot_follow("t").is_none() && f.warnings().is_empty());
+        assert_eq!((f.dropped(), f.dropped_share()), (0, 0.0));
+        // One stray reference in a hundred and more is no reason to refuse or warn.
+        let mut few = Machine::assemble(Some(MACH3), "mach3", &[], &[]).unwrap();
+        let mut evs: Vec<Event> = (0..200).map(|i| load(0x40_0000 + 64 * i)).collect();
+        evs.push(load(0x7ffd_0000_0000));
+        few.run_batch(&evs);
+        assert_eq!(few.dropped(), 1);
+        assert!(few.cannot_follow("t").is_none() && few.warnings().is_empty());
+    }
+
+    #[test]
+    fn kernel_references_the_mips_model_cannot_translate_are_a_warning() {
+        // A Linux trace's kernel references above 4 GB (x86-64's direct map): address errors
+        // on the MIPS model, whatever folding says; warned about, not refused.
+        let fold = ["refill.fold_user_addresses=true".to_string()];
+        let mut m = Machine::assemble(Some(MACH3), "mach3", &[], &fold).unwrap();
+        let mut evs: Vec<Event> = (0..90).map(|i| load(0x40_0000 + 4096 * i)).collect();
+        evs.extend((0..10).map(|i| load(0xffff_8880_0000_0000 + 4096 * i).with_mode(Mode::Kernel)));
+        m.run_batch(&evs);
+        assert_eq!(m.dropped(), 10);
+        assert!(m.cannot_follow("t").is_none());
+        let w = m.warnings();
+        assert!(
+            w.len() == 1
+                && w[0].starts_with("10.0 % of the translations were not simulated (10 of 100)"),
+            "{w:?}"
+        );
+        let j = crate::report::result_json(&m, &Default::default());
+        assert_eq!(j["warnings"], serde_json::json!(w));
+        assert_eq!(j["trace"]["dropped"], 10);
+        assert!(crate::report::table(&j).contains("\nwarning: 10.0 % of the translations"));
+    }
+
+    #[test]
+    fn an_access_over_many_pages_translates_each_page_once() {
+        // 65535 bytes from 0x10ff8: pages 0x10..=0x20, 17 translations (16 straddles), on
+        // every path (the fast path, regions, the refill model).
+        let big = Event::reference(Kind::Load, 0x10ff8, u16::MAX);
+        let regions = "[pages]\nregions = [{ start = 0x200000, end = 0x400000, size = '2M' }]\n";
+        for text in [
+            "[[tlb]]\nname='t'\nentries=64\nways='full'\n".to_string(),
+            format!("{regions}[[tlb]]\nname='t'\nentries=64\nways='full'\npage=['4k','2M']\n"),
+        ] {
+            let mut m = build(&text).unwrap();
+            m.run_batch(&[big]);
+            assert_eq!(
+                (misses(&m, 0), m.ledger().straddles),
+                ((17, 17), 16),
+                "{text}"
+            );
+            // The same pages again, one small access each: all hit.
+            let again: Vec<Event> = (0x10..=0x20).map(|p| load(p << 12)).collect();
+            m.run_batch(&again);
+            assert_eq!(misses(&m, 0), (34, 17));
+        }
+        let fold = ["refill.fold_user_addresses=true".to_string()];
+        let mut r = Machine::assemble(Some(MACH3), "mach3", &[], &fold).unwrap();
+        r.run_batch(&[big]);
+        assert_eq!((misses(&r, 0).0, r.ledger().straddles), (17, 16));
+        // From a 4 KiB page into a 2 MiB one: the large page is one translation.
+        let mut m = build(&format!(
+            "{regions}[[tlb]]\nname='t'\nentries=64\nways='full'\npage=['4k','2M']\n"
+        ))
+        .unwrap();
+        m.run_batch(&[Event::reference(Kind::Load, 0x1f_f000, 40000)]);
+        assert_eq!(misses(&m, 0), (2, 2));
+    }
+
+    #[test]
+    fn an_access_past_the_top_of_the_address_space_is_clamped_and_counted() {
+        let mut m = build("[[tlb]]\nname='t'\nentries=64\nways='full'\n").unwrap();
+        // From the last page but one, 8 KiB: two pages, then past 2^64.
+        m.run_batch(&[Event::reference(
+            Kind::Store,
+            0u64.wrapping_sub(0x1800),
+            0x2000,
+        )]);
+        assert_eq!((misses(&m, 0), m.ledger().straddles), ((2, 2), 1));
+        assert_eq!((m.ledger().wrapped, m.dropped()), (1, 1));
+        assert_eq!(m.warnings().len(), 1);
+        // Straddling the top within one page after the clamp: one page, still counted.
+        let mut m = build("[[tlb]]\nname='t'\nentries=64\nways='full'\n").unwrap();
+        m.run_batch(&[Event::reference(Kind::Load, u64::MAX - 3, 8)]);
+        assert_eq!((misses(&m, 0), m.ledger().wrapped), ((1, 1), 1));
     }
 }

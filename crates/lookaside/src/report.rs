@@ -4,7 +4,8 @@
 //! it, so they can never disagree. The schema (`lookaside/result-v1`) is documented in
 //! docs/results.md: `structures.<name>.{accesses,hits,misses,miss_ratio,mpki,…}` with breakdowns
 //! `by_kind`, `by_mode`, `by_asid`, plus `rows`, one row per (structure, asid, mode, kind)
-//! cell for DataFrames. Nothing in it depends on time or worker count.
+//! cell for DataFrames, and `warnings`, what the numbers leave out (see
+//! [`Machine::warnings`]). Nothing in it depends on time or worker count.
 
 use serde_json::{json, Map, Value};
 
@@ -187,7 +188,10 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
             "control": control,
             "address_spaces": used,
             "straddles": l.straddles,
+            "wrapped": l.wrapped,
             "unmapped": l.unmapped,
+            "dropped": machine.dropped(),
+            "dropped_share": machine.dropped_share(),
         },
         "machine": {
             "name": cfg.machine.name,
@@ -197,6 +201,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         "structures": structures,
         "walk": walk,
         "rows": rows,
+        "warnings": machine.warnings(),
     });
     if let Some(r) = machine.refill() {
         result["traps"] = crate::mmu::report::traps_json(r);
@@ -261,6 +266,12 @@ pub fn table(r: &Value) -> String {
             .as_array()
             .map_or(0, |a| a.len()),
     ));
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        out.push_str(&format!("warning: {}\n", w.as_str().unwrap_or("")));
+    }
+    if r["warnings"].as_array().is_some_and(|w| !w.is_empty()) {
+        out.push('\n');
+    }
     out.push_str(&format!(
         "{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9} {:>11}\n",
         "structure", "geometry", "accesses", "hits", "misses", "miss %", "MPKI", "instr/miss"

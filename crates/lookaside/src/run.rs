@@ -369,9 +369,13 @@ pub fn simulate_many(
 }
 
 /// The error of the first event `machine` refused (see [`Machine::refused`]), naming the
-/// trace `name` and the event: a result over a stream the machine could not follow would be
+/// trace `name` and the event, or of a trace it could not follow at all (see
+/// [`Machine::cannot_follow`]): a result over a stream the machine could not follow would be
 /// wrong.
 fn refused(machine: &Machine, name: &str) -> Result<()> {
+    if let Some(e) = machine.cannot_follow(name) {
+        return Err(e);
+    }
     match machine.refused() {
         Some((at, message)) => Err(crate::error::Error::trace(
             name,
@@ -585,7 +589,12 @@ mod tests {
                 ],
                 vec!["pages.size=\"16k\"".into()],
             ),
-            (Some(mach3), vec![], vec![]),
+            // A 64-bit trace: its user addresses folded into kuseg.
+            (
+                Some(mach3),
+                vec![],
+                vec!["refill.fold_user_addresses=true".into()],
+            ),
         ];
         let build = |(text, tlb, set): &(Option<&str>, Vec<String>, Vec<String>)| {
             Machine::assemble(*text, "t", tlb, set).unwrap()

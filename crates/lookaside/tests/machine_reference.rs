@@ -128,10 +128,19 @@ impl RefMachine {
                     return;
                 };
                 self.translate(e.addr, e.kind, b);
-                let last = e.addr + e.size.max(1) as u64 - 1;
-                if last >> b != e.addr >> b {
-                    if let Some(b2) = self.backing(last) {
-                        self.translate(last, e.kind, b2);
+                // Every further page the access touches, once each, found 1 KiB at a time
+                // (finer than every page and hole here) and at its last byte, translated at
+                // the last byte touched in it; an access past 2^64 ends at the top.
+                let last = e.addr.saturating_add(e.size.max(1) as u64 - 1);
+                let mut done = (e.addr >> b, b);
+                let steps = (e.addr >> 10) + 1..=last >> 10;
+                for at in steps.map(|k| k << 10).chain([last]) {
+                    if let Some(b2) = self.backing(at) {
+                        if (at >> b2, b2) != done {
+                            done = (at >> b2, b2);
+                            let end = at | ((1u64 << b2) - 1);
+                            self.translate(end.min(last), e.kind, b2);
+                        }
                     }
                 }
             }
@@ -358,9 +367,13 @@ fn event() -> impl Strategy<Value = Event> {
         4 => (0u64..24).prop_map(|p| p << 12),
         1 => (0u64..32).prop_map(|k| AREA_2M + k * 0x2_0000),
         1 => (0u64..16).prop_map(|k| AREA_1G + (k / 2) * 0x80_0000 + (k % 2) * 0x1000),
-        1 => (0u64..4).prop_map(|p| 0xffff_0000_0000_0000_u64 + (p << 12))
+        1 => (0u64..4).prop_map(|p| 0xffff_0000_0000_0000_u64 + (p << 12)),
+        // The top of the address space, where an access can run past 2^64.
+        1 => (1u64..4).prop_map(|p| 0u64.wrapping_sub(p << 12))
     ];
-    (0u8..20, page, 0u64..4096, 1u16..17, 0u32..3, any::<bool>()).prop_map(
+    // Most accesses are small; some span several pages (up to 16 of 4 KiB).
+    let size = prop_oneof![8 => 1u16..17, 1 => 4000u16..=u16::MAX];
+    (0u8..20, page, 0u64..4096, size, 0u32..3, any::<bool>()).prop_map(
         |(k, page, off, size, asid, kernel)| {
             let addr = page + off;
             let mode = if kernel { Mode::Kernel } else { Mode::User };

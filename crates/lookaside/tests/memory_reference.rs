@@ -229,10 +229,11 @@ impl RefMemory {
             };
             // Identity mapping: the physical address is the virtual one.
             let line = self.caches[l1].spec.line;
+            // Every line the reference's bytes touch, in order.
             let last = e.addr + e.size as u64 - 1;
             let mut lines = vec![e.addr];
-            if last / line != e.addr / line {
-                lines.push(last);
+            for l in e.addr / line + 1..=last / line {
+                lines.push(l * line);
                 self.straddles[l1] += 1;
             }
             for paddr in lines {
@@ -296,7 +297,8 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
         (
             0u8..16,
             0u64..0x3000,
-            select(vec![1u16, 2, 4, 8]),
+            // Mostly words; some block moves spanning many lines.
+            select(vec![1u16, 2, 4, 8, 4, 8, 64, 300]),
             any::<bool>(),
         ),
         1..400,

@@ -74,6 +74,15 @@ pub struct Cost {
     pub stalls: u64,
 }
 
+/// Where a reference's first byte is, for the lines of the rest of it: its physical address
+/// and how its other pages are found (mapped in `space`, else contiguous).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    paddr: u64,
+    mapped: bool,
+    space: u32,
+}
+
 /// One cache and its miss cost.
 #[derive(Clone, Debug)]
 struct Level {
@@ -82,10 +91,12 @@ struct Level {
     miss_cycles: u32,
     /// Whether a write-allocate fill needs a memory read (the line is wider than a word).
     fill_reads: bool,
-    /// References whose bytes span two lines (two line accesses each).
+    /// Line accesses beyond the first of references whose bytes span several lines: one for
+    /// a reference spanning two lines (two line accesses), one per further line for longer
+    /// ones.
     straddles: u64,
-    /// Of those, the ones where both lines missed (simulators that count a straddling
-    /// reference as one access, such as cachegrind, count one miss for them).
+    /// References spanning lines of which every line missed (simulators that count a
+    /// straddling reference as one access, such as cachegrind, count one miss for them).
     straddle_double_misses: u64,
 }
 
@@ -461,17 +472,24 @@ impl MemorySystem {
             };
             if let Some(l1) = l1 {
                 let shift = self.levels[l1].cache.line_shift();
-                let last = e.addr.wrapping_add(e.size.max(1) as u64 - 1);
+                // An access past 2^64 ends at the top of the address space.
+                let last = e.addr.saturating_add(e.size.max(1) as u64 - 1);
                 // The last byte's line, when it is another one (physically: the next page's
-                // frame when the reference crosses a page too).
+                // frame when the reference crosses a page too), and whether lines lie between.
                 let second = (last >> shift != e.addr >> shift).then(|| {
-                    if mapped && (last ^ e.addr) >> self.mapper.page_shift() != 0 {
+                    let p2 = if mapped && (last ^ e.addr) >> self.mapper.page_shift() != 0 {
                         self.frames_base + self.mapper.translate(space, last, NO_PADDR)
                     } else {
                         paddr.wrapping_add(last - e.addr)
-                    }
+                    };
+                    (p2, (last >> shift) - (e.addr >> shift) > 1)
                 });
-                hit = self.cached(l1, side.l2, comp, paddr, second, e, &mut stalls);
+                let at = Span {
+                    paddr,
+                    mapped,
+                    space,
+                };
+                hit = self.cached(l1, side.l2, comp, at, second, e, &mut stalls);
             } else if e.kind == Kind::Store {
                 stalls[WBUFFER] += self.write_memory(paddr, e.size);
             }
@@ -551,9 +569,10 @@ impl MemorySystem {
         a
     }
 
-    /// A reference through first-level cache `l1` (and `l2`): the line of `paddr`, and of
+    /// A reference through first-level cache `l1` (and `l2`): the line of `at.paddr`, and of
     /// `second` when the reference's last byte lies in another line (two accesses, as the
-    /// hardware makes; counted in `straddles`). Stalls into `stalls`; returns whether every
+    /// hardware makes; counted in `straddles`), and of every line between when `second` says
+    /// there are more (see [`MemorySystem::middle_lines`]). Stalls into `stalls`; returns whether every
     /// line hit.
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -562,25 +581,67 @@ impl MemorySystem {
         l1: usize,
         l2: Option<usize>,
         comp: usize,
-        paddr: u64,
-        second: Option<u64>,
+        at: Span,
+        second: Option<(u64, bool)>,
         e: &Event,
         stalls: &mut [u64; 4],
     ) -> bool {
+        let paddr = at.paddr;
         let write = e.kind == Kind::Store;
         let hit = self.line(l1, l2, comp, paddr, write, stalls);
         let mut both = hit;
-        if let Some(p2) = second {
+        if let Some((p2, more)) = second {
+            let (mut all_hit, mut all_missed) = (hit, !hit);
+            if more {
+                (all_hit, all_missed) = self.middle_lines(l1, l2, comp, at, e, stalls);
+                all_hit &= hit;
+                all_missed &= !hit;
+            }
             let hit2 = self.line(l1, l2, comp, p2, write, stalls);
             let lv = &mut self.levels[l1];
             lv.straddles += 1;
-            lv.straddle_double_misses += (!hit && !hit2) as u64;
-            both &= hit2;
+            lv.straddle_double_misses += (all_missed && !hit2) as u64;
+            both = all_hit && hit2;
         }
         if write && self.levels[l1].cache.write_policy() == WritePolicy::Through {
             stalls[WBUFFER] += self.write_memory(paddr, e.size);
         }
         both
+    }
+
+    /// The lines strictly between the first and the last of a reference spanning more than
+    /// two lines of `l1` (a block move, a 64 KiB valgrind access), in order, each counted in
+    /// `straddles`; a line in another page than the first byte is at its own frame. Returns
+    /// whether they all hit and whether they all missed.
+    #[cold]
+    #[inline(never)]
+    fn middle_lines(
+        &mut self,
+        l1: usize,
+        l2: Option<usize>,
+        comp: usize,
+        at: Span,
+        e: &Event,
+        stalls: &mut [u64; 4],
+    ) -> (bool, bool) {
+        let write = e.kind == Kind::Store;
+        let shift = self.levels[l1].cache.line_shift();
+        let page = self.mapper.page_shift();
+        let last = e.addr.saturating_add(e.size as u64 - 1);
+        let (mut all_hit, mut all_missed) = (true, true);
+        for line in (e.addr >> shift) + 1..last >> shift {
+            let v = line << shift;
+            let p = if at.mapped && (v ^ e.addr) >> page != 0 {
+                self.frames_base + self.mapper.translate(at.space, v, NO_PADDR)
+            } else {
+                at.paddr.wrapping_add(v - e.addr)
+            };
+            let hit = self.line(l1, l2, comp, p, write, stalls);
+            self.levels[l1].straddles += 1;
+            all_hit &= hit;
+            all_missed &= !hit;
+        }
+        (all_hit, all_missed)
     }
 
     /// One line access through `l1` (and `l2`); returns whether it hit.
@@ -1029,5 +1090,36 @@ root_table = "0xffffffff80100000"
         );
         bad("private = \"asid\"", "memory.private");
         bad("memory = 100", "memory.memory");
+    }
+
+    /// A reference spanning many lines accesses each line once (not only its first and last),
+    /// across pages too: a 100-byte load at 4-byte lines reads 26 lines (with its unaligned
+    /// start), and a second time they all hit.
+    #[test]
+    fn a_reference_spanning_many_lines_accesses_every_line() {
+        let mut m = machine("");
+        let block = Event::reference(Kind::Load, 0x1ffe, 100);
+        m.run_batch(&[block]);
+        let j = m.memory().unwrap().json();
+        let d = &j["caches"][1];
+        assert_eq!(d["name"], "dcache");
+        // 16-byte fetches: the 26 lines from 0x1ffc to 0x2060 come in 8 blocks.
+        assert_eq!(
+            (d["reads"].as_u64(), d["straddles"].as_u64()),
+            (Some(26), Some(25))
+        );
+        assert_eq!(d["read_misses"], 8);
+        assert_eq!(d["straddle_double_misses"], 0);
+        m.run_batch(&[block]);
+        let d = &m.memory().unwrap().json()["caches"][1];
+        assert_eq!(
+            (d["reads"].as_u64(), d["read_misses"].as_u64()),
+            (Some(52), Some(8))
+        );
+        // Past the top of the address space: the lines up to it.
+        let mut m = machine("");
+        m.run_batch(&[Event::reference(Kind::Load, u64::MAX - 11, 40).with_mode(Mode::Kernel)]);
+        let d = &m.memory().unwrap().json()["caches"][1];
+        assert_eq!(d["reads"], 3);
     }
 }

@@ -133,9 +133,12 @@ impl RefModel {
         }
         self.switch(e.asid);
         self.page(e.addr, e.kind, e.mode);
-        let last = e.addr.wrapping_add(e.size as u64 - 1);
-        if self.split && e.size > 1 && last > e.addr && last >> 12 != e.addr >> 12 {
-            self.page(last, e.kind, e.mode);
+        if self.split {
+            // Every further 4 KiB page the access touches; one past 2^64 ends at the top.
+            let last = e.addr.saturating_add(e.size.max(1) as u64 - 1);
+            for vpn in (e.addr >> 12) + 1..=last >> 12 {
+                self.page(vpn << 12, e.kind, e.mode);
+            }
         }
     }
 

@@ -378,6 +378,8 @@ pub struct SoftwareManagedTlb {
     counts: TrapCounts,
     handler: HandlerWork,
     address_errors: u64,
+    /// The address errors of user-mode references (outside kuseg, not folded).
+    user_address_errors: u64,
     handler_refs: Option<Vec<HandlerStep>>,
     stlb: Option<Stlb>,
     stlb_misses: u64,
@@ -492,6 +494,7 @@ impl SoftwareManagedTlb {
             counts: TrapCounts::default(),
             handler: HandlerWork::default(),
             address_errors: 0,
+            user_address_errors: 0,
             handler_refs: None,
             stlb,
             stlb_misses: 0,
@@ -673,6 +676,11 @@ impl SoftwareManagedTlb {
         self.address_errors
     }
 
+    /// The address errors of user-mode references: outside kuseg (above 2 GB) and not folded.
+    pub fn user_address_errors(&self) -> u64 {
+        self.user_address_errors
+    }
+
     /// Slots in the lower partition (0 without a partition).
     pub fn lower_slots(&self) -> usize {
         self.params.tlb.partition.map_or(0, |p| p.lower_ways)
@@ -807,13 +815,30 @@ impl SoftwareManagedTlb {
             }
             ledger.add_references(e.mode, e.kind, 1);
             self.translate(e.addr, e.kind, e.mode, ledger);
-            if self.params.split_straddles && e.size > 1 {
-                let last = e.addr.wrapping_add(e.size as u64 - 1);
-                if last >> PAGE_SHIFT != e.addr >> PAGE_SHIFT && last > e.addr {
-                    ledger.straddles += 1;
-                    self.translate(last, e.kind, e.mode, ledger);
-                }
+            if self.params.split_straddles
+                && e.size > 1
+                && (e.addr ^ e.addr.wrapping_add(e.size as u64 - 1)) >> PAGE_SHIFT != 0
+            {
+                self.translate_rest(e, ledger);
             }
+        }
+    }
+
+    /// The pages after the first that reference `e` touches, one translation each, counted
+    /// in `straddles` (as [`crate::machine::Machine`] does: an access past 2^64 ends at the
+    /// top of the address space and is counted in `wrapped`).
+    #[inline(never)]
+    fn translate_rest(&mut self, e: &Event, ledger: &mut Ledger) {
+        let last = e.addr.checked_add(e.size as u64 - 1).unwrap_or_else(|| {
+            ledger.wrapped += 1;
+            u64::MAX
+        });
+        let mut page = e.addr >> PAGE_SHIFT;
+        while page < last >> PAGE_SHIFT {
+            page += 1;
+            let addr = (page << PAGE_SHIFT | ((1 << PAGE_SHIFT) - 1)).min(last);
+            ledger.straddles += 1;
+            self.translate(addr, e.kind, e.mode, ledger);
         }
     }
 
@@ -837,6 +862,7 @@ impl SoftwareManagedTlb {
             }
             _ => {
                 self.address_errors += 1;
+                self.user_address_errors += (mode == Mode::User) as u64;
                 return;
             }
         };

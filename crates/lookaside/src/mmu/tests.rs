@@ -518,6 +518,15 @@ fn events(raw: &[(u8, u8, u16, u8)]) -> Vec<Event> {
             let asid = asid as u32 % 4;
             let (addr, mode) = address(sel, x);
             match op % 16 {
+                // Some loads span several pages (up to 9), a few run past 2^64.
+                0..=5 if x % 5 == 0 => Event::reference(Kind::Load, addr, 4 + (x % 9) * 4096)
+                    .with_mode(mode)
+                    .with_asid(asid),
+                0..=5 if x % 97 == 1 => {
+                    Event::reference(Kind::Load, 0u64.wrapping_sub(4096 + (x as u64 % 3)), 8200)
+                        .with_mode(mode)
+                        .with_asid(asid)
+                }
                 0..=5 => Event::reference(Kind::Load, addr, 4)
                     .with_mode(mode)
                     .with_asid(asid),
@@ -987,10 +996,13 @@ proptest! {
         // accesses of 4-byte lines each).
         let hw = c.handler();
         let probes = c.stlb_counts().map_or(0, |(fast, misses)| fast.iter().sum::<u64>() + misses);
-        let kernel_loads = evs
+        // Each kernel load below 4 GB (above: an address error) reads every 4-byte line it
+        // spans.
+        let kernel_loads: u64 = evs
             .iter()
-            .filter(|e| e.kind == Kind::Load && e.mode == Mode::Kernel)
-            .count() as u64;
+            .filter(|e| e.kind == Kind::Load && e.mode == Mode::Kernel && e.addr < 1 << 32)
+            .map(|e| (e.addr.saturating_add(e.size as u64 - 1) >> 2) - (e.addr >> 2) + 1)
+            .sum();
         let kd = j["caches"]
             .as_array()
             .unwrap()

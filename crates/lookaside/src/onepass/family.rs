@@ -157,10 +157,16 @@ pub fn answer_path(
             })
         })
         .collect();
+    // Translations: one per reference of a translated kind and one per further page.
+    let translations = accesses;
     Ok(json!({
         "engine": engine,
         "trace": {"path": path.display().to_string(), "format": format,
-                  "references": feeder.references, "instructions": instructions},
+                  "references": feeder.references, "instructions": instructions,
+                  "straddles": feeder.straddles, "wrapped": feeder.wrapped,
+                  "dropped": feeder.wrapped,
+                  "dropped_share": crate::machine::dropped_share(feeder.wrapped, translations)},
+        "warnings": crate::machine::unsimulated_warnings(feeder.wrapped, translations),
         "structure": name,
         "page": [page],
         "answers": answers,

@@ -199,6 +199,10 @@ pub struct Feeder {
     asid: u32,
     /// References seen (of every kind).
     pub references: u64,
+    /// Translations past the first page of a reference (as the machine's `straddles`).
+    pub straddles: u64,
+    /// References whose last byte would lie past 2^64 (as the machine's `wrapped`).
+    pub wrapped: u64,
 }
 
 impl Feeder {
@@ -212,6 +216,8 @@ impl Feeder {
             opts,
             asid: 0,
             references: 0,
+            straddles: 0,
+            wrapped: 0,
         }
     }
 
@@ -231,6 +237,21 @@ impl Feeder {
             if !self.opts.tagged {
                 engine.flush();
             }
+        }
+    }
+
+    /// Every page after the first that `e` touches, as the machine translates them (see
+    /// `Machine::translate_rest`): one access each, an access past 2^64 ending at the top.
+    #[inline(never)]
+    fn rest<E: Engine>(&mut self, engine: &mut E, e: &Event, ctx: u64) {
+        let shift = self.opts.page_shift;
+        let last = e.addr.checked_add(e.size as u64 - 1).unwrap_or_else(|| {
+            self.wrapped += 1;
+            u64::MAX
+        });
+        for page in (e.addr >> shift) + 1..=last >> shift {
+            self.straddles += 1;
+            engine.access(page, ctx);
         }
     }
 
@@ -266,8 +287,8 @@ impl Feeder {
             engine.access(page, ctx);
             if self.opts.split && e.size > 1 {
                 let last = e.addr.wrapping_add(e.size as u64 - 1);
-                if last >> shift != page && last > e.addr {
-                    engine.access(last >> shift, ctx);
+                if last >> shift != page {
+                    self.rest(engine, e, ctx);
                 }
             }
         }

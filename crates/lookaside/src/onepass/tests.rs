@@ -345,7 +345,11 @@ fn check_events(events: &[Event], opts: &Options, fa: &[usize], max_sets: usize)
 
 fn event() -> impl Strategy<Value = Event> {
     let kind = prop_oneof![Just(Kind::Fetch), Just(Kind::Load), Just(Kind::Store)];
-    let reference = (kind, 0..40u64, 0..4096u64, 1..16u16, 0..3u32, any::<bool>()).prop_map(
+    // Mostly small accesses, some over many pages; a few pages at the top of the address
+    // space, where an access can run past 2^64.
+    let size = prop_oneof![12 => 1..16u16, 1 => 4000..=u16::MAX];
+    let page = prop_oneof![20 => 0..40u64, 1 => (u64::MAX >> 12) - 2..=u64::MAX >> 12];
+    let reference = (kind, page, 0..4096u64, size, 0..3u32, any::<bool>()).prop_map(
         |(kind, page, off, size, asid, kernel)| Event {
             addr: page * 4096 + if off % 4 == 0 { 4096 - 4 } else { off },
             paddr: NO_PADDR,

@@ -36,13 +36,13 @@ fn hash(vpn: u64, ctx: u64) -> u64 {
 
 impl WayIndex {
     /// An empty index for `sets` sets of `ways` ways.
-    pub(crate) fn new(sets: usize, ways: usize) -> WayIndex {
+    pub(crate) fn new(sets: usize, ways: usize) -> Result<WayIndex, String> {
         let size = (LOAD * ways).next_power_of_two().max(2);
-        WayIndex {
-            table: vec![EMPTY; sets * size],
+        Ok(WayIndex {
+            table: super::filled(sets * size, EMPTY)?,
             size,
             shift: 64 - size.trailing_zeros(),
-        }
+        })
     }
 
     #[inline(always)]
@@ -140,7 +140,7 @@ mod tests {
     fn insert_find_remove_with_collisions() {
         // 8 ways, 16 slots; keys chosen so that many share a home.
         let ways = 8;
-        let mut ix = WayIndex::new(2, ways);
+        let mut ix = WayIndex::new(2, ways).unwrap();
         let mut vpns = vec![0u64; ways];
         let ctxs = vec![5u64; ways];
         let home0 = ix.home(0, 5);

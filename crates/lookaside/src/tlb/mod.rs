@@ -169,6 +169,27 @@ impl TlbParams {
             }
     }
 
+    /// The heap memory a [`Tlb`] of these (checked) parameters takes, in bytes, from the
+    /// geometry alone, so that a machine can be refused before anything is allocated: the
+    /// tags (a page and a context per entry), the valid bits and counts per set, the way
+    /// index of wide sets, and the replacement state (at most a link pair per way and a
+    /// sentinel per set, whichever policy: an upper bound). Kept beside [`Tlb::with_lookup`],
+    /// whose allocations it follows.
+    pub fn heap_bytes(&self) -> u64 {
+        let entries = self.entries as u64;
+        let ways = self.ways.max(1) as u64;
+        let sets = entries / ways;
+        let tags = entries * 16;
+        let valid = sets * ways.div_ceil(64) * 8 + sets * 8;
+        let index = if self.ways >= INDEX_MIN_WAYS {
+            sets * (index::LOAD as u64 * ways).next_power_of_two().max(2) * 4
+        } else {
+            0
+        };
+        let policy = (entries + 2 * sets) * 8;
+        tags + valid + index + policy
+    }
+
     /// Whether these parameters describe a TLB [`Tlb::new`] can build.
     pub fn check(&self) -> Result<(), ParamError> {
         let err = |field, message: String| Err(ParamError { field, message });
@@ -247,6 +268,20 @@ fn scan(vs: &[u64], cs: &[u64], vpn: u64, c: u64, g: u64) -> Option<usize> {
     alt
 }
 
+/// `n` copies of `v`, allocated fallibly: a structure too large for the host is an error
+/// naming its size, never an abort.
+pub(crate) fn filled<T: Clone>(n: usize, v: T) -> Result<Vec<T>, String> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| {
+        format!(
+            "cannot allocate {} for {n} entries",
+            crate::machine::human_bytes((n as u64).saturating_mul(std::mem::size_of::<T>() as u64))
+        )
+    })?;
+    out.resize(n, v);
+    Ok(out)
+}
+
 /// One set-associative TLB (see the module documentation for the exact semantics).
 #[derive(Clone)]
 pub struct Tlb {
@@ -307,15 +342,15 @@ impl Tlb {
             None => (
                 ways,
                 [
-                    State::new(p.policy, sets, ways),
-                    State::new(Policy::Random, 0, 1),
+                    State::new(p.policy, sets, ways)?,
+                    State::new(Policy::Random, 0, 1)?,
                 ],
             ),
             Some(q) => (
                 q.lower_ways,
                 [
-                    State::new(q.lower_policy, sets, q.lower_ways),
-                    State::new(q.upper_policy, sets, ways - q.lower_ways),
+                    State::new(q.lower_policy, sets, q.lower_ways)?,
+                    State::new(q.upper_policy, sets, ways - q.lower_ways)?,
                 ],
             ),
         };
@@ -325,13 +360,17 @@ impl Tlb {
             Lookup::Index => true,
         };
         let words = ways.div_ceil(64);
+        let index = match indexed {
+            true => Some(WayIndex::new(sets, ways)?),
+            false => None,
+        };
         Ok(Tlb {
             mru_vpn: 0,
             mru_ctx: NO_CTX,
             mru_query: NO_CTX,
             hints: Hints::new(),
-            vpn: vec![0; p.entries],
-            ctx: vec![NO_CTX; p.entries],
+            vpn: filled(p.entries, 0)?,
+            ctx: filled(p.entries, NO_CTX)?,
             pols,
             sets,
             ways,
@@ -342,7 +381,7 @@ impl Tlb {
             words,
             part_valid: vec![0; 2 * sets],
             valid: 0,
-            index: indexed.then(|| WayIndex::new(sets, ways)),
+            index,
             rng: SplitMix64::new(p.seed),
             params: p.clone(),
         })
@@ -712,12 +751,19 @@ impl Tlb {
         q.lower_ways = lower_ways;
         p.check()?;
         let q = p.partition.expect("checked");
+        let state = |policy, ways| {
+            State::new(policy, self.sets, ways).map_err(|message| ParamError {
+                field: "partition.lower_ways",
+                message,
+            })
+        };
+        let pols = [
+            state(q.lower_policy, lower_ways)?,
+            state(q.upper_policy, self.ways - lower_ways)?,
+        ];
         self.params = p;
         self.split = lower_ways;
-        self.pols = [
-            State::new(q.lower_policy, self.sets, lower_ways),
-            State::new(q.upper_policy, self.sets, self.ways - lower_ways),
-        ];
+        self.pols = pols;
         self.part_valid.fill(0);
         for set in 0..self.sets {
             for way in 0..self.ways {

@@ -13,10 +13,10 @@ pub(crate) struct Fifo {
 }
 
 impl Replacement for Fifo {
-    fn new(sets: usize, ways: usize) -> Self {
-        Fifo {
-            order: Lists::new(sets, ways),
-        }
+    fn new(sets: usize, ways: usize) -> Result<Self, String> {
+        Ok(Fifo {
+            order: Lists::new(sets, ways)?,
+        })
     }
 
     #[inline(always)]
@@ -44,7 +44,7 @@ mod tests {
 
     #[test]
     fn hits_do_not_reorder() {
-        let mut f = Fifo::new(1, 3);
+        let mut f = Fifo::new(1, 3).unwrap();
         for w in 0..3 {
             f.on_fill(0, w);
         }

@@ -24,14 +24,18 @@ pub(crate) struct Lists {
 
 impl Lists {
     /// `sets` empty lists over `ways` ways each.
-    pub(super) fn new(sets: usize, ways: usize) -> Lists {
+    pub(super) fn new(sets: usize, ways: usize) -> Result<Lists, String> {
         let stride = ways + 1;
         let n = sets * stride;
         assert!(n <= u32::MAX as usize, "too many list nodes");
-        Lists {
-            link: (0..n as u32).map(|i| Link { prev: i, next: i }).collect(),
-            stride,
+        let mut link = crate::tlb::filled(n, Link { prev: 0, next: 0 })?;
+        for (i, l) in link.iter_mut().enumerate() {
+            *l = Link {
+                prev: i as u32,
+                next: i as u32,
+            };
         }
+        Ok(Lists { link, stride })
     }
 
     #[inline(always)]

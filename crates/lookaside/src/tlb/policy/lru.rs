@@ -17,6 +17,7 @@
 
 use super::list::Lists;
 use super::{Replacement, SplitMix64};
+use crate::tlb::filled;
 
 /// Largest associativity kept as timestamps rather than a list; the way number must fit in
 /// the stamp's low [`WAY_BITS`] bits. A stamp makes a hit one store but a victim a scan of
@@ -41,16 +42,16 @@ pub(crate) enum Lru {
 }
 
 impl Replacement for Lru {
-    fn new(sets: usize, ways: usize) -> Self {
-        if ways <= STAMP_MAX_WAYS {
+    fn new(sets: usize, ways: usize) -> Result<Self, String> {
+        Ok(if ways <= STAMP_MAX_WAYS {
             Lru::Stamps {
-                stamp: vec![0; sets * ways],
+                stamp: filled(sets * ways, 0)?,
                 now: 0,
                 ways,
             }
         } else {
-            Lru::List(Lists::new(sets, ways))
-        }
+            Lru::List(Lists::new(sets, ways)?)
+        })
     }
 
     #[inline(always)]
@@ -130,7 +131,7 @@ mod tests {
     fn both_representations_agree() {
         let mut rng = SplitMix64::new(0);
         for ways in [4, 17, STAMP_MAX_WAYS, STAMP_MAX_WAYS + 1, 200] {
-            let mut l = Lru::new(2, ways);
+            let mut l = Lru::new(2, ways).unwrap();
             assert_eq!(matches!(l, Lru::Stamps { .. }), ways <= STAMP_MAX_WAYS);
             for w in 0..ways {
                 l.on_fill(1, w);
@@ -153,7 +154,7 @@ mod tests {
     #[test]
     fn renumbering_keeps_the_order() {
         let mut rng = SplitMix64::new(0);
-        let mut l = Lru::new(3, 20);
+        let mut l = Lru::new(3, 20).unwrap();
         for set in 0..3 {
             for w in (0..20).rev() {
                 l.on_fill(set, w);

@@ -25,8 +25,9 @@ use std::str::FromStr;
 /// What a replacement policy must do. `set` is the set number, `way` the way number within the
 /// partition (`0..ways` of the `ways` given to [`Replacement::new`]).
 pub(crate) trait Replacement: Clone {
-    /// State for `sets` sets of `ways` ways each, all of them invalid.
-    fn new(sets: usize, ways: usize) -> Self;
+    /// State for `sets` sets of `ways` ways each, all of them invalid; an error (never an
+    /// abort) when its arrays cannot be allocated.
+    fn new(sets: usize, ways: usize) -> Result<Self, String>;
     /// A lookup hit `way`.
     fn on_hit(&mut self, set: usize, way: usize);
     /// `way` now holds a new entry: it was invalid, or it is the victim just returned.
@@ -76,10 +77,10 @@ macro_rules! policies {
         }
 
         impl State {
-            pub(crate) fn new(policy: Policy, sets: usize, ways: usize) -> State {
-                match policy {
-                    $(Policy::$variant => State::$variant(<$ty as Replacement>::new(sets, ways)),)+
-                }
+            pub(crate) fn new(policy: Policy, sets: usize, ways: usize) -> Result<State, String> {
+                Ok(match policy {
+                    $(Policy::$variant => State::$variant(<$ty as Replacement>::new(sets, ways)?),)+
+                })
             }
 
             #[inline(always)]

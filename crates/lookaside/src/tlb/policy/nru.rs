@@ -12,6 +12,7 @@
 //! sweep was set by an earlier hit or fill, so victim choice is amortised O(1).
 
 use super::{Replacement, SplitMix64};
+use crate::tlb::filled;
 
 #[derive(Clone)]
 pub(crate) struct Nru {
@@ -45,14 +46,14 @@ impl Nru {
 }
 
 impl Replacement for Nru {
-    fn new(sets: usize, ways: usize) -> Self {
+    fn new(sets: usize, ways: usize) -> Result<Self, String> {
         let words = ways.div_ceil(64);
-        Nru {
-            refs: vec![0; sets * words],
+        Ok(Nru {
+            refs: filled(sets * words, 0)?,
             words,
-            hand: vec![0; sets],
+            hand: filled(sets, 0)?,
             ways,
-        }
+        })
     }
 
     #[inline(always)]
@@ -108,7 +109,7 @@ mod tests {
     #[test]
     fn clock_example() {
         let mut rng = SplitMix64::new(0);
-        let mut c = Nru::new(1, 4);
+        let mut c = Nru::new(1, 4).unwrap();
         for w in 0..4 {
             c.on_fill(0, w);
         }
@@ -130,7 +131,7 @@ mod tests {
     #[test]
     fn sweeps_across_words() {
         let mut rng = SplitMix64::new(0);
-        let mut c = Nru::new(2, 130);
+        let mut c = Nru::new(2, 130).unwrap();
         for w in 0..130 {
             c.on_fill(1, w);
         }

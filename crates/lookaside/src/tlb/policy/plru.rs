@@ -19,6 +19,7 @@
 //! six levels and a 1024-way tree costs little more than a 64-way one.
 
 use super::{Replacement, SplitMix64};
+use crate::tlb::filled;
 
 /// Levels of the tree held in one word (a 6-level subtree has 63 nodes).
 const BLOCK_LEVELS: u32 = 6;
@@ -79,7 +80,7 @@ fn paths(d: u32) -> Box<[(u64, u64); 64]> {
 }
 
 impl Replacement for Plru {
-    fn new(sets: usize, ways: usize) -> Self {
+    fn new(sets: usize, ways: usize) -> Result<Self, String> {
         let depth = ways.next_power_of_two().trailing_zeros();
         let nbands = depth.div_ceil(BLOCK_LEVELS).max(1) as usize;
         assert!(nbands <= MAX_BANDS, "too many ways for PLRU");
@@ -99,8 +100,8 @@ impl Replacement for Plru {
             first += 1 << top_depth; // one block per subtree rooted at the band's top
             top_depth += levels;
         }
-        Plru {
-            bits: vec![0; sets * first],
+        Ok(Plru {
+            bits: filled(sets * first, 0)?,
             words: first,
             ways,
             depth,
@@ -108,7 +109,7 @@ impl Replacement for Plru {
             nbands,
             top: paths(bands[0].levels),
             full: paths(BLOCK_LEVELS),
-        }
+        })
     }
 
     #[inline(always)]
@@ -176,7 +177,7 @@ mod tests {
 
     #[test]
     fn four_way_textbook_example() {
-        let mut p = Plru::new(1, 4);
+        let mut p = Plru::new(1, 4).unwrap();
         for w in [0, 1, 2, 3] {
             p.on_fill(0, w);
         }
@@ -192,7 +193,7 @@ mod tests {
 
     #[test]
     fn three_ways_never_pick_the_missing_leaf() {
-        let mut p = Plru::new(1, 3);
+        let mut p = Plru::new(1, 3).unwrap();
         for w in [0, 1, 2] {
             p.on_fill(0, w);
         }
@@ -252,7 +253,7 @@ mod tests {
                 leaves,
                 ways,
             };
-            let mut p = Plru::new(2, ways);
+            let mut p = Plru::new(2, ways).unwrap();
             for i in 0..2000 {
                 let way = if i % 3 == 0 {
                     naive.victim()
@@ -273,10 +274,10 @@ mod tests {
 
     #[test]
     fn one_way_and_many_sets() {
-        let mut p = Plru::new(3, 1);
+        let mut p = Plru::new(3, 1).unwrap();
         p.on_fill(2, 0);
         assert_eq!(p.victim(2, &mut SplitMix64::new(0)), 0);
-        let mut q = Plru::new(2, 128);
+        let mut q = Plru::new(2, 128).unwrap();
         q.on_fill(1, 0);
         assert_eq!(q.victim(1, &mut SplitMix64::new(0)), 64);
         assert_eq!(q.victim(0, &mut SplitMix64::new(0)), 0);

@@ -44,8 +44,8 @@ pub(crate) struct Random {
 }
 
 impl Replacement for Random {
-    fn new(_sets: usize, ways: usize) -> Self {
-        Random { ways }
+    fn new(_sets: usize, ways: usize) -> Result<Self, String> {
+        Ok(Random { ways })
     }
 
     #[inline(always)]
