@@ -56,6 +56,9 @@ def test_verdicts_follow_from_results_and_criterion():
     assert c.verdict == "holds" and c.summary() == "holds (3 of 3)"
     c.add("w", 2, 0.51)
     assert c.verdict == "mixed" and c.summary() == "mixed (3 of 4)"
+    nan = claim(range=[0, 1])
+    nan.add("w", 1, float("nan"))  # a run that measured nothing holds nothing, and is null
+    assert nan.verdict == "differs" and nan.to_json()["results"][0]["value"] is None
     d = claim(at_least=0.9)
     d.add("w", 1, 0.3)
     d.add("w", 2, 0.89999)

@@ -164,11 +164,18 @@ class Claim:
         return {
             "id": self.id, "kind": self.kind, "quote": self.quote, "source": self.source,
             "paper": self.paper, "workloads": self.workloads, "reason": self.reason,
-            "results": [{"workload": r.workload, "seed": r.seed, "value": r.value,
+            "results": [{"workload": r.workload, "seed": r.seed, "value": finite(r.value),
                          "holds": r.holds} for r in self.results],
             "verdict": self.verdict,
             **({"fit_error": self.fit_error} if self.kind == "calibration" else {}),
         }
+
+
+def finite(value: float | dict[str, float]) -> float | dict[str, float] | None:
+    """A result's value for JSON: a run that measured nothing (0/0) is null, never NaN."""
+    if isinstance(value, dict):
+        return {k: v if math.isfinite(v) else None for k, v in value.items()}
+    return value if math.isfinite(value) else None
 
 
 def bounds(c: dict[str, Any]) -> tuple[float | None, float | None]:
