@@ -386,12 +386,6 @@ fn uhlig94_cells() -> String {
     lookaside::mmu::uhlig94::cells_json().to_string()
 }
 
-/// Uhlig et al.'s published tables as the engine holds them (JSON: Tables III, V-IX).
-#[pyfunction]
-fn uhlig94_published() -> &'static str {
-    lookaside::mmu::uhlig94::PUBLISHED_JSON
-}
-
 /// Inouye et al.'s Tables 1-3 and copy-on-write cases on the virtually addressed cache model,
 /// under the named timing preset, beside the published numbers (JSON).
 #[pyfunction]
@@ -449,7 +443,6 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(create_partial, m)?)?;
     m.add_function(wrap_pyfunction!(one_pass, m)?)?;
     m.add_function(wrap_pyfunction!(uhlig94_cells, m)?)?;
-    m.add_function(wrap_pyfunction!(uhlig94_published, m)?)?;
     m.add_function(wrap_pyfunction!(inouye92_results, m)?)?;
     Ok(())
 }
