@@ -130,14 +130,15 @@ def test_a_killed_dask_worker_loses_no_point(tmp_path: Path):
 
 # --- Pipes and FIFOs: a trace read from a stream gives exactly the file's counts. -----------
 
-def _lookaside(*args: str, **kw) -> subprocess.CompletedProcess:
-    import sys
-    return subprocess.run([sys.executable, "-m", "lookaside.cli", *map(str, args)],
+def run_lookaside(*args: str | bytes | os.PathLike[str], **kw) -> subprocess.CompletedProcess:
+    """Run ``lookaside ARGS…`` as a user would, each argument a string, a path or raw bytes
+    (as a shell passes them, whatever their encoding); other keywords (``input``,
+    ``timeout``, ``text``) go to :func:`subprocess.run`. Output is bytes unless ``text``."""
+    return subprocess.run([sys.executable, "-m", "lookaside.cli", *map(os.fspath, args)],
                           capture_output=True, **kw)
 
 
 def _refs(stdout: bytes) -> int:
-    import json
     return json.loads(stdout)["trace"]["references"]
 
 
@@ -157,17 +158,17 @@ def stream_traces(tmp_path_factory, demo: Path) -> dict[str, Path]:
 def test_a_trace_on_standard_input_gives_the_files_counts(stream_traces, name: str):
     f = stream_traces[name]
     tlb = ("--tlb", "dtlb:entries=64,ways=full")
-    want = _lookaside("simulate", f, *tlb, "--json")
+    want = run_lookaside("simulate", f, *tlb, "--json")
     assert want.returncode == 0, want.stderr
     for path in ("-", "/dev/stdin"):
         for reading in ("one-thread", "pipelined"):
-            got = _lookaside("simulate", path, *tlb, "--json", "--reading", reading,
+            got = run_lookaside("simulate", path, *tlb, "--json", "--reading", reading,
                              input=f.read_bytes())
             assert got.returncode == 0, (path, got.stderr)
             assert _refs(got.stdout) == _refs(want.stdout) > 200_000, (path, reading)
             a, b = json.loads(got.stdout), json.loads(want.stdout)
             assert a["structures"] == b["structures"]
-    info = _lookaside("info", "-", "--json", input=f.read_bytes())
+    info = run_lookaside("info", "-", "--json", input=f.read_bytes())
     assert info.returncode == 0, info.stderr
     assert json.loads(info.stdout)["references"] == _refs(want.stdout)
     assert json.loads(info.stdout)["path"] == "<stdin>"
@@ -175,7 +176,7 @@ def test_a_trace_on_standard_input_gives_the_files_counts(stream_traces, name: s
 
 def test_a_trace_through_a_fifo_and_a_process_substitution(stream_traces, tmp_path: Path):
     f = stream_traces["t.din.gz"]
-    want = _refs(_lookaside("simulate", f, "--tlb", "dtlb:entries=64", "--json").stdout)
+    want = _refs(run_lookaside("simulate", f, "--tlb", "dtlb:entries=64", "--json").stdout)
     fifo = tmp_path / "t.fifo"
     os.mkfifo(fifo)
 
@@ -185,7 +186,7 @@ def test_a_trace_through_a_fifo_and_a_process_substitution(stream_traces, tmp_pa
 
     t = threading.Thread(target=feed)
     t.start()
-    got = _lookaside("simulate", fifo, "--tlb", "dtlb:entries=64", "--json", timeout=60)
+    got = run_lookaside("simulate", fifo, "--tlb", "dtlb:entries=64", "--json", timeout=60)
     t.join()
     assert got.returncode == 0, got.stderr
     assert _refs(got.stdout) == want
@@ -202,7 +203,7 @@ def test_an_empty_trace_is_refused_by_simulate(cli, tmp_path: Path):
     empty.write_text("")
     p = cli("simulate", empty, "--tlb", "dtlb:entries=64", check=False)
     assert_clean_error(p, str(empty), "holds no event")
-    p = _lookaside("simulate", "-", "--tlb", "dtlb:entries=64", "--format", "din", input=b"")
+    p = run_lookaside("simulate", "-", "--tlb", "dtlb:entries=64", "--format", "din", input=b"")
     assert p.returncode == 2 and p.stdout == b""
     assert p.stderr.decode().strip() == ("lookaside: error: <stdin>: events: the trace holds no "
                                          "event: nothing to simulate")
@@ -216,10 +217,8 @@ BAD_TOML = b'[machine]\nname = "caf\xe9"\n'  # Latin-1, not UTF-8: byte 21 is ba
 
 
 def lookaside_bytes(*args: str | bytes) -> subprocess.CompletedProcess:
-    """Run ``lookaside ARGS…`` with arguments given as raw bytes where they are bytes (as a
-    shell passes them, whatever their encoding)."""
-    return subprocess.run([sys.executable, "-m", "lookaside.cli", *args],
-                          capture_output=True, text=True, errors="backslashreplace")
+    """:func:`run_lookaside` with its output decoded (bytes that are not UTF-8 escaped)."""
+    return run_lookaside(*args, text=True, errors="backslashreplace")
 
 
 def test_a_config_or_sweep_file_that_is_not_utf8_names_the_file_and_byte(cli, demo: Path,
