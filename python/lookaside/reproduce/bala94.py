@@ -12,7 +12,6 @@ from pathlib import Path
 
 from .. import _data_dir
 from ..report import plot_lines, subplots
-from ..sweep import run_point
 from . import RECIPES, Outcome, save_figure
 from .claims import load, plot_ranges
 from .uhlig94 import machine, ring, traps
@@ -54,8 +53,7 @@ def workloads() -> list[tuple[str, str, int, bool]]:
 
 
 def run_one(spec: str, seed: int, extra: str) -> dict:
-    text = machine(8, extra=extra)
-    return run_point(spec, text, "decstation3100-mach3", [], [f"machine.seed={seed}"])["traps"]
+    return traps(spec, machine(8, extra=extra), [f"machine.seed={seed}"])
 
 
 def run(d: Path, say: Callable[[str], None]) -> Outcome:

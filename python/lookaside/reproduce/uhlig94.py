@@ -7,9 +7,10 @@ are recomputed from Tables III and V (transcriptions, not reproductions)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import _data_dir, _lookaside, preset_path
@@ -27,9 +28,15 @@ def ring(servers: int, seed: int = 0) -> str:
            f"seed={seed}"
 
 
+@functools.cache
+def preset(name: str = "decstation3100-mach3") -> str:
+    """A preset's text, read once."""
+    return preset_path(name).read_text(encoding="utf-8")
+
+
 def machine(lower: int, placement: str = "A", upper: str = "random", extra: str = "") -> str:
     """The DECstation 3100 under Mach 3.0, with `lower` lower slots."""
-    text = preset_path("decstation3100-mach3").read_text(encoding="utf-8")
+    text = preset()
     text = text.replace('partition = { lower = 8, lower_policy = "fifo", upper_policy = "random" }',
                         f'partition = {{ lower = {lower}, lower_policy = "fifo", '
                         f'upper_policy = "{upper}" }}')
@@ -44,8 +51,8 @@ def unpartitioned(entries: int, ways: int) -> str:
         'ways = "full"', f"ways = {ways}")
 
 
-def traps(workload: str, text: str) -> dict:
-    return run_point(workload, text, "decstation3100-mach3", [], [])["traps"]
+def traps(workload: str, text: str, overrides: Sequence[str] = ()) -> dict:
+    return run_point(workload, text, "decstation3100-mach3", [], list(overrides))["traps"]
 
 
 #: Table V's systems: (name, OS structure of ``workload:os``, preset with its costs).
@@ -88,7 +95,7 @@ def measure_mach3(spec: str, seed: int) -> dict:
     per machine family: partition sweeps of policies A-C (random and FIFO upper), D, Table
     IX's static points and dynamic partitioning (policy B), Figs. 12-13's sizes, Fig. 14's
     geometries. Returns total service times (s) by key, and the L2 times of policy A."""
-    base = preset_path("decstation3100-mach3").read_text(encoding="utf-8")
+    base = preset()
     keyed: list[tuple[tuple, list[str]]] = []
     for p in "ABC":
         for lw in (STATIC_LOWERS if p == "B" else LOWERS):
@@ -151,15 +158,18 @@ def judge_mach3(claims: dict, name: str, seed: int, m: dict) -> None:
                                                     g[(2 * e, w)] / g[(e, 2 * w)])
 
 
-def ring_sweep(servers: int, pages: int, seed: int) -> dict[int, float]:
-    """Total service time (policy A) by lower slots on the ring."""
-    spec = (f"workload:multiserver,servers={servers},pages_per_hop={pages},hops={HOPS},"
-            f"seed={seed}")
-    base = preset_path("decstation3100-mach3").read_text(encoding="utf-8")
-    rs = run_points(spec, base, "decstation3100-mach3", [],
+def partition_sweep(spec: str, seed: int) -> dict[int, float]:
+    """Total service time (policy A) of `spec` by lower slots, on one reading of it."""
+    rs = run_points(spec, preset(), "decstation3100-mach3", [],
                     [[f"tlb.tlb.partition.lower={lw}", f"machine.seed={seed}"] for lw in LOWERS],
                     progress=watch)
     return {lw: r["traps"]["seconds"]["total"] for lw, r in zip(LOWERS, rs)}
+
+
+def ring_sweep(servers: int, pages: int, seed: int) -> dict[int, float]:
+    """:func:`partition_sweep` of the ring."""
+    return partition_sweep(f"workload:multiserver,servers={servers},pages_per_hop={pages},"
+                           f"hops={HOPS},seed={seed}", seed)
 
 
 def structures(claims: dict, seed: int) -> list[dict]:
@@ -169,10 +179,9 @@ def structures(claims: dict, seed: int) -> list[dict]:
     rows = []
     for wname, extra in (("os", "syscalls=20000"), ("tar", f"trace={tar}")):
         secs, l1u = {}, 0.0
-        for system, structure, preset in STRUCTURES:
+        for system, structure, name in STRUCTURES:
             spec = f"workload:os,structure={structure},{extra},seed={seed}"
-            text = preset_path(preset).read_text(encoding="utf-8")
-            t = run_point(spec, text, preset, [], [f"machine.seed={seed}"])["traps"]
+            t = run_point(spec, preset(name), name, [], [f"machine.seed={seed}"])["traps"]
             secs[system] = t["seconds"]["total"]
             if system == "Ultrix":
                 l1u = t["counts"]["L1U"] / max(t["counts"]["total"], 1)
@@ -182,13 +191,9 @@ def structures(claims: dict, seed: int) -> list[dict]:
         claims["service-time-rises-with-structure"].add(wname, seed, secs)
         opt = {}
         for system, structure in (("Mach3", "microkernel"), ("Mach3+AFSout", "decomposed")):
-            spec = f"workload:os,structure={structure},{extra},seed={seed}"
-            base = preset_path("decstation3100-mach3").read_text(encoding="utf-8")
-            rs = run_points(spec, base, "decstation3100-mach3", [],
-                            [[f"tlb.tlb.partition.lower={lw}", f"machine.seed={seed}"]
-                             for lw in LOWERS])
-            times = {("A", lw): r["traps"]["seconds"]["total"] for lw, r in zip(LOWERS, rs)}
-            opt[system] = optimum(times, "A")[0]
+            sweep = partition_sweep(f"workload:os,structure={structure},{extra},seed={seed}",
+                                    seed)
+            opt[system] = optimum({("A", lw): v for lw, v in sweep.items()}, "A")[0]
         claims["optimum-moves-right-with-address-spaces"].add(wname, seed, opt)
     return rows
 
@@ -285,7 +290,7 @@ def handlers_in_the_caches(o: Outcome) -> None:
     add to Table III."""
     import pandas as pd
 
-    caches = preset_path("decstation5000-200").read_text(encoding="utf-8")
+    caches = preset("decstation5000-200")
     caches = caches[caches.index("[memory]"):caches.index("[memory.handler]")]
     handlers = []
     for costs in ("mach3", "mach3-new-vectors"):
