@@ -117,6 +117,15 @@ impl Ledger {
         self.cells[i].accesses += n;
     }
 
+    /// Count `n` misses (accesses that missed) in structure `s`, or the walk, at once.
+    #[inline]
+    pub fn add_misses(&mut self, s: usize, mode: Mode, kind: Kind, n: u64) {
+        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        let c = &mut self.cells[i];
+        c.accesses += n;
+        c.misses += n;
+    }
+
     /// Count one control event.
     #[inline]
     pub fn control(&mut self, kind: Kind) {

@@ -274,6 +274,10 @@ pub struct Machine {
     memo: [Memo; 4],
     /// Per reference kind, what the fast path does (derived from `roots` and the page map).
     fast: [Fast; 3],
+    /// Per reference kind with [`Fast::Root`]: its first-level structure has no next level at
+    /// the default page size, so a miss there goes straight to the walk, which the fast path
+    /// then only counts ([`Tally::walks`]; plain references never have a walker).
+    alone: [bool; 3],
     ledger: Ledger,
     /// The software-refill model, when the config has `[refill]`: it owns the (one) TLB and
     /// takes every batch instead of the hierarchy below.
@@ -459,6 +463,8 @@ impl Feed<'_> {
         m.touched(r, kind, page, !hit);
         if hit {
             self.tally.hits[Tally::cell(mode, kind)] += 1;
+        } else if m.alone[kind as usize & 3] {
+            self.tally.walks[Tally::cell(mode, kind)] += 1;
         } else {
             m.root_missed(addr, kind, mode, r);
         }
@@ -652,6 +658,9 @@ enum Fast {
 struct Tally {
     refs: [u64; 8],
     hits: [u64; 8],
+    /// Misses of a first-level structure with nothing below it ([`Machine::alone`]): each
+    /// one access and miss of that structure and of the walk.
+    walks: [u64; 8],
 }
 
 impl Tally {
@@ -860,6 +869,10 @@ impl Machine {
             Some(r) if uniform => Fast::Root(r, default_shift[r]),
             _ => Fast::Slow,
         });
+        let alone = Kind::REFS.map(|kind| match (fast[kind as usize], pages.default) {
+            (Fast::Root(r, _), Some(d)) => next[r].at(kind, d).is_none(),
+            _ => false,
+        });
         let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,
@@ -939,6 +952,7 @@ impl Machine {
         Ok(Machine {
             vac,
             fast,
+            alone,
             refill,
             memory,
             handler,
@@ -1175,6 +1189,10 @@ impl Machine {
                 self.ledger.add_references(mode, kind, tally.refs[cell]);
                 if let Fast::Root(r, _) = self.fast[kind as usize] {
                     self.ledger.add_hits(r, mode, kind, tally.hits[cell]);
+                    let walks = tally.walks[cell];
+                    self.ledger.add_misses(r, mode, kind, walks);
+                    let w = self.ledger.walk_index();
+                    self.ledger.add_misses(w, mode, kind, walks);
                 }
             }
         }

@@ -74,7 +74,8 @@
 //! 3. A scan of the set, or for `ways >= INDEX_MIN_WAYS` a per-set hash index (`index.rs`).
 //!
 //! Replacement state is updated through an enum over the policies (`policy/`), matched once
-//! per call. Hit, fill and invalidate hooks are O(1) (PLRU: one and-or per six tree levels);
+//! per call; the search-and-fill path of an unpartitioned TLB is one function per policy
+//! (`Access`, through `State::visit`), so that a miss costs one match and its hooks inline. Hit, fill and invalidate hooks are O(1) (PLRU: one and-or per six tree levels);
 //! victim choice is O(1) for FIFO, Random and LRU above 16 ways (a recency list), a
 //! branch-free pass over at most 16 timestamps for smaller LRU sets, O(log ways) for PLRU and
 //! amortised O(1) for NRU — so a 1024-entry fully associative TLB costs about what a 64-entry
@@ -95,7 +96,7 @@ pub use policy::{Policy, SplitMix64};
 
 use hint::{Hint, Hints};
 use index::WayIndex;
-use policy::State;
+use policy::{Replacement, State, Visit};
 use std::fmt;
 
 /// The context no entry has: pass it as `gctx` when global entries are not in use.
@@ -285,6 +286,20 @@ pub(crate) fn filled<T: Clone>(n: usize, v: T) -> Result<Vec<T>, String> {
 /// One set-associative TLB (see the module documentation for the exact semantics).
 #[derive(Clone)]
 pub struct Tlb {
+    t: Tags,
+    /// Replacement state of the lower (or only) and the upper partition. Unpartitioned TLBs
+    /// never use the second (it is a stateless placeholder); an array, not a `Vec`, saves the
+    /// hot path a pointer load and a bounds check.
+    pols: [State; 2],
+    rng: SplitMix64,
+    params: TlbParams,
+}
+
+/// Everything of a [`Tlb`] but its replacement state: the tags, valid bits, lookup structures
+/// and geometry. Kept apart so that the miss path can borrow it beside one partition's
+/// concrete policy (see [`Access`]).
+#[derive(Clone)]
+struct Tags {
     /// The MRU entry: the entry last hit or filled, `(mru_vpn, mru_ctx)`, and the query
     /// context `mru_query` known to hit it (see [`Hint`]). `mru_ctx == mru_query == NO_CTX`
     /// when there is none.
@@ -295,10 +310,6 @@ pub struct Tlb {
     vpn: Vec<u64>,
     /// `NO_CTX` marks an invalid way.
     ctx: Vec<u64>,
-    /// Replacement state of the lower (or only) and the upper partition. Unpartitioned TLBs
-    /// never use the second (it is a stateless placeholder); an array, not a `Vec`, saves the
-    /// hot path a pointer load and a bounds check.
-    pols: [State; 2],
     sets: usize,
     ways: usize,
     set_mask: u64,
@@ -312,18 +323,228 @@ pub struct Tlb {
     part_valid: Vec<u32>,
     valid: usize,
     index: Option<WayIndex>,
-    rng: SplitMix64,
-    params: TlbParams,
 }
 
 impl fmt::Debug for Tlb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tlb")
             .field("params", &self.params)
-            .field("sets", &self.sets)
-            .field("indexed", &self.index.is_some())
-            .field("valid", &self.valid)
+            .field("sets", &self.t.sets)
+            .field("indexed", &self.t.index.is_some())
+            .field("valid", &self.t.valid)
             .finish_non_exhaustive()
+    }
+}
+
+/// The miss path of an unpartitioned TLB — search the set, then hit or fill — run with its
+/// policy's concrete type ([`State::visit`]): one dispatch per access that got past the MRU
+/// entry and the hints, and every policy hook of it inlined.
+struct Access<'a> {
+    t: &'a mut Tags,
+    rng: &'a mut SplitMix64,
+    vpn: u64,
+    ctx: u64,
+    gctx: u64,
+}
+
+impl Visit for Access<'_> {
+    type Out = bool;
+
+    #[inline(always)]
+    fn visit<P: Replacement>(self, pol: &mut P) -> bool {
+        let Access {
+            t,
+            rng,
+            vpn,
+            ctx,
+            gctx,
+        } = self;
+        let set = t.set_of(vpn);
+        if let Some((c, g)) = contexts(ctx, gctx) {
+            if let Some(way) = t.find(set, vpn, c, g) {
+                pol.on_hit(set, way);
+                let slot = set * t.ways + way;
+                t.hint(t.vpn[slot], t.ctx[slot], c, set, way);
+                return true;
+            }
+        }
+        assert!(
+            ctx != NO_CTX,
+            "Tlb::access: NO_CTX is not a storable context"
+        );
+        // The search missed (vpn, ctx), so the key is new.
+        t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx);
+        false
+    }
+}
+
+/// A new key for one partition of one set, placed with the partition's concrete policy.
+struct Insert<'a> {
+    t: &'a mut Tags,
+    rng: &'a mut SplitMix64,
+    set: usize,
+    span: Span,
+    vpn: u64,
+    ctx: u64,
+}
+
+impl Visit for Insert<'_> {
+    type Out = (usize, Option<(u64, u64)>);
+
+    #[inline(always)]
+    fn visit<P: Replacement>(self, pol: &mut P) -> Self::Out {
+        let Insert {
+            t,
+            rng,
+            set,
+            span,
+            vpn,
+            ctx,
+        } = self;
+        t.insert_in(pol, rng, set, span, vpn, ctx)
+    }
+}
+
+/// The ways of one partition: its number (0 lower or only, 1 upper), first way and size.
+#[derive(Clone, Copy)]
+struct Span {
+    part: usize,
+    lo: usize,
+    n: usize,
+}
+
+impl Span {
+    /// Every way of an unpartitioned set.
+    #[inline(always)]
+    fn whole(ways: usize) -> Span {
+        Span {
+            part: 0,
+            lo: 0,
+            n: ways,
+        }
+    }
+}
+
+impl Tags {
+    /// The set `vpn` maps to.
+    #[inline(always)]
+    fn set_of(&self, vpn: u64) -> usize {
+        if self.sets_pow2 {
+            (vpn & self.set_mask) as usize
+        } else {
+            (vpn % self.sets as u64) as usize
+        }
+    }
+
+    /// Partition number (0 lower or only, 1 upper) and first way of the partition of `way`.
+    #[inline(always)]
+    fn part_of(&self, way: usize) -> (usize, usize) {
+        if way < self.split {
+            (0, 0)
+        } else {
+            (1, self.split)
+        }
+    }
+
+    /// Remember that a query with context `query` hits `way` of `set`, which holds
+    /// `(vpn, ctx)` and was just touched: make it the MRU entry and its bucket's hint.
+    #[inline]
+    fn hint(&mut self, vpn: u64, ctx: u64, query: u64, set: usize, way: usize) {
+        self.mru_vpn = vpn;
+        self.mru_ctx = ctx;
+        self.mru_query = query;
+        let (p, lo) = self.part_of(way);
+        self.hints.record(Hint {
+            vpn,
+            ctx,
+            query,
+            slot: (set * self.ways + way) as u32,
+            set: set as u32,
+            way: (way - lo) as u32,
+            part: p as u32,
+        });
+    }
+
+    /// The way of `set` that `(vpn, c, g)` hits (exact context first), without side effects.
+    #[inline(always)]
+    fn find(&self, set: usize, vpn: u64, c: u64, g: u64) -> Option<usize> {
+        let base = set * self.ways;
+        let vs = &self.vpn[base..base + self.ways];
+        let cs = &self.ctx[base..base + self.ways];
+        match &self.index {
+            None => scan(vs, cs, vpn, c, g),
+            Some(ix) => match ix.find(set, vpn, c, vs, cs) {
+                Some(w) => Some(w),
+                None if g != c => ix.find(set, vpn, g, vs, cs),
+                None => None,
+            },
+        }
+    }
+
+    /// The lowest invalid way of `set` at or after `lo` (the caller knows there is one in
+    /// the partition starting at `lo`).
+    #[inline]
+    fn first_invalid(&self, set: usize, lo: usize) -> usize {
+        let bits = &self.valid_bits[set * self.words..(set + 1) * self.words];
+        let mut wi = lo / 64;
+        let mut free = !bits[wi] & (!0u64 << (lo % 64));
+        while free == 0 {
+            wi += 1;
+            free = !bits[wi];
+        }
+        wi * 64 + free.trailing_zeros() as usize
+    }
+
+    /// Forget the MRU entry (its policy state may be about to change other than by a touch).
+    #[inline]
+    fn forget_mru(&mut self) {
+        self.mru_ctx = NO_CTX;
+        self.mru_query = NO_CTX;
+    }
+
+    /// Put the new key `(vpn, ctx)` into partition `span` of `set`, replaced by `pol` (see the
+    /// module documentation for the choice of way); returns its way and the evicted entry, if
+    /// a valid one was replaced.
+    #[inline(always)]
+    fn insert_in<P: Replacement>(
+        &mut self,
+        pol: &mut P,
+        rng: &mut SplitMix64,
+        set: usize,
+        span: Span,
+        vpn: u64,
+        ctx: u64,
+    ) -> (usize, Option<(u64, u64)>) {
+        let base = set * self.ways;
+        let pv = 2 * set + span.part;
+        let (way, evicted) = if (self.part_valid[pv] as usize) < span.n {
+            let w = self.first_invalid(set, span.lo);
+            self.valid_bits[set * self.words + w / 64] |= 1 << (w % 64);
+            self.part_valid[pv] += 1;
+            self.valid += 1;
+            (w, None)
+        } else {
+            let w = span.lo + pol.victim(set, rng);
+            let old = (self.vpn[base + w], self.ctx[base + w]);
+            if let Some(ix) = &mut self.index {
+                let (vs, cs) = (
+                    &self.vpn[base..base + self.ways],
+                    &self.ctx[base..base + self.ways],
+                );
+                ix.remove(set, w, old.0, old.1, vs, cs);
+            }
+            (w, Some(old))
+        };
+        self.vpn[base + way] = vpn;
+        self.ctx[base + way] = ctx;
+        if let Some(ix) = &mut self.index {
+            ix.insert(set, way, vpn, ctx);
+        }
+        pol.on_fill(set, way - span.lo);
+        // Overwrites the bucket of `vpn`, dropping any hint a global hit left there that the
+        // new key would now shadow.
+        self.hint(vpn, ctx, ctx, set, way);
+        (way, evicted)
     }
 }
 
@@ -365,23 +586,25 @@ impl Tlb {
             false => None,
         };
         Ok(Tlb {
-            mru_vpn: 0,
-            mru_ctx: NO_CTX,
-            mru_query: NO_CTX,
-            hints: Hints::new(),
-            vpn: filled(p.entries, 0)?,
-            ctx: filled(p.entries, NO_CTX)?,
+            t: Tags {
+                mru_vpn: 0,
+                mru_ctx: NO_CTX,
+                mru_query: NO_CTX,
+                hints: Hints::new(),
+                vpn: filled(p.entries, 0)?,
+                ctx: filled(p.entries, NO_CTX)?,
+                sets,
+                ways,
+                set_mask: (sets as u64).wrapping_sub(1),
+                sets_pow2: sets.is_power_of_two(),
+                split,
+                valid_bits: vec![0; sets * words],
+                words,
+                part_valid: vec![0; 2 * sets],
+                valid: 0,
+                index,
+            },
             pols,
-            sets,
-            ways,
-            set_mask: (sets as u64).wrapping_sub(1),
-            sets_pow2: sets.is_power_of_two(),
-            split,
-            valid_bits: vec![0; sets * words],
-            words,
-            part_valid: vec![0; 2 * sets],
-            valid: 0,
-            index,
             rng: SplitMix64::new(p.seed),
             params: p.clone(),
         })
@@ -389,17 +612,17 @@ impl Tlb {
 
     /// Number of sets.
     pub fn sets(&self) -> usize {
-        self.sets
+        self.t.sets
     }
 
     /// Ways per set.
     pub fn ways(&self) -> usize {
-        self.ways
+        self.t.ways
     }
 
     /// Total entries (`sets * ways`).
     pub fn entries(&self) -> usize {
-        self.vpn.len()
+        self.t.vpn.len()
     }
 
     /// The parameters this TLB was built from.
@@ -407,29 +630,15 @@ impl Tlb {
         &self.params
     }
 
-    /// Whether lookups go through the hash index (rather than a scan of the set).
-    pub fn is_indexed(&self) -> bool {
-        self.index.is_some()
-    }
-
     /// The set `vpn` maps to.
     #[inline(always)]
     pub fn set_of(&self, vpn: u64) -> usize {
-        if self.sets_pow2 {
-            (vpn & self.set_mask) as usize
-        } else {
-            (vpn % self.sets as u64) as usize
-        }
+        self.t.set_of(vpn)
     }
 
-    /// Partition number (0 lower or only, 1 upper) and first way of the partition of `way`.
-    #[inline(always)]
-    fn part_of(&self, way: usize) -> (usize, usize) {
-        if way < self.split {
-            (0, 0)
-        } else {
-            (1, self.split)
-        }
+    /// Whether lookups go through the hash index (rather than a scan of the set).
+    pub fn is_indexed(&self) -> bool {
+        self.t.index.is_some()
     }
 
     /// The hot path, for `ctx != NO_CTX`: a hit on the MRU entry (nothing to update), or on
@@ -438,77 +647,42 @@ impl Tlb {
     fn fast_hit(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
         // With `ctx != NO_CTX` and `mru_query == NO_CTX` whenever `mru_ctx` is, a forgotten
         // MRU entry never matches, even when `gctx == NO_CTX`.
-        if vpn == self.mru_vpn
-            && (ctx == self.mru_ctx || (gctx == self.mru_ctx && ctx == self.mru_query))
+        if vpn == self.t.mru_vpn
+            && (ctx == self.t.mru_ctx || (gctx == self.t.mru_ctx && ctx == self.t.mru_query))
         {
             return true;
         }
-        let h = *self.hints.get(vpn);
+        let h = *self.t.hints.get(vpn);
         let slot = h.slot as usize;
-        if h.matches(vpn, ctx, gctx) && self.vpn[slot] == vpn && self.ctx[slot] == h.ctx {
+        if h.matches(vpn, ctx, gctx) && self.t.vpn[slot] == vpn && self.t.ctx[slot] == h.ctx {
             self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize);
-            self.mru_vpn = vpn;
-            self.mru_ctx = h.ctx;
-            self.mru_query = h.query;
+            self.t.mru_vpn = vpn;
+            self.t.mru_ctx = h.ctx;
+            self.t.mru_query = h.query;
             return true;
         }
         false
     }
 
-    /// Remember that a query with context `query` hits `way` of `set`, which holds
-    /// `(vpn, ctx)` and was just touched: make it the MRU entry and its bucket's hint.
-    #[inline]
-    fn hint(&mut self, vpn: u64, ctx: u64, query: u64, set: usize, way: usize) {
-        self.mru_vpn = vpn;
-        self.mru_ctx = ctx;
-        self.mru_query = query;
-        let (p, lo) = self.part_of(way);
-        self.hints.record(Hint {
-            vpn,
-            ctx,
-            query,
-            slot: (set * self.ways + way) as u32,
-            set: set as u32,
-            way: (way - lo) as u32,
-            part: p as u32,
-        });
-    }
-
-    /// The way of `set` that `(vpn, c, g)` hits (exact context first), without side effects.
-    #[inline]
-    fn find(&self, set: usize, vpn: u64, c: u64, g: u64) -> Option<usize> {
-        let base = set * self.ways;
-        let vs = &self.vpn[base..base + self.ways];
-        let cs = &self.ctx[base..base + self.ways];
-        match &self.index {
-            None => scan(vs, cs, vpn, c, g),
-            Some(ix) => match ix.find(set, vpn, c, vs, cs) {
-                Some(w) => Some(w),
-                None if g != c => ix.find(set, vpn, g, vs, cs),
-                None => None,
-            },
-        }
-    }
-
     /// Record a hit, found by a search, on `way` of `set` by a query with effective context
     /// `c`.
     fn hit(&mut self, set: usize, way: usize, c: u64) {
-        let (p, lo) = self.part_of(way);
+        let (p, lo) = self.t.part_of(way);
         self.pols[p].on_hit(set, way - lo);
-        let slot = set * self.ways + way;
-        self.hint(self.vpn[slot], self.ctx[slot], c, set, way);
+        let slot = set * self.t.ways + way;
+        self.t.hint(self.t.vpn[slot], self.t.ctx[slot], c, set, way);
     }
 
     /// Probe; on a hit update the replacement state and return true. On a miss change nothing
     /// and return false.
     #[inline(always)]
     pub fn lookup(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
-        if self.ways == 1 {
+        if self.t.ways == 1 {
             // Direct-mapped: one compare. A hit changes no replacement state (the only way is
             // the only victim), and the MRU entry stays valid (fills and invalidations keep it).
-            let set = self.set_of(vpn);
-            let c = self.ctx[set];
-            return self.vpn[set] == vpn
+            let set = self.t.set_of(vpn);
+            let c = self.t.ctx[set];
+            return self.t.vpn[set] == vpn
                 && ((ctx != NO_CTX && c == ctx) || (gctx != NO_CTX && c == gctx));
         }
         self.lookup_assoc(vpn, ctx, gctx)
@@ -527,8 +701,8 @@ impl Tlb {
         let Some((c, g)) = contexts(ctx, gctx) else {
             return false;
         };
-        let set = self.set_of(vpn);
-        match self.find(set, vpn, c, g) {
+        let set = self.t.set_of(vpn);
+        match self.t.find(set, vpn, c, g) {
             Some(way) => {
                 self.hit(set, way, c);
                 true
@@ -540,8 +714,8 @@ impl Tlb {
     /// The (set, way) that `lookup(vpn, ctx, gctx)` would hit, changing nothing.
     pub fn probe(&self, vpn: u64, ctx: u64, gctx: u64) -> Option<(usize, usize)> {
         let (c, g) = contexts(ctx, gctx)?;
-        let set = self.set_of(vpn);
-        self.find(set, vpn, c, g).map(|w| (set, w))
+        let set = self.t.set_of(vpn);
+        self.t.find(set, vpn, c, g).map(|w| (set, w))
     }
 
     /// Insert `(vpn, ctx)` after a miss into partition `part` of its set (see the module
@@ -553,8 +727,8 @@ impl Tlb {
     /// If `ctx == NO_CTX`, which is never stored.
     pub fn fill(&mut self, vpn: u64, ctx: u64, part: Part) -> Option<(u64, u64)> {
         assert!(ctx != NO_CTX, "Tlb::fill: NO_CTX is not a storable context");
-        let set = self.set_of(vpn);
-        if let Some(way) = self.find(set, vpn, ctx, ctx) {
+        let set = self.t.set_of(vpn);
+        if let Some(way) = self.t.find(set, vpn, ctx, ctx) {
             self.hit(set, way, ctx);
             return None;
         }
@@ -573,13 +747,13 @@ impl Tlb {
             ctx != NO_CTX,
             "Tlb::fill_slot: NO_CTX is not a storable context"
         );
-        let set = self.set_of(vpn);
-        if let Some(way) = self.find(set, vpn, ctx, ctx) {
+        let set = self.t.set_of(vpn);
+        if let Some(way) = self.t.find(set, vpn, ctx, ctx) {
             self.hit(set, way, ctx);
-            return (set * self.ways + way, None);
+            return (set * self.t.ways + way, None);
         }
         let (way, evicted) = self.insert(set, vpn, ctx, part);
-        (set * self.ways + way, evicted)
+        (set * self.t.ways + way, evicted)
     }
 
     /// [`Tlb::lookup`], and on a miss [`Tlb::fill`] `(vpn, ctx)` into `part`; returns hit.
@@ -594,10 +768,23 @@ impl Tlb {
         self.access_slow(vpn, ctx, gctx, part)
     }
 
+    /// [`Tlb::access`] past the MRU entry and the hints. Unpartitioned TLBs (all but the
+    /// MIPS wired/Random split) take one path per policy, monomorphised ([`Access`]).
+    #[inline(never)]
     fn access_slow(&mut self, vpn: u64, ctx: u64, gctx: u64, part: Part) -> bool {
-        let set = self.set_of(vpn);
+        if self.t.split == self.t.ways {
+            let Tlb { t, pols, rng, .. } = self;
+            return pols[0].visit(Access {
+                t,
+                rng,
+                vpn,
+                ctx,
+                gctx,
+            });
+        }
+        let set = self.t.set_of(vpn);
         if let Some((c, g)) = contexts(ctx, gctx) {
-            if let Some(way) = self.find(set, vpn, c, g) {
+            if let Some(way) = self.t.find(set, vpn, c, g) {
                 self.hit(set, way, c);
                 return true;
             }
@@ -620,60 +807,29 @@ impl Tlb {
         ctx: u64,
         part: Part,
     ) -> (usize, Option<(u64, u64)>) {
-        let p = if self.split < self.ways && part == Part::Upper {
-            1
-        } else {
-            0
-        };
-        let (lo, n) = if p == 0 {
-            (0, self.split)
-        } else {
-            (self.split, self.ways - self.split)
-        };
-        let base = set * self.ways;
-        let pv = 2 * set + p;
-        let (way, evicted) = if (self.part_valid[pv] as usize) < n {
-            let w = self.first_invalid(set, lo);
-            self.valid_bits[set * self.words + w / 64] |= 1 << (w % 64);
-            self.part_valid[pv] += 1;
-            self.valid += 1;
-            (w, None)
-        } else {
-            let w = lo + self.pols[p].victim(set, &mut self.rng);
-            let old = (self.vpn[base + w], self.ctx[base + w]);
-            if let Some(ix) = &mut self.index {
-                let (vs, cs) = (
-                    &self.vpn[base..base + self.ways],
-                    &self.ctx[base..base + self.ways],
-                );
-                ix.remove(set, w, old.0, old.1, vs, cs);
+        let (split, ways) = (self.t.split, self.t.ways);
+        let span = if split < ways && part == Part::Upper {
+            Span {
+                part: 1,
+                lo: split,
+                n: ways - split,
             }
-            (w, Some(old))
+        } else {
+            Span {
+                part: 0,
+                lo: 0,
+                n: split,
+            }
         };
-        self.vpn[base + way] = vpn;
-        self.ctx[base + way] = ctx;
-        if let Some(ix) = &mut self.index {
-            ix.insert(set, way, vpn, ctx);
-        }
-        self.pols[p].on_fill(set, way - lo);
-        // Overwrites the bucket of `vpn`, dropping any hint a global hit left there that the
-        // new key would now shadow.
-        self.hint(vpn, ctx, ctx, set, way);
-        (way, evicted)
-    }
-
-    /// The lowest invalid way of `set` at or after `lo` (the caller knows there is one in
-    /// the partition starting at `lo`).
-    #[inline]
-    fn first_invalid(&self, set: usize, lo: usize) -> usize {
-        let bits = &self.valid_bits[set * self.words..(set + 1) * self.words];
-        let mut wi = lo / 64;
-        let mut free = !bits[wi] & (!0u64 << (lo % 64));
-        while free == 0 {
-            wi += 1;
-            free = !bits[wi];
-        }
-        wi * 64 + free.trailing_zeros() as usize
+        let Tlb { t, pols, rng, .. } = self;
+        pols[span.part].visit(Insert {
+            t,
+            rng,
+            set,
+            span,
+            vpn,
+            ctx,
+        })
     }
 
     /// Remove the entry that `lookup(vpn, ctx, gctx)` would hit; returns whether there was one.
@@ -682,8 +838,8 @@ impl Tlb {
         let Some((c, g)) = contexts(ctx, gctx) else {
             return false;
         };
-        let set = self.set_of(vpn);
-        match self.find(set, vpn, c, g) {
+        let set = self.t.set_of(vpn);
+        match self.t.find(set, vpn, c, g) {
             Some(way) => {
                 self.remove(set, way);
                 true
@@ -708,29 +864,29 @@ impl Tlb {
         if ctx == NO_CTX {
             return false;
         }
-        let set = self.set_of(vpn);
-        let Some(way) = self.find(set, vpn, ctx, ctx) else {
+        let set = self.t.set_of(vpn);
+        let Some(way) = self.t.find(set, vpn, ctx, ctx) else {
             return false;
         };
         if ctx == new_ctx {
             return true;
         }
-        if self.find(set, vpn, new_ctx, new_ctx).is_some() {
+        if self.t.find(set, vpn, new_ctx, new_ctx).is_some() {
             self.remove(set, way);
             return true;
         }
-        self.forget_mru();
-        let base = set * self.ways;
-        if let Some(ix) = &mut self.index {
+        self.t.forget_mru();
+        let base = set * self.t.ways;
+        if let Some(ix) = &mut self.t.index {
             let (vs, cs) = (
-                &self.vpn[base..base + self.ways],
-                &self.ctx[base..base + self.ways],
+                &self.t.vpn[base..base + self.t.ways],
+                &self.t.ctx[base..base + self.t.ways],
             );
             ix.remove(set, way, vpn, ctx, vs, cs);
             ix.insert(set, way, vpn, new_ctx);
         }
         // Hints naming this slot die by themselves: its context tag no longer matches them.
-        self.ctx[base + way] = new_ctx;
+        self.t.ctx[base + way] = new_ctx;
         true
     }
 
@@ -752,103 +908,96 @@ impl Tlb {
         p.check()?;
         let q = p.partition.expect("checked");
         let state = |policy, ways| {
-            State::new(policy, self.sets, ways).map_err(|message| ParamError {
+            State::new(policy, self.t.sets, ways).map_err(|message| ParamError {
                 field: "partition.lower_ways",
                 message,
             })
         };
         let pols = [
             state(q.lower_policy, lower_ways)?,
-            state(q.upper_policy, self.ways - lower_ways)?,
+            state(q.upper_policy, self.t.ways - lower_ways)?,
         ];
         self.params = p;
-        self.split = lower_ways;
+        self.t.split = lower_ways;
         self.pols = pols;
-        self.part_valid.fill(0);
-        for set in 0..self.sets {
-            for way in 0..self.ways {
-                if self.ctx[set * self.ways + way] != NO_CTX {
-                    let (pi, lo) = self.part_of(way);
+        self.t.part_valid.fill(0);
+        for set in 0..self.t.sets {
+            for way in 0..self.t.ways {
+                if self.t.ctx[set * self.t.ways + way] != NO_CTX {
+                    let (pi, lo) = self.t.part_of(way);
                     self.pols[pi].on_fill(set, way - lo);
-                    self.part_valid[2 * set + pi] += 1;
+                    self.t.part_valid[2 * set + pi] += 1;
                 }
             }
         }
         // Hints name partitions and ways within them: start afresh.
-        self.hints = Hints::new();
-        self.forget_mru();
+        self.t.hints = Hints::new();
+        self.t.forget_mru();
         Ok(())
-    }
-
-    /// Forget the MRU entry (its policy state may be about to change other than by a touch).
-    #[inline]
-    fn forget_mru(&mut self) {
-        self.mru_ctx = NO_CTX;
-        self.mru_query = NO_CTX;
     }
 
     /// Make the valid `way` of `set` invalid. (Hints of it die by themselves: its tags no
     /// longer match.)
     fn remove(&mut self, set: usize, way: usize) {
-        self.forget_mru();
-        let base = set * self.ways;
+        self.t.forget_mru();
+        let base = set * self.t.ways;
         let slot = base + way;
-        if let Some(ix) = &mut self.index {
+        if let Some(ix) = &mut self.t.index {
             let (vs, cs) = (
-                &self.vpn[base..base + self.ways],
-                &self.ctx[base..base + self.ways],
+                &self.t.vpn[base..base + self.t.ways],
+                &self.t.ctx[base..base + self.t.ways],
             );
-            ix.remove(set, way, self.vpn[slot], self.ctx[slot], vs, cs);
+            ix.remove(set, way, self.t.vpn[slot], self.t.ctx[slot], vs, cs);
         }
-        self.vpn[slot] = 0;
-        self.ctx[slot] = NO_CTX;
-        self.valid_bits[set * self.words + way / 64] &= !(1 << (way % 64));
-        let (p, lo) = self.part_of(way);
-        self.part_valid[2 * set + p] -= 1;
-        self.valid -= 1;
+        self.t.vpn[slot] = 0;
+        self.t.ctx[slot] = NO_CTX;
+        self.t.valid_bits[set * self.t.words + way / 64] &= !(1 << (way % 64));
+        let (p, lo) = self.t.part_of(way);
+        self.t.part_valid[2 * set + p] -= 1;
+        self.t.valid -= 1;
         self.pols[p].on_invalidate(set, way - lo);
     }
 
     /// Remove every entry.
     pub fn flush_all(&mut self) {
-        self.forget_mru();
-        if self.valid == 0 {
+        self.t.forget_mru();
+        if self.t.valid == 0 {
             return;
         }
-        for set in 0..self.sets {
-            if self.part_valid[2 * set] + self.part_valid[2 * set + 1] == 0 {
+        for set in 0..self.t.sets {
+            if self.t.part_valid[2 * set] + self.t.part_valid[2 * set + 1] == 0 {
                 continue;
             }
-            let base = set * self.ways;
-            for way in 0..self.ways {
-                if self.ctx[base + way] != NO_CTX {
-                    self.vpn[base + way] = 0;
-                    self.ctx[base + way] = NO_CTX;
-                    let (p, lo) = self.part_of(way);
+            let base = set * self.t.ways;
+            for way in 0..self.t.ways {
+                if self.t.ctx[base + way] != NO_CTX {
+                    self.t.vpn[base + way] = 0;
+                    self.t.ctx[base + way] = NO_CTX;
+                    let (p, lo) = self.t.part_of(way);
                     self.pols[p].on_invalidate(set, way - lo);
                 }
             }
-            self.valid_bits[set * self.words..(set + 1) * self.words].fill(0);
-            self.part_valid[2 * set] = 0;
-            self.part_valid[2 * set + 1] = 0;
-            if let Some(ix) = &mut self.index {
+            self.t.valid_bits[set * self.t.words..(set + 1) * self.t.words].fill(0);
+            self.t.part_valid[2 * set] = 0;
+            self.t.part_valid[2 * set + 1] = 0;
+            if let Some(ix) = &mut self.t.index {
                 ix.clear_set(set);
             }
         }
-        self.valid = 0;
+        self.t.valid = 0;
     }
 
     /// Remove every entry for which `pred(vpn, ctx)` is true (e.g. one ASID, or everything not
     /// global); `pred` sees the valid entries in (set, way) order. Returns how many went.
     pub fn flush_if(&mut self, mut pred: impl FnMut(u64, u64) -> bool) -> usize {
         let mut n = 0;
-        for set in 0..self.sets {
-            if self.part_valid[2 * set] + self.part_valid[2 * set + 1] == 0 {
+        for set in 0..self.t.sets {
+            if self.t.part_valid[2 * set] + self.t.part_valid[2 * set + 1] == 0 {
                 continue;
             }
-            let base = set * self.ways;
-            for way in 0..self.ways {
-                let (v, c) = (self.vpn[base + way], self.ctx[base + way]);
+            let base = set * self.t.ways;
+            for way in 0..self.t.ways {
+                let (v, c) = (self.t.vpn[base + way], self.t.ctx[base + way]);
                 if c != NO_CTX && pred(v, c) {
                     self.remove(set, way);
                     n += 1;
@@ -860,15 +1009,16 @@ impl Tlb {
 
     /// Number of valid entries.
     pub fn valid_entries(&self) -> usize {
-        self.valid
+        self.t.valid
     }
 
     /// The valid entries as `(set, way, vpn, ctx)`, in (set, way) order.
     pub fn entries_iter(&self) -> impl Iterator<Item = (usize, usize, u64, u64)> + '_ {
-        let ways = self.ways;
-        self.vpn
+        let ways = self.t.ways;
+        self.t
+            .vpn
             .iter()
-            .zip(&self.ctx)
+            .zip(&self.t.ctx)
             .enumerate()
             .filter(|&(_, (_, &c))| c != NO_CTX)
             .map(move |(i, (&v, &c))| (i / ways, i % ways, v, c))
@@ -876,7 +1026,7 @@ impl Tlb {
 
     /// The entry in `way` of `set`, if valid.
     pub fn get(&self, set: usize, way: usize) -> Option<(u64, u64)> {
-        let slot = set * self.ways + way;
-        (self.ctx[slot] != NO_CTX).then(|| (self.vpn[slot], self.ctx[slot]))
+        let slot = set * self.t.ways + way;
+        (self.t.ctx[slot] != NO_CTX).then(|| (self.t.vpn[slot], self.t.ctx[slot]))
     }
 }

@@ -65,7 +65,7 @@ impl Replacement for Lru {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_fill(&mut self, set: usize, way: usize) {
         if let Lru::Stamps { stamp, now, ways } = self {
             if *now >= RENUMBER_AT {
@@ -82,7 +82,7 @@ impl Replacement for Lru {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
         match self {
             Lru::Stamps { stamp, ways, .. } => oldest(&stamp[set * *ways..(set + 1) * *ways]),
@@ -92,18 +92,22 @@ impl Replacement for Lru {
     }
 }
 
-/// The way whose stamp is smallest (stamps are unique: they end in the way number). Four
-/// independent branch-free accumulators.
+/// The way whose stamp is smallest (stamps are unique: they end in the way number). One
+/// branch-free pass, unrolled for the usual associativities.
+#[inline(always)]
 fn oldest(s: &[u64]) -> usize {
-    let mut m = [u64::MAX; 4];
-    let chunks = s.chunks_exact(4);
-    let tail = chunks.remainder().iter().fold(u64::MAX, |a, &t| a.min(t));
-    for c in chunks {
-        for i in 0..4 {
-            m[i] = m[i].min(c[i]);
-        }
+    #[inline(always)]
+    fn min_of<const N: usize>(s: &[u64]) -> u64 {
+        let a: &[u64; N] = s.try_into().expect("N stamps");
+        a.iter().fold(u64::MAX, |m, &t| m.min(t))
     }
-    let min = m[0].min(m[1]).min(m[2].min(m[3])).min(tail);
+    let min = match s.len() {
+        2 => min_of::<2>(s),
+        4 => min_of::<4>(s),
+        8 => min_of::<8>(s),
+        16 => min_of::<16>(s),
+        _ => s.iter().fold(u64::MAX, |m, &t| m.min(t)),
+    };
     (min & ((1 << WAY_BITS) - 1)) as usize
 }
 

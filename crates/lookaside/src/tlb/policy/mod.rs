@@ -39,6 +39,13 @@ pub(crate) trait Replacement: Clone {
     fn victim(&mut self, set: usize, rng: &mut SplitMix64) -> usize;
 }
 
+/// Code to run with the concrete type of a [`State`]'s policy ([`State::visit`]): a whole
+/// miss path monomorphised per policy, its hooks inlined, for one `match` per call.
+pub(crate) trait Visit {
+    type Out;
+    fn visit<P: Replacement>(self, pol: &mut P) -> Self::Out;
+}
+
 /// Generates [`Policy`] (names, parsing) and [`State`] (static dispatch) from one list.
 macro_rules! policies {
     ($( $(#[$doc:meta])* $variant:ident($ty:ty) = [$name:literal $(, $alias:literal)*], )+) => {
@@ -83,6 +90,14 @@ macro_rules! policies {
                 })
             }
 
+            /// Run `v` with this state's concrete policy.
+            #[inline(always)]
+            pub(crate) fn visit<V: Visit>(&mut self, v: V) -> V::Out {
+                match self {
+                    $(State::$variant(s) => v.visit(s),)+
+                }
+            }
+
             #[inline(always)]
             pub(crate) fn on_hit(&mut self, set: usize, way: usize) {
                 match self {
@@ -101,13 +116,6 @@ macro_rules! policies {
             pub(crate) fn on_invalidate(&mut self, set: usize, way: usize) {
                 match self {
                     $(State::$variant(s) => s.on_invalidate(set, way),)+
-                }
-            }
-
-            #[inline]
-            pub(crate) fn victim(&mut self, set: usize, rng: &mut SplitMix64) -> usize {
-                match self {
-                    $(State::$variant(s) => s.victim(set, rng),)+
                 }
             }
         }
