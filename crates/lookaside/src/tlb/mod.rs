@@ -183,7 +183,7 @@ impl TlbParams {
         let tags = entries * 16;
         let valid = sets * ways.div_ceil(64) * 8 + sets * 8;
         let index = if self.ways >= INDEX_MIN_WAYS {
-            sets * (index::LOAD as u64 * ways).next_power_of_two().max(2) * 4
+            WayIndex::heap_bytes(sets, ways)
         } else {
             0
         };
@@ -527,11 +527,7 @@ impl Tags {
             let w = span.lo + pol.victim(set, rng);
             let old = (self.vpn[base + w], self.ctx[base + w]);
             if let Some(ix) = &mut self.index {
-                let (vs, cs) = (
-                    &self.vpn[base..base + self.ways],
-                    &self.ctx[base..base + self.ways],
-                );
-                ix.remove(set, w, old.0, old.1, vs, cs);
+                ix.remove(set, w);
             }
             (w, Some(old))
         };
@@ -878,11 +874,7 @@ impl Tlb {
         self.t.forget_mru();
         let base = set * self.t.ways;
         if let Some(ix) = &mut self.t.index {
-            let (vs, cs) = (
-                &self.t.vpn[base..base + self.t.ways],
-                &self.t.ctx[base..base + self.t.ways],
-            );
-            ix.remove(set, way, vpn, ctx, vs, cs);
+            ix.remove(set, way);
             ix.insert(set, way, vpn, new_ctx);
         }
         // Hints naming this slot die by themselves: its context tag no longer matches them.
@@ -943,11 +935,7 @@ impl Tlb {
         let base = set * self.t.ways;
         let slot = base + way;
         if let Some(ix) = &mut self.t.index {
-            let (vs, cs) = (
-                &self.t.vpn[base..base + self.t.ways],
-                &self.t.ctx[base..base + self.t.ways],
-            );
-            ix.remove(set, way, self.t.vpn[slot], self.t.ctx[slot], vs, cs);
+            ix.remove(set, way);
         }
         self.t.vpn[slot] = 0;
         self.t.ctx[slot] = NO_CTX;
