@@ -158,10 +158,11 @@ def host() -> dict[str, Any]:
 
 
 def run(traces: list[str] | None = None, *, runs: int = 5, quick: bool = False,
-        scale: list[int] = (), say: Callable[[str | None], Any] | None = None
-        ) -> dict[str, Any]:
+        max_refs: int | None = None, scale: list[int] = (),
+        say: Callable[[str | None], Any] | None = None) -> dict[str, Any]:
     """Measure every configuration on each trace (paths or ``workload:`` specs; default the
-    three shipped shapes); returns the engine's figures with the host and the plan."""
+    three shipped shapes), on its first ``max_refs`` events at most; returns the engine's
+    figures with the host and the plan."""
     if traces:
         chosen = [{"label": _label(t), "path": str(t)} for t in traces]
     else:
@@ -170,8 +171,10 @@ def run(traces: list[str] | None = None, *, runs: int = 5, quick: bool = False,
     if quick:
         for c in confs:
             c["max_refs"] = None
-    plan = {"traces": chosen, "configurations": confs, "runs": runs,
-            "max_refs": QUICK_REFS if quick else None, "scale": list(scale)}
+    if quick:
+        max_refs = min(max_refs or QUICK_REFS, QUICK_REFS)
+    plan = {"traces": chosen, "configurations": confs, "runs": runs, "max_refs": max_refs,
+            "scale": list(scale)}
     at = host()
     with tempfile.TemporaryDirectory(prefix="lookaside-bench-") as work:
         r = json.loads(_lookaside.bench(json.dumps(plan), work, say))

@@ -246,13 +246,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     scale = [int(float(x)) for x in args.scale.split(",") if x] if args.scale else []
     if args.runs < 1:
         raise LookasideError("--runs must be at least 1")
+    if args.max_refs is not None and args.max_refs < 1:
+        raise LookasideError("--max-refs must be at least 1")
     steps = Steps(not args.quiet)
 
     def say(step: str | None) -> None:
         if step is not None:
             steps(step)
 
-    r = bench.run(args.trace, runs=args.runs, quick=args.quick, scale=scale, say=say)
+    r = bench.run(args.trace, runs=args.runs, quick=args.quick, max_refs=args.max_refs,
+                  scale=scale, say=say)
     r["command"] = _as_text(shlex.join(["lookaside", *sys.argv[1:]]))
     emit(json.dumps(r, indent=2) if args.json else bench.table(r), args.output)
     return 0
@@ -428,6 +431,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--quick", action="store_true",
                    help=f"the first {QUICK_REFS:,} events of each trace only (a check, not a "
                         "measurement)")
+    s.add_argument("--max-refs", type=int, metavar="N",
+                   help="the first N events of each trace at most (the bench holds them in "
+                        "memory, 24 bytes each)")
     s.add_argument("--scale", metavar="N,N,…",
                    help="also run synthetic streams of these lengths and report peak memory, "
                         "e.g. 1e7,1e8,1e9")

@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, BATCH};
-use crate::machine::Machine;
+use crate::machine::{Machine, MemoryLimit};
 use crate::onepass::{self, AllAssoc, Feeder, StackDistance};
 use crate::report::TraceInfo;
 use crate::trace::native::NativeReader;
@@ -240,15 +240,27 @@ struct Loaded {
     events: Vec<Event>,
 }
 
-/// Read up to `limit` events of `path` into memory.
-fn load(path: &Path, limit: u64) -> Result<(Vec<Event>, Format)> {
+/// Read up to `limit` events of `path` into memory, refusing a trace whose events would
+/// take more than half of the host's memory (the bench holds them for simulation alone).
+fn load(path: &Path, limit: u64, w: &mut Watch) -> Result<(Vec<Event>, Format)> {
     let (input, format) = trace::open_input(path, None)?;
     let mut src = trace::reader(input, format)?;
+    let room = MemoryLimit::default_for_host().bytes / std::mem::size_of::<Event>() as u64;
     let mut all = Vec::new();
     let mut batch = Vec::with_capacity(BATCH);
     while (all.len() as u64) < limit && src.next_batch(&mut batch)? {
         let take = batch.len().min((limit - all.len() as u64) as usize);
+        if (all.len() + take) as u64 > room {
+            return Err(Error::Usage(format!(
+                "{}: the bench holds a trace's events in memory, and more than {room} events \
+                 ({}) would take over half of this host's memory; measure a prefix with \
+                 --max-refs N",
+                path.display(),
+                crate::machine::human_bytes(room * std::mem::size_of::<Event>() as u64)
+            )));
+        }
         all.extend_from_slice(&batch[..take]);
+        w.poll()?;
     }
     Ok((all, format))
 }
@@ -419,19 +431,31 @@ fn references(events: &[Event]) -> u64 {
     events.iter().filter(|e| e.kind.is_ref()).count() as u64
 }
 
-/// Write a `workload:` spec to a native trace in `work_dir`; a file is used as it is.
-fn materialise(t: &BenchTrace, work_dir: &Path, index: usize) -> Result<PathBuf> {
-    if !t.path.starts_with("workload:") {
+/// Write the first `limit` events of a `workload:` spec to a native trace in `work_dir` (at
+/// the default zstd level); a file is used as it is.
+fn materialise(
+    t: &BenchTrace,
+    work_dir: &Path,
+    index: usize,
+    limit: u64,
+    w: &mut Watch,
+) -> Result<PathBuf> {
+    let Some(mut src) = crate::workload::from_spec(&t.path)? else {
         return Ok(PathBuf::from(&t.path));
-    }
+    };
     let dst = work_dir.join(format!("trace-{index}.lks"));
-    trace::convert(
-        Path::new(&t.path),
-        None,
-        &dst,
-        Some(Format::Native),
-        &Metadata::default(),
-    )?;
+    let mut meta = Metadata::default();
+    meta.extra.insert("workload".into(), t.path.clone());
+    let mut sink = trace::create(&dst, Some(Format::Native), &meta)?;
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut n = 0u64;
+    while n < limit && src.next_batch(&mut batch)? {
+        let take = batch.len().min((limit - n) as usize);
+        sink.write_batch(&batch[..take])?;
+        n += take as u64;
+        w.poll()?;
+    }
+    sink.finish()?;
     Ok(dst)
 }
 
@@ -485,8 +509,8 @@ pub fn run_plan(plan: &Plan, work_dir: &Path, say: &mut Say) -> Result<Value> {
                 t.label, t.path
             ))?;
         }
-        let file = materialise(t, work_dir, i)?;
-        let (events, format) = load(&file, limit)?;
+        let file = materialise(t, work_dir, i, limit, &mut w)?;
+        let (events, format) = load(&file, limit, &mut w)?;
         if events.is_empty() {
             return Err(Error::Usage(format!(
                 "{}: the trace holds no event: nothing to measure",
@@ -721,8 +745,13 @@ mod tests {
             label: "seg".into(),
             path: "workload:segments,refs=9000".into(),
         };
-        let file = materialise(&t, &dir, 0).unwrap();
-        let (events, format) = load(&file, 7000).unwrap();
+        let mut say = |_: Option<&str>| true;
+        let mut w = Watch {
+            say: &mut say,
+            last: Instant::now(),
+        };
+        let file = materialise(&t, &dir, 0, u64::MAX, &mut w).unwrap();
+        let (events, format) = load(&file, 7000, &mut w).unwrap();
         let c = BenchConfig {
             label: "dtlb".into(),
             engine: EngineKind::Machine,
@@ -730,11 +759,6 @@ mod tests {
             tlb: vec!["dtlb:entries=16,ways=full,policy=lru".into()],
             set: vec![],
             max_refs: None,
-        };
-        let mut say = |_: Option<&str>| true;
-        let mut w = Watch {
-            say: &mut say,
-            last: Instant::now(),
         };
         let mut a = Built::new(&c).unwrap();
         let mut b = Built::new(&c).unwrap();
