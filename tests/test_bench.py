@@ -89,3 +89,5 @@ def test_bad_arguments_are_one_error_line(cli, tmp_path):
     p = cli("bench", "--quick", "-q", tmp_path / "missing.lks", check=False)
     assert p.returncode == 2 and p.stderr.startswith("lookaside: error: ")
     assert "missing.lks" in p.stderr and "Traceback" not in p.stderr
+    p = cli("bench", "--quick", "-q", "-", check=False)  # read many times: a file, not a pipe
+    assert p.returncode == 2 and "not a pipe" in p.stderr, p.stderr

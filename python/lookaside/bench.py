@@ -94,9 +94,9 @@ def configurations() -> list[dict[str, Any]]:
         return preset_path(name).read_text(encoding="utf-8")
 
     def machine(label: str, tlb: list[str], toml: str | None = None,
-                set: list[str] = (), max_refs: int | None = None) -> dict[str, Any]:
+                overrides: list[str] = (), max_refs: int | None = None) -> dict[str, Any]:
         return {"label": label, "engine": "machine", "toml": toml, "tlb": tlb,
-                "set": list(set), "max_refs": max_refs}
+                "set": list(overrides), "max_refs": max_refs}
 
     return [
         machine("TLB 64 FA LRU", [DTLB64]),
@@ -250,8 +250,8 @@ def table(r: dict[str, Any]) -> str:
                       if c.get("dropped_share", 0) > 0.01 and c["mode"] == "simulate"})
     for conf, trace, share in dropped:
         lines.append(f"† {conf} on {trace}: {100 * share:.1f} % of the translations were not "
-                     "simulated (the machine's address errors: a 32-bit MIPS maps no address "
-                     "at or above 4 GB, where the x86-64 kernel lies); the rate counts them.")
+                     "simulated (address errors: a 32-bit MIPS maps no address at or above "
+                     "4 GB, where an x86-64 kernel lies); the rate counts them.")
     if r.get("scale"):
         lines += ["", f"{'synthetic stream':>16} {'M events/s':>10} {'peak RSS MiB':>13}"]
         for s in r["scale"]:

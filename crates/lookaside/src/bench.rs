@@ -441,7 +441,16 @@ fn materialise(
     w: &mut Watch,
 ) -> Result<PathBuf> {
     let Some(mut src) = crate::workload::from_spec(&t.path)? else {
-        return Ok(PathBuf::from(&t.path));
+        // Every measurement reads the file again: a pipe or standard input cannot serve.
+        let path = PathBuf::from(&t.path);
+        let regular = std::fs::metadata(&path).map_or(true, |m| m.is_file());
+        if t.path == "-" || !regular {
+            return Err(Error::Usage(format!(
+                "{}: the bench reads each trace many times: give a file, not a pipe",
+                t.path
+            )));
+        }
+        return Ok(path);
     };
     let dst = work_dir.join(format!("trace-{index}.lks"));
     let mut meta = Metadata::default();
@@ -536,8 +545,8 @@ pub fn run_plan(plan: &Plan, work_dir: &Path, say: &mut Say) -> Result<Value> {
         .configurations
         .iter()
         .map(|c| {
-            json!({"label": c.label, "engine": c.engine_name(), "tlb": c.tlb, "set": c.set,
-                   "max_refs": c.max_refs, "preset_text": c.toml.is_some()})
+            json!({"label": c.label, "engine": c.engine_name(), "toml": c.toml, "tlb": c.tlb,
+                   "set": c.set, "max_refs": c.max_refs})
         })
         .collect();
     Ok(json!({
@@ -785,6 +794,19 @@ mod tests {
         let e = run_plan(&p, &dir, &mut |_| false).unwrap_err();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(e.to_string().contains("interrupted"), "{e}");
+    }
+
+    #[test]
+    fn standard_input_is_refused_with_its_reason() {
+        let dir = std::env::temp_dir().join(format!("lookaside-bench-i{}", std::process::id()));
+        let mut p = plan(vec![], 1);
+        p.traces.push(BenchTrace {
+            label: "stdin".into(),
+            path: "-".into(),
+        });
+        let e = run_plan(&p, &dir, &mut |_| true).unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(e.to_string().contains("not a pipe"), "{e}");
     }
 
     #[test]
