@@ -332,6 +332,7 @@ LONG_COMMANDS = {
     "map": lambda d: ["map", ENDLESS, "--interval", "1000000000000", "-o", d / "m.csv"],
     "sweep-one-pass": lambda d: ["sweep", sweep_spec(d), "-o", d / "sw", "-q"],
     "sweep": lambda d: ["sweep", sweep_spec(d), "-o", d / "sw", "-q", "--no-one-pass"],
+    "bench": lambda d: ["bench", ENDLESS, "-q", "-o", d / "b.txt"],
 }
 
 

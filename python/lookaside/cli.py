@@ -14,7 +14,6 @@ import os
 import shlex
 import signal
 import sys
-import tempfile
 import time
 import warnings
 
@@ -35,6 +34,7 @@ from . import (
     simulate,
 )
 from ._files import write_atomically
+from .bench import QUICK_REFS
 
 FORMATS = ["lackey", "din", "xdin", "native", "champsim", "cloudsuite"]
 
@@ -240,53 +240,24 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def bench_machines() -> list[tuple[str, str, list[str]]]:
-    """Whole-machine presets timed in the simulation-only rows of `lookaside bench`."""
-    def text(name: str) -> str:
-        return preset_path(name).read_text(encoding="utf-8")
-    return [("decstation5000-200: caches, write buffer, MCPI", text("decstation5000-200"), []),
-            ("decstation3100-mach3: software refill (nested)", text("decstation3100-mach3"),
-             ["refill.fold_user_addresses=true"])]
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
-    trace = args.trace or str(demo_trace())
+    from . import bench
+
     scale = [int(float(x)) for x in args.scale.split(",") if x] if args.scale else []
-    with tempfile.TemporaryDirectory(prefix="lookaside-bench-") as work:
-        print(f"bench: {trace}, ≥{args.min_refs:,} events per format, "
-              f"scale {scale or 'off'} …", file=sys.stderr)
-        raw = _lookaside.bench(trace, work, args.min_refs, scale, bench_machines())
-    r = json.loads(raw)
-    if args.json:
-        emit(json.dumps(r, indent=2), args.output)
-        return 0
-    lines = [f"input {r['input']} ({r['input_events']:,} events, repeated ×{r['repeat']})", "",
-             f"{'format':<8} {'file MB':>9} {'events':>13} {'parse M/s':>10} "
-             f"{'parse+sim M/s':>14} {'2 threads':>10}   (sim = 64-entry FA LRU dtlb; "
-             "one thread: a native trace is decoded straight into the machine)"]
-    for f in r["formats"]:
-        lines.append(f"{f['format']:<8} {f['file_bytes'] / 1e6:>9.1f} {f['events']:>13,} "
-                     f"{f['parse_events_per_s'] / 1e6:>10.1f} "
-                     f"{f['parse_and_simulate_events_per_s'] / 1e6:>14.1f} "
-                     f"{f['parse_and_simulate_pipelined_events_per_s'] / 1e6:>10.1f}")
-    lines += ["", f"{'simulation alone (events in memory)':<48} {'M events/s':>10}"]
-    for s in r["simulate_only"]:
-        lines.append(f"{s['machine']:<48} {s['simulate_events_per_s'] / 1e6:>10.1f}")
-    for s in r.get("onepass", []):
-        lines.append(f"{s['engine']:<48} {s['events_per_s'] / 1e6:>10.1f}")
-    if r.get("walks"):
-        lines += ["", f"{'page-table walks (32 MB of resident pages)':<48} {'M walks/s':>10} "
-                      f"{'refs/walk':>10}"]
-        for s in r["walks"]:
-            lines.append(f"{s['organisation']:<48} {s['walks_per_s'] / 1e6:>10.1f} "
-                         f"{s['refs_per_walk']:>10.2f}")
-    if r["scale"]:
-        lines += ["", f"{'synthetic stream':>16} {'M events/s':>10} {'peak RSS MiB':>13}"]
-        for s in r["scale"]:
-            rss = s["peak_rss_kib"]
-            lines.append(f"{s['references']:>16,} {s['events_per_s'] / 1e6:>10.1f} "
-                         f"{(rss or 0) / 1024:>13.1f}")
-    emit("\n".join(lines) + "\n", args.output)
+    if args.runs < 1:
+        raise LookasideError("--runs must be at least 1")
+    if args.max_refs is not None and args.max_refs < 1:
+        raise LookasideError("--max-refs must be at least 1")
+    steps = Steps(not args.quiet)
+
+    def say(step: str | None) -> None:
+        if step is not None:
+            steps(step)
+
+    r = bench.run(args.trace, runs=args.runs, quick=args.quick, max_refs=args.max_refs,
+                  scale=scale, say=say)
+    r["command"] = _as_text(shlex.join(["lookaside", *sys.argv[1:]]))
+    emit(json.dumps(r, indent=2) if args.json else bench.table(r), args.output)
     return 0
 
 
@@ -442,15 +413,33 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", metavar="FILE")
     s.set_defaults(run=cmd_config)
 
-    s = sub.add_parser("bench", help="references per second: parsing and simulation, per format")
-    s.add_argument("trace", nargs="?", help="input trace (default: the demo trace)")
-    s.add_argument("--min-refs", type=int, default=50_000_000,
-                   help="events per format file (default 50M)")
+    s = sub.add_parser("bench", help="events per CPU second, per configuration and trace: "
+                                     "parsing and simulation apart",
+                       description="Time each configuration (TLBs, caches, whole machines, "
+                                   "the one-pass engines) on each trace: parsing alone, "
+                                   "simulation alone on events in memory, and both on one "
+                                   "thread, by the CPU time of the measuring thread, --runs "
+                                   "times. Default traces: the demo trace (hit-dominated), "
+                                   "workload:segments (miss-heavy) and the shipped "
+                                   "whole-system trace.")
+    s.add_argument("trace", nargs="*",
+                   help="traces or workload: specs to measure (default: the three shipped "
+                        "shapes)")
+    s.add_argument("--runs", type=int, default=5, metavar="N",
+                   help="runs of each measurement; min, median and max are reported "
+                        "(default 5)")
+    s.add_argument("--quick", action="store_true",
+                   help=f"the first {QUICK_REFS:,} events of each trace only (a check, not a "
+                        "measurement)")
+    s.add_argument("--max-refs", type=int, metavar="N",
+                   help="the first N events of each trace at most (the bench holds them in "
+                        "memory, 24 bytes each)")
     s.add_argument("--scale", metavar="N,N,…",
                    help="also run synthetic streams of these lengths and report peak memory, "
                         "e.g. 1e7,1e8,1e9")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("-o", "--output", metavar="FILE")
+    s.add_argument("--json", action="store_true", help="every run's figures as JSON")
+    s.add_argument("-o", "--output", metavar="FILE", help="write the table (or JSON) here")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     s.set_defaults(run=cmd_bench)
 
     s = sub.add_parser("sweep", help="run a design-space sweep (a TOML spec of axes × traces)")

@@ -92,12 +92,31 @@ fn with_progress<T>(
 where
     T: Send,
 {
+    with_callback(
+        py,
+        progress,
+        |py, f, p: Progress| f.call1(py, (p.events, p.bytes)).map(drop),
+        work,
+    )
+}
+
+/// [`with_progress`] for any callback: `call(py, callback, argument)` calls the Python
+/// callable (when there is one) after checking for signals.
+fn with_callback<T, A>(
+    py: Python<'_>,
+    callback: Option<Py<PyAny>>,
+    call: impl Fn(Python<'_>, &Py<PyAny>, A) -> PyResult<()> + Send + Sync,
+    work: impl FnOnce(&mut dyn FnMut(A) -> bool) -> lookaside::Result<T> + Send,
+) -> PyResult<lookaside::Result<T>>
+where
+    T: Send,
+{
     let mut raised: Option<PyErr> = None;
     let result = py.detach(|| {
-        let mut cb = |p: Progress| {
+        let mut cb = |a: A| {
             Python::attach(|py| {
-                let outcome = py.check_signals().and_then(|()| match &progress {
-                    Some(f) => f.call1(py, (p.events, p.bytes)).map(drop),
+                let outcome = py.check_signals().and_then(|()| match &callback {
+                    Some(f) => call(py, f, a),
                     None => Ok(()),
                 });
                 match outcome {
@@ -325,29 +344,31 @@ fn record(
         .map_err(to_py)
 }
 
-/// Run the benchmark suite on a trace; returns JSON text.
+/// Run a benchmark plan (JSON text, see `lookaside::bench::Plan`), writing scratch files
+/// into `work_dir`; returns every run's figures as JSON text. `say(step)` is called with
+/// each step's description, and `say(None)` now and then while a step runs.
 #[pyfunction]
-#[pyo3(name = "bench",
-       signature = (trace, work_dir, min_refs=50_000_000, scale_refs=vec![], machines=vec![]))]
+#[pyo3(name = "bench", signature = (plan, work_dir, say=None))]
 fn run_bench(
     py: Python<'_>,
-    trace: PathBuf,
+    plan: &str,
     work_dir: PathBuf,
-    min_refs: u64,
-    scale_refs: Vec<u64>,
-    machines: Vec<(String, String, Vec<String>)>,
+    say: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    let machines: Vec<_> = machines
-        .into_iter()
-        .map(|(label, toml, overrides)| lookaside::bench::BenchMachine {
-            label,
-            toml,
-            overrides,
-        })
-        .collect();
-    py.detach(|| lookaside::bench::run_suite(&trace, &work_dir, min_refs, &scale_refs, &machines))
-        .map(|v| v.to_string())
-        .map_err(to_py)
+    let plan: lookaside::bench::Plan = serde_json::from_str(plan)
+        .map_err(|e| LookasideError::new_err(format!("bench plan: {e}")))?;
+    with_callback(
+        py,
+        say,
+        |py, f, step: Option<String>| f.call1(py, (step,)).map(drop),
+        |cb| {
+            lookaside::bench::run_plan(&plan, &work_dir, &mut |step: Option<&str>| {
+                cb(step.map(str::to_string))
+            })
+        },
+    )?
+    .map(|v| v.to_string())
+    .map_err(to_py)
 }
 
 /// The plain-text table of a result given as JSON text.
