@@ -8,7 +8,8 @@ workload ``workload:multiuser`` stands in for them: time-sliced users of one pro
 its text and a buffer pool, in global addresses (HP-UX) or rewritten at each context switch
 into per-process aliases (the aliased sharing model, ASM), at 4 and 12 users and 64 and 256
 bytes a run, and one user alone, seeds 1-5; the claims about single processes on the HP-UX
-configurations also run on the four real programs shipped (seeds 1-5). The storage and chain
+configurations also run on the four real programs shipped (once each: nothing in them is
+random). The storage and chain
 length of the tables built are mechanisms, the paper's own arithmetic transcriptions; the rest
 are predictions.
 """
@@ -81,12 +82,9 @@ MEMORY_SYSTEMS = {
 
 
 def machine(pagetable: str, global_addresses: bool, extra: str = "",
-            memory_mb: int = MEMORY_MB, seed: int | None = None) -> str:
-    """The PA-RISC machine with this [pagetable] (common keys added); `seed` seeds the OS's
-    pseudo-random space ids and preloaded pages (default: the machine's)."""
-    head = ("[machine]\n" + ("global_above = 0\n" if global_addresses else "")
-            + (f"seed = {seed}\n" if seed is not None else ""))
-    head = "" if head == "[machine]\n" else head
+            memory_mb: int = MEMORY_MB) -> str:
+    """The PA-RISC machine with this [pagetable] (common keys added)."""
+    head = "[machine]\nglobal_above = 0\n" if global_addresses else ""
     common = (f'memory = "{memory_mb}M"\ndata_refs = true\n'
               # HP-UX's memory is full of other processes' pages: the hashed and inverted
               # tables hold them too (the per-process tables of the ASM do not).
@@ -102,11 +100,10 @@ def per_process(workload: str) -> str:
     return workload + ("," if "," in workload else ",") + "addresses=per-process"
 
 
-def row(label: str, workload: str, extra: str = "", seed: int | None = None) -> dict:
+def row(label: str, workload: str, extra: str = "") -> dict:
     kind, hw, entries, pt, glob = CONFIGS[label]
     mb = 64 if label.startswith("iX") else MEMORY_MB
-    r = simulate(workload if glob else per_process(workload),
-                 machine(pt, glob, extra, mb, seed))
+    r = simulate(workload if glob else per_process(workload), machine(pt, glob, extra, mb))
     p = r["pagetable"]
     cpm = p["cycles_per_miss"]
     out = {"config": label, "type": kind, "hw_support": hw, "entries": entries,
@@ -142,7 +139,7 @@ HPT_CACHES = {"0.25x": "ASM-HW-HPT.25x-1w", "0.5x": "ASM-HW-HPT.5x-1w", "1x": "A
               "2x": "ASM-HW-HPT2x-1w"}
 
 
-def workloads() -> list[tuple[str, str, int, str]]:
+def workloads() -> list[tuple[str, str, int | None, str]]:
     """(name, spec, seed, kind) of every run: kind is "multi-user", "single process" or
     "program" (a real program shipped)."""
     from .. import _data_dir
@@ -157,21 +154,23 @@ def workloads() -> list[tuple[str, str, int, str]]:
             out.append((f"1 user, {span} B runs",
                         f"workload:multiuser,users=1,span={span},seed={seed}", seed,
                         "single process"))
-        for name in PROGRAMS:
-            out.append((name, str(_data_dir("data") / f"{name}.lks"), seed, "program"))
+    # Nothing in a program's run is random (its space ids are its own address bits, the
+    # preloaded pages and the LRU TLB are deterministic): one run each, seed none.
+    for name in PROGRAMS:
+        out.append((name, str(_data_dir("data") / f"{name}.lks"), None, "program"))
     return out
 
 
-def measure(spec: str, kind: str, seed: int) -> dict[str, dict]:
-    """The rows of every configuration a workload's claims need, by label (a program's
-    machine seeded with `seed`; the synthetic workloads carry theirs)."""
+def measure(spec: str, kind: str) -> dict[str, dict]:
+    """The rows of every configuration a workload's claims need, by label."""
     if kind == "program":
-        return {label: row(label, spec, seed=seed) for label in PROGRAM_CONFIGS}
+        return {label: row(label, spec) for label in PROGRAM_CONFIGS}
     return {label: row(label, spec)
             for label in (CONFIGS if kind == "multi-user" else SINGLE_CONFIGS)}
 
 
-def judge(claims: dict, name: str, seed: int, kind: str, rows: dict[str, dict]) -> None:
+def judge(claims: dict, name: str, seed: int | None, kind: str,
+          rows: dict[str, dict]) -> None:
     """Add one workload's results to every claim that runs on it."""
 
     def tot(c: str) -> float:
@@ -272,7 +271,7 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     o.tables["chain_length_uniform"] = ch
     say("storage and chain lengths: done")
     jobs = workloads()
-    measured = parallel(lambda j: measure(j[1], j[3], j[2]), jobs)
+    measured = parallel(lambda j: measure(j[1], j[3]), jobs)
     for (name, _, seed, kind), rows in zip(jobs, measured):
         judge(claims, name, seed, kind, rows)
     say("configurations on every workload: done")
