@@ -44,6 +44,45 @@ def test_every_claim_is_well_formed(name: str):
             assert c.paper, c.id
 
 
+#: Tables a quote names ("Table 4-1", "Tables 7-9 and 7-10", "Table VIII").
+TABLES_IN_QUOTE = re.compile(r"\bTables?\s+([0-9IVX]+(?:-\d+)?"
+                             r"(?:(?:,\s*|\s+and\s+|\s+to\s+)[0-9IVX]+(?:-\d+)?)*)")
+
+
+def grouped(c: Claim) -> str:
+    """Why a not-modelled claim stands for several tables at once, or '': one such claim is
+    one table, figure or row group a reader would cite (companion tables of one chapter, such
+    as Mach's and Ultrix's), never numbers gathered from several chapters' tables."""
+    chapters = {int(n) for m in re.finditer(r"\b(\d+)-\d+", c.source) for n in m.groups()}
+    tables = {t for m in TABLES_IN_QUOTE.findall(c.quote)
+              for t in re.split(r",\s*|\s+and\s+|\s+to\s+", m)}
+    chapters |= {int(t.split("-")[0]) for t in tables if "-" in t}
+    if len(chapters) > 1:
+        return f"tables of chapters {sorted(chapters)}: {c.source}"
+    if len({t for t in tables if "-" not in t}) > 2:
+        return f"quote cites tables {sorted(tables)}"
+    return ""
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_not_modelled_claims_are_one_table_each_with_a_reason(name: str):
+    for c in load(name).values():
+        if c.kind == "not-modelled":
+            assert c.reason.strip(), c.id
+            assert not grouped(c), (c.id, grouped(c))
+
+
+def test_a_claim_grouping_several_chapters_tables_is_caught():
+    old = Claim("per-workload-tables", "not-modelled", "Table 4-1",
+                "Tables 2-1, 4-1 to 4-6, 7-1 to 7-7", reason="none of those traces exists")
+    assert "chapters [2, 4, 7]" in grouped(old)
+    assert grouped(Claim("t", "not-modelled", "Tables 4-1 and 7-3 show", "Section 4.2",
+                         reason="r"))
+    assert grouped(Claim("t", "not-modelled", "Tables II, V and VI", "Section 4", reason="r"))
+    assert not grouped(Claim("t", "not-modelled", "Tables 7-2 and 7-3 show",
+                             "Tables 7-9 to 7-12", reason="r"))
+
+
 def claim(kind: str = "prediction", **criterion) -> Claim:
     return Claim("c", kind, "q", "Table 1", criterion=criterion, workloads="w")
 

@@ -1,25 +1,28 @@
-"""Chen 1994: the DECstation 5000/200 memory system (caches, write buffer, synthesised TLB
-handler work, MCPI by mode and component) and the TLB design space of Chapter 7.
+"""Chen 1994, audited (claims, criteria and workloads fixed in ``data/claims/chen94.toml``):
+the DECstation 5000/200 memory system (caches, write buffer, synthesised TLB handler work,
+MCPI by mode and component) and the TLB design space of Chapter 7.
 
-Exact: Table 4-3 follows from Table 4-1's counts as misses × 15 cycles / non-idle
-instructions. Trends: the memory-system assertions (system vs user locality, user/system
-competition) on full-system Linux traces captured with ``lookaside trace --system`` (shared
-with ``reproduce linux``; the synthetic OS-structure model where qemu-system-x86 is missing),
-page mapping on the shipped real trace; Chapter 7's micro-TLB, replacement, split/shared
-and mapping-size results on the real trace; and what Chen could not simulate: superpages."""
+Transcriptions: Table 4-3 from Table 4-1's counts, and the thesis's other arithmetic over its
+own tables (4-1, 6-2, 7-1, 7-7). Predictions: Chapter 4's tables and assertions (locality,
+competition, TLB activity, self-interference, streaming writes) on the OS-structure model and
+tar under it, monolithic against microkernel at seeds 1-5, and on full-system Linux traces
+captured with ``lookaside trace --system`` (shared with ``reproduce linux``) where
+qemu-system-x86 is installed; page mapping and Chapter 7's user-level claims on the four
+shipped programs; Chapter 7's claims about system activity on the Chapter 4 workloads. Beside
+the claims, what Chen could not simulate: superpages."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import _data_dir, demo_trace, preset_path
 from ..report import plot_access_map, plot_bars, plot_lines, subplots
 from ..sweep import run_point
-from . import RECIPES, Outcome, save_figure
+from . import RECIPES, Outcome, parallel, save_figure, watch
 from .claims import load, plot_ranges
 
 TABLES = Path(__file__).parent / "data" / "chen94-tables.json"
@@ -89,34 +92,188 @@ def program(name: str) -> str:
     return str(_data_dir("data") / f"{name}.lks")
 
 
-def os_machine(private: str) -> str:
-    """The DECstation 5000/200 over the OS-structure model, caches shared or private."""
-    return decstation(private=f'"{private}"')
+def os_machine(private: str, seed: int = 1) -> str:
+    """The DECstation 5000/200 over the OS-structure model, caches shared or private, its
+    random TLB replacement seeded with `seed`."""
+    return decstation(private=f'"{private}"').replace("seed = 1", f"seed = {seed}", 1)
+
+
+#: The OS structures of Chapter 4's pairs: Ultrix (monolithic) and Mach 3.0 (microkernel).
+STRUCTURES = {"monolithic": "Ultrix", "microkernel": "Mach"}
+
+
+def chapter_4_workloads(d: Path, say: Callable[[str], None]) -> list[dict]:
+    """Every workload of Chapter 4's claims: the OS-structure model and tar under it (each
+    under both structures, seeds 1-5) and, where qemu-system-x86 is installed, the
+    full-system Linux traces. `pair` names the user program a monolithic and a microkernel
+    run share (None: no pair)."""
+    from . import linux
+
+    tar = program("tarzone")
+    out = []
+    for seed in SEEDS:
+        for structure in STRUCTURES:
+            out.append({"workload": f"os model, {structure}", "structure": structure,
+                        "pair": "os model", "seed": seed,
+                        "spec": f"workload:os,structure={structure},seed={seed}"})
+            out.append({"workload": f"tar under the os model, {structure}",
+                        "structure": structure, "pair": "tar under the os model", "seed": seed,
+                        "spec": f"workload:os,structure={structure},trace={tar},seed={seed}"})
+    if shutil.which("qemu-system-x86_64"):
+        for w, path in linux.capture(d.parent / "linux", say).items():
+            out.append({"workload": f"full system, {w}", "structure": None, "pair": None,
+                        "seed": None, "spec": str(path)})
+    return out
+
+
+#: The DECstation's unmapped kernel segments (kseg0, kseg1; and the sign-extended range
+#: where x86-64 keeps its kernel text), for Chapter 7's TLB-only runs with system activity.
+UNMAPPED = ('regions = [ { start = "0x80000000", end = "0xc0000000", size = "unmapped" },\n'
+            '            { start = "0xffffffff80000000", end = "0xffffffffc0000000", '
+            'size = "unmapped" } ]\n')
+
+
+def tlbs_with_system(spec: str, seeds: Sequence[int]) -> dict:
+    """Chapter 7's TLBs over a workload with system references, kernel text (and most kernel
+    data) unmapped: a 4-entry FIFO instruction micro-TLB flushed at every context switch
+    (the thesis's pessimistic model) and kept across them, a 16-entry random I-TLB and a
+    64-entry random shared TLB (at each of `seeds`). Each gives misses per instruction of the
+    whole run and of the application's user mode alone (address space 1 of the OS model;
+    every user-mode reference of a Linux trace)."""
+    from ..sweep import run_points
+
+    text = (f'[pages]\nsize = "4k"\n{UNMAPPED}[[tlb]]\nname = "tlb"\nentries = 4\n'
+            'ways = "full"\npolicy = "fifo"\nserves = "instruction"\nasid = false\n')
+    linux_trace = not spec.startswith("workload:")
+    variants = [("micro", None, []), ("micro tagged", None, ["tlb.tlb.asid=true"])]
+    for seed in seeds:
+        common = ['tlb.tlb.policy="random"', "tlb.tlb.asid=true", f"machine.seed={seed}"]
+        variants.append(("itlb", seed, ["tlb.tlb.entries=16", *common]))
+        variants.append(("shared", seed, ["tlb.tlb.entries=64", 'tlb.tlb.serves="unified"',
+                                          *common]))
+    results = run_points(spec, text, "chen94", [], [v[2] for v in variants], progress=watch)
+    out: dict = {}
+    for (name, seed, _), r in zip(variants, results):
+        rows = [x for x in r["rows"] if x["structure"] == "walk"]
+        app = [x for x in r["rows"] if x["structure"] == "tlb" and x["mode"] == "user"
+               and (linux_trace or x["asid"] == 1)]
+        app_misses = sum(x["misses"] for x in rows if x["mode"] == "user"
+                         and (linux_trace or x["asid"] == 1))
+        app_instructions = sum(x["accesses"] for x in app if x["kind"] == "fetch")
+        out[(name, seed)] = {
+            "misses": r["walk"]["count"],
+            "with system": r["walk"]["count"] / r["trace"]["instructions"],
+            "user only": app_misses / max(app_instructions, 1)}
+    return out
 
 
 def memory_claims(claims: dict, d: Path, say: Callable[[str], None]):
-    """Chapter 4's assertions on the OS-structure model (seeds 1-5) and, where qemu-system-x86
-    is installed, on full-system Linux traces."""
+    """Chapter 4's claims (and Chapter 7's about system activity) on every Chapter 4
+    workload, and the Ultrix-against-Mach ones on each pair."""
     import pandas as pd
 
     from . import linux
 
-    rows = []
-    for seed in SEEDS:
-        for structure in ("monolithic", "microkernel"):
-            spec = f"workload:os,structure={structure},seed={seed}"
-            rows.append({"workload": f"os model, {structure}", "seed": seed,
-                         **linux.memory(spec, os_machine)})
-    if shutil.which("qemu-system-x86_64"):
-        for w, path in linux.capture(d.parent / "linux", say).items():
-            rows.append({"workload": f"full system, {w}", "seed": None, **linux.memory(path)})
-    df = pd.DataFrame(rows)
-    for r in df.itertuples():
-        seed = None if pd.isna(r.seed) else int(r.seed)
-        claims["system-worse-locality"].add(r.workload, seed, {
-            "user": r.user_cache_cpi, "system": r.system_cache_cpi})
-        claims["competition-not-significant"].add(r.workload, seed, r.mcpi_none - r.mcpi_mode)
-    return df
+    jobs = chapter_4_workloads(d, say)
+
+    def measure(j: dict) -> tuple[dict, dict]:
+        machine = (None if not j["spec"].startswith("workload:")
+                   else lambda private: os_machine(private, j["seed"]))
+        seeds = [j["seed"]] if j["seed"] is not None else list(SEEDS)
+        return (linux.memory(j["spec"], machine, associativity=True),
+                tlbs_with_system(j["spec"], seeds))
+
+    measured = parallel(measure, jobs)
+    rows = [{**{k: v for k, v in j.items() if k != "spec"}, **m} for j, (m, _) in
+            zip(jobs, measured)]
+    tlb_rows = []
+    for j, (m, t) in zip(jobs, measured):
+        w, seed = j["workload"], j["seed"]
+        c = claims
+        c["system-share-of-instruction-misses"].add(w, seed, m["icache_system_share"])
+        c["system-data-misses-exceed-references"].add(w, seed, {
+            "references": m["dreads_system_share"], "misses": m["dcache_system_share"]})
+        c["system-data-misses-over-90"].add(w, seed, m["dcache_system_share"])
+        c["system-data-misses-over-50"].add(w, seed, m["dcache_system_share"])
+        c["system-instructions-miss-more-than-data"].add(w, seed, {
+            "data": m["dmiss_rate_system"], "instruction": m["imiss_rate_system"]})
+        for comp, cid in (("icache", "table-4-2-icache-system-over-user"),
+                          ("dcache", "table-4-2-dcache-system-over-user"),
+                          ("wbuffer", "write-buffer-worse-for-system")):
+            c[cid].add(w, seed, {md: m[f"{comp}_{md}_per_instruction"]
+                                 for md in ("user", "system")})
+        c["system-icache-mcpi-dominates-user"].add(w, seed, {
+            "user": m["icache_user"], "system": m["icache_system"]})
+        c["system-dcache-mcpi-dominates-user"].add(w, seed, {
+            "user": m["dcache_user"], "system": m["dcache_system"]})
+        c["system-instruction-penalties-over-data"].add(w, seed, {
+            "data": m["dcache_system"], "instruction": m["icache_system"]})
+        c["system-worse-locality"].add(w, seed, {
+            "user": m["user_cache_cpi"], "system": m["system_cache_cpi"]})
+        c["competition-not-significant"].add(w, seed, m["mcpi_none"] - m["mcpi_mode"])
+        if j["pair"] is not None:  # the synthesised MIPS TLB handlers run
+            c["tlb-penalties-below-cache"].add(w, seed, {
+                "tlb": m["tlb_handler_mcpi"], "cache": sum(
+                    m[f"{x}_{md}"] for x in ("icache", "dcache") for md in ("user", "system"))})
+        c["associativity-removes-system-misses"].add(w, seed, m["system_removed_by_2way"])
+        c["associativity-more-for-instructions"].add(w, seed, {
+            "data": m["dcache_system_removed_by_2way"],
+            "instruction": m["icache_system_removed_by_2way"]})
+        c["micro-tlb-flush-not-important"].add(
+            w, seed, t[("micro", None)]["misses"] / max(t[("micro tagged", None)]["misses"], 1))
+        c["system-lowers-micro-tlb-miss-rate"].add(w, seed, {
+            k: t[("micro", None)][k] for k in ("with system", "user only")})
+        for (name, s), v in t.items():
+            tlb_rows.append({"workload": w, "seed": s if s is not None else seed, "tlb": name,
+                             "misses": v["misses"], "with_system": v["with system"],
+                             "user_only": v["user only"]})
+            if name == "itlb":
+                c["system-lowers-itlb-miss-rate"].add(w, s, {
+                    k: v[k] for k in ("with system", "user only")})
+            if name == "shared" and j["pair"] is not None:
+                c["system-lowers-shared-tlb-miss-rate"].add(w, s, {
+                    k: v[k] for k in ("with system", "user only")})
+    # Ultrix against Mach: the same user program under both structures, same seed.
+    by = {(j["pair"], j["seed"], j["structure"]): (m, t) for j, (m, t) in zip(jobs, measured)
+          if j["pair"] is not None}
+    for pair, seed in sorted({(p, s) for p, s, _ in by}, key=lambda k: (k[1], k[0])):
+        (u, ut), (mk, mt) = by[(pair, seed, "monolithic")], by[(pair, seed, "microkernel")]
+        c = claims
+
+        def both(key: str) -> dict:
+            return {"Ultrix": u[key], "Mach": mk[key]}  # noqa: B023
+
+        def system_share(v: dict) -> float:
+            misses = {md: v[f"icache_{md}_misses"] + v[f"dcache_{md}_misses"]
+                      for md in ("user", "system")}
+            return misses["system"] / max(sum(misses.values()), 1)
+
+        c["mach-larger-system-miss-share"].add(pair, seed, {"Ultrix": system_share(u),
+                                                            "Mach": system_share(mk)})
+        user = {k: v["icache_user_per_instruction"] + v["dcache_user_per_instruction"]
+                for k, v in (("Ultrix", u), ("Mach", mk))}
+        c["user-cache-cycles-same-under-both"].add(pair, seed, user["Mach"] / user["Ultrix"])
+        c["mach-larger-system-cache-mcpi"].add(pair, seed, {
+            k: v["icache_system"] + v["dcache_system"] for k, v in (("Ultrix", u), ("Mach", mk))})
+        competition = {k: v["mcpi_none"] - v["mcpi_mode"] for k, v in (("Ultrix", u), ("Mach", mk))}
+        c["mach-competition-no-larger"].add(pair, seed, competition["Mach"] - competition["Ultrix"])
+        c["mach-system-tlb-misses-tenfold"].add(
+            pair, seed, mk["system_tlb_misses"] / max(u["system_tlb_misses"], 1))
+        c["mach-more-user-utlb-misses"].add(pair, seed, both("application_tlb_misses"))
+        c["associativity-less-for-mach"].add(pair, seed, both("system_removed_by_2way"))
+        c["mach-user-write-stalls-higher"].add(pair, seed, both("wbuffer_user_per_instruction"))
+        c["s-mcpi-mach-1-to-3-times"].add(pair, seed, mk["s_mcpi"] / u["s_mcpi"])
+        c["mach-twice-system-instructions"].add(
+            pair, seed, mk["instructions_system"] / u["instructions_system"])
+        c["mach-worse-micro-tlb"].add(pair, seed, {
+            "Ultrix": ut[("micro", None)]["with system"],
+            "Mach": mt[("micro", None)]["with system"]})
+        c["mach-worse-itlb"].add(pair, seed, {"Ultrix": ut[("itlb", seed)]["with system"],
+                                              "Mach": mt[("itlb", seed)]["with system"]})
+        c["mach-worse-shared-tlb"].add(pair, seed, {
+            "Ultrix": ut[("shared", seed)]["with system"],
+            "Mach": mt[("shared", seed)]["with system"]})
+    return pd.DataFrame(rows), pd.DataFrame(tlb_rows)
 
 
 def page_mapping(claims: dict):
@@ -134,11 +291,13 @@ def page_mapping(claims: dict):
     df = pd.DataFrame(rows)
     df["cache_mcpi"] = df.icache + df.dcache
     for name, g in df.groupby("trace", sort=False):
-        det = g[g.mapping == "deterministic"].cache_mcpi.iloc[0]
+        det = g[g.mapping == "deterministic"].iloc[0]
         rnd = g[g.mapping == "random"]
         for r in rnd.itertuples():
             claims["random-mapping-sometimes-better"].add(
-                name, r.seed, {"random": r.cache_mcpi, "deterministic": det})
+                name, r.seed, {"random": r.cache_mcpi, "deterministic": det.cache_mcpi})
+            claims["random-mapping-removes-write-stalls"].add(
+                name, r.seed, r.wbuffer / det.wbuffer if det.wbuffer else float("nan"))
         claims["random-mapping-varies"].add(
             name, None, (rnd.cache_mcpi.max() - rnd.cache_mcpi.min()) / rnd.cache_mcpi.mean())
     return df
@@ -151,23 +310,38 @@ def chapter_7(claims: dict, name: str) -> dict:
     trace = program(name)
     out = {}
     rows = []
-    for policy in ("fifo", "lru"):
-        for n in range(1, 9):
-            r = simulate(trace, tlb_only([("utlb", n, policy, "instruction")]))
-            rows.append({"trace": name, "policy": policy, "entries": n, "misses": misses(r),
-                         "instructions": r["trace"]["instructions"]})
+    for page, kib in (("4k", 4), ("16k", 16)):
+        for policy in ("fifo", "lru"):
+            for n in range(1, 9):
+                r = simulate(trace, tlb_only([("utlb", n, policy, "instruction")], page))
+                rows.append({"trace": name, "page_kib": kib, "policy": policy, "entries": n,
+                             "misses": misses(r), "instructions": r["trace"]["instructions"]})
     micro = pd.DataFrame(rows)
     micro["instructions_per_miss"] = micro.instructions / micro.misses.clip(lower=1)
     out["micro_tlb"] = micro
-    fifo = micro[micro.policy == "fifo"].set_index("entries")
-    lru = micro[micro.policy == "lru"].set_index("entries")
+    small = micro[micro.page_kib == 4]
+    fifo = small[small.policy == "fifo"].set_index("entries")
+    lru = small[small.policy == "lru"].set_index("entries")
     ipm = fifo.instructions_per_miss
     claims["micro-tlb-regimes"].add(name, None, ipm[8] / ipm[1])
-    claims["micro-tlb-2-entries-under-0.03"].add(
-        name, None, 3 * fifo.misses[2] / fifo.instructions[2])
+    cpi = 3 * fifo.misses / fifo.instructions
+    claims["micro-tlb-1-entry-over-0.01"].add(name, None, cpi[1])
+    claims["micro-tlb-2-entries-over-0.01"].add(name, None, cpi[2])
+    claims["micro-tlb-2-entries-under-0.03"].add(name, None, cpi[2])
     for n in (2, 4, 8):
         claims["fifo-almost-lru-micro"].add(f"{name}, {n} entries", None,
                                             fifo.misses[n] / max(lru.misses[n], 1))
+    claims["lru-uniformly-better-micro"].add(name, None, {"lru": lru.misses[4],
+                                                          "fifo": fifo.misses[4]})
+    big = micro[(micro.page_kib == 16) & (micro.policy == "fifo")].set_index("entries")
+    claims["micro-tlb-16k-working-set-by-7"].add(
+        name, None, big.misses[8] / big.misses[7] if big.misses[7] else 1.0)
+    from .. import access_map
+
+    footprint = {kib: kib * len(access_map(trace, page=page, interval=10**12,
+                                           select="instruction").address.unique())
+                 for page, kib in (("4k", 4), ("16k", 16))}
+    claims["micro-tlb-16k-fragmentation"].add(name, None, footprint[16] / footprint[4])
     rows = []
     for n in (16, 32, 64, 128):
         for policy, seed in [("fifo", 1), ("lru", 1)] + [("random", s) for s in SEEDS]:
@@ -181,6 +355,12 @@ def chapter_7(claims: dict, name: str) -> dict:
         for r in g[g.policy == "random"].itertuples():
             claims["fifo-beats-random-dtlb"].add(f"{name}, {n} entries", r.seed,
                                                  {"fifo": f, "random": r.misses})
+    for seed in SEEDS:
+        for serves in ("data", "unified"):
+            text = tlb_only([("tlb", 64, "random", serves)]) + f"[machine]\nseed = {seed}\n"
+            r = simulate(trace, text)
+            claims["tlb-256k-under-0.1-cpi"].add(f"{name}, {serves}", seed,
+                                                 100 * misses(r) / r["trace"]["instructions"])
     r = simulate(trace, tlb_only([("itlb", 64, "lru", "instruction")]))
     claims["itlb-over-32-under-0.1"].add(name, None,
                                          100 * misses(r) / r["trace"]["instructions"])
@@ -216,6 +396,40 @@ def chapter_7(claims: dict, name: str) -> dict:
     return out
 
 
+def transcriptions(claims: dict) -> None:
+    """The thesis's arithmetic over its own tables: each statement recomputed from the cells
+    it rests on (Tables 4-1, 6-2, 7-1, 7-7)."""
+    t = json.loads(TABLES.read_text(encoding="utf-8"))
+    eq = t["table_4_1"]["eqntott"]
+    claims["eqntott-system-instruction-miss-rate"].add(
+        "Table 4-1, eqntott under Mach", None,
+        eq["imiss_mach"] * eq["imiss_mach_sys_pct"] / 100
+        / (eq["instr_mach"] * eq["instr_mach_sys_pct"] / 100))
+    claims["eqntott-user-instruction-miss-rate"].add(
+        "Table 4-1, eqntott under Mach", None,
+        eq["imiss_mach"] * (1 - eq["imiss_mach_sys_pct"] / 100)
+        / (eq["instr_mach"] * (1 - eq["instr_mach_sys_pct"] / 100)))
+    instructions = t["table_6_2_instructions_k"]
+    for w, n in (("splot", 280_000), ("gs", 680_000)):
+        claims["x11-tlb-penalty-under-0.04"].add(f"{w}, Table 6-2", None,
+                                                 20 * n / (instructions[w] * 1000))
+    claims["micro-tlb-333-instructions-per-miss"].add("3 cycles / 333 instructions", None,
+                                                      3 / 333)
+    claims["tlb-10000-instructions-per-miss"].add("100 cycles / 10000 instructions", None,
+                                                  100 / 10000)
+    t71, t77 = t["table_7_1"], t["table_7_7"]
+    claims["figure-7-5-gcc-cpi"].add("Table 7-1, gcc", None, 3 * t71["gcc"]["2x4KB"])
+    claims["tree-2-entry-0.10-cpi"].add("Table 7-1, tree", None, 3 * t71["tree"]["2x4KB"])
+    claims["mat300-5-cpi"].add("Table 7-7, mat300", None, 100 * t77["mat300"]["64x4KB"])
+    spec = ("doduc", "eqntott", "espress", "fpppp", "gcc", "lisp", "spice", "tomcatv")
+    claims["specmarks-64x16k-adequate"].add(
+        "Table 7-7, SPECmarks but nasa7 and mat300", None,
+        sum(100 * t77[w]["64x16KB"] > 0.01 for w in spec))
+    for w, cpi in (("nasa7", 1.7), ("mat300", 4.9)):
+        claims["scientific-codes-catastrophic"].add(f"Table 7-7, {w}", None,
+                                                    abs(100 * t77[w]["64x4KB"] - cpi))
+
+
 def run(d: Path, say: Callable[[str], None]) -> Outcome:
     import pandas as pd
 
@@ -233,8 +447,10 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     claims["table-4-3-from-4-1"].add("52 totals at 15 cycles, less the erratum", None,
                                      int((~erratum).sum()))
     say("Table 4-3: recomputed")
-    mem = memory_claims(claims, d, say)
+    transcriptions(claims)
+    mem, tlbs = memory_claims(claims, d, say)
     o.tables["memory_system"] = mem
+    o.tables["tlbs_with_system"] = tlbs
     say("memory system: done")
     o.tables["page_mapping"] = page_mapping(claims)
     say("page mapping: done")
@@ -245,7 +461,7 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
         say(f"Chapter 7 on {name}: done")
     for k, v in parts.items():
         o.tables[k] = pd.concat(v, ignore_index=True)
-    micro = o.tables["micro_tlb"][o.tables["micro_tlb"].trace == "demo"]
+    micro = o.tables["micro_tlb"].query("trace == 'demo' and page_kib == 4")
     size_df = o.tables["mapping_size"][o.tables["mapping_size"].trace == "demo"]
     small = int(o.tables["superpages"].query("trace == 'demo' and page == '4K'").misses.iloc[0])
     # Variable-size entries: one TLB holding 4 KiB and 2 MiB entries, with one 2 MiB region

@@ -49,25 +49,67 @@ def decstation(private: str) -> str:
     return text[:text.index("[memory.handler]")]
 
 
-def memory(path: Path | str, machine: Callable[[str], str] | None = None) -> dict:
-    """Cache stall cycles per instruction of each mode's own instructions with caches private
-    per mode, the MCPI with caches shared and private per mode, and the shared caches' MCPI
-    by component and mode. `machine(private)` gives the machine's text (default: the
-    DECstation 5000/200 over a Linux trace's own frames)."""
-    from ..sweep import run_point
+def memory(path: Path | str, machine: Callable[[str], str] | None = None,
+           associativity: bool = False) -> dict:
+    """Chen's memory-system measurements of one workload on one reading of it. With caches
+    shared by both modes: MCPI, S-MCPI, MCPI by component and mode (Fig. 4-1), stall cycles
+    per instruction of the same mode (Table 4-2), each mode's share of the misses and the
+    system's miss rates (Table 4-1), the TLB handlers' MCPI (Table 4-5), and TLB misses of
+    the system (kernel mode, and the user-mode servers of address spaces above 1) and of the
+    application (address space 1 in user mode). With caches private per mode: the MCPI
+    (competition is the difference, Table 4-4) and each mode's cache stalls per own
+    instruction (its locality without the other's evictions). With `associativity`, also the
+    fraction of the system-only caches' misses a 2-way LRU cache of the same size removes
+    (Fig. 4-6). `machine(private)` gives the machine's text (default: the DECstation 5000/200
+    over a Linux trace's own frames)."""
+    from ..sweep import run_points
 
-    out = {}
-    for private in ("none", "mode"):
-        m = run_point(str(path), (machine or decstation)(private), "linux", [], [])["memory"]
-        out[f"mcpi_{private}"] = m["mcpi"]
-        if private == "none":  # MCPI by component and mode, caches shared (Chen's Fig. 4-1)
-            out.update({f"{c}_{md}": m["by_component"][c][md]
-                        for c in ("icache", "dcache", "wbuffer") for md in ("system", "user")})
-        if private == "mode":  # each mode's own locality, without the other's evictions
-            for mode in ("user", "system"):
-                a = m[mode]
-                cache = a["stalls"]["icache"] + a["stalls"]["dcache"]
-                out[f"{mode}_cache_cpi"] = cache / max(a["instructions"], 1)
+    variants = [[], ['memory.private="mode"']]
+    if associativity:
+        variants.append(['memory.private="mode"', "memory.icache.ways=2", "memory.dcache.ways=2"])
+    shared, private, *two_way = run_points(str(path), (machine or decstation)("none"), "linux",
+                                           [], variants)
+    m = shared["memory"]
+    caches = {c["name"]: c for c in m["caches"]}
+    out = {"mcpi_none": m["mcpi"], "mcpi_mode": private["memory"]["mcpi"],
+           "s_mcpi": m["s_mcpi"]}
+    out.update({f"{c}_{md}": m["by_component"][c][md]
+                for c in ("icache", "dcache", "wbuffer") for md in ("system", "user")})
+    for md in ("user", "system"):
+        a = m[md]
+        out[f"instructions_{md}"] = a["instructions"]
+        for c in ("icache", "dcache", "wbuffer"):
+            out[f"{c}_{md}_per_instruction"] = a["stalls"][c] / max(a["instructions"], 1)
+    for c in ("icache", "dcache"):
+        stalls = {md: m[md]["stalls"][c] for md in ("user", "system")}
+        out[f"{c}_system_share"] = stalls["system"] / max(sum(stalls.values()), 1)
+        for md in ("user", "system"):
+            out[f"{c}_{md}_misses"] = stalls[md] / caches[c]["miss_cycles"]
+    pc = {c["name"]: c for c in private["memory"]["caches"]}
+    reads = {md: pc[f"dcache[{md}]"]["reads"] for md in ("user", "kernel")}
+    out["dreads_system_share"] = reads["kernel"] / max(sum(reads.values()), 1)
+    out["imiss_rate_system"] = out["icache_system_misses"] / max(out["instructions_system"], 1)
+    out["dmiss_rate_system"] = out["dcache_system_misses"] / max(reads["kernel"], 1)
+    for mode in ("user", "system"):  # each mode's own locality, without the other's evictions
+        a = private["memory"][mode]
+        cache = a["stalls"]["icache"] + a["stalls"]["dcache"]
+        out[f"{mode}_cache_cpi"] = cache / max(a["instructions"], 1)
+    handlers = m.get("tlb_handlers", {})
+    out["tlb_handler_mcpi"] = (sum(h["mcpi"] for h in handlers.values()) if handlers
+                               else float("nan"))
+    walks = [r for r in shared["rows"] if r["structure"] == "walk"]
+    out["system_tlb_misses"] = sum(r["misses"] for r in walks
+                                   if r["mode"] == "kernel" or r["asid"] > 1)
+    out["application_tlb_misses"] = sum(r["misses"] for r in walks
+                                        if r["mode"] == "user" and r["asid"] == 1)
+    if two_way:
+        tc = {c["name"]: c for c in two_way[0]["memory"]["caches"]}
+        for c in ("icache", "dcache"):
+            dm, aw = pc[f"{c}[kernel]"]["read_misses"], tc[f"{c}[kernel]"]["read_misses"]
+            out[f"{c}_system_removed_by_2way"] = 1 - aw / dm if dm else float("nan")
+        dm = sum(pc[f"{c}[kernel]"]["read_misses"] for c in ("icache", "dcache"))
+        aw = sum(tc[f"{c}[kernel]"]["read_misses"] for c in ("icache", "dcache"))
+        out["system_removed_by_2way"] = 1 - aw / dm if dm else float("nan")
     return out
 
 

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .. import _data_dir, _lookaside, preset_path
 from ..report import plot_bars, plot_lines, subplots
@@ -70,7 +71,7 @@ STATIC_LOWERS = range(4, 33, 2)
 #: Pages touched per hop on the token ring (the paper gives none; see the claims file).
 RING_PAGES = (6, 12, 24, 48)
 #: Upper slots (with 16 lower) of Figs. 12-13, and the geometries of Fig. 14.
-UPPER = (64, 128, 256)
+UPPER = (32, 64, 128, 256)
 ENTRIES, WAYS = (32, 64, 128, 256), (2, 4, 8)
 
 
@@ -109,11 +110,13 @@ def measure_mach3(spec: str, seed: int) -> dict:
         keyed.append((("upper", u), [f"tlb.tlb.entries={u + 16}", "tlb.tlb.partition.lower=16",
                                      f"refill.costs={s('mach3-l1k-utlb')}"]))
     seeded = [o + [f"machine.seed={seed}"] for _, o in keyed]
-    out: dict = {"time": {}, "L2": {}}
+    out: dict = {"time": {}, "L2": {}, "types": {}}
     for (key, _), r in zip(keyed, run_points(spec, base, "decstation3100-mach3", [], seeded,
                                              progress=watch)):
         out["time"][key] = r["traps"]["seconds"]["total"]
         out["L2"][key] = r["traps"]["seconds"]["L2"]
+        if key[0] == "upper":
+            out["types"][key[1]] = {k: r["traps"]["seconds"][k] for k in TYPES}
     geo = [(e, w) for e in ENTRIES for w in WAYS]
     rs = run_points(spec, unpartitioned(64, 4), "decstation3100-mach3", [],
                     [[f"tlb.tlb.entries={e}", f"tlb.tlb.ways={w}", f"machine.seed={seed}"]
@@ -149,6 +152,8 @@ def judge_mach3(claims: dict, name: str, seed: int, m: dict) -> None:
     up = {u: t[("upper", u)] for u in UPPER}
     claims["64-to-128-slots-halves-time"].add(name, seed, 1 - up[128] / up[64])
     claims["beyond-128-negligible"].add(name, seed, 1 - up[256] / up[128])
+    figure_13(lambda cid, w, sd, v: claims[cid].add(w, sd, v), f"Mach3, {name}", seed,
+              m["types"])
     g = {k[1]: v for k, v in t.items() if k[0] == "geometry"}
     for e in ENTRIES:
         claims["associativity-always-helps"].add(f"{name}, {e} entries", seed,
@@ -172,6 +177,79 @@ def ring_sweep(servers: int, pages: int, seed: int) -> dict[int, float]:
                            f"hops={HOPS},seed={seed}", seed)
 
 
+def dominance(seconds: dict[str, float], types: Sequence[str]) -> float:
+    """The time of `types` together over that of the largest other trap type (1 or more:
+    they dominate)."""
+    rest = max(v for k, v in seconds.items() if k not in types)
+    ours = sum(seconds[k] for k in types)
+    return ours / rest if rest else float("inf") if ours else float("nan")
+
+
+#: Records one result of a claim: (claim id, workload, seed, value).
+Add = Callable[[str, str, int, Any], None]
+
+
+def figure_13(add: Add, name: str, seed: int, types: dict[int, dict[str, float]]) -> None:
+    """Fig. 13's claims on one system and workload: `types` is the service time by trap type
+    at each upper-slot count (16 lower slots, L1K at 20 cycles)."""
+    for u in (32, 64, 128):
+        add("fig-13-l1u-dominates", f"{name}, {u} upper", seed, dominance(types[u], ["L1U"]))
+    total = {u: sum(v.values()) for u, v in types.items()}
+    add("fig-13-32-to-128-improves", name, seed, 1 - total[128] / total[32])
+    add("fig-13-other-dominates-beyond-128", name, seed,
+        dominance(types[256], ["Invalid", "Modify"]))
+
+
+#: Lower slots of Fig. 5's L2 curves.
+FIG5_LOWERS = range(4, 17)
+
+
+def sizes_and_knees(seed: int) -> tuple[list[dict], list[tuple]]:
+    """os and tar under OSF/1 and Mach3+AFSout (Figs. 12, 13), and under OSF/1, Mach3 and
+    Mach3+AFSout at 4-16 lower slots (Fig. 5): the L2 time by lower slots, and the claims'
+    results (claim id, workload, seed, value) in order, for the caller to add (the seeds run
+    in parallel; the results stay in seed order)."""
+    tar = _data_dir("data") / "tarzone.lks"
+    rows: list[dict] = []
+    results: list[tuple] = []
+
+    def add(cid: str, workload: str, sd: int, value: Any) -> None:
+        results.append((cid, workload, sd, value))
+
+    for wname, extra in (("os", "syscalls=20000"), ("tar", f"trace={tar}")):
+        knees = {}
+        for system, structure, name in STRUCTURES[1:]:
+            spec = f"workload:os,structure={structure},{extra},seed={seed}"
+            keyed = [(("lower", lw), [f"tlb.tlb.partition.lower={lw}"]) for lw in FIG5_LOWERS]
+            if system != "Mach3":  # Mach3's sizes run with every Mach 3.0 workload
+                for u in UPPER:
+                    big = [f"tlb.tlb.entries={u + 16}", "tlb.tlb.partition.lower=16"]
+                    keyed.append((("fig13", u), [*big, "refill.cycles={L1K=20}"]))
+                    if system == "OSF/1" and u in (32, 64):
+                        keyed.append((("fig12", u), big))
+            rs = run_points(spec, preset(name), name, [],
+                            [o + [f"machine.seed={seed}"] for _, o in keyed], progress=watch)
+            got = {key: r["traps"]["seconds"] for (key, _), r in zip(keyed, rs)}
+            l2 = {lw: got[("lower", lw)]["L2"] for lw in FIG5_LOWERS}
+            knees[system] = next((lw for lw in FIG5_LOWERS if l2[lw] <= 0.1 * l2[4]), 17)
+            rows += [{"workload": wname, "seed": seed, "system": system, "lower": lw,
+                      "L2_seconds": v} for lw, v in l2.items()]
+            if system == "OSF/1":
+                add("osf1-4-to-5-lower-slots-halves-l2", wname, seed,
+                    1 - l2[5] / l2[4] if l2[4] else float("nan"))
+                for u in (32, 64):
+                    sec = {k: got[("fig12", u)][k] for k in TYPES}
+                    add("fig-12-l1k-dominates-small-tlbs", f"{wname}, {u} upper", seed,
+                        dominance(sec, ["L1K"]))
+                    add("fig-12-l1u-l3-under-35", f"{wname}, {u} upper", seed,
+                        (sec["L1U"] + sec["L3"]) / got[("fig12", u)]["total"])
+            if system != "Mach3":
+                figure_13(add, f"{system}, {wname}", seed,
+                          {u: {k: got[("fig13", u)][k] for k in TYPES} for u in UPPER})
+        add("l2-knee-moves-with-l2-ptes", wname, seed, knees)
+    return rows, results
+
+
 def structures(claims: dict, seed: int) -> list[dict]:
     """os and tar under each structure of Table V: the mechanisms, and the optimum of
     Mach3 against Mach3+AFSout."""
@@ -185,6 +263,9 @@ def structures(claims: dict, seed: int) -> list[dict]:
             secs[system] = t["seconds"]["total"]
             if system == "Ultrix":
                 l1u = t["counts"]["L1U"] / max(t["counts"]["total"], 1)
+            else:
+                claims["non-l1u-majority-of-time"].add(
+                    f"{system}, {wname}", seed, 1 - t["seconds"]["L1U"] / t["seconds"]["total"])
             rows.append({"workload": wname, "seed": seed, "system": system,
                          **{k: t["counts"][k] for k in TYPES}, "seconds": secs[system]})
         claims["ultrix-l1u-share"].add(wname, seed, l1u)
@@ -198,8 +279,14 @@ def structures(claims: dict, seed: int) -> list[dict]:
     return rows
 
 
+#: The Table V counts the text's ratios rest on (Sections 4 and 4.2.2).
+TABLE_V = {"Ultrix total": 9_177_401, "Mach3+AFSout total": 36_649_834,
+           "OSF/1 L1U": 9_817_502, "Mach3 L1U": 21_466_165}
+
+
 def transcriptions(o: Outcome, claims: dict) -> None:
-    """Tables II, VI and VII from Tables III and V: printed cells that differ."""
+    """Tables II, VI and VII from Tables III and V: printed cells that differ; and the text's
+    own arithmetic over Tables V, VI and VII."""
     import pandas as pd
 
     cells = pd.DataFrame(json.loads(_lookaside.uhlig94_cells()))
@@ -210,6 +297,29 @@ def transcriptions(o: Outcome, claims: dict) -> None:
         same = sub.apply(lambda r: r.published == r.ours or (pd.isna(r.published)
                                                              and pd.isna(r.ours)), axis=1)
         claims[cid].add(f"Table {table} ({len(sub)} cells)", None, int((~same).sum()))
+    cell = {(r.table, r.row, r.column): r.published for r in cells.itertuples()}
+    vi = {(row, col): v for (t, row, col), v in cell.items() if t == "VI"}
+    vii = {(row, col): v for (t, row, col), v in cell.items() if t == "VII"}
+    c = claims
+    c["misses-4x-time-11.4x"].add("Table V, AFSout / Ultrix misses", None, abs(
+        TABLE_V["Mach3+AFSout total"] / TABLE_V["Ultrix total"] / 4 - 1))
+    c["misses-4x-time-11.4x"].add("Table VI, AFSout / Ultrix time", None, abs(
+        vi[("Mach3+AFSout", "Total")] / vi[("Ultrix", "Total")] / 11.4 - 1))
+    for system, share in (("OSF/1", 0.62), ("Mach3", 0.37)):
+        c["l1k-share-62-37"].add(f"Table VI, {system}", None,
+                                 abs(vi[(system, "L1K")] / vi[(system, "Total")] - share))
+    c["l1u-2.2-fold"].add("Table V, Mach3 / OSF/1 L1U", None,
+                          abs(TABLE_V["Mach3 L1U"] / TABLE_V["OSF/1 L1U"] - 2.2))
+    for typ, text in (("L1U", 10.39), ("L1K", 14.3)):
+        c["afs-adds-l1u-l1k-time"].add(f"Table VI, {typ}", None, abs(
+            vi[("Mach3+AFSin", typ)] - vi[("Mach3", typ)] - text))
+    for typ, cut in (("L1K", 0.93), ("L2", 0.90)):
+        new = vii[(typ, "new")]
+        c["new-vectors-cut-l1k-93-l2-90"].add(f"Table VII, {typ}", None, abs(
+            1 - new / (new + vii[(typ, "saved")]) - cut))
+    for cycles, share in ((4, 0.20), (10, 0.50)):
+        c["l1-counter-20-50-percent"].add(f"{cycles} of 20 cycles", None,
+                                          abs(cycles / 20 - share))
 
 
 def run(d: Path, say: Callable[[str], None]) -> Outcome:
@@ -247,6 +357,12 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
         rows += structures(claims, seed)
     o.tables["structures"] = pd.DataFrame(rows)
     say("OS structures: done")
+    knees = parallel(sizes_and_knees, list(SEEDS))
+    for _, results in knees:
+        for cid, workload, seed, value in results:
+            claims[cid].add(workload, seed, value)
+    o.tables["fig5_l2_by_lower_slots"] = pd.DataFrame([r for rs, _ in knees for r in rs])
+    say("OSF/1 and Mach3+AFSout sizes, Fig. 5's knees: done")
     part = pd.DataFrame(part)
     o.tables["partition_sweep"] = part
     fig, ax = subplots(size=(9, 4))
