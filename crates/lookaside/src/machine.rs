@@ -1349,10 +1349,12 @@ impl Machine {
     }
 
     /// Synthesise the work of the software miss handler for `e`, which walked (MIPS R3000,
-    /// Chen): a user reference takes the UTLB handler (its instructions, then a load of the
-    /// PTE from the linear page table in mapped kernel memory, which can itself miss); a
-    /// kernel reference takes a KTLB handler (its instructions, then a load of the root PTE
-    /// from unmapped memory).
+    /// Chen): a miss on a user-space address takes the UTLB handler (its instructions, then a
+    /// load of the PTE from the linear page table in mapped kernel memory, which can itself
+    /// miss); a miss on a mapped kernel address takes a KTLB handler (its instructions, then
+    /// a load of the root PTE from unmapped memory). The R3000 picks the vector by the
+    /// address, not the mode: the kernel copying to or from a user buffer takes the UTLB
+    /// handler ([`layout::user_space`]).
     fn run_handler(&mut self, e: Event) {
         let Some(h) = &self.handler else { return };
         let (code, table, root, pte) = (h.code, h.page_table, h.root_table, h.pte_bytes as u64);
@@ -1365,7 +1367,7 @@ impl Machine {
             kind,
             mode: Mode::Kernel,
         };
-        let (activity, count, base, load) = if e.mode == Mode::User {
+        let (activity, count, base, load) = if layout::user_space(e.addr) {
             let vpn = e.addr >> shift;
             let load = table.wrapping_add(vpn.wrapping_mul(pte));
             (Activity::Utlb, h.utlb_instructions, code, load)

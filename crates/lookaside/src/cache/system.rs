@@ -1010,6 +1010,31 @@ root_table = "0xffffffff80100000"
         assert_eq!(j["user"]["instructions"], 0);
     }
 
+    /// The handler is chosen by the address that missed, not the mode: the kernel touching a
+    /// user buffer (copyin/copyout) takes the 9-instruction UTLB handler, as on the R3000; a
+    /// kernel address takes the KTLB one.
+    #[test]
+    fn kernel_misses_on_user_addresses_take_the_utlb_handler() {
+        let mut m = machine(
+            r#"[memory.handler]
+code = "0xffffffff80000000"
+page_table = "0xffffc00000000000"
+root_table = "0xffffffff80100000"
+"#,
+        );
+        m.run_batch(&[
+            ev(Kind::Load, 0x10_000, Mode::Kernel),
+            ev(Kind::Store, 0x7fff_0000_0000, Mode::Kernel),
+            ev(Kind::Load, 0xffff_8880_0000_0000, Mode::Kernel),
+        ]);
+        let h = &m.memory().unwrap().json()["tlb_handlers"];
+        // Two user-space misses; their PTE loads miss twice more (two page-table pages), and
+        // the kernel address once: three KTLB misses.
+        assert_eq!(h["utlb"]["misses"], 2);
+        assert_eq!(h["utlb"]["instructions"], 18);
+        assert_eq!(h["ktlb"]["misses"], 3);
+    }
+
     /// Instructions and stalls between the idle markers are counted apart and left out of
     /// MCPI; stalls are attributed to the address space that took them.
     #[test]

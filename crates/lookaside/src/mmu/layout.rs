@@ -86,6 +86,15 @@ pub fn segment(addr: u64) -> Segment {
     }
 }
 
+/// Whether a TLB miss on `addr` is a user-space miss, taken by the uTLB vector whatever the
+/// mode: kuseg (below 2 GB) in a 32-bit trace, and in a 64-bit one the lower half apart from
+/// the 32-bit kernel segments (x86-64 user programs do not use 2–4 GB; its kernel lives in the
+/// upper half, where the sign-extended kseg0 and kseg1 are too).
+#[inline]
+pub fn user_space(addr: u64) -> bool {
+    addr < KSEG0 || (ADDR_LIMIT..1 << 63).contains(&addr)
+}
+
 /// Base of the linear L1 page table of page-table slot `slot` (the pmap's `ptebase`).
 #[inline]
 pub fn ptebase(slot: u64) -> u64 {
@@ -152,5 +161,22 @@ mod tests {
         assert_eq!(l3_pte_addr(0xFFFF_FFFC), ROOT_KPTES + 4092);
         assert_eq!(segment(l3_pte_addr(KPTEADDR)), Segment::Unmapped);
         assert_eq!(segment(sysmap_pte_addr(0xFFFF_FFFF)), Segment::Unmapped);
+    }
+
+    #[test]
+    fn user_space_is_kuseg_or_the_lower_half_of_a_64_bit_space() {
+        for a in [0, 0x7FFF_FFFF, 1 << 32, 0x5555_5555_0000, 0x7FFF_FFFF_FFFF] {
+            assert!(user_space(a), "{a:#x}");
+        }
+        for a in [
+            KSEG0,
+            KSEG2,
+            0xFFFF_FFFF,
+            1 << 63,
+            0xFFFF_8880_0000_0000,
+            0xFFFF_FFFF_8000_0000,
+        ] {
+            assert!(!user_space(a), "{a:#x}");
+        }
     }
 }
