@@ -980,17 +980,22 @@ miss_cycles = 15
         assert_eq!(j["write_buffer"]["page_mode_writes"], 1);
     }
 
-    /// Every walk runs the UTLB handler: its 9 instructions and PTE load are kernel
-    /// references; the PTE's own page misses the TLB once (a KTLB miss) per page-table page.
-    #[test]
-    fn handler_work_is_synthesised_per_walk() {
-        let mut m = machine(
+    /// A machine whose walks synthesise the MIPS handlers' work, laid out for 64-bit traces.
+    fn handler_machine() -> Machine {
+        machine(
             r#"[memory.handler]
 code = "0xffffffff80000000"
 page_table = "0xffffc00000000000"
 root_table = "0xffffffff80100000"
 "#,
-        );
+        )
+    }
+
+    /// Every walk runs the UTLB handler: its 9 instructions and PTE load are kernel
+    /// references; the PTE's own page misses the TLB once (a KTLB miss) per page-table page.
+    #[test]
+    fn handler_work_is_synthesised_per_walk() {
+        let mut m = handler_machine();
         // Three user pages: three walks. Their PTEs share one page-table page.
         m.run_batch(&[
             ev(Kind::Load, 0x10_000, Mode::User),
@@ -1015,13 +1020,7 @@ root_table = "0xffffffff80100000"
     /// kernel address takes the KTLB one.
     #[test]
     fn kernel_misses_on_user_addresses_take_the_utlb_handler() {
-        let mut m = machine(
-            r#"[memory.handler]
-code = "0xffffffff80000000"
-page_table = "0xffffc00000000000"
-root_table = "0xffffffff80100000"
-"#,
-        );
+        let mut m = handler_machine();
         m.run_batch(&[
             ev(Kind::Load, 0x10_000, Mode::Kernel),
             ev(Kind::Store, 0x7fff_0000_0000, Mode::Kernel),
