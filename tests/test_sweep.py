@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import lookaside
-from lookaside.sweep import load_spec, run_sweep
+from lookaside.sweep import Store, load_spec, run_sweep
 
 SPEC = """
 [sweep]
@@ -43,6 +43,13 @@ def spec_file(tmp_path: Path, lackey_trace: Path) -> Path:
 def table(out: Path) -> pd.DataFrame:
     df = pd.read_csv(out / "results.csv")
     return df.sort_values(["point", "structure"]).reset_index(drop=True)
+
+
+def engines(out: Path) -> list[str | None]:
+    """The engine that answered each stored point: a one-pass engine, or None (simulated)."""
+    s = Store(out / "points")
+    return ([r["result"].get("engine") for r in s.points.values()]
+            + [f["result"]["columns"]["engine"][i] for f, i in s.members.values()])
 
 
 def test_points_are_the_product_plus_the_list(spec_file: Path):
@@ -103,7 +110,9 @@ def test_a_killed_sweep_resumes_without_loss_or_duplication(tmp_path: Path, demo
     assert not (out / "results.csv").exists()
     o = run_sweep(load_spec(spec), out, workers=2, progress=False)
     assert o.reused == len(done) and o.ran == 40 - len(done)
-    assert len(list((out / "points").glob("*.json"))) == 40
+    # The rest in one pass: one file for all of them.
+    assert len(Store(out / "points").ids()) == 40
+    assert len(list((out / "points").glob("*.json"))) == len(done) + 1
     clean = run_sweep(load_spec(spec), tmp_path / "clean", workers=2, progress=False)
     pd.testing.assert_frame_equal(table(out), table(clean.out))
 
@@ -167,9 +176,8 @@ def test_one_pass_answers_equal_per_config_runs(tmp_path: Path, lackey_trace: Pa
         f'traces = ["demo", "{lackey_trace}"]\n[axes]\n{axes}\n')
     spec = load_spec(spec_file)
     fast = run_sweep(spec, tmp_path / "fast", progress=False)
-    engines = {json.loads(f.read_text())["result"].get("engine")
-               for f in (tmp_path / "fast" / "points").glob("*.json")}
-    assert engines == {"all-associativity" if "ways" in axes else "stack-distance"}
+    assert set(engines(tmp_path / "fast")) == {
+        "all-associativity" if "ways" in axes else "stack-distance"}
     slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False)
     assert fast.total == slow.total == len(spec.expand())
     pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
@@ -191,10 +199,10 @@ def test_mixed_axes_split_into_one_pass_families_and_batches(tmp_path: Path,
     todo = [(spec.point_id(p), p) for p in pts]
     tasks = plan(spec, todo, workers=2)
     families = [t for t in tasks if t.family is not None]
-    # Per trace and page size: one all-associativity pass (the 12 set-associative points and
-    # the fully associative 8 and 16) and one stack-distance pass (64 and 256).
-    assert len(families) == 2 * 2 * 2
-    assert sorted(len(t.members) for t in families) == [2] * 4 + [10] * 4
+    # Per trace and page size, one pass: all-associativity for the 8 set-associative points
+    # and the fully associative 8 and 16, stack distance for 64 and 256.
+    assert len(families) == 2 * 2
+    assert [len(t.members) for t in families] == [12] * 4
     assert all(dict(p.settings)["tlb.d.policy"] == "lru" for t in families for _, p in t.members)
     batches = [t for t in tasks if t.family is None]
     assert all(len({p.trace for _, p in t.members}) == 1 for t in batches)
@@ -202,9 +210,9 @@ def test_mixed_axes_split_into_one_pass_families_and_batches(tmp_path: Path,
     planned = [pid for t in tasks for pid, _ in t.members]
     assert sorted(planned) == sorted(pid for pid, _ in todo)
     fast = run_sweep(spec, tmp_path / "fast", progress=False)
-    engines = [json.loads(f.read_text())["result"].get("engine")
-               for f in (tmp_path / "fast" / "points").glob("*.json")]
-    assert engines.count("all-associativity") == 40 and engines.count("stack-distance") == 8
+    answered = engines(tmp_path / "fast")
+    assert answered.count("all-associativity") == 40 and answered.count("stack-distance") == 8
+    assert answered.count(None) == 48  # FIFO, simulated
     slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False, batch=1)
     assert fast.total == slow.total == len(pts)
     pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
@@ -287,12 +295,12 @@ def test_a_dask_sweep_killed_and_resumed_equals_a_local_run(tmp_path: Path):
                 time.sleep(0.005)
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-        done = {f.stem for f in (out / "points").glob("*.json")}
+        done = Store(out / "points").ids()
         assert total // 4 <= len(done) < total, "the sweep finished before it could be killed"
         assert not (out / "results.csv").exists()
         o = run_sweep(spec, out, scheduler=cluster.scheduler_address, progress=False)
     assert (o.reused, o.ran) == (len(done), total - len(done))
-    stored = {f.stem for f in (out / "points").glob("*.json")}
+    stored = Store(out / "points").ids()
     assert stored == {spec.point_id(p) for p in spec.expand()}  # nothing lost, nothing extra
     assert not list((out / "points").glob(".*.tmp"))
     local = run_sweep(spec, tmp_path / "local", workers=2, progress=False)
@@ -313,10 +321,10 @@ def test_the_shipped_design_space_loads_by_name_and_plans(cli, tmp_path: Path):
     todo = [(spec.point_id(p), p) for p in pts]
     assert len({pid for pid, _ in todo}) == 3600
     tasks = plan(spec, todo, workers=2)
-    # Every LRU point is answered in one pass: per trace, page size and stream, one
-    # all-associativity pass and one stack-distance pass (32 … 4096 fully associative).
+    # Every LRU point is answered in one pass: per trace, page size and stream, one pass
+    # with both engines (stack distance for 32 … 4096 fully associative).
     families = [t for t in tasks if t.family is not None]
-    assert len(families) == 3 * 4 * 2 * 2
+    assert len(families) == 3 * 4 * 2
     assert sum(len(t.members) for t in families) == 3600 // 3
     assert sum(len(t.members) for t in tasks) == 3600
     p = cli("sweep", "no-such-sweep", "-o", tmp_path / "o", check=False)
