@@ -52,6 +52,33 @@ def engines(out: Path) -> list[str | None]:
             + [f["result"]["columns"]["engine"][i] for f, i in s.members.values()])
 
 
+#: The all-associativity set of `lookaside bench`: LRU, 1…1024 sets × 1…16 ways.
+SA176 = "".join(f'[[points]]\n"tlb.d.entries" = {sets * ways}\n"tlb.d.ways" = {ways}\n'
+                for sets in (1 << i for i in range(11)) for ways in range(1, 17))
+
+
+class Calls:
+    """Counts the engine calls a sweep makes (local workers run in this process)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        from lookaside import sweep
+
+        self.one_pass: list[int] = []  # geometries per call
+        self.simulated = 0  # machines simulated per config
+        one_pass, many = sweep._lookaside.one_pass, sweep._lookaside.simulate_many
+
+        def counted_one_pass(*args, **kw):
+            self.one_pass.append(len(args[6]))
+            return one_pass(*args, **kw)
+
+        def counted_many(trace, machines, *args, **kw):
+            self.simulated += len(machines)
+            return many(trace, machines, *args, **kw)
+
+        monkeypatch.setattr(sweep._lookaside, "one_pass", counted_one_pass)
+        monkeypatch.setattr(sweep._lookaside, "simulate_many", counted_many)
+
+
 def test_points_are_the_product_plus_the_list(spec_file: Path):
     spec = load_spec(spec_file)
     pts = spec.expand()
@@ -168,14 +195,18 @@ def test_bad_specs_name_the_file_and_key(cli, tmp_path: Path, body: str, words: 
     '"tlb.d.entries" = [1, 2, 3, 4, 8, 16, 24, 32, 64, 128, 512]',
     '"tlb.d.entries" = [4, 16, 64, 256]\n"tlb.d.ways" = [1, 2, 4]',
 ])
-def test_one_pass_answers_equal_per_config_runs(tmp_path: Path, lackey_trace: Path, axes: str):
+def test_one_pass_answers_equal_per_config_runs(tmp_path: Path, lackey_trace: Path, axes: str,
+                                                monkeypatch: pytest.MonkeyPatch):
     ways = "full" if "ways" not in axes else "1"
     spec_file = tmp_path / "g.toml"
     spec_file.write_text(
         f'[sweep]\ntlb = ["d:entries=4,ways={ways},page=4k,serves=data"]\n'
         f'traces = ["demo", "{lackey_trace}"]\n[axes]\n{axes}\n')
     spec = load_spec(spec_file)
+    calls = Calls(monkeypatch)
     fast = run_sweep(spec, tmp_path / "fast", progress=False)
+    # One engine call per trace, for all its points.
+    assert (calls.one_pass, calls.simulated) == ([len(spec.expand()) // 2] * 2, 0)
     assert set(engines(tmp_path / "fast")) == {
         "all-associativity" if "ways" in axes else "stack-distance"}
     slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False)
@@ -342,3 +373,55 @@ def test_the_progress_bar_counts_points_and_quiet_turns_it_off(tmp_path: Path, c
     assert err.endswith("\n") and "eta" in err
     run_sweep(load_spec(spec_file), tmp_path / "off", progress=False)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("extra, passes", [
+    ("", [176]),
+    # Fully associative sizes past 16 (stack distance) on the same pass.
+    ('[[points]]\n"tlb.d.entries" = 24\n[[points]]\n"tlb.d.entries" = 3000\n', [178]),
+], ids=["176", "176+stack-distance"])
+def test_the_176_configurations_take_one_engine_call_and_equal_per_config_runs(
+        tmp_path: Path, lackey_trace: Path, monkeypatch: pytest.MonkeyPatch, extra: str,
+        passes: list[int]):
+    spec_file = tmp_path / "sa.toml"
+    spec_file.write_text('[sweep]\ntlb = ["d:entries=64,ways=full,policy=lru,page=4k"]\n'
+                         f'traces = ["{lackey_trace}"]\n' + SA176 + extra)
+    spec = load_spec(spec_file)
+    calls = Calls(monkeypatch)
+    fast = run_sweep(spec, tmp_path / "fast", progress=False)
+    assert (calls.one_pass, calls.simulated) == (passes, 0)
+    # One file holds the family: its points' figures as columns.
+    assert [f.name for f in (tmp_path / "fast" / "points").iterdir()] == [
+        next((tmp_path / "fast" / "points").glob("family-*.json")).name]
+    assert set(engines(tmp_path / "fast")) == (
+        {"all-associativity"} if not extra else {"all-associativity", "stack-distance"})
+    calls = Calls(monkeypatch)
+    slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False)
+    assert (calls.one_pass, calls.simulated) == ([], fast.total)
+    assert fast.total == slow.total == 176 + extra.count("[[points]]")
+    for name in ("results.csv", "results.parquet"):
+        assert ((tmp_path / "fast" / name).read_bytes()
+                == (tmp_path / "slow" / name).read_bytes()), name
+
+
+def test_a_stored_family_is_reused_and_a_damaged_one_run_again(tmp_path: Path,
+                                                              lackey_trace: Path,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    spec_file = tmp_path / "sa.toml"
+    spec_file.write_text('[sweep]\ntlb = ["d:entries=64,ways=full,policy=lru,page=4k"]\n'
+                         f'traces = ["{lackey_trace}"]\n' + SA176)
+    spec = load_spec(spec_file)
+    out = tmp_path / "out"
+    first = run_sweep(spec, out, progress=False)
+    csv = (out / "results.csv").read_bytes()
+    calls = Calls(monkeypatch)
+    again = run_sweep(spec, out, progress=False)
+    assert (again.ran, again.reused, calls.one_pass) == (0, 176, [])
+    assert (out / "results.csv").read_bytes() == csv
+    family = next((out / "points").glob("family-*.json"))
+    family.write_text(family.read_text()[:-40])  # cut short: not JSON any more
+    calls = Calls(monkeypatch)
+    fixed = run_sweep(spec, out, progress=False)
+    assert (fixed.ran, fixed.reused, calls.one_pass) == (176, 0, [176])
+    assert (out / "results.csv").read_bytes() == csv
+    assert first.total == 176
