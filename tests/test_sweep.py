@@ -87,6 +87,34 @@ def test_points_are_the_product_plus_the_list(spec_file: Path):
     assert len({spec.point_id(p) for p in pts}) == len(pts)
 
 
+def test_point_ids_hash_what_determines_the_result(tmp_path: Path, lackey_trace: Path):
+    """Ids are what a rerun finds stored points by: they stay the hash of this key."""
+    import hashlib
+    import os
+
+    spec_file = tmp_path / "ids.toml"
+    spec_file.write_text(
+        '[sweep]\nmachine = "modern-x86"\nset = ["machine.seed=3"]\n'
+        f'traces = ["demo", "{lackey_trace}", "workload:multiserver,servers=2,hops=20"]\n'
+        '[axes]\n"tlb.dtlb.entries" = [32, 64]\n"tlb.dtlb.policy" = ["lru", "fifo"]\n')
+    spec = load_spec(spec_file)
+
+    def reference(p) -> str:
+        key = {"v": 1, "machine": spec.machine_text, "tlb": spec.tlb,
+               "set": spec.fixed + p.overrides()}
+        if p.trace.startswith("workload:"):
+            key["trace"] = p.trace
+        else:
+            st = os.stat(p.trace)
+            key.update(trace=os.path.abspath(p.trace), trace_bytes=st.st_size,
+                       trace_mtime_ns=st.st_mtime_ns)
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+
+    pts = spec.expand()
+    assert spec.point_ids(pts) == [reference(p) for p in pts]
+    assert spec.point_id(pts[5]) == reference(pts[5])
+
+
 def test_every_point_equals_its_own_simulation(spec_file: Path, tmp_path: Path, demo: Path):
     o = run_sweep(load_spec(spec_file), tmp_path / "out", workers=2, progress=False)
     assert (o.total, o.ran, o.reused) == (14, 14, 0)

@@ -76,7 +76,12 @@ class Point:
     settings: tuple[tuple[str, Any], ...]
 
     def overrides(self) -> list[str]:
-        return [f"{k}={json.dumps(v)}" for k, v in self.settings]
+        return list(self._overrides)
+
+    @functools.cached_property
+    def _overrides(self) -> tuple[str, ...]:
+        # Asked for by validation, ids, planning and tasks: made once.
+        return tuple(f"{k}={json.dumps(v)}" for k, v in self.settings)
 
 
 @dataclass
@@ -136,12 +141,15 @@ class Spec:
                 st = os.stat(t)
                 traces[t] = {"trace": os.path.abspath(t), "trace_bytes": st.st_size,
                              "trace_mtime_ns": st.st_mtime_ns}
+        # The hash of json.dumps({"machine", "set", "tlb", trace…, "v"}, sort_keys=True),
+        # made from the part that varies ("set") between the parts that do not.
+        head = '{"machine": ' + json.dumps(self.machine_text) + ', "set": '
+        tails = {t: ", " + json.dumps({"tlb": self.tlb, "v": POINT_VERSION, **info},
+                                      sort_keys=True)[1:] for t, info in traces.items()}
         ids = []
         for p in points:
-            key = {"v": POINT_VERSION, "machine": self.machine_text, "tlb": self.tlb,
-                   "set": self.fixed + p.overrides(), **traces[p.trace]}
-            raw = json.dumps(key, sort_keys=True).encode()
-            ids.append(hashlib.sha256(raw).hexdigest()[:24])
+            raw = head + json.dumps(self.fixed + p.overrides()) + tails[p.trace]
+            ids.append(hashlib.sha256(raw.encode()).hexdigest()[:24])
         return ids
 
 
