@@ -48,7 +48,7 @@ def table(out: Path) -> pd.DataFrame:
 def engines(out: Path) -> list[str | None]:
     """The engine that answered each stored point: a one-pass engine, or None (simulated)."""
     s = Store(out / "points")
-    return ([r["result"].get("engine") for r in s.points.values()]
+    return ([s.record(pid)["result"].get("engine") for pid in s.points]
             + [f["result"]["columns"]["engine"][i] for f, i in s.members.values()])
 
 

@@ -295,12 +295,14 @@ class Store:
     simulated alone or in a batch (its result), ``family-KEY.json`` for the points of a
     one-pass family (the family's result once, its points' figures as columns: see
     :func:`run_family`). Read once, by listing the directory; what a sweep adds is kept. A
-    file that is unreadable or not what its name says is ignored (its points run again)."""
+    file that is unreadable or not what its name says is ignored (its points run again).
+    A family's columns are kept in memory (tens of bytes a point); a point stored alone is
+    read again when its rows are asked for (its result holds every breakdown)."""
 
     def __init__(self, points_dir: str | os.PathLike[str]):
         self.dir = Path(points_dir)
-        #: Points stored alone: their records.
-        self.points: dict[str, dict[str, Any]] = {}
+        #: Points stored alone.
+        self.points: set[str] = set()
         #: Points of families: their family's record and their index in its columns.
         self.members: dict[str, tuple[dict[str, Any], int]] = {}
         try:
@@ -320,7 +322,7 @@ class Store:
                 if d.get("family") == name[len(_FAMILY):-5] and _columnar(d):
                     self._add_family(d)
             elif d.get("id") == name[:-5] and "result" in d:
-                self.points[d["id"]] = d
+                self.points.add(d["id"])
 
     def _add_family(self, record: dict[str, Any]) -> None:
         for i, pid in enumerate(record["points"]):
@@ -331,14 +333,23 @@ class Store:
 
     def ids(self) -> set[str]:
         """Every point stored."""
-        return set(self.points) | set(self.members)
+        return self.points | set(self.members)
+
+    def record(self, pid: str) -> dict[str, Any] | None:
+        """The record of point `pid` stored alone (`id`, `trace`, `settings`, `result`), or
+        None if it is missing or unreadable."""
+        try:
+            d = json.loads((self.dir / f"{pid}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return d if isinstance(d, dict) and d.get("id") == pid and "result" in d else None
 
     def put_point(self, pid: str, p: Point, result: dict[str, Any]) -> None:
         """Store one point's result as ``ID.json``."""
         record = {"id": pid, "trace": p.trace_label, "settings": dict(p.settings),
                   "result": result}
         write_atomically(self.dir / f"{pid}.json", json.dumps(record), sync=True)
-        self.points[pid] = record
+        self.points.add(pid)
 
     def put_family(self, members: list[tuple[str, Point]], result: dict[str, Any]) -> None:
         """Store a one-pass family's result (see :func:`run_family`) as one file."""
@@ -351,7 +362,8 @@ class Store:
     def rows(self, pid: str, p: Point, keys: list[str]) -> list[dict[str, Any]]:
         """The point's rows of the tidy table (none if it is not stored)."""
         if pid in self.points:
-            return rows_of(self.points[pid], keys)
+            record = self.record(pid)
+            return rows_of(record, keys) if record is not None else []
         if pid in self.members:
             record, i = self.members[pid]
             return _family_rows(record, i, pid, p, keys)
