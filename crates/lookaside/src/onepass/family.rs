@@ -133,7 +133,7 @@ pub struct FamilyAnswer {
 }
 
 impl FamilyAnswer {
-    /// The counter of geometry `i`, and of its page-table walks (one per miss).
+    /// The counter of geometry `i` (its page-table walks are one per miss).
     pub fn counter(&self, i: usize) -> Counter {
         Counter {
             accesses: self.accesses,
