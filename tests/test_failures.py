@@ -63,21 +63,27 @@ def test_a_read_only_output_is_a_clear_error(cli, demo: Path, tmp_path: Path):
         assert list(d.iterdir()) == []
 
 
-def test_a_sweep_on_a_full_disk_fails_cleanly_and_resumes(cli, tmp_path: Path):
+@pytest.mark.parametrize("flags", [[], ["--no-one-pass"]], ids=["one-pass", "no-one-pass"])
+def test_a_sweep_on_a_full_disk_fails_cleanly_and_resumes(cli, tmp_path: Path,
+                                                          flags: list[str]):
+    # 200 points: their one-pass family's file, or their own files, fill 16 KiB.
     spec = tmp_path / "s.toml"
     spec.write_text('[sweep]\ntlb = ["dtlb:entries=4,ways=full,page=4k"]\ntraces = ["demo"]\n'
-                    '[axes]\n"tlb.dtlb.entries" = [1, 2, 4, 8, 16, 32, 64, 128]\n')
+                    '[axes]\n"tlb.dtlb.entries" = [' + ", ".join(map(str, range(1, 201))) + "]\n")
     with tmpfs(tmp_path / "small", size="16k") as d:
-        p = cli("sweep", spec, "-o", d / "out", "-q", "--no-report", check=False)
+        p = cli("sweep", spec, "-o", d / "out", "-q", "--no-report", *flags, check=False)
         assert_clean_error(p, str(d / "out"), "No space left")
         stored = list((d / "out" / "points").glob("*.json"))
         for f in stored:  # whatever was stored is complete
             assert f.read_text().endswith("}")
         assert not list((d / "out" / "points").glob(".*.tmp"))
+        assert not list((d / "out" / "points").glob(".*.partial"))
         assert not (d / "out" / "results.csv").exists()
+    if flags:
+        return
     # The same sweep elsewhere completes.
     cli("sweep", spec, "-o", tmp_path / "out", "-q", "--no-report")
-    assert len(pd.read_csv(tmp_path / "out" / "results.csv")) == 16
+    assert len(pd.read_csv(tmp_path / "out" / "results.csv")) == 400
 
 
 def test_a_corrupted_block_mid_trace_names_the_file(cli, demo: Path, tmp_path: Path):

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import lookaside
-from lookaside.sweep import load_spec, run_sweep
+from lookaside.sweep import Store, load_spec, run_sweep
 
 SPEC = """
 [sweep]
@@ -45,12 +45,74 @@ def table(out: Path) -> pd.DataFrame:
     return df.sort_values(["point", "structure"]).reset_index(drop=True)
 
 
+def engines(out: Path) -> list[str | None]:
+    """The engine that answered each stored point: a one-pass engine, or None (simulated)."""
+    s = Store(out / "points")
+    return ([s.record(pid)["result"].get("engine") for pid in s.points]
+            + [f["result"]["columns"]["engine"][i] for f, i in s.members.values()])
+
+
+#: The all-associativity set of `lookaside bench`: LRU, 1…1024 sets × 1…16 ways.
+SA176 = "".join(f'[[points]]\n"tlb.d.entries" = {sets * ways}\n"tlb.d.ways" = {ways}\n'
+                for sets in (1 << i for i in range(11)) for ways in range(1, 17))
+
+
+class Calls:
+    """Counts the engine calls a sweep makes (local workers run in this process)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        from lookaside import sweep
+
+        self.one_pass: list[int] = []  # geometries per call
+        self.simulated = 0  # machines simulated per config
+        one_pass, many = sweep._lookaside.one_pass, sweep._lookaside.simulate_many
+
+        def counted_one_pass(*args, **kw):
+            self.one_pass.append(len(args[6]))
+            return one_pass(*args, **kw)
+
+        def counted_many(trace, machines, *args, **kw):
+            self.simulated += len(machines)
+            return many(trace, machines, *args, **kw)
+
+        monkeypatch.setattr(sweep._lookaside, "one_pass", counted_one_pass)
+        monkeypatch.setattr(sweep._lookaside, "simulate_many", counted_many)
+
+
 def test_points_are_the_product_plus_the_list(spec_file: Path):
     spec = load_spec(spec_file)
     pts = spec.expand()
     assert len(pts) == 2 * (3 * 2 + 1)
     assert spec.keys == ["tlb.dtlb.entries", "tlb.dtlb.policy", "tlb.dtlb.ways"]
     assert len({spec.point_id(p) for p in pts}) == len(pts)
+
+
+def test_point_ids_hash_what_determines_the_result(tmp_path: Path, lackey_trace: Path):
+    """Ids are what a rerun finds stored points by: they stay the hash of this key."""
+    import hashlib
+    import os
+
+    spec_file = tmp_path / "ids.toml"
+    spec_file.write_text(
+        '[sweep]\nmachine = "modern-x86"\nset = ["machine.seed=3"]\n'
+        f'traces = ["demo", "{lackey_trace}", "workload:multiserver,servers=2,hops=20"]\n'
+        '[axes]\n"tlb.dtlb.entries" = [32, 64]\n"tlb.dtlb.policy" = ["lru", "fifo"]\n')
+    spec = load_spec(spec_file)
+
+    def reference(p) -> str:
+        key = {"v": 1, "machine": spec.machine_text, "tlb": spec.tlb,
+               "set": spec.fixed + p.overrides()}
+        if p.trace.startswith("workload:"):
+            key["trace"] = p.trace
+        else:
+            st = os.stat(p.trace)
+            key.update(trace=os.path.abspath(p.trace), trace_bytes=st.st_size,
+                       trace_mtime_ns=st.st_mtime_ns)
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+
+    pts = spec.expand()
+    assert spec.point_ids(pts) == [reference(p) for p in pts]
+    assert spec.point_id(pts[5]) == reference(pts[5])
 
 
 def test_every_point_equals_its_own_simulation(spec_file: Path, tmp_path: Path, demo: Path):
@@ -103,7 +165,9 @@ def test_a_killed_sweep_resumes_without_loss_or_duplication(tmp_path: Path, demo
     assert not (out / "results.csv").exists()
     o = run_sweep(load_spec(spec), out, workers=2, progress=False)
     assert o.reused == len(done) and o.ran == 40 - len(done)
-    assert len(list((out / "points").glob("*.json"))) == 40
+    # The rest in one pass: one file for all of them.
+    assert len(Store(out / "points").ids()) == 40
+    assert len(list((out / "points").glob("*.json"))) == len(done) + 1
     clean = run_sweep(load_spec(spec), tmp_path / "clean", workers=2, progress=False)
     pd.testing.assert_frame_equal(table(out), table(clean.out))
 
@@ -159,17 +223,20 @@ def test_bad_specs_name_the_file_and_key(cli, tmp_path: Path, body: str, words: 
     '"tlb.d.entries" = [1, 2, 3, 4, 8, 16, 24, 32, 64, 128, 512]',
     '"tlb.d.entries" = [4, 16, 64, 256]\n"tlb.d.ways" = [1, 2, 4]',
 ])
-def test_one_pass_answers_equal_per_config_runs(tmp_path: Path, lackey_trace: Path, axes: str):
+def test_one_pass_answers_equal_per_config_runs(tmp_path: Path, lackey_trace: Path, axes: str,
+                                                monkeypatch: pytest.MonkeyPatch):
     ways = "full" if "ways" not in axes else "1"
     spec_file = tmp_path / "g.toml"
     spec_file.write_text(
         f'[sweep]\ntlb = ["d:entries=4,ways={ways},page=4k,serves=data"]\n'
         f'traces = ["demo", "{lackey_trace}"]\n[axes]\n{axes}\n')
     spec = load_spec(spec_file)
+    calls = Calls(monkeypatch)
     fast = run_sweep(spec, tmp_path / "fast", progress=False)
-    engines = {json.loads(f.read_text())["result"].get("engine")
-               for f in (tmp_path / "fast" / "points").glob("*.json")}
-    assert engines == {"all-associativity" if "ways" in axes else "stack-distance"}
+    # One engine call per trace, for all its points.
+    assert (calls.one_pass, calls.simulated) == ([len(spec.expand()) // 2] * 2, 0)
+    assert set(engines(tmp_path / "fast")) == {
+        "all-associativity" if "ways" in axes else "stack-distance"}
     slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False)
     assert fast.total == slow.total == len(spec.expand())
     pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
@@ -191,10 +258,10 @@ def test_mixed_axes_split_into_one_pass_families_and_batches(tmp_path: Path,
     todo = [(spec.point_id(p), p) for p in pts]
     tasks = plan(spec, todo, workers=2)
     families = [t for t in tasks if t.family is not None]
-    # Per trace and page size: one all-associativity pass (the 12 set-associative points and
-    # the fully associative 8 and 16) and one stack-distance pass (64 and 256).
-    assert len(families) == 2 * 2 * 2
-    assert sorted(len(t.members) for t in families) == [2] * 4 + [10] * 4
+    # Per trace and page size, one pass: all-associativity for the 8 set-associative points
+    # and the fully associative 8 and 16, stack distance for 64 and 256.
+    assert len(families) == 2 * 2
+    assert [len(t.members) for t in families] == [12] * 4
     assert all(dict(p.settings)["tlb.d.policy"] == "lru" for t in families for _, p in t.members)
     batches = [t for t in tasks if t.family is None]
     assert all(len({p.trace for _, p in t.members}) == 1 for t in batches)
@@ -202,9 +269,9 @@ def test_mixed_axes_split_into_one_pass_families_and_batches(tmp_path: Path,
     planned = [pid for t in tasks for pid, _ in t.members]
     assert sorted(planned) == sorted(pid for pid, _ in todo)
     fast = run_sweep(spec, tmp_path / "fast", progress=False)
-    engines = [json.loads(f.read_text())["result"].get("engine")
-               for f in (tmp_path / "fast" / "points").glob("*.json")]
-    assert engines.count("all-associativity") == 40 and engines.count("stack-distance") == 8
+    answered = engines(tmp_path / "fast")
+    assert answered.count("all-associativity") == 40 and answered.count("stack-distance") == 8
+    assert answered.count(None) == 48  # FIFO, simulated
     slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False, batch=1)
     assert fast.total == slow.total == len(pts)
     pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
@@ -287,12 +354,12 @@ def test_a_dask_sweep_killed_and_resumed_equals_a_local_run(tmp_path: Path):
                 time.sleep(0.005)
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-        done = {f.stem for f in (out / "points").glob("*.json")}
+        done = Store(out / "points").ids()
         assert total // 4 <= len(done) < total, "the sweep finished before it could be killed"
         assert not (out / "results.csv").exists()
         o = run_sweep(spec, out, scheduler=cluster.scheduler_address, progress=False)
     assert (o.reused, o.ran) == (len(done), total - len(done))
-    stored = {f.stem for f in (out / "points").glob("*.json")}
+    stored = Store(out / "points").ids()
     assert stored == {spec.point_id(p) for p in spec.expand()}  # nothing lost, nothing extra
     assert not list((out / "points").glob(".*.tmp"))
     local = run_sweep(spec, tmp_path / "local", workers=2, progress=False)
@@ -313,10 +380,10 @@ def test_the_shipped_design_space_loads_by_name_and_plans(cli, tmp_path: Path):
     todo = [(spec.point_id(p), p) for p in pts]
     assert len({pid for pid, _ in todo}) == 3600
     tasks = plan(spec, todo, workers=2)
-    # Every LRU point is answered in one pass: per trace, page size and stream, one
-    # all-associativity pass and one stack-distance pass (32 … 4096 fully associative).
+    # Every LRU point is answered in one pass: per trace, page size and stream, one pass
+    # with both engines (stack distance for 32 … 4096 fully associative).
     families = [t for t in tasks if t.family is not None]
-    assert len(families) == 3 * 4 * 2 * 2
+    assert len(families) == 3 * 4 * 2
     assert sum(len(t.members) for t in families) == 3600 // 3
     assert sum(len(t.members) for t in tasks) == 3600
     p = cli("sweep", "no-such-sweep", "-o", tmp_path / "o", check=False)
@@ -334,3 +401,55 @@ def test_the_progress_bar_counts_points_and_quiet_turns_it_off(tmp_path: Path, c
     assert err.endswith("\n") and "eta" in err
     run_sweep(load_spec(spec_file), tmp_path / "off", progress=False)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("extra, passes", [
+    ("", [176]),
+    # Fully associative sizes past 16 (stack distance) on the same pass.
+    ('[[points]]\n"tlb.d.entries" = 24\n[[points]]\n"tlb.d.entries" = 3000\n', [178]),
+], ids=["176", "176+stack-distance"])
+def test_the_176_configurations_take_one_engine_call_and_equal_per_config_runs(
+        tmp_path: Path, lackey_trace: Path, monkeypatch: pytest.MonkeyPatch, extra: str,
+        passes: list[int]):
+    spec_file = tmp_path / "sa.toml"
+    spec_file.write_text('[sweep]\ntlb = ["d:entries=64,ways=full,policy=lru,page=4k"]\n'
+                         f'traces = ["{lackey_trace}"]\n' + SA176 + extra)
+    spec = load_spec(spec_file)
+    calls = Calls(monkeypatch)
+    fast = run_sweep(spec, tmp_path / "fast", progress=False)
+    assert (calls.one_pass, calls.simulated) == (passes, 0)
+    # One file holds the family: its points' figures as columns.
+    assert [f.name for f in (tmp_path / "fast" / "points").iterdir()] == [
+        next((tmp_path / "fast" / "points").glob("family-*.json")).name]
+    assert set(engines(tmp_path / "fast")) == (
+        {"all-associativity"} if not extra else {"all-associativity", "stack-distance"})
+    calls = Calls(monkeypatch)
+    slow = run_sweep(spec, tmp_path / "slow", progress=False, one_pass=False)
+    assert (calls.one_pass, calls.simulated) == ([], fast.total)
+    assert fast.total == slow.total == 176 + extra.count("[[points]]")
+    for name in ("results.csv", "results.parquet"):
+        assert ((tmp_path / "fast" / name).read_bytes()
+                == (tmp_path / "slow" / name).read_bytes()), name
+
+
+def test_a_stored_family_is_reused_and_a_damaged_one_run_again(tmp_path: Path,
+                                                              lackey_trace: Path,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    spec_file = tmp_path / "sa.toml"
+    spec_file.write_text('[sweep]\ntlb = ["d:entries=64,ways=full,policy=lru,page=4k"]\n'
+                         f'traces = ["{lackey_trace}"]\n' + SA176)
+    spec = load_spec(spec_file)
+    out = tmp_path / "out"
+    first = run_sweep(spec, out, progress=False)
+    csv = (out / "results.csv").read_bytes()
+    calls = Calls(monkeypatch)
+    again = run_sweep(spec, out, progress=False)
+    assert (again.ran, again.reused, calls.one_pass) == (0, 176, [])
+    assert (out / "results.csv").read_bytes() == csv
+    family = next((out / "points").glob("family-*.json"))
+    family.write_text(family.read_text()[:-40])  # cut short: not JSON any more
+    calls = Calls(monkeypatch)
+    fixed = run_sweep(spec, out, progress=False)
+    assert (fixed.ran, fixed.reused, calls.one_pass) == (176, 0, [176])
+    assert (out / "results.csv").read_bytes() == csv
+    assert first.total == 176

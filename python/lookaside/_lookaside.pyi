@@ -27,9 +27,13 @@ def simulate_many(
     progress: Callable[[int, int], Any] | None = ...,
     max_memory: str | None = ...,
 ) -> str: ...
-def one_pass_refusal(
-    config_text: str | None, config_name: str, tlb: list[str] = ..., set: list[str] = ...
-) -> str | None: ...
+def check_machines(
+    config_text: str | None,
+    config_name: str,
+    tlb: list[str],
+    sets: list[list[str]],
+    max_memory: str | None = ...,
+) -> tuple[list[tuple[str, int, int] | None], tuple[int, LookasideError] | None]: ...
 def check_config(
     config_text: str | None,
     config_name: str,
@@ -71,5 +75,5 @@ def one_pass(
     format: str | None,
     want: list[tuple[int, int]],
     progress: Callable[[int, int], Any] | None = ...,
-) -> str: ...
+) -> tuple[str, dict[str, list[Any]]]: ...
 def uhlig94_cells() -> str: ...

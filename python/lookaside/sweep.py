@@ -18,10 +18,11 @@ A sweep is described by a TOML file::
 
 Every point is a plain simulation, so results never depend on how many workers ran them or
 where. Each finished point is written to ``OUT/points/ID.json`` by write-then-rename, with
-``ID`` a hash of everything that determines its result; a rerun skips the points already
-there, so a killed sweep resumes with nothing lost or duplicated. The tidy table of every
-point of the spec (one row per point × structure) is then written to ``OUT/results.csv``
-and ``OUT/results.parquet``.
+``ID`` a hash of everything that determines its result, or with the other points of its
+one-pass family to ``OUT/points/family-KEY.json`` (their figures as columns); a rerun skips
+the points already there, so a killed sweep resumes with nothing lost or duplicated. The
+tidy table of every point of the spec (one row per point × structure) is then written to
+``OUT/results.csv`` and ``OUT/results.parquet``.
 
 Points run on local threads by default (the engine releases the GIL), or on a Dask
 distributed cluster given its scheduler address; the driver alone writes files. The planner
@@ -75,7 +76,12 @@ class Point:
     settings: tuple[tuple[str, Any], ...]
 
     def overrides(self) -> list[str]:
-        return [f"{k}={json.dumps(v)}" for k, v in self.settings]
+        return list(self._overrides)
+
+    @functools.cached_property
+    def _overrides(self) -> tuple[str, ...]:
+        # Asked for by validation, ids, planning and tasks: made once.
+        return tuple(f"{k}={json.dumps(v)}" for k, v in self.settings)
 
 
 @dataclass
@@ -91,8 +97,10 @@ class Spec:
     traces: list[tuple[str, str]]
     axes: dict[str, list[Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)
-    #: The normalised TOML of each distinct machine, by its overrides (filled when loaded).
-    machines: dict[tuple[str, ...], str] = field(default_factory=dict)
+    #: The one-pass family of each distinct machine, by its overrides (filled when loaded):
+    #: its single TLB's name, entries and ways (ways = entries when fully associative) when
+    #: the one-pass engines answer it, else None.
+    families: dict[tuple[str, ...], tuple[str, int, int] | None] = field(default_factory=dict)
     #: The memory each point's machine may take (a size, ``"4G"``; None: half the host's).
     max_memory: str | None = None
 
@@ -121,20 +129,28 @@ class Spec:
 
     def point_id(self, p: Point) -> str:
         """A hash of everything that determines the point's result."""
-        key = {
-            "v": POINT_VERSION,
-            "machine": self.machine_text,
-            "tlb": self.tlb,
-            "set": self.fixed + p.overrides(),
-        }
-        if p.trace.startswith(WORKLOAD):
-            key["trace"] = p.trace  # a workload is defined by its spec
-        else:
-            st = os.stat(p.trace)
-            key.update(trace=os.path.abspath(p.trace), trace_bytes=st.st_size,
-                       trace_mtime_ns=st.st_mtime_ns)
-        raw = json.dumps(key, sort_keys=True).encode()
-        return hashlib.sha256(raw).hexdigest()[:24]
+        return self.point_ids([p])[0]
+
+    def point_ids(self, points: list[Point]) -> list[str]:
+        """:meth:`point_id` of each point (each trace file looked at once)."""
+        traces: dict[str, dict[str, Any]] = {}
+        for t in {p.trace for p in points}:
+            if t.startswith(WORKLOAD):
+                traces[t] = {"trace": t}  # a workload is defined by its spec
+            else:
+                st = os.stat(t)
+                traces[t] = {"trace": os.path.abspath(t), "trace_bytes": st.st_size,
+                             "trace_mtime_ns": st.st_mtime_ns}
+        # The hash of json.dumps({"machine", "set", "tlb", trace…, "v"}, sort_keys=True),
+        # made from the part that varies ("set") between the parts that do not.
+        head = '{"machine": ' + json.dumps(self.machine_text) + ', "set": '
+        tails = {t: ", " + json.dumps({"tlb": self.tlb, "v": POINT_VERSION, **info},
+                                      sort_keys=True)[1:] for t, info in traces.items()}
+        ids = []
+        for p in points:
+            raw = head + json.dumps(self.fixed + p.overrides()) + tails[p.trace]
+            ids.append(hashlib.sha256(raw.encode()).hexdigest()[:24])
+        return ids
 
 
 def _shipped_trace(name: str) -> Path | None:
@@ -241,17 +257,20 @@ def load_spec(path: str | os.PathLike[str], *, max_memory: str | int | None = No
     spec = Spec(sw.get("name", path.stem), src, text, mname, tlb, strings("set"), traces,
                 dict(axes), list(points),
                 max_memory=None if max_memory is None else str(max_memory))
-    # Every distinct machine must build: check them all before running anything.
+    # Every distinct machine must build: check them all (in one call) before running anything.
+    first: dict[tuple[str, ...], Point] = {}
     for p in spec.expand():
-        ov = tuple(p.overrides())
-        if ov in spec.machines:
-            continue
-        try:
-            spec.machines[ov] = _lookaside.check_config(text, mname, tlb, spec.fixed + list(ov),
-                                                        spec.max_memory)
-        except ConfigError as e:
-            where = ", ".join(f"{k}={v!r}" for k, v in p.settings) or "the base machine"
-            raise ConfigError(f"{src}: point {where}: {e}") from None
+        first.setdefault(tuple(p.overrides()), p)
+    families, failure = _lookaside.check_machines(
+        text, mname, tlb, [spec.fixed + list(ov) for ov in first], spec.max_memory)
+    if failure is not None:
+        i, e = failure
+        if not isinstance(e, ConfigError):
+            raise e
+        p = list(first.values())[i]
+        where = ", ".join(f"{k}={v!r}" for k, v in p.settings) or "the base machine"
+        raise ConfigError(f"{src}: point {where}: {e}") from None
+    spec.families = dict(zip(first, families))
     return spec
 
 
@@ -267,13 +286,107 @@ def run_point(trace: str, machine_text: str | None, machine_name: str, tlb: list
     return json.loads(raw)
 
 
-def _stored(points_dir: Path, pid: str) -> dict[str, Any] | None:
-    """The stored point `pid`, or None if it is missing or unreadable (then rerun)."""
-    try:
-        d = json.loads((points_dir / f"{pid}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return d if d.get("id") == pid and "result" in d else None
+#: How the name of a one-pass family's file in ``DIR/points`` starts: ``family-KEY.json``.
+_FAMILY = "family-"
+
+
+class Store:
+    """The finished points of a sweep directory, ``DIR/points``: ``ID.json`` for a point
+    simulated alone or in a batch (its result), ``family-KEY.json`` for the points of a
+    one-pass family (the family's result once, its points' figures as columns: see
+    :func:`run_family`). Read once, by listing the directory; what a sweep adds is kept. A
+    file that is unreadable or not what its name says is ignored (its points run again).
+    A family's columns are kept in memory (tens of bytes a point); a point stored alone is
+    read again when its rows are asked for (its result holds every breakdown)."""
+
+    def __init__(self, points_dir: str | os.PathLike[str]):
+        self.dir = Path(points_dir)
+        #: Points stored alone.
+        self.points: set[str] = set()
+        #: Points of families: their family's record and their index in its columns.
+        self.members: dict[str, tuple[dict[str, Any], int]] = {}
+        try:
+            names = sorted(os.listdir(self.dir))
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            if name.startswith(".") or not name.endswith(".json"):
+                continue
+            try:
+                d = json.loads((self.dir / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(d, dict):
+                continue
+            if name.startswith(_FAMILY):
+                if d.get("family") == name[len(_FAMILY):-5] and _columnar(d):
+                    self._add_family(d)
+            elif d.get("id") == name[:-5] and "result" in d:
+                self.points.add(d["id"])
+
+    def _add_family(self, record: dict[str, Any]) -> None:
+        for i, pid in enumerate(record["points"]):
+            self.members.setdefault(pid, (record, i))
+
+    def __contains__(self, pid: str) -> bool:
+        return pid in self.points or pid in self.members
+
+    def ids(self) -> set[str]:
+        """Every point stored."""
+        return self.points | set(self.members)
+
+    def record(self, pid: str) -> dict[str, Any] | None:
+        """The record of point `pid` stored alone (`id`, `trace`, `settings`, `result`), or
+        None if it is missing or unreadable."""
+        try:
+            d = json.loads((self.dir / f"{pid}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return d if isinstance(d, dict) and d.get("id") == pid and "result" in d else None
+
+    def put_point(self, pid: str, p: Point, result: dict[str, Any]) -> None:
+        """Store one point's result as ``ID.json``."""
+        record = {"id": pid, "trace": p.trace_label, "settings": dict(p.settings),
+                  "result": result}
+        write_atomically(self.dir / f"{pid}.json", json.dumps(record), sync=True)
+        self.points.add(pid)
+
+    def put_family(self, members: list[tuple[str, Point]], result: dict[str, Any]) -> None:
+        """Store a one-pass family's result (see :func:`run_family`) as one file."""
+        key = _family_key(pid for pid, _ in members)
+        record = {"family": key, "trace": members[0][1].trace_label,
+                  "points": [pid for pid, _ in members], "result": result}
+        write_atomically(self.dir / f"{_FAMILY}{key}.json", json.dumps(record), sync=True)
+        self._add_family(record)
+
+    def rows(self, pid: str, p: Point, keys: list[str]) -> list[dict[str, Any]]:
+        """The point's rows of the tidy table (none if it is not stored)."""
+        if pid in self.points:
+            record = self.record(pid)
+            return rows_of(record, keys) if record is not None else []
+        if pid in self.members:
+            record, i = self.members[pid]
+            return _family_rows(record, i, pid, p, keys)
+        return []
+
+
+def _family_key(ids: Iterable[str]) -> str:
+    return hashlib.sha256("".join(ids).encode()).hexdigest()[:16]
+
+
+def _columnar(record: dict[str, Any]) -> bool:
+    """Whether a family's record holds what its points' rows need: the family's result and a
+    column of every figure with a value for each of its points."""
+    r, pts = record.get("result"), record.get("points")
+    if not isinstance(r, dict) or not isinstance(pts, list) or "trace" not in record:
+        return False
+    if not isinstance(r.get("trace"), dict) or "references" not in r["trace"]:
+        return False
+    if any(k not in r for k in ("structure", "page", "accesses", "warnings")):
+        return False
+    cols = r.get("columns")
+    return isinstance(cols, dict) and all(
+        isinstance(cols.get(c), list) and len(cols[c]) == len(pts) for c in _COLUMNS)
 
 
 class _Bar:
@@ -284,8 +397,8 @@ class _Bar:
         self.t0 = time.monotonic()
         self.enabled = enabled
 
-    def step(self) -> None:
-        self.done += 1
+    def step(self, n: int = 1) -> None:
+        self.done += n
         if not self.enabled:
             return
         ran = self.done - self.start_done
@@ -315,29 +428,29 @@ def run_points(trace: str, machine_text: str | None, machine_name: str, tlb: lis
 
 
 #: Geometries the all-associativity engine answers: power-of-two set counts up to this, and
-#: at most `_AA_WAYS` ways (see ``lookaside::onepass``).
-_AA_SETS, _AA_WAYS = 1 << 16, 16
+#: at most `_AA_WAYS` ways; fully associative sizes the stack-distance engine answers (see
+#: ``lookaside::onepass``).
+_AA_SETS, _AA_WAYS, _SD_ENTRIES = 1 << 16, 16, 1 << 26
+
+
+#: The columns of a family's result, one value per geometry (see :func:`run_family`).
+_COLUMNS = ("entries", "ways", "sets", "engine", "misses", "hits", "miss_ratio", "mpki",
+            "instructions_per_miss")
 
 
 def run_family(trace: str, machine_text: str | None, machine_name: str, tlb: list[str],
                overrides: list[str], want: list[tuple[int, int]],
-               progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
-    """The results of the machine's single LRU TLB at each geometry (entries, ways) of
-    `want`, from one pass over the trace, shaped like :func:`run_point`'s (with the fields
-    the sweep's table reads)."""
-    raw = _lookaside.one_pass(trace, machine_text, machine_name, tlb, overrides, None,
-                              sorted(set(want)), progress)
-    r = json.loads(raw)
-    answers = {(a["entries"], a["ways"]): a for a in r["answers"]}
-    out = []
-    for g in want:
-        a = answers[g]
-        s = {**a["structure"], "geometry": {"entries": a["entries"], "sets": a["sets"],
-                                            "ways": a["ways"], "page": r["page"]}}
-        out.append({"engine": r["engine"], "trace": r["trace"],
-                    "structures": {r["structure"]: s}, "walk": a["walk"],
-                    "warnings": r.get("warnings", [])})
-    return out
+               progress: Callable[[int, int], Any] | None = None) -> dict[str, Any]:
+    """The machine's single LRU TLB at each geometry (entries, ways) of `want`, from one pass
+    over the trace (its own geometry is ignored): what a per-config run says of the trace,
+    once (``trace``, ``warnings``, ``structure``, ``page``, ``accesses``: every geometry
+    looks up the same translations), and ``columns``, one list per figure (``entries``,
+    ``ways``, ``sets``, ``engine``, ``misses``, ``hits``, ``miss_ratio``, ``mpki``,
+    ``instructions_per_miss``) in `want`'s order, each value what a per-config run gives. The
+    page-table walks are one per miss: their count and rate are ``misses`` and ``mpki``."""
+    header, columns = _lookaside.one_pass(trace, machine_text, machine_name, tlb, overrides,
+                                          None, [tuple(g) for g in want], progress)
+    return {**json.loads(header), "columns": columns}
 
 
 @dataclass
@@ -347,7 +460,8 @@ class Task:
 
     trace: str
     members: list[tuple[str, Point]]
-    #: For a family: the overrides of its machine and the geometry of each member.
+    #: For a family: the overrides of its machine (a member's: the engines ignore its TLB's
+    #: geometry) and the geometry of each member.
     family: list[str] | None = None
     want: list[tuple[int, int]] = field(default_factory=list)
 
@@ -362,8 +476,8 @@ class Task:
 
     @property
     def key(self) -> str:
-        h = hashlib.sha256("".join(pid for pid, _ in self.members).encode())
-        return f"lookaside-{'family' if self.family is not None else 'points'}-{h.hexdigest()[:16]}"
+        kind = "family" if self.family is not None else "points"
+        return f"lookaside-{kind}-{_family_key(pid for pid, _ in self.members)}"
 
 
 def _families(spec: Spec, todo: list[tuple[str, Point]]
@@ -372,57 +486,39 @@ def _families(spec: Spec, todo: list[tuple[str, Point]]
 
     Points of one trace whose machines have a single TLB and differ only in its `entries`
     and `ways` form a family; when the engines answer that machine (LRU, one page size, no
-    partition, no software refill… — the engine decides), its set-associative members with
-    a power-of-two set count take one all-associativity pass (with the fully associative
-    ones of up to 16 entries), and its other fully associative members one stack-distance
-    pass. Families of one point run as ordinary points."""
+    partition, no software refill… — the engine decides, see :attr:`Spec.families`), its
+    members take one pass over the trace: all-associativity for those with a power-of-two
+    set count up to 65536 and up to 16 ways (and the fully associative ones of up to 16
+    entries), stack distance for the other fully associative ones, both engines on the same
+    reading when both are needed. Families of one point run as ordinary points."""
     groups: dict[tuple[str, tuple[str, ...]], list[tuple[str, Point, tuple[int, int]]]] = {}
     rest: list[tuple[str, Point]] = []
-    refusals: dict[tuple[str, ...], str | None] = {}
-    parsed: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for pid, p in todo:
-        ov = tuple(p.overrides())
-        if ov not in parsed:
-            parsed[ov] = _toml(spec.machines[ov]).get("tlb", [])
-        tlbs = parsed[ov]
-        if len(tlbs) != 1:
+        ov = p.overrides()
+        fam = spec.families[tuple(ov)]
+        if fam is None:
             rest.append((pid, p))
             continue
-        t = tlbs[0]
-        geometric = {f"tlb.{t['name']}.entries", f"tlb.{t['name']}.ways"}
-        base = tuple(spec.fixed + [o for (k, _), o in zip(p.settings, p.overrides())
-                                   if k not in geometric])
-        if base not in refusals:
-            try:
-                refusals[base] = _lookaside.one_pass_refusal(
-                    spec.machine_text, spec.machine_name, spec.tlb, list(base))
-            except ConfigError as e:  # the machine is only valid at the points' geometry
-                refusals[base] = str(e)
-        if refusals[base] is not None:
+        name, entries, ways = fam
+        sets = entries // ways
+        if entries == ways:
+            fits = entries <= _SD_ENTRIES
+        else:
+            fits = sets & (sets - 1) == 0 and sets <= _AA_SETS and ways <= _AA_WAYS
+        if not fits:
             rest.append((pid, p))
             continue
-        entries = t["entries"]
-        ways = entries if t["ways"] == "full" else t["ways"]
+        geometric = {f"tlb.{name}.entries", f"tlb.{name}.ways"}
+        base = tuple(o for (k, _), o in zip(p.settings, ov) if k not in geometric)
         groups.setdefault((p.trace, base), []).append((pid, p, (entries, ways)))
     tasks = []
-
-    def fits(g: tuple[int, int]) -> bool:  # answered by all-associativity
-        sets = g[0] // g[1]
-        return sets & (sets - 1) == 0 and sets <= _AA_SETS and g[1] <= _AA_WAYS
-
-    for (trace, base), members in groups.items():
-        assoc = [m for m in members if m[2][0] != m[2][1] and fits(m[2])]
-        # Small fully associative members ride along with a set-associative pass.
-        full = [m for m in members if m[2][0] == m[2][1] and not (assoc and fits(m[2]))]
-        assoc += [m for m in members if m[2][0] == m[2][1] and assoc and fits(m[2])]
-        taken = {m[0] for m in assoc + full}
-        rest += [(pid, p) for pid, p, _ in members if pid not in taken]
-        for part in (full, assoc):
-            if len(part) < 2:
-                rest += [(pid, p) for pid, p, _ in part]
-            else:
-                tasks.append(Task(trace, [(pid, p) for pid, p, _ in part], list(base),
-                                  [g for _, _, g in part]))
+    for (trace, _), members in groups.items():
+        if len(members) < 2:
+            rest += [(pid, p) for pid, p, _ in members]
+            continue
+        first = members[0][1]
+        tasks.append(Task(trace, [(pid, p) for pid, p, _ in members],
+                          spec.fixed + first.overrides(), [g for _, _, g in members]))
     return tasks, rest
 
 
@@ -446,8 +542,7 @@ class _Stopped(Exception):
     """A local task ended because its sweep stopped."""
 
 
-def _local(tasks: list[Task], spec: Spec, workers: int
-           ) -> Iterator[tuple[Task, list[dict[str, Any]]]]:
+def _local(tasks: list[Task], spec: Spec, workers: int) -> Iterator[tuple[Task, Any]]:
     stop = threading.Event()
 
     def watch(_events: int, _bytes: int) -> None:
@@ -475,8 +570,7 @@ def _client(address: str) -> Any:
     return Client(address, timeout="30s")
 
 
-def _dask(client: Any, tasks: list[Task], spec: Spec
-          ) -> Iterator[tuple[Task, list[dict[str, Any]]]]:
+def _dask(client: Any, tasks: list[Task], spec: Spec) -> Iterator[tuple[Task, Any]]:
     from distributed import as_completed as dask_completed
 
     # A run's own suffix: a driver killed mid-sweep may leave its tasks behind for a while.
@@ -492,14 +586,6 @@ def _dask(client: Any, tasks: list[Task], spec: Spec
                 yield futs[f.key][1], result
     finally:
         client.cancel([f for f, _ in futs.values()])
-
-
-def _toml(text: str) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib.loads(text)
 
 
 @dataclass
@@ -531,20 +617,19 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
     for stale in points_dir.glob(".*.tmp"):
         stale.unlink(missing_ok=True)
     pts = spec.expand()
-    ids = [spec.point_id(p) for p in pts]
+    ids = spec.point_ids(pts)
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{spec.source}: two points of the sweep are the same simulation")
-    todo = [(pid, p) for pid, p in zip(ids, pts) if _stored(points_dir, pid) is None]
+    store = Store(points_dir)
+    todo = [(pid, p) for pid, p in zip(ids, pts) if pid not in store]
     bar = _Bar(len(pts), len(pts) - len(todo),
                sys.stderr.isatty() if progress is None else progress)
 
-    def store(pid: str, p: Point, result: dict[str, Any]) -> None:
-        record = {"id": pid, "trace": p.trace_label, "settings": dict(p.settings),
-                  "result": result}
-        write_atomically(points_dir / f"{pid}.json", json.dumps(record), sync=True)
-        bar.step()
+    def stored(members: list[tuple[str, Point]]) -> None:
+        bar.step(len(members))
         if on_point:
-            on_point(pid)
+            for pid, _ in members:
+                on_point(pid)
 
     if todo:
         with contextlib.ExitStack() as stack:
@@ -558,10 +643,15 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
                 tasks = plan(spec, todo, n, one_pass=one_pass, batch=batch)
                 runner = _local(tasks, spec, n)
             for task, results in runner:
+                if task.family is not None:  # one file, the family's figures as columns
+                    store.put_family(task.members, results)
+                    stored(task.members)
+                    continue
                 for (pid, p), result in zip(task.members, results):
-                    store(pid, p, result)
+                    store.put_point(pid, p, result)
+                    stored([(pid, p)])
     bar.close()
-    table = collect(spec, out)
+    table = _table(spec, store, pts, ids)
     write_table(table, out)
     write_atomically(out / "sweep.json", json.dumps(
         {"name": spec.name, "spec": spec.source, "keys": spec.keys, "points": len(pts),
@@ -569,17 +659,44 @@ def run_sweep(spec: Spec, out: str | os.PathLike[str], *, workers: int | None = 
     return SweepOutcome(spec, out, len(pts), len(todo), len(pts) - len(todo), table)
 
 
-def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]:
-    """Tidy rows of one stored point: one per structure, plus the page-table walks."""
-    r = record["result"]
-    base: dict[str, Any] = {"point": record["id"], "trace": record["trace"]}
+def _base(pid: str, label: str, settings: dict[str, Any], keys: Iterable[str],
+          r: dict[str, Any]) -> dict[str, Any]:
+    """The columns every row of a point has: its id, trace, axis values, what it left out."""
+    base: dict[str, Any] = {"point": pid, "trace": label}
     for k in keys:
-        base[k] = record["settings"].get(k)
+        base[k] = settings.get(k)
     # References the machine did not simulate (see the result's `warnings`): a point whose
     # numbers describe less than its trace says so in every row.
     base["dropped_share"] = r["trace"].get("dropped_share", 0.0)
     base["warnings"] = "; ".join(r.get("warnings", []))
-    instr = r["trace"].get("instructions", 0)
+    return base
+
+
+def _structure_row(base: dict[str, Any], r: dict[str, Any], name: str, entries: Any, ways: Any,
+                   pages: list[str], figures: tuple[Any, Any, Any, Any],
+                   costs: dict[str, Any]) -> dict[str, Any]:
+    """A structure's row: `figures` are its accesses, misses, miss ratio and MPKI."""
+    page = min((_page_bytes(p) for p in pages), default=None)  # "4K", "2M"
+    accesses, misses, miss_ratio, mpki = figures
+    return {**base, "structure": name, "entries": entries, "ways": ways, "page_bytes": page,
+            "mapping_bytes": entries * page if entries and page else None,
+            "accesses": accesses, "misses": misses, "miss_ratio": miss_ratio, "mpki": mpki,
+            "references": r["trace"]["references"],
+            "instructions": r["trace"].get("instructions", 0), **costs}
+
+
+def _walk_row(base: dict[str, Any], r: dict[str, Any], count: int, mpki: Any) -> dict[str, Any]:
+    """The page-table walks' row."""
+    return {**base, "structure": "walk", "entries": None, "ways": None,
+            "accesses": count, "misses": count, "miss_ratio": None, "mpki": mpki,
+            "references": r["trace"]["references"],
+            "instructions": r["trace"].get("instructions", 0)}
+
+
+def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]:
+    """Tidy rows of one stored point: one per structure, plus the page-table walks."""
+    r = record["result"]
+    base = _base(record["id"], record["trace"], record["settings"], keys, r)
     # The cycles of each kind of trap, when the machine refills by software: what the report
     # stacks as cost by miss type.
     cycles = r.get("traps", {}).get("cycles", {})
@@ -589,33 +706,42 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
     rows = []
     for name, s in r["structures"].items():
         g = s.get("geometry", {})
-        page = min((_page_bytes(p) for p in g.get("page", [])), default=None)  # "4K", "2M"
-        entries = g.get("entries")
-        rows.append({**base, "structure": name, "entries": entries,
-                     "ways": g.get("ways"), "page_bytes": page,
-                     "mapping_bytes": entries * page if entries and page else None,
-                     "accesses": s["accesses"], "misses": s["misses"],
-                     "miss_ratio": s["miss_ratio"], "mpki": s.get("mpki"),
-                     "references": r["trace"]["references"], "instructions": instr, **costs})
+        figures = (s["accesses"], s["misses"], s["miss_ratio"], s.get("mpki"))
+        rows.append(_structure_row(base, r, name, g.get("entries"), g.get("ways"),
+                                   g.get("page", []), figures, costs))
     w = r["walk"]
-    rows.append({**base, "structure": "walk", "entries": None, "ways": None,
-                 "accesses": w["count"], "misses": w["count"], "miss_ratio": None,
-                 "mpki": w.get("per_1000_instructions"), "references": r["trace"]["references"],
-                 "instructions": instr})
+    rows.append(_walk_row(base, r, w["count"], w.get("per_1000_instructions")))
     return rows
+
+
+def _family_rows(record: dict[str, Any], i: int, pid: str, p: Point,
+                 keys: Iterable[str]) -> list[dict[str, Any]]:
+    """Tidy rows of point `pid` (`p`), the `i`th of a stored family: the rows
+    :func:`rows_of` gives for the same point run alone."""
+    r = record["result"]
+    c = r["columns"]
+    base = _base(pid, record["trace"], dict(p.settings), keys, r)
+    figures = (r["accesses"], c["misses"][i], c["miss_ratio"][i], c["mpki"][i])
+    return [_structure_row(base, r, r["structure"], c["entries"][i], c["ways"][i], r["page"],
+                           figures, {}),
+            _walk_row(base, r, c["misses"][i], c["mpki"][i])]
+
+
+def _table(spec: Spec, store: Store, pts: list[Point], ids: list[str]):
+    """The tidy table (pandas) of the points `pts` (with their `ids`) in `store`."""
+    import pandas as pd
+
+    keys = spec.keys
+    rows: list[dict[str, Any]] = []
+    for pid, p in zip(ids, pts):
+        rows += store.rows(pid, p, keys)
+    return pd.DataFrame(rows)
 
 
 def collect(spec: Spec, out: str | os.PathLike[str]):
     """The tidy table (pandas) of every point of `spec` stored under `out`."""
-    import pandas as pd
-
-    points_dir = Path(out) / "points"
-    rows: list[dict[str, Any]] = []
-    for p in spec.expand():
-        rec = _stored(points_dir, spec.point_id(p))
-        if rec is not None:
-            rows += rows_of(rec, spec.keys)
-    return pd.DataFrame(rows)
+    pts = spec.expand()
+    return _table(spec, Store(Path(out) / "points"), pts, spec.point_ids(pts))
 
 
 def write_table(table: Any, out: str | os.PathLike[str]) -> None:

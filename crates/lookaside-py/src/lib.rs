@@ -1,16 +1,19 @@
 //! Python bindings of the Lookaside engine: thin, no logic. Each function converts its
 //! arguments, calls one engine entry point with the GIL released, and maps engine errors to
 //! the Python exceptions below (one place: [`to_py`]). Results cross as JSON text, which the
-//! Python layer turns into objects and DataFrames.
+//! Python layer turns into objects and DataFrames; a one-pass family's figures cross as
+//! columns (lists), one call for all its geometries.
 
 use std::path::PathBuf;
 
 use lookaside::machine::{Machine, MemoryLimit};
+use lookaside::report::Figures;
 use lookaside::run::{Progress, Reading};
 use lookaside::trace::Format;
 use lookaside::Error;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 pyo3::create_exception!(
     _lookaside,
@@ -201,18 +204,53 @@ fn simulate_many(
         .map_err(to_py)
 }
 
-/// Why the one-pass engines cannot answer this machine's family (its single TLB varying in
-/// entries and ways), or None when they can.
+/// The one-pass family of a machine (see `lookaside::onepass::Options::for_machine`): its
+/// single TLB's name, entries and ways (ways = entries when fully associative) when the
+/// one-pass engines answer the machine at any geometry, else None.
+type Family = Option<(String, usize, usize)>;
+
+/// Validate a sweep's machines, each that of `config_text` (or none) named `config_name`
+/// with the `tlb` flags and its own `set` overrides, as `check_config` does, in one call.
+/// Returns each machine's one-pass family ([`Family`]) in order, up to the first invalid
+/// machine, and that machine's index and error (the exception `check_config` raises), or
+/// None when all are valid.
 #[pyfunction]
-#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![]))]
-fn one_pass_refusal(
+#[pyo3(signature = (config_text, config_name, tlb, sets, max_memory=None))]
+#[allow(clippy::type_complexity)]
+fn check_machines(
+    py: Python<'_>,
     config_text: Option<String>,
     config_name: String,
     tlb: Vec<String>,
-    set: Vec<String>,
-) -> PyResult<Option<String>> {
-    let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
-    Ok(lookaside::onepass::Options::for_machine(&config).err())
+    sets: Vec<Vec<String>>,
+    max_memory: Option<String>,
+) -> PyResult<(Vec<Family>, Option<(usize, Py<PyAny>)>)> {
+    let limit = match max_memory.as_deref() {
+        Some(m) => MemoryLimit::parse(m).map_err(to_py)?,
+        None => MemoryLimit::default_for_host(),
+    };
+    let (families, failure) = py.detach(|| {
+        let mut families = Vec::with_capacity(sets.len());
+        for (i, set) in sets.iter().enumerate() {
+            match Machine::assemble_within(config_text.as_deref(), &config_name, &tlb, set, limit) {
+                Ok(m) => families.push(family(m.config())),
+                Err(e) => return (families, Some((i, e))),
+            }
+        }
+        (families, None)
+    });
+    let failure = failure.map(|(i, e)| (i, to_py(e).into_value(py).into_any()));
+    Ok((families, failure))
+}
+
+fn family(config: &lookaside::config::MachineConfig) -> Family {
+    lookaside::onepass::Options::for_machine(config).ok()?;
+    let t = &config.tlbs[0];
+    let ways = match t.ways {
+        lookaside::config::Ways::Full => t.entries,
+        lookaside::config::Ways::N(n) => n,
+    };
+    Some((t.name.clone(), t.entries, ways))
 }
 
 /// Validate a machine and return it as normalised TOML (defaults filled in).
@@ -371,14 +409,19 @@ fn run_bench(
     .map_err(to_py)
 }
 
-/// The plain-text table of a result given as JSON text.
-/// Answer the geometries `want` ([(entries, ways)]) of the machine in one pass over the
-/// trace (the one-pass engines); JSON text, see `lookaside::onepass::answer_path`.
+/// Answer the geometries `want` ([(entries, ways)], in any order, repeats allowed) of the
+/// machine in one pass over the trace (the one-pass engines, see
+/// `lookaside::onepass::answer_path`). Returns what is common to them as JSON text (`trace`,
+/// `warnings`, `structure`, `page`, `accesses`) and their figures as columns, one list per
+/// field, `want`'s order: `entries`, `ways`, `sets`, `engine`, `misses`, `hits`,
+/// `miss_ratio`, `mpki`, `instructions_per_miss` (a walk per miss: the walks' count and
+/// rate are `misses` and `mpki`). One call hands over a whole family; nothing per geometry
+/// crosses as JSON.
 #[pyfunction]
 #[pyo3(signature = (trace, config_text, config_name, tlb, set, format, want, progress=None))]
 #[allow(clippy::too_many_arguments)]
-fn one_pass(
-    py: Python<'_>,
+fn one_pass<'py>(
+    py: Python<'py>,
     trace: PathBuf,
     config_text: Option<String>,
     config_name: String,
@@ -387,18 +430,38 @@ fn one_pass(
     format: Option<String>,
     want: Vec<(usize, usize)>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<String> {
+) -> PyResult<(String, Bound<'py, PyDict>)> {
     let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
     let format = format_arg(format.as_deref())?;
     let want: Vec<lookaside::onepass::Geometry> = want
         .into_iter()
         .map(|(entries, ways)| lookaside::onepass::Geometry { entries, ways })
         .collect();
-    with_progress(py, progress, |cb| {
+    let r = with_progress(py, progress, |cb| {
         lookaside::onepass::answer_path(&trace, format, &config, &want, cb)
     })?
-    .map(|v| v.to_string())
-    .map_err(to_py)
+    .map_err(to_py)?;
+    let figures: Vec<Figures> = (0..r.geometries.len())
+        .map(|i| Figures::of(r.counter(i), r.instructions))
+        .collect();
+    let columns = PyDict::new(py);
+    let geometry = |f: fn(&lookaside::onepass::Geometry) -> usize| -> Vec<usize> {
+        r.geometries.iter().map(f).collect()
+    };
+    columns.set_item("entries", geometry(|g| g.entries))?;
+    columns.set_item("ways", geometry(|g| g.ways))?;
+    columns.set_item("sets", geometry(|g| g.entries / g.ways))?;
+    let engines: Vec<&str> = r.methods.iter().map(|m| m.name()).collect();
+    columns.set_item("engine", engines)?;
+    columns.set_item("misses", &r.misses)?;
+    let hits: Vec<u64> = figures.iter().map(|f| f.hits).collect();
+    columns.set_item("hits", hits)?;
+    let column =
+        |f: fn(&Figures) -> Option<f64>| -> Vec<Option<f64>> { figures.iter().map(f).collect() };
+    columns.set_item("miss_ratio", column(|f| f.miss_ratio))?;
+    columns.set_item("mpki", column(|f| f.mpki))?;
+    columns.set_item("instructions_per_miss", column(|f| f.instructions_per_miss))?;
+    Ok((r.header_json().to_string(), columns))
 }
 
 /// Every cell of Uhlig et al.'s Tables II, VI and VII, ours beside the published one (JSON).
@@ -437,6 +500,7 @@ fn create_partial(path: PathBuf) -> PyResult<PathBuf> {
     }
 }
 
+/// The plain-text table of a result given as JSON text.
 #[pyfunction]
 fn table(result_json: &str) -> PyResult<String> {
     let v: serde_json::Value = serde_json::from_str(result_json)
@@ -453,7 +517,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NotYetError", m.py().get_type::<NotYetError>())?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_many, m)?)?;
-    m.add_function(wrap_pyfunction!(one_pass_refusal, m)?)?;
+    m.add_function(wrap_pyfunction!(check_machines, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;

@@ -25,30 +25,56 @@ pub struct TraceInfo {
 
 const MODES: [Mode; 2] = [Mode::User, Mode::Kernel];
 
-fn ratio(n: u64, d: u64) -> Value {
-    if d == 0 {
-        Value::Null
-    } else {
-        json!(n as f64 / d as f64)
+/// `n / d`, none when `d` is 0.
+fn ratio(n: u64, d: u64) -> Option<f64> {
+    (d != 0).then(|| n as f64 / d as f64)
+}
+
+/// The figures of one counter in a result, typed: what [`counter_json`] writes, and what the
+/// one-pass engines hand over as columns. One home, for every engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Figures {
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// None without accesses.
+    pub miss_ratio: Option<f64>,
+    /// Misses per 1000 instructions; none when the trace counted no instructions.
+    pub mpki: Option<f64>,
+    /// None without instructions or without misses.
+    pub instructions_per_miss: Option<f64>,
+}
+
+impl Figures {
+    /// The figures of `c` on a trace of `instructions` instructions (fetches).
+    pub fn of(c: Counter, instructions: u64) -> Figures {
+        Figures {
+            accesses: c.accesses,
+            hits: c.hits(),
+            misses: c.misses,
+            miss_ratio: ratio(c.misses, c.accesses),
+            mpki: (instructions > 0).then(|| c.misses as f64 * 1000.0 / instructions as f64),
+            instructions_per_miss: (instructions > 0)
+                .then(|| ratio(instructions, c.misses))
+                .flatten(),
+        }
     }
 }
 
 /// The fields of one counter in a result (`accesses`, `hits`, `misses`, `miss_ratio`, and
-/// with instructions `mpki`, `instructions_per_miss`): one home, for every engine.
+/// with instructions `mpki`, `instructions_per_miss`, null without misses); see [`Figures`].
 pub(crate) fn counter_json(c: Counter, instructions: u64) -> Map<String, Value> {
+    let f = Figures::of(c, instructions);
     let mut m = Map::new();
-    m.insert("accesses".into(), json!(c.accesses));
-    m.insert("hits".into(), json!(c.hits()));
-    m.insert("misses".into(), json!(c.misses));
-    m.insert("miss_ratio".into(), ratio(c.misses, c.accesses));
-    if instructions > 0 {
-        m.insert(
-            "mpki".into(),
-            json!(c.misses as f64 * 1000.0 / instructions as f64),
-        );
+    m.insert("accesses".into(), json!(f.accesses));
+    m.insert("hits".into(), json!(f.hits));
+    m.insert("misses".into(), json!(f.misses));
+    m.insert("miss_ratio".into(), json!(f.miss_ratio));
+    if let Some(mpki) = f.mpki {
+        m.insert("mpki".into(), json!(mpki));
         m.insert(
             "instructions_per_miss".into(),
-            ratio(instructions, c.misses),
+            json!(f.instructions_per_miss),
         );
     }
     m

@@ -1,10 +1,12 @@
 //! Which machines the one-pass engines answer, and answering them from a trace file.
 //!
 //! A *family* is one machine whose single TLB varies only in geometry (entries, ways). The
-//! sweep planner asks [`answer_path`] for the geometries it needs; every answer carries
-//! exactly the fields a per-config run reports for that structure (`accesses`, `hits`,
-//! `misses`, `miss_ratio`, `mpki`, `instructions_per_miss`, and the `walk`), computed by
-//! the same code, so a planned sweep and a per-config one give identical tables.
+//! sweep planner asks [`answer_path`] for the geometries it needs and gets one
+//! [`FamilyAnswer`] from one pass over the trace: what the trace held, once, and each
+//! geometry's misses, as a column. Every field a per-config run reports for that structure
+//! (`accesses`, `hits`, `misses`, `miss_ratio`, `mpki`, `instructions_per_miss`, and the
+//! `walk`) follows from them by the code that writes results ([`Figures`]), so a planned
+//! sweep and a per-config one give identical tables.
 
 use std::path::Path;
 
@@ -15,6 +17,7 @@ use crate::config::{MachineConfig, Placement, Straddle};
 use crate::error::{Error, Result};
 use crate::event::{Kind, BATCH};
 use crate::ledger::Counter;
+use crate::report::Figures;
 use crate::trace::Format;
 
 /// Largest set count answered by the all-associativity engine here.
@@ -75,26 +78,140 @@ pub struct Geometry {
     pub ways: usize,
 }
 
+impl Geometry {
+    fn full(&self) -> bool {
+        self.ways == self.entries
+    }
+
+    /// Whether the all-associativity engine answers it: a power-of-two set count up to
+    /// [`MAX_SETS`] and at most [`WAYS`] ways (fully associative up to [`WAYS`] entries too).
+    fn all_assoc(&self) -> bool {
+        let sets = self.entries / self.ways;
+        sets.is_power_of_two() && sets <= MAX_SETS && self.ways <= WAYS
+    }
+}
+
+/// The engine that answered a geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    StackDistance,
+    AllAssociativity,
+}
+
+impl Method {
+    /// Its name in results (`engine`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::StackDistance => "stack-distance",
+            Method::AllAssociativity => "all-associativity",
+        }
+    }
+}
+
+/// The answers of one pass for a family: what the trace held, and each geometry's misses,
+/// as columns (`geometries[i]` answered by `methods[i]` with `misses[i]`). Every geometry
+/// looks up the same translations, `accesses`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FamilyAnswer {
+    /// The trace: its path (or workload spec) and format.
+    pub path: String,
+    pub format: &'static str,
+    /// The trace's references and instructions (fetches), as a machine counts them.
+    pub references: u64,
+    pub instructions: u64,
+    /// Translations past the first page of a reference, and references past 2^64 (the
+    /// machine's `straddles` and `wrapped`).
+    pub straddles: u64,
+    pub wrapped: u64,
+    /// The TLB's name and its page size, as results label it (`4K`).
+    pub structure: String,
+    pub page: String,
+    pub accesses: u64,
+    pub geometries: Vec<Geometry>,
+    pub methods: Vec<Method>,
+    pub misses: Vec<u64>,
+}
+
+impl FamilyAnswer {
+    /// The counter of geometry `i` (its page-table walks are one per miss).
+    pub fn counter(&self, i: usize) -> Counter {
+        Counter {
+            accesses: self.accesses,
+            misses: self.misses[i],
+        }
+    }
+
+    /// Share of the translations left unsimulated (references past 2^64), as the machine
+    /// gives it.
+    pub fn dropped_share(&self) -> f64 {
+        crate::machine::dropped_share(self.wrapped, self.accesses)
+    }
+
+    /// What the results must say about translations left unsimulated.
+    pub fn warnings(&self) -> Vec<String> {
+        crate::machine::unsimulated_warnings(self.wrapped, self.accesses)
+    }
+
+    /// What is common to every geometry, as JSON: `{trace: {path, format, references,
+    /// instructions, straddles, wrapped, dropped, dropped_share}, warnings, structure, page:
+    /// [page], accesses}`, the fields a per-config result has under those names.
+    pub fn header_json(&self) -> Value {
+        json!({
+            "trace": {"path": self.path, "format": self.format,
+                      "references": self.references, "instructions": self.instructions,
+                      "straddles": self.straddles, "wrapped": self.wrapped,
+                      "dropped": self.wrapped, "dropped_share": self.dropped_share()},
+            "warnings": self.warnings(),
+            "structure": self.structure,
+            "page": [self.page],
+            "accesses": self.accesses,
+        })
+    }
+
+    /// Geometry `i` as a per-config result's parts: `{engine, entries, ways, sets,
+    /// structure: {accesses, hits, misses, miss_ratio, mpki, instructions_per_miss}, walk:
+    /// {count, per_1000_instructions}}`, computed by the code that writes results.
+    pub fn answer_json(&self, i: usize) -> Value {
+        let g = self.geometries[i];
+        let c = self.counter(i);
+        let mut walk = serde_json::Map::new();
+        walk.insert("count".into(), json!(c.misses));
+        let walks = Counter {
+            accesses: c.misses,
+            misses: c.misses,
+        };
+        if let Some(x) = Figures::of(walks, self.instructions).mpki {
+            walk.insert("per_1000_instructions".into(), json!(x));
+        }
+        json!({
+            "engine": self.methods[i].name(),
+            "entries": g.entries, "ways": g.ways, "sets": g.entries / g.ways,
+            "structure": crate::report::counter_json(c, self.instructions),
+            "walk": walk,
+        })
+    }
+}
+
 /// Answer every geometry in `want` of the machine `config` (its single TLB's own entries
-/// and ways are ignored) on the trace at `path`, in one pass: stack distance when every
-/// geometry is fully associative, else all-associativity (sets a power of two up to
-/// [`MAX_SETS`], at most [`WAYS`] ways). Returns `{engine, trace: {references,
-/// instructions}, structure, answers: [{entries, ways, sets, structure: {...}, walk:
-/// {...}}]}`; a usage error says why the family cannot be answered in one pass. `progress` is
-/// called now and then; returning `false` from it stops the pass.
+/// and ways are ignored) on the trace at `path`, in one pass over it: all-associativity for
+/// the set-associative geometries (a power-of-two set count up to [`MAX_SETS`], at most
+/// [`WAYS`] ways) and the fully associative ones up to [`WAYS`] entries, stack distance for
+/// the other fully associative ones (up to [`super::MAX_DISTANCE_LIMIT`] entries); both
+/// engines see the same events when both are needed. A usage error says why the family
+/// cannot be answered so. `progress` is called now and then; returning `false` from it stops
+/// the pass.
 pub fn answer_path(
     path: &Path,
     format: Option<Format>,
     config: &MachineConfig,
     want: &[Geometry],
     progress: &mut dyn FnMut(crate::run::Progress) -> bool,
-) -> Result<Value> {
+) -> Result<FamilyAnswer> {
     let opts = Options::for_machine(config).map_err(Error::Usage)?;
     let page = crate::config::PageSize::Size(1 << opts.page_shift).label();
     if want.is_empty() {
         return Err(Error::Usage("no geometry asked for".into()));
     }
-    let full = want.iter().all(|g| g.ways == g.entries);
     for g in want {
         if g.entries == 0 || g.ways == 0 || g.entries % g.ways != 0 {
             return Err(Error::Usage(format!(
@@ -102,8 +219,14 @@ pub fn answer_path(
                 g.entries, g.ways
             )));
         }
-        let sets = g.entries / g.ways;
-        if !full && (!sets.is_power_of_two() || sets > MAX_SETS || g.ways > WAYS) {
+        if g.full() && g.entries > super::MAX_DISTANCE_LIMIT {
+            return Err(Error::Usage(format!(
+                "{} entries, fully associative: stack distance answers up to {}",
+                g.entries,
+                super::MAX_DISTANCE_LIMIT
+            )));
+        }
+        if !g.full() && !g.all_assoc() {
             return Err(Error::Usage(format!(
                 "{} entries of {} ways: all-associativity needs a power-of-two set count up \
                  to {MAX_SETS} and at most {WAYS} ways",
@@ -111,66 +234,68 @@ pub fn answer_path(
             )));
         }
     }
+    // The small fully associative geometries ride along with all-associativity when it runs.
+    let assoc = want.iter().any(|g| !g.full());
+    let methods: Vec<Method> = want
+        .iter()
+        .map(|g| match assoc && g.all_assoc() {
+            true => Method::AllAssociativity,
+            false => Method::StackDistance,
+        })
+        .collect();
+    let largest = |m: Method, size: fn(&Geometry) -> usize| {
+        want.iter()
+            .zip(&methods)
+            .filter(|&(_, &x)| x == m)
+            .map(|(g, _)| size(g))
+            .max()
+    };
+    let max_distance = largest(Method::StackDistance, |g| g.entries);
+    let max_sets = largest(Method::AllAssociativity, |g| g.entries / g.ways);
     // A trace file, or the stream a `workload:` spec makes.
     let (mut opened, format) = crate::run::open_source(path, format)?;
     let mut source = crate::run::Watched::new(opened.as_mut(), progress);
     let mut feeder = Feeder::new(opts);
-    let (engine, accesses, misses, instructions): (&str, u64, Vec<u64>, u64) = if full {
-        let mut sd = StackDistance::new(want.iter().map(|g| g.entries).max().unwrap_or(1));
-        let instructions = pass(&mut source, &mut feeder, &mut sd)?;
-        let r = sd.result();
-        let m = want
-            .iter()
-            .map(|g| r.misses(g.entries).unwrap_or(0))
-            .collect();
-        ("stack-distance", r.accesses, m, instructions)
-    } else {
-        let max_sets = want.iter().map(|g| g.entries / g.ways).max().unwrap_or(1);
-        let mut aa = AllAssoc::new(max_sets);
-        let instructions = pass(&mut source, &mut feeder, &mut aa)?;
-        let r = aa.result();
-        let m = want
-            .iter()
-            .map(|g| r.misses(g.entries / g.ways, g.ways).unwrap_or(0))
-            .collect();
-        ("all-associativity", r.accesses, m, instructions)
+    let mut sd = max_distance.map(StackDistance::new);
+    let mut aa = max_sets.map(AllAssoc::new);
+    let instructions = match (&mut sd, &mut aa) {
+        (Some(sd), Some(aa)) => pass(&mut source, &mut feeder, &mut (sd, aa))?,
+        (Some(sd), None) => pass(&mut source, &mut feeder, sd)?,
+        (None, Some(aa)) => pass(&mut source, &mut feeder, aa)?,
+        (None, None) => unreachable!("every geometry has a method"),
     };
-    let name = &config.tlbs[0].name;
-    let answers: Vec<Value> = want
+    // The miss curve once (every size), not a sum over the histogram per geometry.
+    let (sd, aa) = (sd.map(|s| s.result()), aa.map(|a| a.result()));
+    let curve = sd.as_ref().map(|r| r.miss_curve()).unwrap_or_default();
+    let misses = want
         .iter()
-        .zip(misses)
-        .map(|(g, misses)| {
-            let c = Counter { accesses, misses };
-            let walk = Counter {
-                accesses: misses,
-                misses,
-            };
-            let mut w = serde_json::Map::new();
-            w.insert("count".into(), json!(misses));
-            if let Some(x) = crate::report::counter_json(walk, instructions).get("mpki") {
-                w.insert("per_1000_instructions".into(), x.clone());
-            }
-            json!({
-                "entries": g.entries, "ways": g.ways, "sets": g.entries / g.ways,
-                "structure": crate::report::counter_json(c, instructions),
-                "walk": w,
-            })
+        .zip(&methods)
+        .map(|(g, m)| match (m, &aa) {
+            (Method::StackDistance, _) => curve.get(g.entries - 1).copied(),
+            (Method::AllAssociativity, Some(r)) => r.misses(g.entries / g.ways, g.ways),
+            (Method::AllAssociativity, None) => None,
         })
-        .collect();
-    // Translations: one per reference of a translated kind and one per further page.
-    let translations = accesses;
-    Ok(json!({
-        "engine": engine,
-        "trace": {"path": path.display().to_string(), "format": format,
-                  "references": feeder.references, "instructions": instructions,
-                  "straddles": feeder.straddles, "wrapped": feeder.wrapped,
-                  "dropped": feeder.wrapped,
-                  "dropped_share": crate::machine::dropped_share(feeder.wrapped, translations)},
-        "warnings": crate::machine::unsimulated_warnings(feeder.wrapped, translations),
-        "structure": name,
-        "page": [page],
-        "answers": answers,
-    }))
+        .collect::<Option<Vec<u64>>>()
+        .ok_or_else(|| Error::Usage("a geometry the pass did not answer".into()))?;
+    let accesses = match (&sd, &aa) {
+        (Some(r), _) => r.accesses,
+        (None, Some(r)) => r.accesses,
+        (None, None) => 0,
+    };
+    Ok(FamilyAnswer {
+        path: path.display().to_string(),
+        format,
+        references: feeder.references,
+        instructions,
+        straddles: feeder.straddles,
+        wrapped: feeder.wrapped,
+        structure: config.tlbs[0].name.clone(),
+        page,
+        accesses,
+        geometries: want.to_vec(),
+        methods,
+        misses,
+    })
 }
 
 /// Feed every event of `source` to `engine`; returns the instructions (fetches) seen.
@@ -222,6 +347,11 @@ mod tests {
                 "t:entries=8,ways=2,asid=false",
                 vec![(1, 1), (8, 2), (64, 4), (1024, 16), (48, 3)],
             ),
+            // Both engines in one pass: fully associative sizes past 16 by stack distance.
+            (
+                "m:entries=8,ways=2,serves=data",
+                vec![(8, 2), (16, 16), (17, 17), (512, 512), (64, 4), (8, 2)],
+            ),
         ] {
             let config = MachineConfig::assemble(None, "t", &[base.into()], &[]).unwrap();
             let geos: Vec<Geometry> = want
@@ -243,8 +373,19 @@ mod tests {
                 continue;
             }
             let r = r.unwrap();
-            for (a, &(entries, ways)) in r["answers"].as_array().unwrap().iter().zip(&want) {
-                let name = base.split(':').next().unwrap();
+            assert_eq!(r.geometries, geos);
+            let name = base.split(':').next().unwrap();
+            assert_eq!(r.structure, name);
+            let header = r.header_json();
+            for (i, &(entries, ways)) in want.iter().enumerate() {
+                let a = r.answer_json(i);
+                let method = match entries != ways
+                    || (want.iter().any(|&(e, w)| e != w) && entries <= WAYS)
+                {
+                    true => "all-associativity",
+                    false => "stack-distance",
+                };
+                assert_eq!(a["engine"], method, "{entries}/{ways}");
                 let flag = format!("{base},entries={entries},ways={ways}");
                 let full = per_config(&flag);
                 let s = &full["structures"][name];
@@ -258,13 +399,22 @@ mod tests {
                 ] {
                     assert_eq!(a["structure"][k], s[k], "{flag} {k}");
                 }
+                assert_eq!(s["geometry"]["page"], header["page"]);
                 assert_eq!(a["walk"]["count"], full["walk"]["count"], "{flag}");
                 assert_eq!(
                     a["walk"]["per_1000_instructions"],
                     full["walk"]["per_1000_instructions"]
                 );
-                assert_eq!(r["trace"]["references"], full["trace"]["references"]);
-                assert_eq!(r["trace"]["instructions"], full["trace"]["instructions"]);
+                for k in [
+                    "references",
+                    "instructions",
+                    "straddles",
+                    "wrapped",
+                    "dropped_share",
+                ] {
+                    assert_eq!(header["trace"][k], full["trace"][k], "{flag} {k}");
+                }
+                assert_eq!(header["warnings"], full["warnings"]);
             }
         }
     }
@@ -289,11 +439,40 @@ mod tests {
             &mut |_| true,
         )
         .unwrap();
-        assert_eq!(r["trace"]["format"], "workload");
+        assert_eq!(r.format, "workload");
         assert_eq!(
-            r["answers"][0]["structure"]["misses"],
+            serde_json::json!(r.misses[0]),
             full["structures"]["d"]["misses"]
         );
+    }
+
+    #[test]
+    fn geometries_no_engine_answers_are_refused() {
+        let config =
+            MachineConfig::assemble(None, "t", &["d:entries=8,ways=full".into()], &[]).unwrap();
+        for (entries, ways, words) in [
+            (12, 5, "not a geometry"),
+            (0, 1, "not a geometry"),
+            (24, 2, "power-of-two"),
+            (64, 32, "at most 16 ways"),
+            (
+                super::super::MAX_DISTANCE_LIMIT + 1,
+                super::super::MAX_DISTANCE_LIMIT + 1,
+                "stack distance answers up to",
+            ),
+        ] {
+            let geos = [Geometry { entries, ways }];
+            let e = answer_path(
+                &data("sortprog.lackey.zst"),
+                None,
+                &config,
+                &geos,
+                &mut |_| true,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(words), "{entries}/{ways}: {e}");
+        }
     }
 
     #[test]

@@ -44,7 +44,7 @@ mod stack;
 mod tests;
 
 pub use allassoc::{AllAssoc, AllAssocResult, DEFAULT_MAX_SETS, WAYS};
-pub use family::{answer_path, Geometry, MAX_SETS};
+pub use family::{answer_path, FamilyAnswer, Geometry, Method, MAX_SETS};
 pub use stack::{StackDistance, StackResult, DEFAULT_MAX_DISTANCE, FRONT};
 
 use crate::error::{Error, Result};
@@ -122,6 +122,24 @@ pub trait Engine {
     /// ahead); never changes results.
     #[inline(always)]
     fn prefetch(&self, _vpn: u64, _ctx: u64) {}
+}
+
+/// An engine lent to a driver (both engines over one stream, each kept by its owner).
+impl<E: Engine + ?Sized> Engine for &mut E {
+    #[inline(always)]
+    fn access(&mut self, vpn: u64, ctx: u64) {
+        (**self).access(vpn, ctx);
+    }
+    fn invalidate(&mut self, vpn: u64, ctx: u64) {
+        (**self).invalidate(vpn, ctx);
+    }
+    fn flush(&mut self) {
+        (**self).flush();
+    }
+    #[inline(always)]
+    fn prefetch(&self, vpn: u64, ctx: u64) {
+        (**self).prefetch(vpn, ctx);
+    }
 }
 
 /// Both engines over one stream.
