@@ -588,8 +588,11 @@ fn control(w: &[u8; WINDOW], op: u8, asid: u32) -> Other {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::event::{ALL_KINDS, FLUSH_ALL};
+    use crate::trace::tests::any_event;
 
     fn encode_all(events: &[Event]) -> Vec<u8> {
         let mut enc = Encoder::default();
@@ -788,5 +791,382 @@ mod tests {
             Stop::Limit,
             "mode records alone are fine"
         );
+    }
+
+    // The decoder against a reference: the layout of the module doc read one byte at a time,
+    // with no window, header table or fast path, on encoded streams (every record kind, every
+    // delta length, wrap-around), the same streams corrupted or cut, and byte soup; decoded in
+    // pieces (limits and event budgets that split it anywhere, as the reader's refills do).
+
+    /// How a decoding ended.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Ending {
+        /// The END record, and the position after its trailer.
+        End(Trailer, usize),
+        /// A bad record: where it starts, and what is wrong with it.
+        Bad(usize, String),
+        /// The data ran out, here: after the last record, or past the data if that record
+        /// ran into the zero padding (the reader calls that truncated).
+        Out(usize),
+    }
+
+    /// The events of `data` and how it ends, decoded as the module doc describes the
+    /// layout; bytes past the data read as zero (the decoder's buffer is padded with zeros).
+    fn reference_decode(data: &[u8]) -> (Vec<Event>, Ending) {
+        let byte = |i: usize| data.get(i).copied().unwrap_or(0);
+        // At most 10 bytes, 7 bits each, least significant first; the value fits 64 bits.
+        let varint = |mut i: usize| -> Option<(u64, usize)> {
+            let mut v = 0u128;
+            for k in 0..10 {
+                let b = byte(i);
+                i += 1;
+                v |= ((b & 0x7f) as u128) << (7 * k);
+                if b < 0x80 {
+                    return u64::try_from(v).ok().map(|v| (v, i));
+                }
+            }
+            None
+        };
+        // Zigzag: 2n for n >= 0, -2n - 1 for n < 0.
+        let signed = |z: u64| if z & 1 == 0 { z >> 1 } else { !(z >> 1) };
+        // Register 0 for fetches, 1-4 for the data slots.
+        let mut regs = [0u64; 5];
+        let mut pregs = [0u64; 5];
+        let (mut asid, mut kernel) = (0u32, false);
+        let mut events = Vec::new();
+        let mut pos = 0;
+        while pos < data.len() {
+            let h = byte(pos);
+            let bad = |message: String| Ending::Bad(pos, message);
+            let (kind, reg, size) = match h & 3 {
+                0 if h & 0x40 != 0 => {
+                    return (
+                        events,
+                        bad(format!("reserved bit set in record header 0x{h:02x}")),
+                    )
+                }
+                0 => (Kind::Fetch, 0, Some((h >> 2) & 15).filter(|&s| s != 0)),
+                1 | 2 => {
+                    let kind = if h & 3 == 1 { Kind::Load } else { Kind::Store };
+                    let code = (h >> 2) & 7;
+                    (
+                        kind,
+                        1 + ((h >> 5) & 3) as usize,
+                        (code != 7).then(|| 1 << code),
+                    )
+                }
+                _ => {
+                    let op = h >> 2;
+                    match op {
+                        0 => {
+                            let le: Vec<u8> = (pos + 1..pos + 13).map(byte).collect();
+                            let t = Trailer {
+                                count: u64::from_le_bytes(le[..8].try_into().unwrap()),
+                                crc: u32::from_le_bytes(le[8..].try_into().unwrap()),
+                            };
+                            return (events, Ending::End(t, pos + 13));
+                        }
+                        1 => match varint(pos + 1) {
+                            Some((v, next)) if v <= u32::MAX as u64 => {
+                                asid = v as u32;
+                                pos = next;
+                            }
+                            _ => {
+                                let m = "malformed or too large address-space id";
+                                return (events, bad(m.into()));
+                            }
+                        },
+                        2 | 3 => {
+                            kernel = op == 3;
+                            pos += 1;
+                        }
+                        4..=11 => {
+                            let flags = byte(pos + 1);
+                            if flags > 7 {
+                                let m =
+                                    format!("reserved flag set in control record 0x{flags:02x}");
+                                return (events, bad(m));
+                            }
+                            let Some((addr, mut next)) = varint(pos + 2) else {
+                                return (events, bad("malformed address varint".into()));
+                            };
+                            let mut paddr = NO_PADDR;
+                            if flags & 2 != 0 {
+                                let Some((p, n)) = varint(next) else {
+                                    let m = "malformed physical address varint";
+                                    return (events, bad(m.into()));
+                                };
+                                (paddr, next) = (p, n);
+                            }
+                            let mut size = 0;
+                            if flags & 4 != 0 {
+                                match varint(next) {
+                                    Some((s, n)) if s <= u16::MAX as u64 => {
+                                        (size, next) = (s as u16, n)
+                                    }
+                                    _ => {
+                                        let m = "malformed or too large size";
+                                        return (events, bad(m.into()));
+                                    }
+                                }
+                            }
+                            let mode = if flags & 1 != 0 {
+                                Mode::Kernel
+                            } else {
+                                Mode::User
+                            };
+                            events.push(Event {
+                                addr,
+                                paddr,
+                                asid,
+                                size,
+                                kind: ALL_KINDS[op as usize - 1],
+                                mode,
+                            });
+                            pos = next;
+                        }
+                        _ => return (events, bad(format!("unknown record type 0x{h:02x}"))),
+                    }
+                    continue;
+                }
+            };
+            let Some((delta, mut next)) = varint(pos + 1) else {
+                return (events, bad("malformed address varint".into()));
+            };
+            regs[reg] = regs[reg].wrapping_add(signed(delta));
+            let mut paddr = NO_PADDR;
+            if h & 0x80 != 0 {
+                let Some((delta, n)) = varint(next) else {
+                    return (events, bad("malformed physical address varint".into()));
+                };
+                pregs[reg] = pregs[reg].wrapping_add(signed(delta));
+                (paddr, next) = (pregs[reg], n);
+            }
+            let size = match size {
+                Some(s) => s as u16,
+                None => match varint(next) {
+                    Some((s, n)) if s <= u16::MAX as u64 => {
+                        next = n;
+                        s as u16
+                    }
+                    _ => return (events, bad("malformed or too large size".into())),
+                },
+            };
+            let mode = if kernel { Mode::Kernel } else { Mode::User };
+            events.push(Event {
+                addr: regs[reg],
+                paddr,
+                asid,
+                size,
+                kind,
+                mode,
+            });
+            pos = next;
+        }
+        (events, Ending::Out(pos))
+    }
+
+    /// `data` decoded by [`decode`] in pieces: each call takes the next of `maxes` (cycled;
+    /// none: no limit) as its event budget and stops at the next of `cuts` (positions in the
+    /// data, then its end), as the reader decodes between refills; the record windows past
+    /// a cut hold the data that follows it.
+    fn decode_in_pieces(data: &[u8], cuts: &[usize], maxes: &[usize]) -> (Vec<Event>, Ending) {
+        let mut buf = data.to_vec();
+        buf.resize(data.len() + WINDOW, 0);
+        let mut limits: Vec<usize> = cuts.iter().map(|&c| c.min(data.len())).collect();
+        limits.sort_unstable();
+        limits.push(data.len());
+        let mut st = DecodeState::default();
+        let mut out = Vec::new();
+        let (mut pos, mut cut, mut call) = (0, 0, 0);
+        loop {
+            let max = maxes
+                .get(call % maxes.len().max(1))
+                .map_or(usize::MAX, |&m| m.max(1));
+            call += 1;
+            let before = out.len();
+            match decode(&buf, pos, limits[cut], &mut st, max, &mut out) {
+                Err(e) => return (out, Ending::Bad(e.at, e.message)),
+                Ok((next, n, stop)) => {
+                    assert_eq!(n, out.len() - before, "events counted as emitted");
+                    pos = next;
+                    match stop {
+                        Stop::End(t) => return (out, Ending::End(t, pos)),
+                        Stop::Full => assert_eq!(n, max, "full before the budget"),
+                        Stop::Limit => {
+                            assert!(pos >= limits[cut], "stopped before the limit");
+                            if cut + 1 == limits.len() {
+                                return (out, Ending::Out(pos));
+                            }
+                            cut += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Events whose addresses walk by deltas of every magnitude (so every varint length,
+    /// and wrap-around past 0 and 2^64), with every other field as [`any_event`] makes it.
+    fn walking_events() -> impl Strategy<Value = Vec<Event>> {
+        let step = (any_event(), 0u32..=64, any::<u64>(), any::<bool>(), 0u8..8);
+        prop::collection::vec(step, 0..300).prop_map(|steps| {
+            let mut addr = [0u64; 4];
+            steps
+                .into_iter()
+                .map(|(e, bits, raw, down, region)| {
+                    let delta = if bits == 64 {
+                        raw
+                    } else {
+                        raw & ((1u64 << bits) - 1)
+                    };
+                    // Four regions at once (the encoder's four data slots, and recycling).
+                    let a = &mut addr[(region & 3) as usize];
+                    *a = if down {
+                        a.wrapping_sub(delta)
+                    } else {
+                        a.wrapping_add(delta)
+                    };
+                    if region < 4 {
+                        Event { addr: *a, ..e }
+                    } else {
+                        e
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Bytes that look like records: headers of every class, varint bytes, anything.
+    fn record_soup() -> impl Strategy<Value = Vec<u8>> {
+        let byte = prop_oneof![
+            any::<u8>(),
+            0x80u8..=0xff,
+            0u8..0x80,
+            prop::sample::select(vec![
+                0x00, 0x04, 0x3c, 0x84, 0x40, 0x01, 0x0d, 0x1d, 0x7e, 0xfe, 0x9d, 0x07, 0x0b, 0x0f,
+                0x13, 0x2f, 0x33, 0xff, 0x03,
+            ]),
+        ];
+        prop::collection::vec(byte, 0..400)
+    }
+
+    /// Positions in the data to cut the decoding at, and event budgets per call.
+    fn pieces() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
+        (
+            prop::collection::vec(0usize..4000, 0..6),
+            prop::collection::vec(prop_oneof![1usize..4, 1usize..300], 0..4),
+        )
+    }
+
+    /// The record bytes of `events` without the END record.
+    fn records(events: &[Event]) -> Vec<u8> {
+        let mut bytes = encode_all(events);
+        bytes.truncate(bytes.len() - END_LEN);
+        bytes
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        #[test]
+        fn decoder_matches_the_reference_on_encoded_streams(
+            events in prop_oneof![walking_events(), prop::collection::vec(any_event(), 0..300)],
+            (cuts, maxes) in pieces(),
+        ) {
+            let bytes = encode_all(&events);
+            let crc = crc32fast::hash(&bytes[..bytes.len() - END_LEN]);
+            let want = (events.clone(), Ending::End(Trailer { count: events.len() as u64, crc }, bytes.len()));
+            prop_assert_eq!(&reference_decode(&bytes), &want);
+            prop_assert_eq!(&decode_in_pieces(&bytes, &cuts, &maxes), &want);
+            // With no END record, the data simply runs out.
+            let plain = records(&events);
+            let (got, ending) = decode_in_pieces(&plain, &cuts, &maxes);
+            prop_assert_eq!(&got, &events);
+            prop_assert_eq!(ending, Ending::Out(plain.len()));
+        }
+
+        #[test]
+        fn decoder_matches_the_reference_on_corrupt_and_cut_streams(
+            events in prop_oneof![walking_events(), prop::collection::vec(any_event(), 1..300)],
+            flips in prop::collection::vec((0.0f64..1.0, 1u8..=255), 0..4),
+            cut in prop_oneof![Just(1.0f64), 0.0f64..1.0],
+            (cuts, maxes) in pieces(),
+        ) {
+            let mut bytes = records(&events);
+            for (at, x) in flips {
+                let i = (at * bytes.len() as f64) as usize;
+                if let Some(b) = bytes.get_mut(i) {
+                    *b ^= x;
+                }
+            }
+            bytes.truncate((cut * bytes.len() as f64) as usize);
+            prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
+        }
+
+        #[test]
+        fn decoder_matches_the_reference_on_record_soup(
+            bytes in record_soup(),
+            (cuts, maxes) in pieces(),
+        ) {
+            prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
+        }
+    }
+
+    #[test]
+    fn reference_decoder_reads_the_documented_layout() {
+        // Written out by hand from the module doc: a 4-byte fetch at 0 + 16; a kernel-mode
+        // 8-byte load of address space 5 in slot 1 at 0 - 2 (wrapping), with a physical
+        // address 0 + 64; a flush with its flags; END.
+        let bytes = [
+            0x10,
+            0x20, // fetch, size 4, delta +16
+            0x07,
+            0x05, // ASID 5
+            0x0f, // kernel
+            0x1 | 3 << 2 | 1 << 5 | 0x80,
+            0x03,
+            0x80,
+            0x01, // load 8, slot 1, -2, paddr +64
+            0x03 | 5 << 2,
+            0x05,
+            0x80,
+            0x20,
+            0x07, // TLB flush, kernel, size: addr 0x1000, size 7
+            0x03,
+            3,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0xaa,
+            0xbb,
+            0xcc,
+            0xdd, // END, count 3, CRC
+        ];
+        let (events, ending) = reference_decode(&bytes);
+        assert_eq!(
+            events,
+            vec![
+                Event::reference(Kind::Fetch, 0x10, 4),
+                Event::reference(Kind::Load, u64::MAX - 1, 8)
+                    .with_paddr(0x40)
+                    .with_asid(5)
+                    .with_mode(Mode::Kernel),
+                Event {
+                    size: 7,
+                    ..Event::control(Kind::TlbFlush, 0x1000, 5).with_mode(Mode::Kernel)
+                },
+            ]
+        );
+        let t = Trailer {
+            count: 3,
+            crc: 0xddcc_bbaa,
+        };
+        assert_eq!(ending, Ending::End(t, bytes.len()));
+        assert_eq!(decode_in_pieces(&bytes, &[3, 9], &[1]), (events, ending));
     }
 }
