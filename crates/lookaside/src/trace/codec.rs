@@ -1169,4 +1169,73 @@ mod tests {
         assert_eq!(ending, Ending::End(t, bytes.len()));
         assert_eq!(decode_in_pieces(&bytes, &[3, 9], &[1]), (events, ending));
     }
+
+    /// A sink that only counts.
+    struct Count(u64);
+
+    impl EventSink for Count {
+        #[inline(always)]
+        fn event(&mut self, _: &Event) {
+            self.0 += 1;
+        }
+    }
+
+    /// CPU seconds of this thread, from the scheduler (ns).
+    fn thread_cpu_seconds() -> f64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+        let ns = stat
+            .split_whitespace()
+            .next()
+            .and_then(|t| t.parse::<u64>().ok());
+        ns.map_or(f64::NAN, |ns| ns as f64 / 1e9)
+    }
+
+    /// Decoding alone, from records in memory (no zstd, no CRC, no copies) into a sink that
+    /// only counts: the demo trace and the miss-heavy `workload:segments` stream. Prints the
+    /// rates per CPU second; asserts only that every event was decoded.
+    ///
+    /// `cargo test --release -p lookaside --lib codec::tests::decode_rate -- --ignored --nocapture`
+    #[test]
+    #[ignore = "benchmark: run with --release -- --ignored --nocapture"]
+    fn decode_rate() {
+        let demo = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../python/lookaside/data/demo.lks"
+        );
+        let sources: [(&str, Box<dyn crate::trace::TraceSource>); 2] = [
+            ("demo.lks", crate::trace::open(demo.as_ref(), None).unwrap()),
+            (
+                "workload:segments",
+                crate::workload::from_spec("workload:segments")
+                    .unwrap()
+                    .unwrap(),
+            ),
+        ];
+        println!();
+        for (name, mut source) in sources {
+            let (mut events, mut batch) = (Vec::new(), Vec::new());
+            while source.next_batch(&mut batch).unwrap() {
+                events.extend_from_slice(&batch);
+            }
+            let mut bytes = records(&events);
+            let len = bytes.len();
+            bytes.resize(len + WINDOW, 0);
+            let rounds = (100_000_000 / events.len()).max(3);
+            let mut count = Count(0);
+            let t = thread_cpu_seconds();
+            for _ in 0..rounds {
+                let mut st = DecodeState::default();
+                let (pos, _, _) = decode(&bytes, 0, len, &mut st, usize::MAX, &mut count).unwrap();
+                assert_eq!(pos, len);
+            }
+            let secs = thread_cpu_seconds() - t;
+            assert_eq!(count.0, (events.len() * rounds) as u64);
+            println!(
+                "{name:>18}: {} events × {rounds}, {:.2} bytes/event: {:.1} M events/s decoded",
+                events.len(),
+                len as f64 / events.len() as f64,
+                count.0 as f64 / secs / 1e6
+            );
+        }
+    }
 }
