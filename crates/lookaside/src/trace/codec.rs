@@ -325,29 +325,34 @@ fn varint8(x: u64) -> Option<(u64, usize)> {
     Some((v, ends.trailing_zeros() as usize / 8 + 1))
 }
 
+/// The varint at the start of the eight bytes `x`, and its length, if it is at most 8 bytes
+/// long. Lengths 1 to 4 (the address deltas of nearly every record: neighbours, and random
+/// addresses in up to 256 MiB) take a branch each, whose constant length lets the processor
+/// predict where the next field or record starts and decode ahead (from a computed length,
+/// each record would wait for the one before); runs of one length, as a loop or a random
+/// region makes, predict well. Longer ones are [`varint8`].
+#[inline(always)]
+fn short_varint(x: u64) -> Option<(u64, usize)> {
+    let v = x & 0x7f;
+    if x & 0x80 == 0 {
+        Some((v, 1))
+    } else if x & 0x8000 == 0 {
+        Some((v | (x >> 1 & 0x3f80), 2))
+    } else if x & 0x80_0000 == 0 {
+        Some((v | (x >> 1 & 0x3f80) | (x >> 2 & 0x1f_c000), 3))
+    } else if x & 0x8000_0000 == 0 {
+        let v = v | (x >> 1 & 0x3f80) | (x >> 2 & 0x1f_c000) | (x >> 3 & 0xfe0_0000);
+        Some((v, 4))
+    } else {
+        varint8(x)
+    }
+}
+
 /// The address delta (a zigzag varint, decoded) at the start of the eight bytes `x`, and its
-/// length, if it is at most 8 bytes long. Lengths 1 to 4 (the deltas of nearly every
-/// record: neighbours, and random addresses in up to 256 MiB) take a branch each, whose
-/// constant length lets the processor predict where the next record starts and decode
-/// ahead (from a computed length, each record would wait for the one before); runs of one
-/// length, as a loop or a random region makes, predict well. Longer ones are [`varint8`].
+/// length, if it is at most 8 bytes long (see [`short_varint`]).
 #[inline(always)]
 fn delta(x: u64) -> Option<(u64, usize)> {
-    let z = x & 0x7f;
-    let (z, len) = if x & 0x80 == 0 {
-        (z, 1)
-    } else if x & 0x8000 == 0 {
-        (z | (x >> 1 & 0x3f80), 2)
-    } else if x & 0x80_0000 == 0 {
-        (z | (x >> 1 & 0x3f80) | (x >> 2 & 0x1f_c000), 3)
-    } else if x & 0x8000_0000 == 0 {
-        (
-            z | (x >> 1 & 0x3f80) | (x >> 2 & 0x1f_c000) | (x >> 3 & 0xfe0_0000),
-            4,
-        )
-    } else {
-        varint8(x)?
-    };
+    let (z, len) = short_varint(x)?;
     Some((unzigzag(z), len))
 }
 
@@ -363,7 +368,7 @@ fn le8(w: &[u8; WINDOW], i: usize) -> u64 {
 /// exceeds 64 bits.
 #[inline(always)]
 fn varint(w: &[u8; WINDOW], i: usize) -> Option<(u64, usize)> {
-    match varint8(le8(w, i)) {
+    match short_varint(le8(w, i)) {
         Some((v, len)) => Some((v, i + len)),
         None => varint_long(w, i),
     }
@@ -412,6 +417,9 @@ pub(crate) fn decode(
         message: message.to_string(),
     };
     let mut n = 0;
+    // Each stretch starts in the loop for references without physical addresses, and moves
+    // to the one that also reads them at the first that has one.
+    let mut physical = false;
     let result = loop {
         if pos >= limit {
             break Ok(Stop::Limit);
@@ -427,25 +435,40 @@ pub(crate) fn decode(
         let Some(stretch) = end.checked_add(WINDOW - 1).and_then(|end| buf.get(..end)) else {
             break Err(bad(pos, "internal: record window out of the buffer"));
         };
-        let (left, emitted, stop) = decode_stretch(&stretch[pos..], st, sink);
+        let (left, emitted, stop) = if physical {
+            decode_stretch::<true>(&stretch[pos..], st, sink)
+        } else {
+            decode_stretch::<false>(&stretch[pos..], st, sink)
+        };
         n += emitted;
         // Where the rest starts: the next record, or the bad one.
         pos = stretch.len() - left;
+        physical = false;
         match stop {
-            None => {}
-            Some(Ok((len, stop))) => {
+            StretchStop::Done => {}
+            StretchStop::Physical => physical = true,
+            StretchStop::End(len, trailer) => {
                 pos += len;
-                break Ok(stop);
+                break Ok(Stop::End(trailer));
             }
-            Some(Err(message)) => break Err(DecodeError { at: pos, message }),
+            StretchStop::Bad(message) => break Err(DecodeError { at: pos, message }),
         }
     };
     result.map(|stop| (pos, n, stop))
 }
 
-/// What ended a stretch early: the END record (its length, and the trailer), or a bad
-/// record (what is wrong with it).
-type StretchStop = Option<Result<(usize, Stop), String>>;
+/// Why a stretch ended.
+enum StretchStop {
+    /// Every record of the stretch is decoded.
+    Done,
+    /// At a reference with a physical address, in the loop for references without: the
+    /// rest of the stretch is for the loop that reads them.
+    Physical,
+    /// At the END record: its length, and the trailer.
+    End(usize, Trailer),
+    /// At a bad record: what is wrong with it.
+    Bad(String),
+}
 
 /// Decodes the records whose windows lie in `rest` (those starting before its last
 /// `WINDOW - 1` bytes) into `sink`; returns the bytes left from the first record not
@@ -458,8 +481,13 @@ type StretchStop = Option<Result<(usize, Stop), String>>;
 /// The fetch register lives in a register of the processor, the data registers in memory:
 /// fetches come in long runs, and a register in memory would make each wait for the store
 /// of the one before (a branch on the kind, which runs predict, costs less).
+///
+/// Two loops, by `PHYSICAL`: the one for references with only an address (user-level
+/// traces) stops at the first reference with a physical address, and the caller goes on
+/// with the one that reads both (whole-system traces), whose fast path has a branch and a
+/// second delta more. Each is the smaller for the stream it serves.
 #[inline(never)]
-fn decode_stretch(
+fn decode_stretch<const PHYSICAL: bool>(
     mut rest: &[u8],
     st: &mut DecodeState,
     sink: &mut impl EventSink,
@@ -472,7 +500,7 @@ fn decode_stretch(
     let mut n = 0;
     let stop = 'records: loop {
         let Some(w) = rest.first_chunk::<WINDOW>() else {
-            break None;
+            break StretchStop::Done;
         };
         let h = HEADERS[w[0] as usize];
         let mode = if space >> 32 != 0 {
@@ -482,14 +510,30 @@ fn decode_stretch(
         };
         let r = h.reg as usize & (REGS - 1);
         'plain: {
-            // Most records: a reference with only an address delta (of up to 8 bytes),
-            // decoded here; the rest below (out of the way of this path's registers).
-            if h.flags != 0 {
+            // Most records: a reference with an address delta (of up to 8 bytes) and, in
+            // the `PHYSICAL` loop, maybe a physical address delta, decoded here; the rest
+            // below (out of the way of this path's registers).
+            let other_flags = if PHYSICAL {
+                h.flags & !Header::PADDR
+            } else {
+                h.flags
+            };
+            if other_flags != 0 {
                 break 'plain;
             }
             let Some((d, len)) = delta(le8(w, 1)) else {
                 break 'plain;
             };
+            let mut end = 1 + len;
+            let mut paddr = NO_PADDR;
+            if PHYSICAL && h.flags != 0 {
+                let Some((pd, len)) = delta(le8(w, end)) else {
+                    break 'plain;
+                };
+                end += len;
+                pregs[r] = pregs[r].wrapping_add(pd);
+                paddr = pregs[r];
+            }
             let addr = if r == 0 {
                 fetch = fetch.wrapping_add(d);
                 fetch
@@ -499,15 +543,18 @@ fn decode_stretch(
             };
             sink.event(&Event {
                 addr,
-                paddr: NO_PADDR,
+                paddr,
                 asid: space as u32,
                 size: h.size,
                 kind: h.kind,
                 mode,
             });
             n += 1;
-            rest = &rest[1 + len..];
+            rest = &rest[end..];
             continue 'records;
+        }
+        if !PHYSICAL && h.flags == Header::PADDR {
+            break StretchStop::Physical;
         }
         let len = if h.flags & Header::SPECIAL != 0 {
             let (mut asid, mut kernel) = (space as u32, space >> 32 != 0);
@@ -520,8 +567,8 @@ fn decode_stretch(
                     len
                 }
                 Other::State(len) => len,
-                Other::End(t) => break Some(Ok((END_LEN, Stop::End(t)))),
-                Other::Bad(message) => break Some(Err(message)),
+                Other::End(t) => break StretchStop::End(END_LEN, t),
+                Other::Bad(message) => break StretchStop::Bad(message),
             }
         } else {
             regs[0] = fetch;
@@ -540,7 +587,7 @@ fn decode_stretch(
                     n += 1;
                     len
                 }
-                Err(message) => break Some(Err(message.to_string())),
+                Err(message) => break StretchStop::Bad(message.to_string()),
             }
         };
         rest = &rest[len..];
@@ -1107,7 +1154,9 @@ mod tests {
     }
 
     /// Events whose addresses walk by deltas of every magnitude (so every varint length,
-    /// and wrap-around past 0 and 2^64), with every other field as [`any_event`] makes it.
+    /// and wrap-around past 0 and 2^64), and so do their physical addresses when they have
+    /// one (half of them: a frame above the address), with every other field as
+    /// [`any_event`] makes it.
     fn walking_events() -> impl Strategy<Value = Vec<Event>> {
         let step = (any_event(), 0u32..=64, any::<u64>(), any::<bool>(), 0u8..8);
         prop::collection::vec(step, 0..300).prop_map(|steps| {
@@ -1127,10 +1176,18 @@ mod tests {
                     } else {
                         a.wrapping_add(delta)
                     };
-                    if region < 4 {
-                        Event { addr: *a, ..e }
-                    } else {
-                        e
+                    if region >= 4 {
+                        return e;
+                    }
+                    let paddr = match e.paddr {
+                        NO_PADDR => NO_PADDR,
+                        p if p & 1 == 0 => a.wrapping_add(0x1000_0000),
+                        p => p,
+                    };
+                    Event {
+                        addr: *a,
+                        paddr,
+                        ..e
                     }
                 })
                 .collect()
@@ -1291,7 +1348,8 @@ mod tests {
     }
 
     /// Decoding alone, from records in memory (no zstd, no CRC, no copies) into a sink that
-    /// only counts: the demo trace and the miss-heavy `workload:segments` stream. Prints the
+    /// only counts: the demo trace, the miss-heavy `workload:segments` stream, and a stream
+    /// whose references all carry a physical address (`workload:multiuser`). Prints the
     /// rates per CPU second; asserts only that every event was decoded.
     ///
     /// `cargo test --release -p lookaside --lib codec::tests::decode_rate -- --ignored --nocapture`
@@ -1302,13 +1360,14 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../python/lookaside/data/demo.lks"
         );
-        let sources: [(&str, Box<dyn crate::trace::TraceSource>); 2] = [
+        let workload = |spec| crate::workload::from_spec(spec).unwrap().unwrap();
+        let sources: [(&str, Box<dyn crate::trace::TraceSource>); 3] = [
             ("demo.lks", crate::trace::open(demo.as_ref(), None).unwrap()),
+            ("workload:segments", workload("workload:segments")),
+            // Every reference with a physical address, as whole-system traces have.
             (
-                "workload:segments",
-                crate::workload::from_spec("workload:segments")
-                    .unwrap()
-                    .unwrap(),
+                "multiuser per-process",
+                workload("workload:multiuser,addresses=per-process"),
             ),
         ];
         println!();
@@ -1339,7 +1398,7 @@ mod tests {
                 .collect();
             rates.sort_by(f64::total_cmp);
             println!(
-                "{name:>18}: {} events × {rounds}, {:.2} bytes/event: {:.1} M events/s decoded \
+                "{name:>22}: {} events × {rounds}, {:.2} bytes/event: {:.1} M events/s decoded \
                  (median of 5; best {:.1})",
                 events.len(),
                 len as f64 / events.len() as f64,
