@@ -3,11 +3,63 @@
 //! with `--stream` it reads and simulates the file REPEAT times on one thread instead
 //! (a native trace decoded straight into the machine unless `--batched`). `--config FILE`
 //! simulates a whole machine described in TOML instead of `--tlb` structures.
+//!
+//! The floors under a native trace's simulation: `--parse` decodes the file REPEAT times into
+//! a sink that only counts the events (decoding alone, zstd and the CRC included); `--zstd`
+//! only inflates its record stream (zstd's own speed, under every decoder). Rates are per
+//! second of this process's CPU time, so that other load on the machine does not count.
 
+use std::io::Read;
 use std::time::Instant;
 
+use lookaside::event::{Event, EventSink};
 use lookaside::machine::Machine;
 use lookaside::trace;
+
+/// A sink that only counts: what decoding costs with nothing behind it.
+struct Count(u64);
+
+impl EventSink for Count {
+    #[inline(always)]
+    fn event(&mut self, _: &Event) {
+        self.0 += 1;
+    }
+}
+
+/// CPU seconds this process has used (user and system), from the scheduler's count in ns.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/schedstat").unwrap_or_default();
+    match stat
+        .split_whitespace()
+        .next()
+        .and_then(|t| t.parse::<u64>().ok())
+    {
+        Some(ns) => ns as f64 / 1e9,
+        None => f64::NAN,
+    }
+}
+
+/// Inflates the record stream of native trace `path` (after its header) and returns its
+/// decompressed bytes; nothing is decoded.
+fn inflate(path: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let mut file = std::io::BufReader::with_capacity(512 * 1024, std::fs::File::open(path)?);
+    let mut pre = [0u8; 14];
+    file.read_exact(&mut pre)?;
+    let version = u16::from_le_bytes([pre[8], pre[9]]);
+    let len = u32::from_le_bytes([pre[10], pre[11], pre[12], pre[13]]) as u64;
+    let skip = len + if version >= 2 { 4 } else { 0 };
+    std::io::copy(&mut (&mut file).take(skip), &mut std::io::sink())?;
+    let mut dec = zstd::stream::read::Decoder::with_buffer(file)?;
+    let mut buf = vec![0u8; 512 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = dec.read(&mut buf)?;
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n as u64;
+    }
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,9 +75,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if flags.is_empty() {
         flags.push("dtlb:entries=64,ways=full,policy=lru,serves=data".into());
     }
+    if args.iter().any(|a| a == "--zstd") {
+        let t = cpu_seconds();
+        let mut bytes = 0;
+        for _ in 0..repeat {
+            bytes += inflate(path)?;
+        }
+        let secs = cpu_seconds() - t;
+        println!(
+            "{:.1} MB/s of records inflated ({bytes} bytes, {secs:.3} s CPU)",
+            bytes as f64 / secs / 1e6
+        );
+        return Ok(());
+    }
+    if args.iter().any(|a| a == "--parse") {
+        let t = cpu_seconds();
+        let mut count = Count(0);
+        for _ in 0..repeat {
+            let (input, _) = trace::open_input(path.as_ref(), None)?;
+            let mut src = trace::native::NativeReader::new(input)?;
+            while src.decode_with(lookaside::event::BATCH, &mut count)? > 0 {}
+        }
+        let secs = cpu_seconds() - t;
+        println!(
+            "{:.1} M events/s decoded ({} events, {secs:.3} s CPU)",
+            count.0 as f64 / secs / 1e6,
+            count.0
+        );
+        return Ok(());
+    }
     if args.iter().any(|a| a == "--stream") {
         let mut m = Machine::assemble(None, "simrate", &flags, &[])?;
         let t = Instant::now();
+        let cpu = cpu_seconds();
         let mut events = 0;
         let batched = args.iter().any(|a| a == "--batched");
         for _ in 0..repeat {
@@ -40,9 +122,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
         }
         let secs = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu;
         println!(
-            "{:.1} M events/s read and simulated ({events} events)",
+            "{:.1} M events/s read and simulated ({events} events; {:.1} M/s of CPU time)",
             events as f64 / secs / 1e6,
+            events as f64 / cpu / 1e6,
         );
         return Ok(());
     }

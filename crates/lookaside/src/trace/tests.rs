@@ -61,11 +61,11 @@ pub(crate) fn read_all(path: &Path, format: Option<Format>) -> Result<Vec<Event>
     Ok(all)
 }
 
-fn any_kind() -> impl Strategy<Value = Kind> {
+pub(crate) fn any_kind() -> impl Strategy<Value = Kind> {
     (0..ALL_KINDS.len()).prop_map(|i| ALL_KINDS[i])
 }
 
-fn any_u64() -> impl Strategy<Value = u64> {
+pub(crate) fn any_u64() -> impl Strategy<Value = u64> {
     prop_oneof![
         Just(0u64),
         Just(u64::MAX),
@@ -78,7 +78,7 @@ fn any_u64() -> impl Strategy<Value = u64> {
 }
 
 /// Any event at all: every kind, every field value.
-fn any_event() -> impl Strategy<Value = Event> {
+pub(crate) fn any_event() -> impl Strategy<Value = Event> {
     (
         any_kind(),
         any_u64(),
