@@ -1355,7 +1355,7 @@ mod tests {
             tail in prop::collection::vec(any::<u8>(), 0..3),
         ) {
             // The prefix: fetches at 0 (two bytes each) and, if odd, a mode record.
-            let mut plain = vec![0x10, 0x00].repeat(prefix / 2);
+            let mut plain = [0x10, 0x00].repeat(prefix / 2);
             if prefix % 2 == 1 {
                 plain.push(0x0b);
             }
