@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let path = args
         .first()
-        .ok_or("usage: simrate TRACE [REPEAT] [--tlb SPEC]…")?;
+        .ok_or("usage: simrate TRACE [REPEAT] [--tlb SPEC]… [--stream | --parse | --zstd]")?;
     let repeat: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
     let mut flags: Vec<String> = args
         .windows(2)

@@ -727,7 +727,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::event::{ALL_KINDS, FLUSH_ALL};
+    use crate::event::{ALL_KINDS, BATCH, FLUSH_ALL};
     use crate::trace::tests::any_event;
 
     fn encode_all(events: &[Event]) -> Vec<u8> {
@@ -1267,6 +1267,127 @@ mod tests {
             (cuts, maxes) in pieces(),
         ) {
             prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
+        }
+    }
+
+    /// A native trace file at `path` whose record stream is `records`, whatever they are;
+    /// returns the offset of the first record.
+    fn native_file(path: &std::path::Path, records: &[u8]) -> u64 {
+        use crate::trace::native::{MAGIC, VERSION};
+        let json = br#"{"encoding":"lks1","compression":"zstd","checksum":"crc32"}"#;
+        let mut file = MAGIC.to_vec();
+        file.extend_from_slice(&VERSION.to_le_bytes());
+        file.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&file[8..]);
+        crc.update(json);
+        file.extend_from_slice(json);
+        file.extend_from_slice(&crc.finalize().to_le_bytes());
+        let records_at = file.len() as u64;
+        file.extend_from_slice(&zstd::encode_all(records, 1).unwrap());
+        std::fs::write(path, file).unwrap();
+        records_at
+    }
+
+    /// What the reader must make of a file whose record stream is `records`: the reference's
+    /// events, or the one error line (file offsets count the header, then the records).
+    fn reader_should_give(
+        path: &str,
+        records: &[u8],
+        records_at: u64,
+    ) -> Result<Vec<Event>, String> {
+        let (events, ending) = reference_decode(records);
+        let at = |pos: usize| records_at + pos as u64;
+        let n = events.len() as u64;
+        let ending = match ending {
+            // An END record cut short, its trailer read from the zero padding.
+            Ending::End(_, pos) if pos > records.len() => Ending::Out(pos),
+            ending => ending,
+        };
+        match ending {
+            Ending::Bad(pos, m) => Err(format!("{path}: byte offset {}: record: {m}", at(pos))),
+            // The count is of the events in the batches handed over before the one that
+            // found the end (each `BATCH` events; a batch is handed over once a record
+            // follows it).
+            Ending::Out(_) => Err(format!(
+                "{path}: byte offset {}: stream: truncated: the records end without an END \
+                 record after {} events",
+                at(records.len()),
+                n.saturating_sub(1) / BATCH as u64 * BATCH as u64
+            )),
+            Ending::End(t, pos) => {
+                let end_at = at(pos - END_LEN);
+                if t.count != n {
+                    Err(format!(
+                        "{path}: byte offset {end_at}: trailer: the trailer counts {} events \
+                         but {n} were read",
+                        t.count
+                    ))
+                } else if t.crc != crc32fast::hash(&records[..pos - END_LEN]) {
+                    Err(format!(
+                        "{path}: byte offset {end_at}: trailer: CRC mismatch: the records read \
+                         differ from those written"
+                    ))
+                } else if pos < records.len() {
+                    Err(format!(
+                        "{path}: byte offset {}: stream: data after the END record",
+                        at(pos)
+                    ))
+                } else {
+                    Ok(events)
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Through the reader (zstd, refills of its buffer, the trailer's checks): the events
+        /// of good streams, and for bad ones the same error at the same file offset, also
+        /// where the bad part straddles a refill (after a prefix of about a buffer's length).
+        #[test]
+        fn reader_reports_what_the_reference_finds(
+            events in prop_oneof![walking_events(), prop::collection::vec(any_event(), 1..200)],
+            prefix in prop_oneof![Just(0usize), (super::super::native::CAP - 64)..(super::super::native::CAP + 8)],
+            flips in prop::collection::vec((0.0f64..1.0, 1u8..=255), 0..3),
+            cut in prop_oneof![Just(1.0f64), 0.0f64..1.0],
+            tail in prop::collection::vec(any::<u8>(), 0..3),
+        ) {
+            // The prefix: fetches at 0 (two bytes each) and, if odd, a mode record.
+            let mut plain = [0x10, 0x00].repeat(prefix / 2);
+            if prefix % 2 == 1 {
+                plain.push(0x0b);
+            }
+            let mut all = events.clone();
+            all.splice(0..0, std::iter::repeat_n(Event::reference(Kind::Fetch, 0, 4), prefix / 2));
+            let mut bytes = plain;
+            let body = encode_all(&events);
+            bytes.extend_from_slice(&body[..body.len() - END_LEN]);
+            let crc = crc32fast::hash(&bytes);
+            Encoder::default().end(&Trailer { count: all.len() as u64, crc }, &mut bytes);
+            let clean = bytes.len();
+            for (at, x) in flips {
+                let i = prefix + (at * (clean - prefix) as f64) as usize;
+                if let Some(b) = bytes.get_mut(i) {
+                    *b ^= x;
+                }
+            }
+            bytes.truncate(prefix + (cut * (clean - prefix) as f64) as usize);
+            bytes.extend_from_slice(&tail);
+            let dir = crate::trace::tests::scratch("codec-reader");
+            let path = dir.join("t.lks");
+            let records_at = native_file(&path, &bytes);
+            let got = crate::trace::tests::read_all(&path, Some(crate::trace::Format::Native))
+                .map_err(|e| e.to_string());
+            let want = reader_should_give(&path.display().to_string(), &bytes, records_at);
+            if let (Ok(got), Ok(want)) = (&got, &want) {
+                prop_assert_eq!(want, &all);
+                prop_assert_eq!(got, want);
+            } else {
+                prop_assert_eq!(got.err(), want.err());
+            }
+            let _ = std::fs::remove_dir_all(&dir);
         }
     }
 

@@ -58,7 +58,7 @@ const MAX_HEADER: u32 = 1 << 20;
 /// about 30% smaller, at a tenth of the speed (worth it for traces that are shipped).
 pub const DEFAULT_LEVEL: i32 = 3;
 /// Decompressed bytes decoded per refill.
-const CAP: usize = 512 * 1024;
+pub(crate) const CAP: usize = 512 * 1024;
 
 /// What a trace says about itself: stored in the native header, carried through conversions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
