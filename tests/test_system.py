@@ -264,3 +264,22 @@ def test_without_apt_the_cached_toolchain_serves(tmp_path, monkeypatch):
     assert said and "tcc=1 libc6=2" in said[0]
     with pytest.raises(lookaside.LookasideError, match="has no usr/bin/tcc"):
         system.toolchain_files(root)
+
+
+def test_a_download_that_stale_package_lists_break_says_to_update_them(tmp_path, monkeypatch):
+    """Debian drops a package's old version from its mirror when a new one comes out: apt's
+    lists from before then name a file that is gone, and the error must say what fixes it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    apt = bin_dir / "apt-get"
+    apt.write_text("#!/bin/sh\necho 'E: Failed to fetch http://deb.debian.org/debian/pool/main/"
+                   "l/linux-signed-amd64/linux-image-6.1.0-55-cloud-amd64_6.1.191-1_amd64.deb"
+                   "  404  Not Found [IP: 151.101.2.132 80]' >&2\nexit 100\n")
+    apt.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    root = tmp_path / "cache" / "system" / "6.1.0-55-cloud-amd64"
+    with pytest.raises(lookaside.LookasideError) as e:
+        system._unpack_packages(root, ["linux-image-6.1.0-55-cloud-amd64=6.1.191-1"],
+                                "the guest's packages", "6.1.191-1\n")
+    assert "404  Not Found" in str(e.value) and "run `apt-get update`" in str(e.value)
+    assert not root.exists() and list(root.parent.iterdir()) == []

@@ -115,7 +115,8 @@ def _candidate(package: str) -> str:
     out = _run(["apt-cache", "policy", package], f"looking up {package}")
     m = re.search(r"Candidate:\s*(\S+)", out)
     if not m or m.group(1) == "(none)":
-        raise LookasideError(f"apt has no package {package} (apt-get update?)")
+        raise LookasideError(f"apt has no package {package}: run `apt-get update` (as root) "
+                             "if its package lists are stale")
     return m.group(1)
 
 
@@ -189,7 +190,13 @@ def _unpack_packages(root: Path, packages: list[str], what: str, version: str,
     _need("dpkg-deb", "dpkg")
     root.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
-        _run(["apt-get", "download", *packages], f"downloading {what}", cwd=tmp)
+        try:
+            _run(["apt-get", "download", *packages], f"downloading {what}", cwd=tmp)
+        except LookasideError as e:
+            # Debian removes a package's old versions from its mirrors when it publishes a
+            # new one: package lists older than that name files that are gone (404).
+            raise LookasideError(f"{e}; apt's package lists may be stale: run `apt-get "
+                                 "update` (as root) and try again") from None
         unpacked = Path(tmp) / "root"
         for deb in sorted(Path(tmp).glob("*.deb")):
             _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
