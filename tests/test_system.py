@@ -485,3 +485,14 @@ def test_a_kernel_version_that_cannot_be_fetched_is_a_clear_error(tmp_path, monk
         system.assets(tmp_path, kernel="6.1.0-55-cloud-amd64", **quiet)
     monkeypatch.setenv("LOOKASIDE_KERNEL", "6.1.0-56-cloud-amd64=6.1.192-2")
     assert system.assets(tmp_path, **quiet).root == rel
+
+
+def test_a_failed_workloads_error_shows_its_last_output_plainly():
+    msg = system._failed(1, ["starting", "\x1b[01m\x1b[Kcc1:\x1b[m\x1b[K \x1b[01;31m\x1b[K"
+                             "error: \x1b[m\x1b[Kno include path", "x" * 300])
+    assert msg.startswith("the workload failed in the guest (exit status 1); its last output: "
+                          "starting | cc1: error: no include path | xxx")
+    assert len(msg) < 400 and "missing" not in msg and msg.endswith("(no trace written)")
+    msg = system._failed(2, ["gzip: words.txt: No such file or directory"])
+    assert "something it needs may be missing from the guest" in msg and "--copy PATH" in msg
+    assert "printing nothing" in system._failed(127, []) and "--copy" in system._failed(127, [])

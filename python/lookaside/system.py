@@ -800,13 +800,15 @@ class _Console(_Tee):
 def _failed(status: int, output: list[str]) -> str:
     """The error of a workload that exited with ``status``: its last lines of output, and
     what is likely missing if they say that something was not found."""
-    lines = [ln if len(ln) <= 200 else ln[:197] + "..." for ln in output[-3:]]
+    # Without the terminal's colours (the console is a terminal: gcc colours its errors).
+    lines = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", ln) for ln in output[-3:]]
+    lines = [ln if len(ln) <= 200 else ln[:197] + "..." for ln in lines]
     msg = (f"the workload failed in the guest (exit status {status})"
            + (f"; its last output: {' | '.join(lines)}" if lines else ", printing nothing"))
     if status in (126, 127) or any(MISSING.search(ln) for ln in lines):
         msg += ("; something it needs may be missing from the guest, which holds only the "
-                "program, its #! interpreter, the programs and libraries they load, /bin/sh, "
-                "and what --file and --copy name: copy what is missing with --copy PATH")
+                "program, its #! interpreter, their shared libraries, /bin/sh and what --file "
+                "and --copy name: copy what is missing with --copy PATH")
     return msg + " (no trace written)"
 
 
