@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import lookaside
-from lookaside import system
+from lookaside import capture, system
 
 needs_system = pytest.mark.skipif(
     not (shutil.which("qemu-system-x86_64") and shutil.which("apt-get")
@@ -78,6 +78,7 @@ def test_the_tracing_modules_own_work_is_counted_not_recorded(pipe):
     assert s["excluded"] == {"code": [lo, hi], "counts": kinds}
     assert total == sum(kinds) and kinds[0] > 100 * i["kinds"]["context_switch"]
     assert total < 0.1 * i["references"]
+    assert f"the tracer's own {total:,} references left out" in "\n".join(capture.describe(s))
     pages = lookaside.access_map(out, page="4k", interval=10**12, select="instruction")
     assert len(pages) > 1000 and not pages.attrs["truncated_at"]
     inside = pages[(pages.address + 4096 > lo) & (pages.address < hi)]
