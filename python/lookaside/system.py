@@ -6,14 +6,18 @@ record every reference of the kernel and of every process.
 ``lookaside_marks`` kernel module, the workload), runs the workload, and powers the guest
 off. Lookaside's system plugin records each instruction fetch, load and store with its
 virtual and physical address, user/kernel mode and address space; the module tells the
-plugin which process runs (see ``tracers/system/lookaside_marks.c``). Recording starts
-when the module loads (the boot is not recorded) and ends when it is removed, after the
-workload.
+plugin which process runs (see ``tracers/system/lookaside_marks.c``), and the plugin
+leaves the module's own code out. Recording spans the workload: /init starts it after
+loading the module and stops it before removing it (the boot is not recorded). Time in the
+guest is virtual (:data:`QEMU_CLOCK`), so the same inputs give the same trace. A host
+program runs by its absolute path with what it needs (:class:`Guest`,
+:func:`guest_command`), never a busybox applet of the same name.
 
 What is fetched, once, into the cache (``LOOKASIDE_CACHE_DIR``, as for user-level
 capture), with ``apt-get download`` (so apt's package lists must be current): the kernel
-image named by ``linux-image-cloud-amd64`` (or ``LOOKASIDE_KERNEL``, a release such as
-``6.1.0-56-cloud-amd64``), its headers and kbuild of the same version to build the module,
+image named by ``linux-image-cloud-amd64`` (or ``--kernel``/``LOOKASIDE_KERNEL``, a release
+such as ``6.1.0-56-cloud-amd64``, optionally ``=VERSION``: :func:`assets`), its headers and
+kbuild of the same version to build the module,
 and ``busybox-static``; for the workloads that compile, the Tiny C Compiler and the C library
 it compiles against (see :data:`TOOLCHAIN`). ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary
 (default ``qemu-system-x86_64``).
@@ -317,8 +321,9 @@ def toolchain_files(root: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def build_module(a: Assets, cache: Path | None = None) -> Path:
-    """The marker module for this kernel, built unless the cache has a build of this source."""
+def build_module(a: Assets) -> Path:
+    """The marker module for this kernel, built unless its cached tree (beside the kernel)
+    has a build of this source."""
     src = _data_dir("tracers") / "system"
     files = [src / "lookaside_marks.c", src / "Kbuild"]
     h = hashlib.sha256(a.release.encode())
@@ -830,6 +835,10 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     everything that went into it."""
     if (workload is None) == (not command):
         raise LookasideError("give a shipped workload or a command to run in the guest")
+    for f in copies:
+        if not os.path.isabs(f):
+            raise LookasideError(f"--copy {f}: give the absolute path it has on this host, "
+                                 "which it keeps in the guest")
     output = os.fspath(output)
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
@@ -840,7 +849,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     cache = cache_dir()
     say = (lambda m: None) if quiet else _say
     a = assets(cache, say, kernel)
-    module = build_module(a, cache)
+    module = build_module(a)
     plugin = build_plugin(cache, name="lookaside-system-plugin")
     guest = Guest()
     packages = [busybox_version(a)]
@@ -866,9 +875,6 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     for f in files:
         guest.add_input(f"workload/{os.path.basename(os.path.normpath(f))}", f)
     for f in copies:
-        if not os.path.isabs(f):
-            raise LookasideError(f"--copy {f}: give the absolute path it has on this host, "
-                                 "which it keeps in the guest")
         guest.add_input(f, f)
     packages += host_packages(guest.binaries)
     if not quiet:
