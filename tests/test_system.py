@@ -9,8 +9,10 @@ counts with a user-level capture of the same static binary on the host, and simu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import lookaside
-from lookaside import system
+from lookaside import capture, system
 
 needs_system = pytest.mark.skipif(
     not (shutil.which("qemu-system-x86_64") and shutil.which("apt-get")
@@ -50,7 +52,9 @@ def test_capture_names_every_process_and_address_space(pipe):
     procs = s["processes"]
     ping = {p["asid"] for p in procs if p["name"] == "pingpong"}
     assert len(ping) == 2, f"client and server each have an address space: {procs}"
-    assert {"insmod", "sh", "rmmod"} <= {p["name"] for p in procs}
+    names = {p["name"] for p in procs}
+    assert {"init", "sh"} <= names, "/init starts the workload's shell"
+    assert not names & {"insmod", "rmmod"}, "loading and removing the tracer is not recorded"
     meta = lookaside.info(out)["metadata"]
     assert meta["processes"] == procs
     assert meta["extra"]["kernel"].startswith(system.kernel_release())
@@ -58,6 +62,27 @@ def test_capture_names_every_process_and_address_space(pipe):
     # Address space 0 (page tables no process owns: exec's before it is named, init_mm,
     # text_poke's) never runs user code: a TLB flush that reloads CR3 is no switch.
     assert lookaside.info(out)["by_asid"].get("0", {}).get("user", 0) == 0
+
+
+@needs_system
+def test_the_tracing_modules_own_work_is_counted_not_recorded(pipe):
+    """The probes' code runs at every context switch (~400 references each): none of its
+    instructions is in the trace, and the metadata says how much was left out."""
+    out, s = pipe
+    i = lookaside.info(out)
+    m = re.fullmatch(r"tracing module code 0x([0-9a-f]+)-0x([0-9a-f]+): (\d+) references not "
+                     r"recorded \(fetch (\d+), load (\d+), store (\d+)\)",
+                     i["metadata"]["extra"]["excluded"])
+    assert m, i["metadata"]["extra"]["excluded"]
+    lo, hi, total, *kinds = (int(g, 16) if k < 2 else int(g) for k, g in enumerate(m.groups()))
+    assert s["excluded"] == {"code": [lo, hi], "counts": kinds}
+    assert total == sum(kinds) and kinds[0] > 100 * i["kinds"]["context_switch"]
+    assert total < 0.1 * i["references"]
+    assert f"the tracer's own {total:,} references left out" in "\n".join(capture.describe(s))
+    pages = lookaside.access_map(out, page="4k", interval=10**12, select="instruction")
+    assert len(pages) > 1000 and not pages.attrs["truncated_at"]
+    inside = pages[(pages.address + 4096 > lo) & (pages.address < hi)]
+    assert inside.empty, f"the module's code was recorded: {inside}"
 
 
 @needs_system
@@ -264,3 +289,211 @@ def test_without_apt_the_cached_toolchain_serves(tmp_path, monkeypatch):
     assert said and "tcc=1 libc6=2" in said[0]
     with pytest.raises(lookaside.LookasideError, match="has no usr/bin/tcc"):
         system.toolchain_files(root)
+
+
+def test_a_download_that_stale_package_lists_break_says_to_update_them(tmp_path, monkeypatch):
+    """Debian drops a package's old version from its mirror when a new one comes out: apt's
+    lists from before then name a file that is gone, and the error must say what fixes it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    apt = bin_dir / "apt-get"
+    apt.write_text("#!/bin/sh\necho 'E: Failed to fetch http://deb.debian.org/debian/pool/main/"
+                   "l/linux-signed-amd64/linux-image-6.1.0-55-cloud-amd64_6.1.191-1_amd64.deb"
+                   "  404  Not Found [IP: 151.101.2.132 80]' >&2\nexit 100\n")
+    apt.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    root = tmp_path / "cache" / "system" / "6.1.0-55-cloud-amd64"
+    with pytest.raises(lookaside.LookasideError) as e:
+        system._unpack_packages(root, ["linux-image-6.1.0-55-cloud-amd64=6.1.191-1"],
+                                "the guest's packages", "6.1.191-1\n")
+    assert "404  Not Found" in str(e.value) and "run `apt-get update`" in str(e.value)
+    assert not root.exists() and list(root.parent.iterdir()) == []
+
+
+def _words(path: Path, n: int = 3000) -> None:
+    """A text file of ``n`` pseudo-random words (fixed seed)."""
+    import random
+
+    rng = random.Random(7)
+    vocab = ["".join(rng.choice("etaoinshrdlu") for _ in range(rng.randint(2, 9)))
+             for _ in range(400)]
+    path.write_text(" ".join(rng.choice(vocab) for _ in range(n)) + "\n")
+
+
+def _events(trace: Path) -> bytes:
+    """The compressed records of a native trace: what follows its header (see native.rs)."""
+    b = trace.read_bytes()
+    return b[18 + int.from_bytes(b[10:14], "little"):]
+
+
+@needs_system
+def test_a_named_program_is_the_real_one_and_a_capture_repeats_bit_for_bit(tmp_path):
+    """`-- gzip …` is Debian's gzip, run by its absolute path (busybox's shell would run its
+    own gzip applet for the bare name, which has no --rsyncable and exits 1); captured twice,
+    the same inputs give the same events and the same summary, and the metadata names what
+    repeating it needs."""
+    if not shutil.which("gzip"):
+        pytest.skip("needs gzip")
+    _words(tmp_path / "words.txt")
+    info = []
+    for run in (1, 2):
+        out = tmp_path / f"gz{run}.lks"
+        s = system.record_system(None, out, command=["gzip", "-k", "-f", "--rsyncable",
+                                                      "words.txt"],
+                                 files=[str(tmp_path / "words.txt")], quiet=True)
+        assert s["command"] == f"{shutil.which('gzip')} -k -f --rsyncable words.txt"
+        assert "gzip" in {p["name"] for p in s["processes"]}
+        i = lookaside.info(out)
+        del i["metadata"]["extra"]["date"], i["path"]
+        info.append(i)
+    assert info[0] == info[1]
+    assert _events(tmp_path / "gz1.lks") == _events(tmp_path / "gz2.lks")
+    extra = info[0]["metadata"]["extra"]
+    digest = hashlib.sha256((tmp_path / "words.txt").read_bytes()).hexdigest()
+    assert f"{tmp_path / 'words.txt'} sha256:{digest}" in extra["inputs"]
+    assert extra["kernel_package"] == f"linux-image-{extra['kernel'].replace(' (', '=')[:-1]}"
+    assert re.search(r"(^| )gzip=\S+", extra["guest_packages"])
+    assert re.search(r"(^| )busybox-static=\S+", extra["guest_packages"])
+    assert "-icount shift=0,sleep=off" in extra["qemu_command"]
+    assert "clock=vm" in extra["qemu_command"] and "-seed" in extra["qemu_command"]
+    assert extra["initramfs"].startswith("sha256:")
+
+
+def _script(tmp_path: Path) -> tuple[Path, Path]:
+    """A #! script run by the host's /bin/sh that forks gzip (by name) on a file of a
+    directory tree, and the tree."""
+    tree = tmp_path / "data"
+    (tree / "sub").mkdir(parents=True)
+    _words(tree / "sub" / "words.txt", 1000)
+    job = tmp_path / "job.sh"
+    job.write_text("#!/bin/sh\nset -e\ngzip -k -f --rsyncable data/sub/words.txt\n"
+                   "test -s data/sub/words.txt.gz\necho compressed\n")
+    job.chmod(0o755)
+    return job, tree
+
+
+@needs_system
+def test_scripts_forked_children_and_directory_trees_run_in_the_guest(tmp_path):
+    """A #! script runs under its interpreter (the host's /bin/sh, put into the guest); the
+    gzip it forks, copied with --copy, is recorded as a process of its own; --file copies a
+    directory tree."""
+    gzip = shutil.which("gzip")
+    if not gzip:
+        pytest.skip("needs gzip")
+    job, tree = _script(tmp_path)
+    out = tmp_path / "job.lks"
+    s = system.record_system(None, out, command=[str(job)], files=[str(tree)],
+                             copies=[os.path.realpath(gzip)], quiet=True)
+    names = {p["name"]: p["asid"] for p in s["processes"]}
+    assert {"job.sh", "gzip"} <= set(names), s["processes"]
+    i = lookaside.info(out)
+    assert i["by_asid"][str(names["gzip"])]["user"] > 100_000, "gzip's own work is recorded"
+    assert i["by_asid"][str(names["job.sh"])]["user"] > 10_000, "so is the shell's"
+    assert f"{tree} sha256:{system.tree_digest(tree)}" in i["metadata"]["extra"]["inputs"]
+
+
+@needs_system
+def test_a_failing_workload_says_what_is_missing_and_leaves_no_trace(tmp_path, cli):
+    """Without --copy for gzip, the script's `gzip` is not found in the guest (busybox's
+    applet is on no PATH of a host program): the capture fails with the exit status, the
+    last output and what to do, and writes nothing."""
+    job, tree = _script(tmp_path)
+    out = tmp_path / "job.lks"
+    p = cli("trace", "--system", "-q", "--file", tree, "-o", out, "--", job, check=False)
+    assert p.returncode == 2, p.stderr
+    err = p.stderr.strip().splitlines()[-1]
+    assert err.startswith("lookaside: error: the workload failed in the guest (exit status 127)")
+    assert "gzip: not found" in err and "--copy PATH" in err and "no trace written" in err
+    assert sorted(os.listdir(tmp_path)) == ["data", "job.sh"], "no trace, no partial file"
+
+
+@needs_system
+def test_a_program_only_busybox_has_is_refused_unless_asked_for(tmp_path):
+    a = system.assets(say=lambda m: None)
+    only = sorted(n for n in system.busybox_applets(a)
+                  if re.fullmatch(r"[a-z][a-z0-9]+", n) and not shutil.which(n))
+    if not only:
+        pytest.skip("this host has a program for every busybox applet")
+    with pytest.raises(lookaside.LookasideError,
+                       match=rf"{only[0]}: not on this host; the guest's busybox has an applet "
+                             rf"of that name: `-- busybox {only[0]} …` traces it"):
+        system.record_system(None, tmp_path / "x.lks", command=[only[0]], quiet=True)
+    guest = system.Guest()
+    assert system.guest_command(["busybox", only[0], "-x"], guest, set) == [
+        "/lookaside/busybox", only[0], "-x"]
+    assert not (tmp_path / "x.lks").exists()
+
+
+def test_host_files_keep_their_paths_in_a_merged_usr_guest(tmp_path):
+    """Programs, their #! interpreters and libraries land at the host's paths (merged /usr:
+    /bin and /lib are links into /usr in the guest); a directory tree keeps its links."""
+    assert system.guest_path("/lib/x86_64-linux-gnu/libc.so.6") == \
+        "usr/lib/x86_64-linux-gnu/libc.so.6"
+    assert system.guest_path("/bin/sh") == "usr/bin/sh"
+    assert system.guest_path("/usr/bin/gzip") == "usr/bin/gzip"
+    assert system.guest_path("workload/data") == "workload/data"
+    job = tmp_path / "job.sh"
+    job.write_text("#!/bin/sh\necho hi\n")
+    job.chmod(0o755)
+    g = system.Guest()
+    g.add_program(str(job))
+    assert system.guest_path(str(job)) in g.files and "usr/bin/sh" in g.files
+    assert any(p.startswith("usr/lib") and "libc.so" in p for p in g.files), \
+        "the interpreter brings its libraries"
+    (tmp_path / "t" / "d").mkdir(parents=True)
+    (tmp_path / "t" / "d" / "f").write_text("x")
+    (tmp_path / "t" / "l").symlink_to("d/f")
+    g.add_input("workload/t", str(tmp_path / "t"))
+    assert {"workload/t", "workload/t/d", "workload/t/d/f", "workload/t/l"} <= set(g.files)
+    assert g.files["workload/t/l"][2] and g.inputs[-1][0] == str(tmp_path / "t")
+    with pytest.raises(lookaside.LookasideError, match="the guest keeps that path"):
+        g.add_input("/proc/x", str(job))
+    with pytest.raises(lookaside.LookasideError, match="no such file or directory"):
+        g.add_input("workload/nope", str(tmp_path / "nope"))
+    with pytest.raises(lookaside.LookasideError, match="its interpreter /no/such is not"):
+        bad = tmp_path / "bad.sh"
+        bad.write_text("#!/no/such\n")
+        system.Guest().add_program(str(bad))
+
+
+def test_a_kernel_version_that_cannot_be_fetched_is_a_clear_error(tmp_path, monkeypatch):
+    """--kernel RELEASE=VERSION (a trace's kernel_package) gets that exact build: from the
+    cache, or from apt; another version is an error naming what apt and the cache have."""
+    assert system.parse_kernel("6.1.0-56-cloud-amd64") == ("6.1.0-56-cloud-amd64", None)
+    assert system.parse_kernel("linux-image-6.1.0-56-cloud-amd64=6.1.192-2") == (
+        "6.1.0-56-cloud-amd64", "6.1.192-2")
+    assert system.parse_kernel("6.1.0-56-cloud-amd64 (6.1.192-2)") == (
+        "6.1.0-56-cloud-amd64", "6.1.192-2")
+    with pytest.raises(lookaside.LookasideError, match="expected RELEASE or RELEASE=VERSION"):
+        system.parse_kernel("latest please")
+    rel = tmp_path / "system" / "6.1.0-56-cloud-amd64"
+    rel.mkdir(parents=True)
+    (rel / "VERSION").write_text("6.1.192-2\n")
+    monkeypatch.setattr(system, "_versions", lambda package: ["6.1.193-1"])
+    monkeypatch.setattr(system, "_need", lambda tool, package: tool)
+    quiet = {"say": lambda m: None}
+    a = system.assets(tmp_path, kernel="6.1.0-56-cloud-amd64=6.1.192-2", **quiet)
+    assert (a.root, a.package) == (rel, "linux-image-6.1.0-56-cloud-amd64=6.1.192-2")
+    assert system.assets(tmp_path, kernel="6.1.0-56-cloud-amd64", **quiet).root == rel
+    with pytest.raises(lookaside.LookasideError) as e:
+        system.assets(tmp_path, kernel="6.1.0-56-cloud-amd64=6.1.191-1", **quiet)
+    assert "kernel 6.1.0-56-cloud-amd64 6.1.191-1 cannot be fetched: apt offers 6.1.193-1" \
+        in str(e.value)
+    assert "kernels in the cache: 6.1.0-56-cloud-amd64 (6.1.192-2)" in str(e.value)
+    monkeypatch.setattr(system, "_versions", lambda package: [])
+    with pytest.raises(lookaside.LookasideError, match="kernel 6.1.0-55-cloud-amd64 cannot be "
+                                                       "fetched: apt offers no version of it"):
+        system.assets(tmp_path, kernel="6.1.0-55-cloud-amd64", **quiet)
+    monkeypatch.setenv("LOOKASIDE_KERNEL", "6.1.0-56-cloud-amd64=6.1.192-2")
+    assert system.assets(tmp_path, **quiet).root == rel
+
+
+def test_a_failed_workloads_error_shows_its_last_output_plainly():
+    msg = system._failed(1, ["starting", "\x1b[01m\x1b[Kcc1:\x1b[m\x1b[K \x1b[01;31m\x1b[K"
+                             "error: \x1b[m\x1b[Kno include path", "x" * 300])
+    assert msg.startswith("the workload failed in the guest (exit status 1); its last output: "
+                          "starting | cc1: error: no include path | xxx")
+    assert len(msg) < 400 and "missing" not in msg and msg.endswith("(no trace written)")
+    msg = system._failed(2, ["gzip: words.txt: No such file or directory"])
+    assert "something it needs may be missing from the guest" in msg and "--copy PATH" in msg
+    assert "printing nothing" in system._failed(127, []) and "--copy" in system._failed(127, [])

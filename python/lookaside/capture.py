@@ -353,7 +353,9 @@ def describe(s: dict[str, Any]) -> list[str]:
                         f"({', '.join(names)}), {s['switches']:,} address-space switches; "
                         f"booting took {s['boot_seconds']:.1f} s, recording "
                         f"{s['record_seconds']:.1f} s ({s['record_rate'] / 1e6:.1f} M "
-                        "references/s)")
+                        "references/s)"
+                        + (f"; the tracer's own {sum(s['excluded']['counts']):,} references "
+                           "left out" if s.get("excluded") else ""))
     if s.get("ending") == "exec":
         lines.append("the program replaced itself (execve); what it started ran untraced")
     if s["exit_status"] != 0:

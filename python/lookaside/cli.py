@@ -298,8 +298,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     argv = args.program[1:] if args.program[:1] == ["--"] else args.program
     if args.workload and not args.system:
         raise LookasideError("--workload runs inside a whole system: add --system")
-    if args.file and not args.system:
-        raise LookasideError("--file copies into a whole system's guest: add --system")
+    for opt, what in (("file", "--file copies into"), ("copy", "--copy copies into"),
+                      ("kernel", "--kernel names the kernel of")):
+        if getattr(args, opt) and not args.system:
+            raise LookasideError(f"{what} a whole system's guest: add --system")
     if args.system and args.via != "auto":
         raise LookasideError("--via chooses how a program is captured, not a whole system")
     prog = Progress(None, not args.quiet)
@@ -312,8 +314,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
             if args.workload and argv:
                 raise LookasideError("give --workload NAME or -- PROGRAM ARGS…, not both")
             s = record_system(args.workload, args.output, command=argv or None,
-                              files=args.file, level=args.level, progress=prog,
-                              quiet=args.quiet)
+                              files=args.file, copies=args.copy, kernel=args.kernel,
+                              level=args.level, progress=prog, quiet=args.quiet)
         else:
             s = record(argv, args.output, args.via, level=args.level, progress=prog,
                        quiet=args.quiet)
@@ -472,8 +474,9 @@ def parser() -> argparse.ArgumentParser:
                                      "references into a trace",
                        usage="lookaside trace -o FILE [--via auto|qemu|valgrind] [--level N] "
                              "[-q] -- PROGRAM ARGS…\n"
-                             "       lookaside trace --system -o FILE [--workload NAME | "
-                             "[--file F]… -- PROGRAM ARGS…]",
+                             "       lookaside trace --system -o FILE "
+                             "[--kernel RELEASE[=VERSION]] [--workload NAME | [--file F]… "
+                             "[--copy PATH]… -- PROGRAM ARGS…]",
                        description="Run PROGRAM under QEMU (user mode) with Lookaside's plugin "
                                    "and record every instruction fetch, load and store, of "
                                    "every thread, into a trace (native unless the output's "
@@ -481,9 +484,10 @@ def parser() -> argparse.ArgumentParser:
                                    "lackey records it instead (slower). With --system, boot a "
                                    "Linux kernel under qemu-system-x86_64, run a shipped "
                                    "workload (or PROGRAM, copied into the guest with its "
-                                   "libraries) and record every reference of the kernel and "
-                                   "of every process, with physical address, mode and address "
-                                   "space.")
+                                   "libraries and run by its absolute path) and record every "
+                                   "reference of the kernel and of every process, with "
+                                   "physical address, mode and address space; the same "
+                                   "inputs give the same trace.")
     s.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the trace to write (e.g. prog.lks); it appears only when complete")
     s.add_argument("--via", choices=["auto", "qemu", "valgrind"], default="auto",
@@ -497,7 +501,16 @@ def parser() -> argparse.ArgumentParser:
                    help="with --system: a shipped workload (pipe, compress, compile, mix; "
                         "default pipe)")
     s.add_argument("--file", action="append", default=[], metavar="F",
-                   help="with --system: copy F into the guest's working directory")
+                   help="with --system: copy the file or directory tree F into the guest's "
+                        "working directory")
+    s.add_argument("--copy", action="append", default=[], metavar="PATH",
+                   help="with --system: copy the file or directory tree at the absolute PATH "
+                        "to the same path in the guest (programs and libraries in it with the "
+                        "libraries they need): what the program runs or reads there")
+    s.add_argument("--kernel", metavar="RELEASE[=VERSION]",
+                   help="with --system: the guest's kernel (default: Debian's current cloud "
+                        "kernel); with =VERSION that exact build, or an error (a trace's "
+                        "kernel_package metadata names the one it was made with)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress or report")
     s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS…")
     s.set_defaults(run=cmd_trace)

@@ -6,14 +6,18 @@ record every reference of the kernel and of every process.
 ``lookaside_marks`` kernel module, the workload), runs the workload, and powers the guest
 off. Lookaside's system plugin records each instruction fetch, load and store with its
 virtual and physical address, user/kernel mode and address space; the module tells the
-plugin which process runs (see ``tracers/system/lookaside_marks.c``). Recording starts
-when the module loads (the boot is not recorded) and ends when it is removed, after the
-workload.
+plugin which process runs (see ``tracers/system/lookaside_marks.c``), and the plugin
+leaves the module's own code out. Recording spans the workload: /init starts it after
+loading the module and stops it before removing it (the boot is not recorded). Time in the
+guest is virtual (:data:`QEMU_CLOCK`), so the same inputs give the same trace. A host
+program runs by its absolute path with what it needs (:class:`Guest`,
+:func:`guest_command`), never a busybox applet of the same name.
 
 What is fetched, once, into the cache (``LOOKASIDE_CACHE_DIR``, as for user-level
 capture), with ``apt-get download`` (so apt's package lists must be current): the kernel
-image named by ``linux-image-cloud-amd64`` (or ``LOOKASIDE_KERNEL``, a release such as
-``6.1.0-56-cloud-amd64``), its headers and kbuild of the same version to build the module,
+image named by ``linux-image-cloud-amd64`` (or ``--kernel``/``LOOKASIDE_KERNEL``, a release
+such as ``6.1.0-56-cloud-amd64``, optionally ``=VERSION``: :func:`assets`), its headers and
+kbuild of the same version to build the module,
 and ``busybox-static``; for the workloads that compile, the Tiny C Compiler and the C library
 it compiles against (see :data:`TOOLCHAIN`). ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary
 (default ``qemu-system-x86_64``).
@@ -44,8 +48,25 @@ KERNEL_META = "linux-image-cloud-amd64"
 #: block below 3 GiB on QEMU's pc machine.
 RAM_MIB = 512
 #: Kernel command line: serial console, no KASLR (stable kernel addresses across runs), no
-#: page-table isolation (one CR3 per address space), power off rather than reboot on panic.
-APPEND = "console=ttyS0 quiet loglevel=3 panic=-1 nokaslr pti=off"
+#: page-table isolation (one CR3 per address space), power off rather than reboot on panic;
+#: the crypto self-tests skipped (0.7 s of the boot, nothing after it); no entropy credited
+#: to the CPU or the boot loader (it would not change what the kernel mixes in, which
+#: :data:`QEMU_CLOCK` makes the same every run, but says that nothing from the host counts).
+APPEND = ("console=ttyS0 quiet loglevel=3 panic=-1 nokaslr pti=off cryptomgr.notests "
+          "random.trust_cpu=off random.trust_bootloader=off")
+#: What makes a capture repeatable, bit for bit: time in the guest is virtual, counted in
+#: instructions (1 ns each, ``-icount shift=0``) and jumping ahead when the guest idles
+#: (``sleep=off``) instead of following the host's clock; the real-time clock starts at a
+#: fixed date and runs on that virtual time; QEMU's random numbers for the guest (the seed
+#: it hands a ``-kernel`` boot, RDRAND) come from a fixed seed. Then the same kernel,
+#: initramfs and QEMU give the same event stream every run (the tests check it).
+#: The guest's date when it boots, in seconds since 1970 (2000-01-01T00:00:00Z): its clock
+#: starts there, and every file of the initramfs bears it (not 0, which gzip, for one, warns
+#: about: its format keeps 0 for "no time").
+GUEST_EPOCH = 946684800
+QEMU_CLOCK = ("-icount", "shift=0,sleep=off", "-rtc",
+              "base=" + datetime.datetime.fromtimestamp(GUEST_EPOCH, datetime.timezone.utc)
+              .strftime("%Y-%m-%dT%H:%M:%S") + ",clock=vm", "-seed", "1")
 #: The line the guest's /init prints with the workload's exit status.
 EXIT_MARK = "LOOKASIDE-EXIT"
 #: The Debian packages of the guest's C toolchain, for workloads that need ``tcc``: the Tiny
@@ -115,7 +136,8 @@ def _candidate(package: str) -> str:
     out = _run(["apt-cache", "policy", package], f"looking up {package}")
     m = re.search(r"Candidate:\s*(\S+)", out)
     if not m or m.group(1) == "(none)":
-        raise LookasideError(f"apt has no package {package} (apt-get update?)")
+        raise LookasideError(f"apt has no package {package}: run `apt-get update` (as root) "
+                             "if its package lists are stale")
     return m.group(1)
 
 
@@ -124,11 +146,31 @@ def kernel_release() -> str:
     names (e.g. ``6.1.0-56-cloud-amd64``)."""
     rel = os.environ.get("LOOKASIDE_KERNEL")
     if rel:
-        return rel
+        return parse_kernel(rel)[0]
     for dep in _depends(KERNEL_META):
         if dep.startswith("linux-image-"):
             return dep[len("linux-image-"):]
     raise LookasideError(f"{KERNEL_META} names no kernel image")
+
+
+def parse_kernel(spec: str) -> tuple[str, str | None]:
+    """A kernel as ``--kernel`` names it: ``RELEASE`` or ``RELEASE=VERSION`` (a trace's
+    ``kernel_package`` metadata, with or without its ``linux-image-``), or
+    ``RELEASE (VERSION)`` (its ``kernel``)."""
+    m = re.fullmatch(r"\s*(?:linux-image-)?([0-9][\w.+~-]*)\s*(?:=\s*(\S+)|\((\S+)\))?\s*",
+                     spec)
+    if not m:
+        raise LookasideError(f"kernel '{spec}': expected RELEASE or RELEASE=VERSION, as a "
+                             "trace's kernel_package metadata gives it (e.g. "
+                             "6.1.0-56-cloud-amd64=6.1.192-2)")
+    return m.group(1), m.group(2) or m.group(3)
+
+
+def _versions(package: str) -> list[str]:
+    """The versions of ``package`` that apt can fetch (its version table)."""
+    out = _run(["apt-cache", "policy", package], f"looking up {package}")
+    table = out.split("Version table:", 1)[1] if "Version table:" in out else ""
+    return re.findall(r"^\s+(?:\*\*\*\s+)?(\S+)\s+-?\d+\s*$", table, re.M)
 
 
 class Assets:
@@ -143,25 +185,60 @@ class Assets:
         self.busybox = root / "bin" / "busybox"
         self.version = (root / "VERSION").read_text().strip()
 
+    @property
+    def package(self) -> str:
+        """The kernel's Debian package as apt pins it: ``linux-image-RELEASE=VERSION``."""
+        return f"linux-image-{self.release}={self.version}"
 
-def assets(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Assets:
-    """Downloads and unpacks what a system capture needs, unless the cache has it. Without
-    apt (offline, or no package lists), a single release already in the cache serves."""
+
+def assets(cache: Path | None = None, say: Callable[[str], Any] = _say,
+           kernel: str | None = None) -> Assets:
+    """Downloads and unpacks what a system capture needs, unless the cache has it. ``kernel``
+    (or ``LOOKASIDE_KERNEL``) names the kernel (see :func:`parse_kernel`); with a version,
+    that exact version or an error saying what apt and the cache have instead (Debian's
+    mirrors keep only the current kernel). Without a kernel named, the one Debian's cloud
+    meta package names; without apt (offline, or no package lists), a single release already
+    in the cache serves."""
     base = (cache or cache_dir()) / "system"
-    try:
-        release = kernel_release()
-    except LookasideError:
-        cached = sorted(d.name for d in base.glob("*") if (d / "VERSION").is_file())
-        if len(cached) != 1:
-            raise
-        release = cached[0]
-        say(f"apt cannot name the kernel: using {release}, the one in the cache")
+    spec = kernel or os.environ.get("LOOKASIDE_KERNEL")
+    release, want = parse_kernel(spec) if spec else (None, None)
+    if release is None:
+        try:
+            release = kernel_release()
+        except LookasideError:
+            cached = sorted(d.name for d in base.glob("*") if (d / "VERSION").is_file())
+            if len(cached) != 1:
+                raise
+            release = cached[0].split("=")[0]
+            say(f"apt cannot name the kernel: using {release}, the one in the cache")
+            return Assets(base / cached[0], release)
     root = base / release
-    if (root / "VERSION").is_file():
+    have = (root / "VERSION").read_text().strip() if (root / "VERSION").is_file() else None
+    if have is not None and want in (None, have):
         return Assets(root, release)
+    if want is not None:
+        # Another version of the same release (a rebuild) lives beside it.
+        root = base / f"{release}={want}"
+        if (root / "VERSION").is_file():
+            return Assets(root, release)
     _need("apt-get", "apt")
     image = f"linux-image-{release}"
-    version = _candidate(image)
+    named = f"kernel {release}" + (f" {want}" if want else "")
+    cached = ", ".join(sorted(f"{d.name} ({(d / 'VERSION').read_text().strip()})"
+                              for d in base.glob("*") if (d / "VERSION").is_file())) or "none"
+    try:
+        offered = _versions(image)
+    except LookasideError as e:
+        raise LookasideError(f"{named} cannot be fetched ({e}); kernels in the cache: "
+                             f"{cached}") from None
+    if not offered or (want is not None and want not in offered):
+        raise LookasideError(
+            f"{named} cannot be fetched: apt offers {', '.join(offered) or 'no version of it'}"
+            f"; kernels in the cache: {cached}. Debian's mirrors keep only the current "
+            "kernel: a trace made with another cannot be repeated on the same kernel unless "
+            "that kernel is still in the cache (run `apt-get update` if apt's lists are "
+            "stale)")
+    version = want or _candidate(image)
     headers = f"linux-headers-{release}"
     packages = [f"{image}={version}", f"{headers}={version}"]
     for dep in _depends(headers):
@@ -189,7 +266,13 @@ def _unpack_packages(root: Path, packages: list[str], what: str, version: str,
     _need("dpkg-deb", "dpkg")
     root.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
-        _run(["apt-get", "download", *packages], f"downloading {what}", cwd=tmp)
+        try:
+            _run(["apt-get", "download", *packages], f"downloading {what}", cwd=tmp)
+        except LookasideError as e:
+            # Debian removes a package's old versions from its mirrors when it publishes a
+            # new one: package lists older than that name files that are gone (404).
+            raise LookasideError(f"{e}; apt's package lists may be stale: run `apt-get "
+                                 "update` (as root) and try again") from None
         unpacked = Path(tmp) / "root"
         for deb in sorted(Path(tmp).glob("*.deb")):
             _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
@@ -238,14 +321,15 @@ def toolchain_files(root: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def build_module(a: Assets, cache: Path | None = None) -> Path:
-    """The marker module for this kernel, built unless the cache has a build of this source."""
+def build_module(a: Assets) -> Path:
+    """The marker module for this kernel, built unless its cached tree (beside the kernel)
+    has a build of this source."""
     src = _data_dir("tracers") / "system"
     files = [src / "lookaside_marks.c", src / "Kbuild"]
     h = hashlib.sha256(a.release.encode())
     for f in files:
         h.update(f.read_bytes())
-    out = (cache or cache_dir()) / "system" / a.release / f"lookaside_marks-{h.hexdigest()[:16]}.ko"
+    out = a.root / f"lookaside_marks-{h.hexdigest()[:16]}.ko"
     if out.is_file():
         return out
     _need("make", "make")
@@ -263,7 +347,7 @@ def build_module(a: Assets, cache: Path | None = None) -> Path:
 
 class Cpio:
     """An initramfs being written: the kernel's "newc" cpio format, uncompressed (nothing to
-    decompress in the emulated guest)."""
+    decompress in the emulated guest); every entry owned by root, dated :data:`GUEST_EPOCH`."""
 
     def __init__(self, f):
         self.f = f
@@ -275,7 +359,7 @@ class Cpio:
         if name in self.seen:
             return
         self.seen.add(name)
-        fields = [self.ino, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1],
+        fields = [self.ino, mode, 0, 0, 1, GUEST_EPOCH, len(data), 0, 0, rdev[0], rdev[1],
                   len(name) + 1, 0]
         self.ino += 1
         head = b"070701" + b"".join(b"%08x" % v for v in fields)
@@ -316,29 +400,222 @@ class Cpio:
 
 
 def _libraries(program: str) -> list[str]:
-    """The shared libraries (and loader) a dynamically linked program needs, by ldd."""
+    """The shared libraries (and loader) a dynamically linked program or library needs, by
+    ldd; one it cannot find is an error."""
     p = subprocess.run(["ldd", program], capture_output=True, text=True)
     if p.returncode != 0:  # static, or not an ELF executable ldd understands
         return []
     libs = []
     for ln in p.stdout.splitlines():
+        if "=> not found" in ln:
+            raise LookasideError(f"{program} needs {ln.split()[0]}, which ldd cannot find on "
+                                 "this host")
         m = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", ln)
         if m:
             libs.append(m.group(1))
     return libs
 
 
-INIT = """#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /sys /dev /tmp
-/bin/busybox mount -t proc proc /proc
-/bin/busybox mount -t sysfs sys /sys
-/bin/busybox mount -t devtmpfs dev /dev
-/bin/busybox --install -s /bin
-export PATH=/workload/bin:/bin:/usr/bin HOME=/workload
+#: Where busybox lives in the guest, with its applets linked in /lookaside/bin: the tools of
+#: /init and of the shipped workloads' scripts. It is on no host program's PATH: busybox's
+#: shell runs its own applet for a command named bare whenever it has one (gzip, xz, sort…),
+#: whatever PATH says, so a host program runs by its absolute path, and what it runs by name
+#: is found on PATH among the real programs put into the guest, or not at all.
+TOOLS = "lookaside"
+#: Top-level directories that are links into /usr in the guest, as on Debian since 12 (merged
+#: /usr), so that every host file keeps its path under either of its names.
+MERGED = ("bin", "sbin", "lib", "lib64")
+#: PATH of a host program in the guest (Debian's for root).
+HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: PATH of the shipped workloads' scripts: their programs, busybox's applets, the toolchain.
+WORKLOAD_PATH = f"/workload/bin:/{TOOLS}/bin:/usr/bin"
+#: Most bytes of files put into the guest: its RAM (:data:`RAM_MIB`) holds the initramfs and
+#: its unpacked copy at once while it boots, besides the kernel and the workload.
+MAX_GUEST_BYTES = 192 << 20
+#: Guest paths no file may take: mount points, and busybox's own directory.
+RESERVED = ("proc", "sys", "dev", TOOLS, "init")
+#: What a program prints when something it runs or opens is missing (the shell's "not
+#: found", the loader's missing library, exec's ENOENT, an interpreter's missing modules).
+MISSING = re.compile(r"not found|No such file or directory|cannot execute|cannot open shared "
+                     r"object|error while loading shared libraries|Could not find|"
+                     r"ModuleNotFoundError")
+
+
+def guest_path(path: str) -> str:
+    """The path of a host file in the guest's merged-/usr tree, without its leading slash:
+    ``/lib/x86_64-linux-gnu/libc.so.6`` is ``usr/lib/x86_64-linux-gnu/libc.so.6``."""
+    parts = os.path.normpath("/" + path.lstrip("/")).lstrip("/").split("/")
+    if parts[0] in MERGED:
+        parts.insert(0, "usr")
+    return "/".join(parts)
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def tree_digest(path: Path) -> str:
+    """SHA-256 of a file, or of a directory tree: its entries in sorted order, each its
+    relative path and kind, with a file's content hash or a link's target."""
+    if not path.is_dir():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(dirs + names):
+            p = Path(root) / name
+            rel = str(p.relative_to(path)).encode()
+            if p.is_symlink():
+                h.update(b"L" + rel + b"\0" + os.readlink(p).encode() + b"\0")
+            elif p.is_dir():
+                h.update(b"D" + rel + b"\0")
+            else:
+                h.update(b"F" + rel + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+class Guest:
+    """The files that go into the guest besides busybox, /init and the marker module: guest
+    path → host file (its content, or the link itself) or bytes; the programs and libraries
+    among them (whose Debian packages the trace's metadata names) and the inputs named by the
+    user (with their SHA-256)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[Path | bytes, int, bool]] = {}
+        self.size = 0
+        self.binaries: list[str] = []
+        self.inputs: list[tuple[str, str]] = []
+
+    def _put(self, guest: str, src: Path | bytes, mode: int, link: bool = False) -> None:
+        guest = guest_path(guest)
+        if guest.split("/")[0] in RESERVED:
+            raise LookasideError(f"/{guest}: the guest keeps that path for itself")
+        if guest in self.files:
+            return
+        self.size += len(src) if isinstance(src, bytes) else (
+            0 if link and src.is_symlink() else src.stat().st_size)
+        if self.size > MAX_GUEST_BYTES:
+            raise LookasideError(
+                f"the files for the guest pass {MAX_GUEST_BYTES >> 20} MiB at /{guest}: its "
+                f"{RAM_MIB} MiB of RAM must hold them twice while it boots")
+        self.files[guest] = (src, mode, link)
+
+    def add_bytes(self, guest: str, data: bytes, mode: int = 0o644) -> None:
+        self._put(guest, data, mode)
+
+    def add_file(self, guest: str, host: Path, link: bool = False) -> None:
+        """The host file at ``host`` (its content; or the symbolic link itself if ``link``)."""
+        try:
+            mode = host.lstat().st_mode if link else host.stat().st_mode
+        except OSError as e:
+            raise LookasideError(f"{host}: cannot copy into the guest: {e.strerror}") from None
+        self._put(guest, host, mode & 0o7777, link)
+
+    def add_program(self, path: str, as_path: str | None = None, depth: int = 0) -> None:
+        """The host program at ``path`` at the same path in the guest (or ``as_path``): an
+        ELF executable with the shared libraries it needs, or a ``#!`` script with its
+        interpreter (and, for ``#!/usr/bin/env NAME``, the program NAME is on this host's
+        PATH)."""
+        if depth > 4:
+            raise LookasideError(f"{path}: #! interpreters nested too deep")
+        try:
+            with open(path, "rb") as f:
+                head = f.read(256)
+        except OSError as e:
+            raise LookasideError(f"{path}: cannot read: {e.strerror}") from None
+        if head.startswith(b"#!"):
+            words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+            if not words or not os.path.isabs(words[0]):
+                raise LookasideError(f"{path}: its #! line names no interpreter by absolute "
+                                     "path")
+            interp = words[0]
+            if not os.path.isfile(interp):
+                raise LookasideError(f"{path}: its interpreter {interp} is not on this host")
+            self.add_program(interp, depth=depth + 1)
+            if os.path.basename(interp) == "env":
+                names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+                if names:
+                    found = shutil.which(names[0])
+                    if not found:
+                        raise LookasideError(f"{path}: its #! line runs {names[0]}, which is "
+                                             "not on this host's PATH")
+                    self.add_program(found, depth=depth + 1)
+        elif head.startswith(b"\x7fELF"):
+            self._add_libraries(path)
+        else:
+            raise LookasideError(f"{path}: not an ELF executable or a #! script")
+        self.add_file(as_path or path, Path(path))
+        self.binaries.append(path)
+
+    def _add_libraries(self, path: str) -> None:
+        for lib in _libraries(path):
+            self.add_file(lib, Path(lib))
+            self.binaries.append(lib)
+
+    def add_tree(self, guest: str, host: Path) -> None:
+        """A host file or directory tree at ``guest`` (symbolic links kept as links); the ELF
+        executables and libraries in it bring the shared libraries they need."""
+        if not host.is_dir():
+            self.add_file(guest, host)
+            if _is_elf(host):
+                self._add_libraries(str(host))
+                self.binaries.append(str(host))
+            return
+        self._put(guest, b"", stat.S_IFDIR | 0o755)
+        for root, dirs, names in os.walk(host):
+            dirs.sort()
+            for name in sorted(dirs + names):
+                p = Path(root) / name
+                g = f"{guest}/{p.relative_to(host)}"
+                if p.is_symlink() or not p.is_dir():
+                    self.add_file(g, p, link=True)
+                    if not p.is_symlink() and _is_elf(p) and (
+                            os.access(p, os.X_OK) or ".so" in name):
+                        self._add_libraries(str(p))
+                        self.binaries.append(str(p))
+                else:
+                    self._put(g, b"", stat.S_IFDIR | 0o755)
+
+    def add_input(self, guest: str, host: str) -> None:
+        """A file or tree the user named (``--file``, ``--copy``), with its SHA-256."""
+        p = Path(host)
+        if not p.exists():
+            raise LookasideError(f"{host}: no such file or directory to copy into the guest")
+        self.add_tree(guest, p)
+        self.inputs.append((host, tree_digest(p)))
+
+    def write(self, c: Cpio) -> None:
+        for name, (src, mode, link) in self.files.items():
+            if isinstance(src, bytes):
+                if mode & stat.S_IFDIR:
+                    c.dir(name)
+                else:
+                    c.file(name, src, mode)
+            elif link:
+                c.copy(name, src)
+            else:
+                c.file(name, src.read_bytes(), mode & 0o7777)
+
+
+INIT = """#!/{tools}/busybox sh
+export PATH=/{tools}/bin HOME=/workload
+/{tools}/busybox mkdir -p /proc /sys /dev /tmp /{tools}/bin
+/{tools}/busybox mount -t proc proc /proc
+/{tools}/busybox mount -t sysfs sys /sys
+/{tools}/busybox mount -t devtmpfs dev /dev
+/{tools}/busybox --install -s /{tools}/bin
 cd /workload
-if insmod /lookaside_marks.ko; then
-  sh /workload/run.sh
+if insmod /{tools}/lookaside_marks.ko; then
+  exec 3>/sys/module/lookaside_marks/parameters/recording
+  echo 1 >&3
+  PATH={path} {run} </dev/null 3>&-
   status=$?
+  echo 0 >&3
+  exec 3>&-
   rmmod lookaside_marks
 else
   status=255
@@ -348,34 +625,104 @@ poweroff -f
 """
 
 
-def build_initramfs(path: Path, a: Assets, module: Path, script: str,
-                    programs: list[str], files: list[str],
-                    extra: list[tuple[str, Path]] = ()) -> None:
-    """Writes the guest's initramfs: busybox, /init, the module, /workload/run.sh (the workload),
-    host programs with their libraries in /workload/bin, data files in /workload, and
-    ``extra`` files at their guest paths (a workload's sources, the toolchain)."""
+def build_initramfs(path: Path, a: Assets, module: Path, run: str, guest: Guest,
+                    path_var: str = HOST_PATH) -> str:
+    """Writes the guest's initramfs: busybox and the marker module in /lookaside, /init
+    (which loads the module, starts recording, runs the shell command ``run`` in /workload
+    with ``path_var`` as its PATH and stdin from /dev/null, stops recording, removes the
+    module and powers off), the merged-/usr links, and the ``guest`` files; returns its
+    SHA-256."""
     with open(path, "wb") as f:
         c = Cpio(f)
-        for d in ("bin", "dev", "proc", "sys", "tmp", "workload/bin"):
+        for d in MERGED:
+            c.dir(f"usr/{d}")
+            c.symlink(d, f"usr/{d}")
+        for d in ("dev", "proc", "sys", "tmp", "workload", f"{TOOLS}/bin"):
             c.dir(d)
         c.device("dev/console", 5, 1)
         c.device("dev/null", 1, 3)
-        c.file("bin/busybox", a.busybox.read_bytes(), 0o755)
-        c.file("init", INIT.format(mark=EXIT_MARK).encode(), 0o755)
-        c.file("lookaside_marks.ko", module.read_bytes())
-        c.file("workload/run.sh", script.encode(), 0o755)
-        for prog in programs:
-            c.file(f"workload/bin/{os.path.basename(prog)}", Path(prog).read_bytes(), 0o755)
-            for lib in _libraries(prog):
-                c.file(lib, Path(lib).read_bytes(), 0o755)
-        for fpath in files:
-            p = Path(fpath)
-            if not p.is_file():
-                raise LookasideError(f"{fpath}: no such file to copy into the guest")
-            c.file(f"workload/{p.name}", p.read_bytes(), 0o644)
-        for name, host in extra:
-            c.copy(name, host)
+        c.file(f"{TOOLS}/busybox", a.busybox.read_bytes(), 0o755)
+        c.file("init", INIT.format(tools=TOOLS, path=path_var, run=run,
+                                   mark=EXIT_MARK).encode(), 0o755)
+        c.file(f"{TOOLS}/lookaside_marks.ko", module.read_bytes())
+        guest.write(c)
         c.close()
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def busybox_applets(a: Assets) -> set[str]:
+    """The applets of the guest's busybox (a static x86-64 binary: it runs here)."""
+    try:
+        p = subprocess.run([str(a.busybox), "--list"], capture_output=True, text=True)
+    except OSError:
+        return set()
+    return set(p.stdout.split()) if p.returncode == 0 else set()
+
+
+def guest_command(argv: list[str], guest: Guest, applets: Callable[[], set[str]]) -> list[str]:
+    """The command line the guest runs for ``argv``: the program by its absolute path (put
+    into the guest with what it needs, :meth:`Guest.add_program`), never busybox's applet of
+    the same name; ``busybox APPLET …`` asks for the guest's busybox. A program this host
+    does not have is an error, which says so if busybox has an applet of that name."""
+    prog = argv[0]
+    if prog == "busybox":
+        return [f"/{TOOLS}/busybox", *argv[1:]]
+    path = shutil.which(prog) if "/" not in prog else prog
+    if not path or not os.path.isfile(path):
+        if "/" not in prog and prog in applets():
+            raise LookasideError(f"{prog}: not on this host; the guest's busybox has an applet "
+                                 f"of that name: `-- busybox {prog} …` traces it")
+        raise LookasideError(f"{prog}: program not found")
+    if not os.access(path, os.X_OK):
+        raise LookasideError(f"{prog}: not executable")
+    path = os.path.abspath(path)
+    guest.add_program(path)
+    return [path, *argv[1:]]
+
+
+def busybox_version(a: Assets) -> str:
+    """``busybox-static=VERSION`` from the banner of the guest's busybox."""
+    try:
+        p = subprocess.run([str(a.busybox)], capture_output=True, text=True)
+        m = re.search(r"\(Debian ([^)\s]+)\)", p.stdout + p.stderr)
+    except OSError:
+        m = None
+    return f"busybox-static={m.group(1) if m else 'unknown'}"
+
+
+def _aliases(path: str) -> list[str]:
+    """``path`` and its other names under merged /usr (``/bin/x`` and ``/usr/bin/x``), and
+    those of the file it links to: dpkg knows a file by the name its package ships."""
+    out = []
+    for p in (path, os.path.realpath(path)):
+        g = "/" + guest_path(p)
+        out += [p, g]
+        if g.startswith("/usr/") and g.split("/")[2] in MERGED:
+            out.append(g[4:])
+    return list(dict.fromkeys(out))
+
+
+def host_packages(paths: list[str]) -> list[str]:
+    """The Debian packages (``name=version``) that ship the host files ``paths``, as dpkg
+    knows them; files of no package are left out (the inputs' hashes cover them)."""
+    if not paths or not shutil.which("dpkg-query"):
+        return []
+    names = [a for p in paths for a in _aliases(p)]
+    p = subprocess.run(["dpkg-query", "-S", *names], capture_output=True, text=True)
+    pkgs = set()
+    for ln in p.stdout.splitlines():
+        owners, sep, _ = ln.partition(": /")
+        if sep and not owners.startswith("diversion"):
+            pkgs.update(o.strip() for o in owners.split(","))
+    if not pkgs:
+        return []
+    p = subprocess.run(["dpkg-query", "-W", "-f", "${binary:Package}=${Version}\n",
+                        *sorted(pkgs)], capture_output=True, text=True)
+    return sorted(ln for ln in p.stdout.splitlines() if "=" in ln)
 
 
 class Workload(NamedTuple):
@@ -387,6 +734,8 @@ class Workload(NamedTuple):
     programs: list[str]
     #: Other files it needs, as (guest path, host file): source directories, the toolchain.
     extra: list[tuple[str, Path]]
+    #: The Debian packages (``name=version``) of what it runs besides busybox: the toolchain.
+    packages: list[str]
 
 
 def _needs(script: str) -> list[str]:
@@ -419,47 +768,77 @@ def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workl
             os.replace(tmp, exe)
         programs.append(str(exe))
     extra: list[tuple[str, Path]] = []
+    packages: list[str] = []
     for need in _needs(script):
         if need == "tcc":
-            extra += toolchain_files(toolchain(cache, say))
+            root = toolchain(cache, say)
+            extra += toolchain_files(root)
+            packages += (root / "VERSION").read_text().split()
         elif (d / need).is_dir():
             extra += [(f"workload/{need}/{p.name}", p)
                       for p in sorted((d / need).iterdir()) if p.is_file()]
         else:
             raise LookasideError(f"workload '{name}' needs '{need}', which is neither tcc nor "
                                  "a directory beside it")
-    return Workload(script, programs, extra)
+    return Workload(script, programs, extra, packages)
 
 
 class _Console(_Tee):
     """The guest's console, passed through like a program's stderr, less the line that
-    carries the workload's exit status."""
+    carries the workload's exit status; the lines before that line are kept for errors."""
 
     def __init__(self, stream, quiet: bool):
         super().__init__(stream, prefix="guest| ", quiet=quiet)
         self.status: int | None = None
+        self.output: list[str] = []
 
     def take(self, line: str) -> str | None:
         line = line.replace("\r", "")
         m = re.match(rf"{EXIT_MARK} (\d+)", line.strip())
         if m:
             self.status = int(m.group(1))
+            self.output = list(self.last)
             return None
         return line
 
 
+def _failed(status: int, output: list[str]) -> str:
+    """The error of a workload that exited with ``status``: its last lines of output, and
+    what is likely missing if they say that something was not found."""
+    # Without the terminal's colours (the console is a terminal: gcc colours its errors).
+    lines = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", ln) for ln in output[-3:]]
+    lines = [ln if len(ln) <= 200 else ln[:197] + "..." for ln in lines]
+    msg = (f"the workload failed in the guest (exit status {status})"
+           + (f"; its last output: {' | '.join(lines)}" if lines else ", printing nothing"))
+    if status in (126, 127) or any(MISSING.search(ln) for ln in lines):
+        msg += ("; something it needs may be missing from the guest, which holds only the "
+                "program, its #! interpreter, their shared libraries, /bin/sh and what --file "
+                "and --copy name: copy what is missing with --copy PATH")
+    return msg + " (no trace written)"
+
+
 def record_system(workload: str | None, output: str | os.PathLike[str], *,
                   command: list[str] | None = None, files: list[str] = (),
+                  copies: list[str] = (), kernel: str | None = None,
                   level: int | None = None,
                   progress: Callable[[int, int], Any] | None = None,
                   quiet: bool = False) -> dict[str, Any]:
     """Boot the guest, run ``workload`` (a shipped one) or ``command`` (a host program and
-    its arguments, copied into the guest with its libraries), and record it into
-    ``output``; returns a summary like :func:`lookaside.capture.record`'s, with the kernel,
-    the processes seen and the workload's exit status. Nothing is written at ``output``
-    unless the capture is complete."""
+    its arguments; see :func:`guest_command`), and record it into ``output``; returns a
+    summary like :func:`lookaside.capture.record`'s, with the kernel and the processes seen.
+    ``files`` are host files or directory trees copied into the guest's working directory
+    (/workload), ``copies`` host files or trees copied to the same paths in the guest (ELF
+    programs and libraries among them with the libraries they need); ``kernel`` names the
+    kernel (:func:`assets`). A workload that exits with a non-zero status is an error.
+    Nothing is written at ``output`` unless the capture is complete and the workload
+    succeeded. The capture is deterministic (:data:`QEMU_CLOCK`): the trace's metadata names
+    everything that went into it."""
     if (workload is None) == (not command):
         raise LookasideError("give a shipped workload or a command to run in the guest")
+    for f in copies:
+        if not os.path.isabs(f):
+            raise LookasideError(f"--copy {f}: give the absolute path it has on this host, "
+                                 "which it keeps in the guest")
     output = os.fspath(output)
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
@@ -468,43 +847,70 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     if not qemu:
         raise LookasideError("qemu-system-x86_64 not found (install qemu-system-x86)")
     cache = cache_dir()
-    a = assets(cache, (lambda m: None) if quiet else _say)
-    module = build_module(a, cache)
+    say = (lambda m: None) if quiet else _say
+    a = assets(cache, say, kernel)
+    module = build_module(a)
     plugin = build_plugin(cache, name="lookaside-system-plugin")
+    guest = Guest()
+    packages = [busybox_version(a)]
     if workload is not None:
-        script, programs, guest_files = _workload(workload, cache,
-                                                  (lambda m: None) if quiet else _say)
+        w = _workload(workload, cache, say)
+        guest.add_bytes("workload/run.sh", w.script.encode(), 0o755)
+        for prog in w.programs:
+            guest.add_file(f"workload/bin/{os.path.basename(prog)}", Path(prog))
+        for name, host in w.extra:
+            guest.add_file(name, host, link=True)
+        packages += w.packages
+        run, path_var = f"/{TOOLS}/bin/sh /workload/run.sh", WORKLOAD_PATH
         described = f"workload {workload}"
     else:
-        prog = command[0]
-        path = shutil.which(prog) if "/" not in prog else prog
-        if not path or not os.path.isfile(path):
-            raise LookasideError(f"{prog}: program not found")
-        programs, guest_files = [path], []
-        script = shlex.join([os.path.basename(path), *command[1:]]) + "\n"
-        described = shlex.join(command)
+        argv = guest_command(list(command), guest, lambda: busybox_applets(a))
+        if os.path.isfile("/bin/sh"):
+            # What the program runs through system() or popen(): the host's shell.
+            guest.add_program("/bin/sh")
+        run, path_var = shlex.join(argv), HOST_PATH
+        described = shlex.join(argv)
+        if not argv[0].startswith(f"/{TOOLS}/"):
+            guest.inputs.insert(0, (argv[0], tree_digest(Path(argv[0]))))
+    for f in files:
+        guest.add_input(f"workload/{os.path.basename(os.path.normpath(f))}", f)
+    for f in copies:
+        guest.add_input(f, f)
+    packages += host_packages(guest.binaries)
     if not quiet:
         _say(f"booting Linux {a.release} under QEMU (TCG); recording starts when "
              f"the {described} does")
+    # Written under a temporary name, renamed when complete: a failed workload leaves none.
+    partial = os.path.join(parent, f".lookaside-{os.getpid()}-{os.path.basename(output)}")
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initramfs.cpio"
-        build_initramfs(initrd, a, module, script, programs, list(files), guest_files)
+        initrd_sha = build_initramfs(initrd, a, module, run, guest, path_var)
         r, w = os.pipe()
-        cmd = [qemu, "-nodefaults", "-display", "none", "-no-reboot", "-accel", "tcg",
-               "-cpu", "qemu64", "-smp", "1", "-m", str(RAM_MIB), "-serial", "stdio",
-               "-kernel", str(a.kernel), "-initrd", str(initrd), "-append", APPEND,
+        machine = ["-nodefaults", "-display", "none", "-no-reboot", "-accel", "tcg",
+                   "-cpu", "qemu64", "-smp", "1", "-m", str(RAM_MIB), *QEMU_CLOCK]
+        cmd = [qemu, *machine, "-serial", "stdio", "-kernel", str(a.kernel),
+               "-initrd", str(initrd), "-append", APPEND,
                "-plugin", f"{plugin},fd={w},ram={RAM_MIB << 20}"]
         extra = [("capture", "qemu-system plugin"), ("capture_tool", _version(qemu)),
                  ("kernel", f"{a.release} ({a.version})"),
+                 ("kernel_package", a.package),
+                 ("kernel_command_line", APPEND),
                  ("machine", f"qemu-system-x86_64 -cpu qemu64 -smp 1 -m {RAM_MIB}M (TCG)"),
+                 ("qemu_command", shlex.join(["qemu-system-x86_64", *machine, "-kernel",
+                                              f"vmlinuz-{a.release}", "-initrd",
+                                              "initramfs.cpio", "-append", APPEND])),
+                 ("guest_packages", " ".join(packages)),
+                 ("initramfs", f"sha256:{initrd_sha}"),
                  ("workload", described),
                  ("date", datetime.datetime.now(datetime.timezone.utc)
                   .strftime("%Y-%m-%dT%H:%M:%SZ"))]
+        if guest.inputs:
+            extra.append(("inputs", "; ".join(f"{p} sha256:{h}" for p, h in guest.inputs)))
         t0 = time.perf_counter()
         first: list[float] = []
 
         def tick(events: int, nbytes: int) -> Any:
-            # The first references arrive when the module loads: the boot is over.
+            # The first references arrive when recording starts: the boot is over.
             if events and not first:
                 first.append(time.perf_counter())
             return progress(events, nbytes) if progress else None
@@ -521,7 +927,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
             console = _Console(proc.stdout, quiet)
             console.start()
             try:
-                raw = _lookaside.record(f"/dev/fd/{r}", "qemu", output,
+                raw = _lookaside.record(f"/dev/fd/{r}", "qemu", partial,
                                         f"lookaside trace --system: {described}", extra,
                                         CAPTURE_LEVEL if level is None else level, tick)
             except BaseException as e:
@@ -541,18 +947,25 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
             console.join(timeout=1)
             seconds = time.perf_counter() - t0
             cpu1 = _cpu()
+            if status != 0:
+                raise LookasideError(f"qemu-system-x86_64 failed (exit status {status})"
+                                     f"{console.why()}")
+            if console.status is None:
+                raise LookasideError("the guest powered off without the workload's exit "
+                                     f"status{console.why()}")
+            if console.status != 0:
+                raise LookasideError(_failed(console.status, console.output))
+            os.replace(partial, output)
         finally:
             os.close(r)
             if w >= 0:
                 os.close(w)
+            if os.path.exists(partial):
+                os.unlink(partial)
     out = json.loads(raw)
-    if status != 0:
-        os.unlink(output)
-        raise LookasideError(f"qemu-system-x86_64 failed (exit status {status})"
-                             f"{console.why()}")
-    out.update(via="qemu-system", seconds=seconds, command=described,
-               exit_status=console.status if console.status is not None else -1,
-               output=output, output_bytes=os.path.getsize(output), kernel=a.release)
+    out.update(via="qemu-system", seconds=seconds, command=described, exit_status=0,
+               output=output, output_bytes=os.path.getsize(output), kernel=a.release,
+               kernel_package=a.package)
     _timings(out, seconds, cpu0, cpu1)
     # Progress comes every few million events: the boot's end is known to within those.
     out["boot_seconds"] = (first[0] if first else t0 + seconds) - t0

@@ -30,6 +30,10 @@
 //!                  records written, `vcpu` the threads seen; nothing may follow
 //!   tag 4 PROC     (version 2) a process: `vcpu` is its address space, `count` its pid,
 //!                  and 16 bytes follow: its name, NUL-padded
+//!   tag 5 EXCLUDED (version 2, at most once, before END) what the capture left out: the
+//!                  tracing's own work (the guest module's probes and marker loads). 40
+//!                  bytes follow: u64 start and end of the module's code, and u64 fetches,
+//!                  loads and stores of that code, which are not among the records
 //! ```
 //!
 //! Records of one thread keep their order; records of different threads interleave block by
@@ -71,6 +75,9 @@ pub const TAG_RECORDS: u32 = 1;
 pub const TAG_EXEC: u32 = 2;
 pub const TAG_END: u32 = 3;
 pub const TAG_PROC: u32 = 4;
+pub const TAG_EXCLUDED: u32 = 5;
+/// Bytes after an EXCLUDED block's header.
+const EXCLUDED: usize = 40;
 /// Bytes read from the stream at a time.
 const CHUNK: usize = 1 << 20;
 
@@ -82,6 +89,32 @@ pub enum Ending {
     Exit,
     /// The program replaced itself with another through execve (last block EXEC).
     Exec,
+}
+
+/// The tracing's own work, which a whole-system capture counts instead of recording: the
+/// references of the guest module's code (its probes on the scheduler's tracepoints and its
+/// marker loads). The model of a system traced for a study must not see the tracer; Chen
+/// (1994) excluded tracing activity from his traces too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Excluded {
+    /// Start and end of the module's code (guest virtual addresses).
+    pub code: [u64; 2],
+    /// References of that code left out, by kind: fetch, load, store.
+    pub counts: [u64; 3],
+}
+
+impl Excluded {
+    /// The `excluded` metadata value: what was left out and how many references.
+    pub fn describe(&self) -> String {
+        let [f, l, s] = self.counts;
+        format!(
+            "tracing module code {:#x}-{:#x}: {} references not recorded (fetch {f}, load \
+             {l}, store {s})",
+            self.code[0],
+            self.code[1],
+            f + l + s
+        )
+    }
 }
 
 /// A capture stream being read.
@@ -107,6 +140,7 @@ pub struct CaptureReader<R> {
     switches: u64,
     syscalls: u64,
     processes: Vec<Process>,
+    excluded: Option<Excluded>,
 }
 
 impl<R: Read> CaptureReader<R> {
@@ -130,6 +164,7 @@ impl<R: Read> CaptureReader<R> {
             switches: 0,
             syscalls: 0,
             processes: Vec::new(),
+            excluded: None,
         };
         r.want(HEAD)?;
         if r.filled == 0 {
@@ -217,6 +252,11 @@ impl<R: Read> CaptureReader<R> {
     /// The processes named so far (whole-system captures).
     pub fn processes(&self) -> &[Process] {
         &self.processes
+    }
+
+    /// What the capture left out (whole-system captures, from the EXCLUDED block).
+    pub fn excluded(&self) -> Option<Excluded> {
+        self.excluded
     }
 
     fn err(&self, at: u64, field: &str, message: impl Into<String>) -> Error {
@@ -369,6 +409,25 @@ impl<R: Read> CaptureReader<R> {
                     name: String::from_utf8_lossy(&raw[..end]).into_owned(),
                 });
                 self.pos += NAME;
+                Ok(true)
+            }
+            TAG_EXCLUDED if self.is_system() => {
+                if self.excluded.is_some() {
+                    return Err(self.err(at, "block", "a second EXCLUDED block"));
+                }
+                self.want(EXCLUDED)?;
+                if self.filled - self.pos < EXCLUDED {
+                    return Err(self.truncated("inside an EXCLUDED block"));
+                }
+                let raw = &self.buf[self.pos..self.pos + EXCLUDED];
+                let word = |i: usize| {
+                    u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().unwrap_or_default())
+                };
+                self.excluded = Some(Excluded {
+                    code: [word(0), word(1)],
+                    counts: [word(2), word(3), word(4)],
+                });
+                self.pos += EXCLUDED;
                 Ok(true)
             }
             TAG_EXEC | TAG_END => {
@@ -560,6 +619,9 @@ pub struct Recorded {
     /// The processes seen, also stored in the trace's metadata (whole-system captures).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<Process>,
+    /// What the capture left out (whole-system captures), also in the metadata (`excluded`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded: Option<Excluded>,
     /// Bytes of the stream read.
     pub stream_bytes: u64,
 }
@@ -592,12 +654,16 @@ pub fn record(
             r.switches = reader.switches();
             r.syscalls = reader.syscalls();
             r.processes = reader.processes().to_vec();
-            if !r.processes.is_empty() && format == Format::Native {
+            r.excluded = reader.excluded();
+            if (!r.processes.is_empty() || r.excluded.is_some()) && format == Format::Native {
                 // Only known now: the header is rewritten with them (as many as fit).
                 let mut meta = Metadata {
                     processes: r.processes.clone(),
                     ..meta.clone()
                 };
+                if let Some(x) = r.excluded {
+                    meta.extra.insert("excluded".into(), x.describe());
+                }
                 if meta.processes.len() > MAX_PROCESSES {
                     meta.processes.truncate(MAX_PROCESSES);
                     meta.extra.insert(
@@ -1002,6 +1068,52 @@ mod tests {
         }
         assert_eq!(got, events, "the records survive the new header");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `stream` (a whole system's, ending with END) with an EXCLUDED block before its END.
+    fn with_excluded(stream: &[u8], x: &Excluded) -> Vec<u8> {
+        let (body, end) = stream.split_at(stream.len() - HEAD);
+        let mut s = body.to_vec();
+        s.extend_from_slice(&TAG_EXCLUDED.to_le_bytes());
+        s.extend_from_slice(&[0; 12]);
+        for v in x.code.iter().chain(&x.counts) {
+            s.extend_from_slice(&v.to_le_bytes());
+        }
+        s.extend_from_slice(end);
+        s
+    }
+
+    #[test]
+    fn the_tracings_own_work_is_counted_in_the_metadata_not_recorded() {
+        let x = Excluded {
+            code: [0xffff_ffff_c000_0000, 0xffff_ffff_c000_1000],
+            counts: [700, 200, 100],
+        };
+        let events = system_sample();
+        let full = with_excluded(&system_stream(&events, &[(1, 80, "sh")]), &x);
+        let (got, r) = read_all(full.clone()).unwrap();
+        assert_eq!((got, r.excluded()), (events.clone(), Some(x)));
+        let dir = std::env::temp_dir().join(format!("lookaside-excl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, dst) = (dir.join("stream"), dir.join("sys.lks"));
+        std::fs::write(&src, &full).unwrap();
+        let r = record_with(&src, Via::Qemu, &dst, &Metadata::default(), true).unwrap();
+        assert_eq!((r.events, r.excluded), (6, Some(x)));
+        let back = super::super::open(&dst, None).unwrap();
+        assert_eq!(
+            back.metadata().unwrap().extra["excluded"],
+            "tracing module code 0xffffffffc0000000-0xffffffffc0001000: 1000 references not \
+             recorded (fetch 700, load 200, store 100)"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Malformed: twice, cut short, or in a program's stream.
+        let twice = with_excluded(&full, &x);
+        assert!(error_of(twice).contains("block: a second EXCLUDED block"));
+        let cut = &full[..full.len() - HEAD - 10];
+        assert!(error_of(cut.to_vec()).contains("inside an EXCLUDED block"));
+        let mut s = stream(&sample(2), 4, Some(TAG_END));
+        s[HEAD] = TAG_EXCLUDED as u8;
+        assert!(error_of(s).contains("block: unknown block tag 5"));
     }
 
     #[test]

@@ -13,8 +13,8 @@
  * lookaside_marks kernel module (../system/lookaside_marks.c documents the protocol): the
  * plugin recognises the marker instruction by its bytes when it translates it and decodes
  * the low 16 bits of each address it loads from as a word of a message. Nothing is recorded
- * before the module's START message (the boot) nor after its STOP message, which ends the
- * stream with its END block; a guest that stops without STOP leaves the stream without one
+ * before the module's START message (the boot, loading the module) nor after its STOP
+ * message (removing it), which ends the stream with its EXCLUDED and END blocks; a guest that stops without STOP leaves the stream without one
  * (an incomplete capture, which the reader rejects). Until START only the marker
  * instruction is instrumented, so that the boot runs at nearly QEMU's own speed; START
  * resets the plugin (qemu_plugin_reset flushes every translation) and instruments
@@ -32,13 +32,21 @@
  *   temporary mm, kthread_use_mm, init_mm when a lazy kernel thread lets go, exec's new mm
  *   until EXEC): it is address space 0, and the next unannounced CR3 write returns to the
  *   one before (unuse_temporary_mm, kthread_unuse_mm). A CR3 *reload* (`mov %cr3,%reg`
- *   then `mov %reg,%cr3` of the same register, native_flush_tlb_local's flush of the TLB)
- *   keeps the address space. Each CR3 write, reloads included, is a CONTEXT_SWITCH record.
+ *   then, right after it in memory, `mov %reg,%cr3` of the same register:
+ *   native_flush_tlb_local's flush of the TLB) keeps the address space. It is told at run
+ *   time, by the last CR3 read the vCPU executed: the two instructions need not be in one
+ *   translated block (under -icount a CR3 read ends its block). Each CR3 write, reloads
+ *   included, is a CONTEXT_SWITCH record.
  * - Physical addresses: loads and stores from QEMU (qemu_plugin_hwaddr_phys_addr);
  *   instruction fetches from the host address of their bytes, less the host address of
  *   guest-physical 0, which the module's CALIB message gives (the physical address of the
  *   marker instruction, whose host address the plugin saw).
  * - PROC blocks name each (address space, pid, name) when first seen.
+ * - The tracing's own work is left out: every instruction in the module's code (its TEXT
+ *   message gives the bounds), with its loads and stores, is counted by kind instead of
+ *   recorded, and the EXCLUDED block before END gives the counts. What stays is the kernel's
+ *   side of each probe call: the call through the tracepoint's static call (a few
+ *   instructions).
  *
  * Records are 24 bytes {u64 vaddr, u64 paddr (all ones: unknown), u32 address space, u16
  * size, u8 kind (0 fetch, 1 load, 2 store, 3 context switch), u8 mode (0 user, 1 kernel)},
@@ -52,8 +60,8 @@
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SWITCH = 3 };
-enum { CR3_WRITE = 1, CR3_RELOAD = 2 };
-enum { MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP };
+enum { CR3_WRITE = 1, CR3_READ = 2 };
+enum { MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP, MSG_TEXT };
 
 #define BUF_RECS 4096u
 #define MAX_VCPUS 64u
@@ -78,7 +86,9 @@ struct insn {
     uint64_t haddr;
     uint16_t size;
     uint8_t kernel;
-    uint8_t cr3; /* writes CR3: CR3_WRITE, or CR3_RELOAD (the value it read) */
+    uint8_t cr3;     /* moves CR3: CR3_WRITE or CR3_READ (0: neither) */
+    uint8_t cr3_reg; /* the general register it moves CR3 from or to */
+    uint8_t tracing; /* in the module's code: counted, not recorded */
 };
 
 /* A message being received from the module. */
@@ -93,10 +103,15 @@ struct vcpu {
     uint32_t n;
     uint32_t asid;    /* address space running */
     uint32_t pending; /* takes effect at the next CR3 write (0: none) */
+    /* The last CR3 read executed: where the instruction after it starts, and the register
+     * it read into (a CR3 write there from that register reloads CR3). */
+    uint64_t cr3_read_end;
+    uint8_t cr3_read_reg;
     /* Address spaces left for an unnamed one (address space 0), most recent last. */
     uint32_t saved[SAVED];
     uint32_t n_saved;
     uint64_t marker_haddr;
+    uint64_t excluded[3]; /* references of the module's code, by kind */
     struct msg msg;
     struct rec recs[BUF_RECS];
 };
@@ -109,6 +124,8 @@ static uint64_t ram_bytes;
 /* Host address of guest-physical 0; valid once calibrated. */
 static uint64_t ram_host;
 static int calibrated;
+/* The module's code, [text_lo, text_hi): known from its TEXT message, before START. */
+static uint64_t text_lo, text_hi;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline int upper(uint64_t a)
@@ -128,7 +145,8 @@ static size_t ihash(uint64_t vaddr, uint64_t haddr)
 }
 
 /* The one struct insn for these values; called at translation time. */
-static struct insn *insn_for(uint64_t vaddr, uint64_t haddr, uint16_t size, int cr3)
+static struct insn *insn_for(uint64_t vaddr, uint64_t haddr, uint16_t size, int cr3,
+                             int cr3_reg, int tracing)
 {
     pthread_mutex_lock(&table_lock);
     if (2 * (icount + 1) > icap) {
@@ -154,7 +172,8 @@ static struct insn *insn_for(uint64_t vaddr, uint64_t haddr, uint16_t size, int 
     size_t j = ihash(vaddr, haddr) & (icap - 1);
     struct insn *p;
     while ((p = itab[j])) {
-        if (p->vaddr == vaddr && p->haddr == haddr && p->size == size && p->cr3 == cr3)
+        if (p->vaddr == vaddr && p->haddr == haddr && p->size == size && p->cr3 == cr3 &&
+            p->cr3_reg == cr3_reg && p->tracing == tracing)
             break;
         j = (j + 1) & (icap - 1);
     }
@@ -164,7 +183,9 @@ static struct insn *insn_for(uint64_t vaddr, uint64_t haddr, uint16_t size, int 
             say("out of memory");
             abort();
         }
-        *p = (struct insn){vaddr, haddr, size, (uint8_t)upper(vaddr), (uint8_t)cr3};
+        *p = (struct insn){vaddr,        haddr,           size,
+                           (uint8_t)upper(vaddr), (uint8_t)cr3, (uint8_t)cr3_reg,
+                           (uint8_t)tracing};
         itab[j] = p;
         icount++;
     }
@@ -272,17 +293,46 @@ static void on_fetch(unsigned int vcpu, void *udata)
         put(vcpu, i->vaddr, fetch_paddr(i), i->size, KIND_FETCH, i->kernel);
 }
 
+/* The module's own code: counted, not recorded. */
+static void on_tracing_fetch(unsigned int vcpu, void *udata)
+{
+    (void)udata;
+    if (recording)
+        vcpus[vcpu]->excluded[KIND_FETCH]++;
+}
+
+static void on_tracing_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr,
+                           void *udata)
+{
+    (void)vaddr, (void)udata;
+    if (recording)
+        vcpus[vcpu]->excluded[qemu_plugin_mem_is_store(info) ? KIND_STORE : KIND_LOAD]++;
+}
+
+/* A CR3 read is about to execute: a CR3 write right after it from the same register
+ * reloads CR3. */
+static void on_cr3_read(unsigned int vcpu, void *udata)
+{
+    const struct insn *i = udata;
+    on_fetch(vcpu, udata);
+    struct vcpu *v = vcpus[vcpu];
+    v->cr3_read_end = i->vaddr + i->size;
+    v->cr3_read_reg = i->cr3_reg;
+}
+
 /* A CR3 write is about to execute: the address space the scheduler chose takes effect. */
 static void on_cr3(unsigned int vcpu, void *udata)
 {
     const struct insn *i = udata;
     on_fetch(vcpu, udata);
     struct vcpu *v = vcpus[vcpu];
+    int reload = v->cr3_read_end == i->vaddr && v->cr3_read_reg == i->cr3_reg;
+    v->cr3_read_end = 0;
     if (v->pending) {
         v->asid = v->pending;
         v->pending = 0;
         v->n_saved = 0;
-    } else if (i->cr3 == CR3_RELOAD) {
+    } else if (reload) {
         /* The loaded address space again: a TLB flush, no switch. */
     } else if (v->asid != 0) {
         /* Unannounced: into an address space the module does not name. */
@@ -323,11 +373,17 @@ static uint64_t words_u64(const uint16_t *w, int n)
 
 static void end_stream(void)
 {
+    /* {module code start, end, fetches, loads, stores} */
+    uint64_t excluded[5] = {text_lo, text_hi, 0, 0, 0};
     for (unsigned k = 0; k < n_vcpus; k++)
-        if (vcpus[k])
+        if (vcpus[k]) {
             flush(vcpus[k], k);
+            for (int kind = 0; kind < 3; kind++)
+                excluded[2 + kind] += vcpus[k]->excluded[kind];
+        }
     pthread_mutex_lock(&out_lock);
     if (!closed) {
+        put_block(TAG_EXCLUDED, 0, 0, excluded, sizeof excluded);
         put_block(TAG_END, n_vcpus, written, NULL, 0);
         closed = 1;
     }
@@ -346,6 +402,10 @@ static void on_message(unsigned index, struct vcpu *v)
         ram_host = v->marker_haddr - words_u64(w, 4);
         calibrated = 1;
         return;
+    case MSG_TEXT:
+        text_lo = words_u64(w, 4);
+        text_hi = words_u64(w + 4, 4);
+        return;
     case MSG_STOP:
         if (recording && !stopped) {
             stopped = 1;
@@ -361,7 +421,10 @@ static void on_message(unsigned index, struct vcpu *v)
     default:
         return;
     }
-    if (v->msg.have != TASK_WORDS || stopped)
+    /* The probes run from the module's load on, before START: what they say then (whose
+     * CR3 writes were not watched) is of no use, and would number address spaces that
+     * never appear in the trace. */
+    if (v->msg.have != TASK_WORDS || stopped || (!recording && v->msg.type != MSG_START))
         return;
     uint32_t pid = (uint32_t)words_u64(w, 2);
     uint32_t asid = asid_for(words_u64(w + 2, 4));
@@ -375,6 +438,9 @@ static void on_message(unsigned index, struct vcpu *v)
             qemu_plugin_reset(plugin_id, on_reset);
         recording = 1;
         v->asid = asid;
+        v->pending = 0;
+        v->n_saved = 0;
+        v->cr3_read_end = 0;
         put(index, 0, NO_PADDR, 0, KIND_SWITCH, 1);
     } else if (v->msg.type == MSG_EXEC && asid) {
         v->asid = asid;
@@ -443,27 +509,35 @@ static int cr3_move(const uint8_t *b, size_t n, uint8_t op)
 static void instrument(struct qemu_plugin_tb *tb, int full)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
-    int read_cr3 = -1; /* the register the previous instruction read CR3 into */
     for (size_t k = 0; k < n; k++) {
         struct qemu_plugin_insn *qi = qemu_plugin_tb_get_insn(tb, k);
         size_t size = qemu_plugin_insn_size(qi);
         const uint8_t *bytes = qemu_plugin_insn_data(qi);
         int marker = size == sizeof MARKER && memcmp(bytes, MARKER, sizeof MARKER) == 0;
-        int from = cr3_move(bytes, size, 0x22);
-        int cr3 = from < 0 ? 0 : from == read_cr3 ? CR3_RELOAD : CR3_WRITE;
-        read_cr3 = cr3_move(bytes, size, 0x20);
+        int reg = cr3_move(bytes, size, 0x22), cr3 = CR3_WRITE;
+        if (reg < 0) {
+            reg = cr3_move(bytes, size, 0x20);
+            cr3 = reg < 0 ? 0 : CR3_READ;
+        }
         if (!full && !marker)
             continue;
-        struct insn *i = insn_for(qemu_plugin_insn_vaddr(qi),
-                                  (uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qi),
-                                  (uint16_t)size, cr3);
+        uint64_t vaddr = qemu_plugin_insn_vaddr(qi);
+        int tracing = vaddr >= text_lo && vaddr < text_hi;
+        struct insn *i = insn_for(vaddr, (uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qi),
+                                  (uint16_t)size, cr3, cr3 ? reg : 0, tracing);
         if (full)
-            qemu_plugin_register_vcpu_insn_exec_cb(qi, cr3 ? on_cr3 : on_fetch,
-                                                   QEMU_PLUGIN_CB_NO_REGS, i);
+            qemu_plugin_register_vcpu_insn_exec_cb(
+                qi,
+                tracing              ? on_tracing_fetch
+                : cr3 == CR3_WRITE ? on_cr3
+                : cr3 == CR3_READ  ? on_cr3_read
+                                   : on_fetch,
+                QEMU_PLUGIN_CB_NO_REGS, i);
         /* QEMU 7.2 never calls a callback registered for QEMU_PLUGIN_MEM_R alone: register
          * both directions and tell them apart with qemu_plugin_mem_is_store(). */
-        qemu_plugin_register_vcpu_mem_cb(qi, marker ? on_marker : on_mem,
-                                         QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, i);
+        qemu_plugin_register_vcpu_mem_cb(
+            qi, marker ? on_marker : tracing ? on_tracing_mem : on_mem, QEMU_PLUGIN_CB_NO_REGS,
+            QEMU_PLUGIN_MEM_RW, i);
     }
 }
 

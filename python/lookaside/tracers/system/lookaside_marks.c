@@ -15,11 +15,20 @@
  *
  *   CALIB  1  4 words: the guest-physical address of the marker instruction itself (so
  *             the plugin can give instruction fetches their physical addresses)
- *   START  2  task: recording starts (sent when the module loads)
+ *   START  2  task: recording starts (`1` written to the module's parameter `recording`)
  *   SWITCH 3  task: the scheduler switches to this task (tracepoint sched_switch)
  *   EXEC   4  task: the current task has exec'd a new program (sched_process_exec)
  *   RENAME 5  task: the task's name changed (task_rename)
- *   STOP   6  no words: recording ends (sent when the module is removed)
+ *   STOP   6  no words: recording ends (`0` written to `recording`, or the module removed)
+ *   TEXT   7  8 words: the start and the end of this module's code (sent before START): the
+ *             plugin records nothing that code does, the tracing's own work (the probes,
+ *             the marker loads), and counts it apart
+ *
+ * Recording spans the workload alone: /init loads the module (registering the probes
+ * patches the kernel's code), starts recording, runs the workload, stops recording and
+ * removes the module, so that neither insmod nor rmmod is in the trace. The probes copy
+ * names with their own loop rather than the kernel's strncpy, so that all of their work
+ * runs in the module's code.
  *
  * A task is 14 words: pid (2 words), the address-space id of its mm (4 words:
  * mm->context.ctx_id, unique for the life of the kernel, unlike the page-table root, whose
@@ -37,6 +46,8 @@
 #include <linux/sched.h>
 #include <linux/string.h>
 #include <linux/tracepoint.h>
+#include <linux/moduleparam.h>
+#include <linux/version.h>
 #include <linux/vmalloc.h>
 
 MODULE_LICENSE("GPL");
@@ -45,7 +56,7 @@ MODULE_DESCRIPTION("Marker loads for Lookaside's full-system capture");
 #define LK_DISP 0x4c4b0000UL
 #define LK_ORDER 4 /* 16 pages: 64 KiB, naturally aligned */
 
-enum { CALIB = 1, START = 2, SWITCH = 3, EXEC = 4, RENAME = 5, STOP = 6 };
+enum { CALIB = 1, START = 2, SWITCH = 3, EXEC = 4, RENAME = 5, STOP = 6, TEXT = 7 };
 #define TASK_WORDS 14
 
 static unsigned long lk_buf;
@@ -80,8 +91,10 @@ static void lk_send(int type, struct task_struct *t, const char *comm)
 	unsigned long flags;
 	int i;
 
-	memset(name, 0, sizeof(name));
-	strncpy(name, comm, sizeof(name) - 1);
+	for (i = 0; i < TASK_COMM_LEN - 1 && comm[i]; i++)
+		name[i] = comm[i];
+	for (; i < TASK_COMM_LEN; i++)
+		name[i] = 0;
 	local_irq_save(flags);
 	lk_mark(type << 8 | TASK_WORDS);
 	lk_words((u32)t->pid, 2);
@@ -108,6 +121,63 @@ static void probe_rename(void *data, struct task_struct *task, const char *comm)
 {
 	lk_send(RENAME, task, comm);
 }
+
+static bool lk_recording;
+
+/* The bounds of this module's code: what the plugin leaves out of the trace. */
+static void lk_text(void)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
+	unsigned long lo = (unsigned long)THIS_MODULE->mem[MOD_TEXT].base;
+	unsigned long hi = lo + THIS_MODULE->mem[MOD_TEXT].size;
+#else
+	unsigned long lo = (unsigned long)THIS_MODULE->core_layout.base;
+	unsigned long hi = lo + THIS_MODULE->core_layout.text_size;
+#endif
+	unsigned long flags;
+
+	local_irq_save(flags);
+	lk_mark(TEXT << 8 | 8);
+	lk_words(lo, 4);
+	lk_words(hi, 4);
+	local_irq_restore(flags);
+}
+
+static void lk_stop(void)
+{
+	unsigned long flags;
+
+	local_irq_save(flags);
+	lk_mark(STOP << 8);
+	local_irq_restore(flags);
+}
+
+/* `echo 1 > /sys/module/lookaside_marks/parameters/recording` starts recording, with the
+ * writing task as the one running; `echo 0` stops it. */
+static int lk_set_recording(const char *val, const struct kernel_param *kp)
+{
+	bool on;
+	int err = kstrtobool(val, &on);
+
+	if (err)
+		return err;
+	if (on && !lk_recording) {
+		lk_recording = true;
+		lk_text();
+		lk_send(START, current, current->comm);
+	} else if (!on && lk_recording) {
+		lk_recording = false;
+		lk_stop();
+	}
+	return 0;
+}
+
+static const struct kernel_param_ops lk_recording_ops = {
+	.set = lk_set_recording,
+	.get = param_get_bool,
+};
+module_param_cb(recording, &lk_recording_ops, &lk_recording, 0600);
+MODULE_PARM_DESC(recording, "1: record from now on (Lookaside's plugin); 0: stop");
 
 struct lk_probe {
 	const char *name;
@@ -152,7 +222,6 @@ static int __init lk_init(void)
 	lk_mark(CALIB << 8 | 4);
 	lk_words(pa, 4);
 	local_irq_restore(flags);
-	lk_send(START, current, current->comm);
 	for (i = 0; i < ARRAY_SIZE(probes); i++) {
 		err = tracepoint_probe_register(probes[i].tp, probes[i].fn, NULL);
 		if (err) {
@@ -167,15 +236,15 @@ static int __init lk_init(void)
 
 static void __exit lk_exit(void)
 {
-	unsigned long flags;
 	int i;
 
 	for (i = 0; i < ARRAY_SIZE(probes); i++)
 		tracepoint_probe_unregister(probes[i].tp, probes[i].fn, NULL);
 	tracepoint_synchronize_unregister();
-	local_irq_save(flags);
-	lk_mark(STOP << 8);
-	local_irq_restore(flags);
+	if (lk_recording) {
+		lk_recording = false;
+		lk_stop();
+	}
 	free_pages(lk_buf, LK_ORDER);
 }
 
