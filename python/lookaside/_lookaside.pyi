@@ -19,6 +19,7 @@ def simulate(
     progress: Callable[[int, int], Any] | None = ...,
     reading: str | None = ...,
     max_memory: str | None = ...,
+    cache: list[str] = ...,
 ) -> str: ...
 def simulate_many(
     trace: str,
@@ -36,6 +37,7 @@ def check_config(
     tlb: list[str] = ...,
     set: list[str] = ...,
     max_memory: str | None = ...,
+    cache: list[str] = ...,
 ) -> str: ...
 def convert(
     src: str,

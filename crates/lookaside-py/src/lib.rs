@@ -64,13 +64,14 @@ fn format_arg(format: Option<&str>) -> PyResult<Option<Format>> {
         .transpose()
 }
 
-/// The machine of `--config` text (or none) named `name`, with `--tlb` and `--set` flags
-/// applied, refused when it needs more memory than `max_memory` (a size: `12G`; none: the
-/// host's default, see `MemoryLimit::default_for_host`).
+/// The machine of `--config` text (or none) named `name`, with `--tlb`, `--cache` and
+/// `--set` flags applied, refused when it needs more memory than `max_memory` (a size:
+/// `12G`; none: the host's default, see `MemoryLimit::default_for_host`).
 fn machine(
     text: Option<&str>,
     name: &str,
     tlb: &[String],
+    cache: &[String],
     set: &[String],
     max_memory: Option<&str>,
 ) -> PyResult<Machine> {
@@ -78,7 +79,7 @@ fn machine(
         Some(m) => MemoryLimit::parse(m).map_err(to_py)?,
         None => MemoryLimit::default_for_host(),
     };
-    Machine::assemble_within(text, name, tlb, set, limit).map_err(to_py)
+    Machine::assemble_all_within(text, name, tlb, cache, set, limit).map_err(to_py)
 }
 
 /// Run `work` without the GIL, with a progress callback that calls `progress(events, bytes)`
@@ -139,7 +140,7 @@ where
 /// Simulate a trace file; returns the result as JSON text. `progress(events, bytes)` is
 /// called now and then; Ctrl-C stops the run.
 #[pyfunction]
-#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None, reading=None, max_memory=None))]
+#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None, reading=None, max_memory=None, cache=vec![]))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -152,11 +153,13 @@ fn simulate(
     progress: Option<Py<PyAny>>,
     reading: Option<String>,
     max_memory: Option<String>,
+    cache: Vec<String>,
 ) -> PyResult<String> {
     let mut m = machine(
         config_text.as_deref(),
         &config_name,
         &tlb,
+        &cache,
         &set,
         max_memory.as_deref(),
     )?;
@@ -189,7 +192,7 @@ fn simulate_many(
     let mut ms = machines
         .iter()
         .map(|(text, name, tlb, set)| {
-            machine(text.as_deref(), name, tlb, set, max_memory.as_deref())
+            machine(text.as_deref(), name, tlb, &[], set, max_memory.as_deref())
         })
         .collect::<PyResult<Vec<Machine>>>()?;
     let format = format_arg(format.as_deref())?;
@@ -212,23 +215,28 @@ fn one_pass_refusal(
     set: Vec<String>,
 ) -> PyResult<Option<String>> {
     let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
+    if let Some(why) = config.beyond_tlbs() {
+        return Ok(Some(why));
+    }
     Ok(lookaside::onepass::Options::for_machine(&config).err())
 }
 
 /// Validate a machine and return it as normalised TOML (defaults filled in).
 #[pyfunction]
-#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![], max_memory=None))]
+#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![], max_memory=None, cache=vec![]))]
 fn check_config(
     config_text: Option<String>,
     config_name: String,
     tlb: Vec<String>,
     set: Vec<String>,
     max_memory: Option<String>,
+    cache: Vec<String>,
 ) -> PyResult<String> {
     let m = machine(
         config_text.as_deref(),
         &config_name,
         &tlb,
+        &cache,
         &set,
         max_memory.as_deref(),
     )?;
@@ -389,6 +397,9 @@ fn one_pass(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
+    if let Some(why) = config.beyond_tlbs() {
+        return Err(to_py(lookaside::Error::Usage(why)));
+    }
     let format = format_arg(format.as_deref())?;
     let want: Vec<lookaside::onepass::Geometry> = want
         .into_iter()

@@ -24,6 +24,7 @@
 pub use crate::error::ParamError;
 use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
 
+pub mod hier;
 pub mod system;
 #[cfg(test)]
 mod tests;
