@@ -462,6 +462,9 @@ pub struct MemoryConfig {
     /// A unified second level behind the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2: Option<CacheConfig>,
+    /// Where a write-back first level's dirty victims go when there is a second level.
+    #[serde(default, skip_serializing_if = "WritebackTarget::is_default")]
+    pub writebacks: WritebackTarget,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_buffer: Option<WriteBufferConfig>,
     /// Virtual address ranges that bypass the caches (device registers, MIPS kseg1).
@@ -478,6 +481,25 @@ pub struct MemoryConfig {
     /// left out of MCPI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_markers: Option<[u64; 2]>,
+}
+
+/// Where the memory system's first-level write-backs go (see [`MemoryConfig::writebacks`]).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum WritebackTarget {
+    /// Into the second level, as writes (DineroIV's behaviour, and a real hierarchy's): the
+    /// second level's own dirty victims then go to memory.
+    #[default]
+    NextLevel,
+    /// Past the second level, straight to memory (the write buffer): the second level only
+    /// ever sees the first level's fills.
+    Memory,
+}
+
+impl WritebackTarget {
+    fn is_default(&self) -> bool {
+        *self == WritebackTarget::default()
+    }
 }
 
 fn default_mapping() -> String {

@@ -944,6 +944,7 @@ impl Machine {
                 mc,
                 pages.shifts().min().unwrap_or(12),
                 config.machine.seed,
+                config.machine.straddle,
                 source_name,
             )?)),
             None => None,

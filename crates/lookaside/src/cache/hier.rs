@@ -918,4 +918,6 @@ fn check_name(
 }
 
 #[cfg(test)]
+mod dinero;
+#[cfg(test)]
 mod tests;

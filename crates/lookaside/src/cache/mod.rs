@@ -371,6 +371,23 @@ impl Cache {
         (present, dirty)
     }
 
+    /// The physical addresses of the dirty lines, in (set, way) order, which are clean
+    /// from now on (a copy-back: the lines stay).
+    pub fn take_dirty(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        if self.write_back {
+            let ways = self.tags.ways();
+            for (set, way, key, _) in self.tags.entries_iter() {
+                let slot = set * ways + way;
+                if self.dirty[slot] {
+                    out.push(key << self.line_shift);
+                    self.dirty[slot] = false;
+                }
+            }
+        }
+        out
+    }
+
     /// Empty the cache; returns the number of dirty lines it held.
     pub fn flush_all(&mut self) -> u64 {
         let mut dirty = 0;

@@ -47,6 +47,351 @@ fn a_small_write_back_cache_by_hand() {
     assert_eq!(result(&m), r);
 }
 
+use super::dinero::{Dinero, Params, INSTRN, READ, WRITE};
+use crate::config::{Allocate, FetchPolicy};
+use proptest::prelude::*;
+
+/// One cache of a generated hierarchy, as both models take it.
+#[derive(Clone, Debug)]
+struct Spec {
+    name: &'static str,
+    serves: &'static str,
+    block_log: u32,
+    sub_log: u32,
+    sets_log: u32,
+    assoc: usize,
+    lru: bool,
+    write_back: bool,
+    allocate: Allocate,
+    fetch: FetchPolicy,
+    distance: u64,
+    ccc: bool,
+    next: Option<&'static str>,
+}
+
+impl Spec {
+    fn flag(&self) -> String {
+        let block = 1u64 << self.block_log;
+        let mut f = format!(
+            "{}:size={},line={block},ways={},policy={},serves={},write={},allocate={},fetch={},sub_block={}",
+            self.name,
+            (block * self.assoc as u64) << self.sets_log,
+            self.assoc,
+            if self.lru { "lru" } else { "fifo" },
+            self.serves,
+            if self.write_back { "back" } else { "through" },
+            match self.allocate {
+                Allocate::Yes => "yes",
+                Allocate::No => "no",
+                Allocate::NoFetch => "no-fetch",
+            },
+            self.fetch.name(),
+            1u64 << self.sub_log,
+        );
+        if self.fetch != FetchPolicy::Demand {
+            f.push_str(&format!(",prefetch_distance={}", self.distance));
+        }
+        if self.ccc {
+            f.push_str(",3c=yes");
+        }
+        if let Some(n) = self.next {
+            f.push_str(&format!(",next={n}"));
+        }
+        f
+    }
+
+    fn params(&self, next: Option<usize>) -> Params {
+        Params {
+            block: 1 << self.block_log,
+            sub: 1 << self.sub_log,
+            sets: 1 << self.sets_log,
+            assoc: self.assoc,
+            lru: self.lru,
+            write_back: self.write_back,
+            allocate: self.allocate,
+            fetch: self.fetch,
+            distance: self.distance,
+            ccc: self.ccc,
+            next,
+        }
+    }
+}
+
+/// What the generated caches may use besides demand-fetched whole blocks.
+const FETCH_POLICIES: bool = false;
+const SUB_BLOCKS: bool = false;
+const CLASSES: bool = false;
+
+fn spec_strategy() -> impl Strategy<Value = Spec> {
+    (
+        (2u32..7, 0u32..6, 0u32..4, 1usize..5, any::<bool>()),
+        (any::<bool>(), 0u8..3, 0u8..6, 1u64..5, any::<bool>()),
+    )
+        .prop_map(
+            |((block_log, sub, sets_log, assoc, lru), (wb, alloc, fetch, dist, ccc))| {
+                // At most 32 sub-blocks per block.
+                let sub_log = if SUB_BLOCKS {
+                    block_log
+                        .saturating_sub(sub)
+                        .max(block_log.saturating_sub(5))
+                } else {
+                    block_log
+                };
+                let fetch = if FETCH_POLICIES { fetch } else { 0 };
+                let ccc = ccc && CLASSES;
+                let fetch = [
+                    FetchPolicy::Demand,
+                    FetchPolicy::Always,
+                    FetchPolicy::Miss,
+                    FetchPolicy::Tagged,
+                    FetchPolicy::LoadForward,
+                    FetchPolicy::SubBlock,
+                ][fetch as usize];
+                let subs = 1u64 << (block_log - sub_log);
+                let distance = match fetch {
+                    FetchPolicy::LoadForward | FetchPolicy::SubBlock => dist.min(subs),
+                    _ => dist,
+                };
+                Spec {
+                    name: "",
+                    serves: "unified",
+                    block_log,
+                    sub_log,
+                    sets_log,
+                    assoc,
+                    lru,
+                    write_back: wb,
+                    allocate: [Allocate::Yes, Allocate::No, Allocate::NoFetch][alloc as usize],
+                    fetch,
+                    distance,
+                    ccc,
+                    next: None,
+                }
+            },
+        )
+}
+
+/// A hierarchy: a unified first level or split I/D, then up to two unified levels.
+fn hierarchy_strategy() -> impl Strategy<Value = Vec<Spec>> {
+    (
+        any::<bool>(),
+        0usize..3,
+        prop::collection::vec(spec_strategy(), 4),
+    )
+        .prop_map(|(split, below, mut s)| {
+            let lower = ["l2", "l3"];
+            let mut out = Vec::new();
+            let first_next = (below > 0).then_some("l2");
+            if split {
+                s[0].name = "il1";
+                s[0].serves = "instruction";
+                s[1].name = "dl1";
+                s[1].serves = "data";
+                s[0].next = first_next;
+                s[1].next = first_next;
+                out.push(s[0].clone());
+                out.push(s[1].clone());
+            } else {
+                s[0].name = "ul1";
+                s[0].next = first_next;
+                out.push(s[0].clone());
+            }
+            for l in 0..below {
+                let mut c = s[2 + l].clone();
+                c.name = lower[l];
+                c.next = (l + 1 < below).then(|| lower[l + 1]);
+                out.push(c);
+            }
+            out
+        })
+}
+
+/// A reference: kind (0 fetch, 1 load, 2 store), address, size.
+type Reference = (u8, u64, u16);
+
+fn stream_strategy() -> impl Strategy<Value = Vec<Reference>> {
+    let random = prop::collection::vec((0u8..3, 0u64..2048, 1u16..25), 1..500);
+    // Adversarial: sweeps over one block more than a cache holds, strided to one set.
+    let sweep = (1u64..80, 2u32..8, 1usize..6, 0u8..3).prop_map(|(blocks, shift, rounds, kind)| {
+        (0..rounds)
+            .flat_map(|_| (0..blocks).map(move |b| (kind, b << shift, 4u16)))
+            .collect::<Vec<_>>()
+    });
+    prop_oneof![random, sweep]
+}
+
+fn kind_of(k: u8) -> Kind {
+    [Kind::Fetch, Kind::Load, Kind::Store][k as usize]
+}
+
+/// DineroIV's count of `kind` in an array indexed by its access types (+3: prefetch).
+fn d4(a: &[u64; 6], kind: Kind, prefetch: bool) -> u64 {
+    let t = match kind {
+        Kind::Fetch => INSTRN,
+        Kind::Load => READ,
+        _ => WRITE,
+    };
+    a[t + if prefetch { 3 } else { 0 }]
+}
+
+/// Run both models and compare every count DineroIV keeps, cache by cache.
+fn compare(
+    specs: &[Spec],
+    stream: &[Reference],
+    first: bool,
+) -> std::result::Result<(), TestCaseError> {
+    let flags: Vec<String> = specs.iter().map(Spec::flag).collect();
+    let sets: Vec<String> = if first {
+        vec!["machine.straddle=\"first\"".into()]
+    } else {
+        vec![]
+    };
+    let mut m = Machine::assemble_all(None, "t", &[], &flags, &sets).unwrap();
+    let index = |n: &str| specs.iter().position(|s| s.name == n);
+    let params = specs
+        .iter()
+        .map(|s| s.params(s.next.and_then(index)))
+        .collect();
+    let (ci, cd) = match index("ul1") {
+        Some(u) => (u, u),
+        None => (index("il1").unwrap(), index("dl1").unwrap()),
+    };
+    let mut d = Dinero::new(params, ci, cd);
+    let events: Vec<Event> = stream
+        .iter()
+        .map(|&(k, a, s)| Event::reference(kind_of(k), a, s))
+        .collect();
+    m.run_batch(&events);
+    for &(k, a, s) in stream {
+        let root = &specs[if k == 0 { ci } else { cd }];
+        let mut size = s as u64;
+        if first {
+            let block = 1u64 << root.block_log;
+            size = size.min(block - a % block);
+        }
+        d.reference([INSTRN, READ, WRITE][k as usize], a, size);
+    }
+    d.finish();
+    let r = result(&m);
+    for (i, s) in specs.iter().enumerate() {
+        let j = &r["structures"][s.name];
+        let c = d.counts(i);
+        let n = |v: &Value| v.as_u64().unwrap_or(0);
+        for kind in Kind::REFS {
+            let k = &j["by_kind"][kind.name()];
+            let ctx = format!("{} {}", s.name, kind.name());
+            prop_assert_eq!(
+                n(&k["accesses"]),
+                d4(&c.fetch, kind, false),
+                "fetches {}",
+                ctx
+            );
+            prop_assert_eq!(n(&k["misses"]), d4(&c.miss, kind, false), "misses {}", ctx);
+            prop_assert_eq!(
+                n(&j["block_miss_breakdown"]["by_kind"][kind.name()]),
+                if s.sub_log < s.block_log || s.ccc {
+                    d4(&c.blockmiss, kind, false)
+                } else {
+                    0
+                },
+                "block misses {}",
+                ctx
+            );
+            if s.fetch != FetchPolicy::Demand {
+                let p = &j["prefetches"]["by_kind"][kind.name()];
+                prop_assert_eq!(
+                    n(&p["accesses"]),
+                    d4(&c.fetch, kind, true),
+                    "prefetches {}",
+                    ctx
+                );
+                prop_assert_eq!(
+                    n(&p["misses"]),
+                    d4(&c.miss, kind, true),
+                    "prefetch misses {}",
+                    ctx
+                );
+                prop_assert_eq!(
+                    n(&p["block_misses"]),
+                    d4(&c.blockmiss, kind, true),
+                    "pf block misses {}",
+                    ctx
+                );
+                if s.ccc {
+                    prop_assert_eq!(
+                        n(&p["compulsory"]),
+                        d4(&c.comp, kind, true),
+                        "pf comp {}",
+                        ctx
+                    );
+                    prop_assert_eq!(n(&p["capacity"]), d4(&c.cap, kind, true), "pf cap {}", ctx);
+                    prop_assert_eq!(
+                        n(&p["conflict"]),
+                        d4(&c.conf, kind, true),
+                        "pf conf {}",
+                        ctx
+                    );
+                }
+            }
+            if s.ccc {
+                prop_assert_eq!(
+                    n(&k["compulsory"]),
+                    d4(&c.comp, kind, false),
+                    "comp {}",
+                    ctx
+                );
+                prop_assert_eq!(n(&k["capacity"]), d4(&c.cap, kind, false), "cap {}", ctx);
+                prop_assert_eq!(n(&k["conflict"]), d4(&c.conf, kind, false), "conf {}", ctx);
+                let b = &j["block_miss_breakdown"];
+                prop_assert_eq!(
+                    n(&b["compulsory"][kind.name()]),
+                    d4(&c.comp_block, kind, false),
+                    "DB comp {}",
+                    ctx
+                );
+                prop_assert_eq!(
+                    n(&b["capacity"][kind.name()]),
+                    d4(&c.cap_block, kind, false),
+                    "DB cap {}",
+                    ctx
+                );
+                prop_assert_eq!(
+                    n(&b["conflict"][kind.name()]),
+                    d4(&c.conf_block, kind, false),
+                    "DB conf {}",
+                    ctx
+                );
+            }
+        }
+        prop_assert_eq!(n(&j["multi_block"]), c.multiblock, "multi-block {}", s.name);
+        prop_assert_eq!(n(&j["bytes_read"]), c.bytes_read, "bytes read {}", s.name);
+        prop_assert_eq!(
+            n(&j["bytes_written"]),
+            c.bytes_written,
+            "bytes written {}",
+            s.name
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 600, ..ProptestConfig::default() })]
+
+    /// Every count of every cache equals DineroIV's (the brute-force transcription), for
+    /// random hierarchies (one or two levels below a unified or split first level) of every
+    /// geometry, LRU or FIFO, write and allocation policy, on random and adversarial
+    /// streams, with references split at block boundaries or kept to their first block.
+    #[test]
+    fn every_count_is_dinero_iv_s(
+        specs in hierarchy_strategy(),
+        stream in stream_strategy(),
+        first in any::<bool>(),
+    ) {
+        compare(&specs, &stream, first)?;
+    }
+}
+
 /// Bad hierarchies are refused naming the key; a piece not built yet says so.
 #[test]
 fn bad_hierarchies_name_the_key() {
@@ -141,4 +486,64 @@ fn a_machine_of_caches_alone() {
     let table = crate::report::table(&r);
     assert!(table.contains("dc         1K 1w 32B lru"), "{table}");
     assert!(!table.contains("walk"), "{table}");
+}
+
+/// The shipped real traces (a prefix of each: the brute force is slow) through both models,
+/// on DineroIV's classic two-level machine and a small direct-mapped one that misses much:
+/// every count equal.
+#[test]
+fn real_traces_give_dinero_iv_s_counts() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/lookaside/data");
+    let l1 = |name, serves, size_log, block_log, assoc, wb| Spec {
+        name,
+        serves,
+        block_log,
+        sub_log: block_log,
+        sets_log: size_log - block_log - (assoc as u32).trailing_zeros(),
+        assoc,
+        lru: true,
+        write_back: wb,
+        allocate: Allocate::Yes,
+        fetch: FetchPolicy::Demand,
+        distance: 1,
+        ccc: false,
+        next: None,
+    };
+    let mut classic = vec![
+        l1("il1", "instruction", 15, 6, 8, true),
+        l1("dl1", "data", 15, 6, 8, true),
+        l1("l2", "unified", 20, 6, 16, true),
+    ];
+    classic[0].next = Some("l2");
+    classic[1].next = Some("l2");
+    let small = vec![l1("ul1", "unified", 12, 4, 1, false)];
+    for trace in [
+        "demo.lks",
+        "mawk.lks",
+        "sortprog.lks",
+        "tarzone.lks",
+        "gzip-system.lks",
+    ] {
+        let (input, format) = crate::trace::open_input(&dir.join(trace), None).unwrap();
+        let mut source = crate::trace::reader(input, format).unwrap();
+        let mut batch = Vec::new();
+        let mut stream: Vec<Reference> = Vec::new();
+        while stream.len() < 300_000 && source.next_batch(&mut batch).unwrap() {
+            stream.extend(batch.iter().filter(|e| e.kind.is_ref()).map(|e| {
+                let k = match e.kind {
+                    Kind::Fetch => 0,
+                    Kind::Load => 1,
+                    _ => 2,
+                };
+                (k, e.addr, e.size)
+            }));
+        }
+        assert!(stream.len() >= 250_000, "{trace}: {}", stream.len());
+        for specs in [&classic, &small] {
+            for first in [true, false] {
+                compare(specs, &stream, first)
+                    .unwrap_or_else(|e| panic!("{trace} {:?} first={first}: {e}", specs[0]));
+            }
+        }
+    }
 }
