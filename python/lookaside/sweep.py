@@ -591,9 +591,12 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
         g = s.get("geometry", {})
         page = min((_page_bytes(p) for p in g.get("page", [])), default=None)  # "4K", "2M"
         entries = g.get("entries")
+        # A cache's geometry in bytes (only in sweeps of caches: a TLB sweep's columns stay).
+        cache = ({"size_bytes": g.get("size"), "line_bytes": g.get("line")}
+                 if s.get("type") == "cache" else {})
         rows.append({**base, "structure": name, "entries": entries,
                      "ways": g.get("ways"), "page_bytes": page,
-                     "mapping_bytes": entries * page if entries and page else None,
+                     "mapping_bytes": entries * page if entries and page else None, **cache,
                      "accesses": s["accesses"], "misses": s["misses"],
                      "miss_ratio": s["miss_ratio"], "mpki": s.get("mpki"),
                      "references": r["trace"]["references"], "instructions": instr, **costs})

@@ -678,10 +678,10 @@ impl Hierarchy {
 
     /// The fields of cache `i` in its `structures` entry beyond those every structure has
     /// (the ledger's counts and breakdowns): its geometry, `type`, `block_misses`,
-    /// `writebacks`, `flushed`, `multi_block`, `bytes_read`, `bytes_written`, and with
-    /// prefetching `prefetches` (`accesses`, `misses`, `block_misses`, by kind, and their
-    /// classes), with sub-blocks or classification `block_miss_breakdown` (block misses by
-    /// kind and their classes).
+    /// `writebacks`, `flushed`, `multi_block`, `bytes_read`, `bytes_written`, `prefetches`
+    /// (`accesses`, `misses`, `block_misses`, by kind, and with classification their
+    /// classes), and with sub-blocks or classification `block_miss_breakdown` (block misses
+    /// by kind and their classes).
     pub fn fields(&self, i: usize) -> Map<String, Value> {
         let (c, lv) = (&self.specs[i], &self.levels[i]);
         let t = &lv.t;
@@ -703,7 +703,7 @@ impl Hierarchy {
         m.insert("multi_block".into(), json!(t.multi_block));
         m.insert("bytes_read".into(), json!(t.bytes_read));
         m.insert("bytes_written".into(), json!(t.bytes_written));
-        if c.fetch != FetchPolicy::Demand {
+        {
             let mut p = Map::new();
             p.insert("accesses".into(), json!(sum(&t.prefetches)));
             p.insert("misses".into(), json!(sum(&t.prefetch_misses)));
