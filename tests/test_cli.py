@@ -163,6 +163,19 @@ def test_caches_from_flags_without_a_tlb(cli, demo):
     assert 'ways = 4' in p.stdout and "[[cache]]" in p.stdout
 
 
+def test_dinero_summary_diffs_clean_against_dinero_iv(cli):
+    # DineroIV 7's own output for this machine on the trace's xdin conversion (see
+    # crates/lookaside/tests/data/README.md), from its "---Simulation complete." line on.
+    data = Path(__file__).parents[1] / "crates" / "lookaside" / "tests" / "data"
+    trace = Path(lookaside.__file__).parent / "data" / "sortprog.lks"
+    p = cli("simulate", trace, "--dinero", "--cache", "il1:size=32k,line=64,ways=8,next=l2",
+            "--cache", "dl1:size=32k,line=64,ways=8,next=l2",
+            "--cache", "l2:size=1M,line=64,ways=16")
+    assert p.stdout == (data / "dineroIV" / "sortprog.l1-l2.txt").read_text()
+    check_error(cli("simulate", trace, "--dinero", "--tlb", "d:entries=8", check=False),
+                "no [[cache]]")
+
+
 def test_failed_run_leaves_no_output_file(cli, tmp_path):
     bad = tmp_path / "bad.din"
     bad.write_text("0 10\n7 20\n")

@@ -183,6 +183,12 @@ class Result:
         """The plain-text table ``lookaside simulate`` prints."""
         return _lookaside.table(json.dumps(self.data))
 
+    def dinero(self) -> str:
+        """The caches' statistics as DineroIV prints them at the end of a run (from its
+        ``---Simulation complete.`` line), for ``diff`` against DineroIV's output
+        (``lookaside simulate --dinero``); a :class:`LookasideError` without caches."""
+        return _lookaside.dinero(json.dumps(self.data))
+
     def frames(self) -> dict[str, Any]:
         """Every section of the result as tidy pandas DataFrames, by name (only the sections
         this machine has): ``tlb`` (the rows of :meth:`to_pandas`), ``structures`` (one row

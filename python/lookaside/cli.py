@@ -128,7 +128,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         prog.done()
     for w in r.data.get("warnings", []):
         print(f"lookaside: warning: {w}", file=sys.stderr)
-    emit(r.to_json() if args.json else r.table(), args.output)
+    emit(r.to_json() if args.json else r.dinero() if args.dinero else r.table(), args.output)
     return 0
 
 
@@ -369,7 +369,11 @@ def parser() -> argparse.ArgumentParser:
                                  ".gz/.xz/.zst ok)")
     s.add_argument("-f", "--format", choices=FORMATS, help="trace format (default: detected)")
     add_machine_args(s)
-    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    out = s.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the result as JSON")
+    out.add_argument("--dinero", action="store_true",
+                     help="print the caches' statistics as DineroIV does, for diff against "
+                          "its output from its '---Simulation complete.' line on")
     s.add_argument("-o", "--output", metavar="FILE", help="write the result here")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     s.add_argument("--reading", choices=["auto", "one-thread", "pipelined"], default="auto",

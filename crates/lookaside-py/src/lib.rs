@@ -448,6 +448,14 @@ fn create_partial(path: PathBuf) -> PyResult<PathBuf> {
     }
 }
 
+/// DineroIV's end-of-run statistics of the caches of a result given as JSON text.
+#[pyfunction]
+fn dinero(result_json: &str) -> PyResult<String> {
+    let v: serde_json::Value = serde_json::from_str(result_json)
+        .map_err(|e| LookasideError::new_err(format!("not a Lookaside result: {e}")))?;
+    lookaside::cache::hier::dinero_summary(&v).map_err(LookasideError::new_err)
+}
+
 #[pyfunction]
 fn table(result_json: &str) -> PyResult<String> {
     let v: serde_json::Value = serde_json::from_str(result_json)
@@ -472,6 +480,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(access_map, m)?)?;
     m.add_function(wrap_pyfunction!(record, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
+    m.add_function(wrap_pyfunction!(dinero, m)?)?;
     m.add_function(wrap_pyfunction!(create_partial, m)?)?;
     m.add_function(wrap_pyfunction!(one_pass, m)?)?;
     m.add_function(wrap_pyfunction!(uhlig94_cells, m)?)?;

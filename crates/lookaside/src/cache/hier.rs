@@ -917,6 +917,9 @@ fn check_name(
     Ok(())
 }
 
+mod summary;
+pub use summary::dinero_summary;
+
 #[cfg(test)]
 mod dinero;
 #[cfg(test)]

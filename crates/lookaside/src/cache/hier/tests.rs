@@ -547,3 +547,37 @@ fn real_traces_give_dinero_iv_s_counts() {
         }
     }
 }
+
+/// The `--dinero` summary of the shipped `sortprog` trace on the machine of `caches` is,
+/// byte for byte, DineroIV 7's output in `file` (see tests/data/README.md).
+fn summary_is(file: &str, caches: &[&str]) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let trace = root.join("../../python/lookaside/data/sortprog.lks");
+    let mut m = machine(caches, &[]);
+    let r = crate::run::simulate_path(
+        &trace,
+        None,
+        &mut m,
+        crate::run::Reading::OneThread,
+        &mut |_| true,
+    )
+    .unwrap();
+    let want = std::fs::read_to_string(root.join("tests/data/dineroIV").join(file)).unwrap();
+    assert_eq!(super::dinero_summary(&r).unwrap(), want, "{file}");
+}
+
+/// What DineroIV prints at the end, Lookaside prints with `--dinero`: the same bytes.
+#[test]
+fn the_summary_is_dinero_iv_s_output() {
+    summary_is(
+        "sortprog.l1-l2.txt",
+        &[
+            "il1:size=32k,line=64,ways=8,next=l2",
+            "dl1:size=32k,line=64,ways=8,next=l2",
+            "l2:size=1M,line=64,ways=16",
+        ],
+    );
+    let tlb_only = Machine::assemble(None, "t", &["d:entries=4".to_string()], &[]).unwrap();
+    let e = super::dinero_summary(&result(&tlb_only)).unwrap_err();
+    assert!(e.contains("no [[cache]]"), "{e}");
+}
