@@ -59,8 +59,10 @@ def _ratio(misses: Any, accesses: Any) -> Any:
 
 
 def tlb_rows(r: dict[str, Any]) -> Any:
-    """One row per (structure, asid, mode, kind) cell: accesses, hits, misses, miss_ratio."""
+    """One row per (structure, asid, mode, kind) cell: accesses, hits, misses, miss_ratio
+    (and the classes of misses, when some structure classifies them)."""
     cols = ["structure", "asid", "mode", "kind", "accesses", "hits", "misses"]
+    cols += [c for c in ("compulsory", "capacity", "conflict") if r["rows"] and c in r["rows"][0]]
     df = _frame(r["rows"], "rows", cols)
     df["miss_ratio"] = _ratio(df["misses"], df["accesses"])
     return df

@@ -191,7 +191,6 @@ impl Hierarchy {
                     c.sub_block.is_some_and(|s| s != c.line),
                     "sub-blocks",
                 ),
-                ("3c", c.three_c, "the classes of misses"),
             ];
             if let Some((key, _, what)) = not_yet.iter().find(|n| n.1) {
                 return Err(Error::NotYet(format!(
