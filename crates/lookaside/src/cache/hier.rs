@@ -180,24 +180,6 @@ impl Hierarchy {
         let mut levels = Vec::with_capacity(n);
         for (i, c) in specs.iter().enumerate() {
             check_name(c, i, specs, config, source_name)?;
-            let not_yet = [
-                (
-                    "fetch",
-                    c.fetch != FetchPolicy::Demand,
-                    "fetch policies other than demand",
-                ),
-                (
-                    "sub_block",
-                    c.sub_block.is_some_and(|s| s != c.line),
-                    "sub-blocks",
-                ),
-            ];
-            if let Some((key, _, what)) = not_yet.iter().find(|n| n.1) {
-                return Err(Error::NotYet(format!(
-                    "{source_name}: cache.{}.{key}: {what}",
-                    c.name
-                )));
-            }
             let line = c.line.0;
             if line == 0 || !line.is_power_of_two() {
                 return Err(err(c, "line", format!("{line} is not a power of two")));

@@ -118,8 +118,8 @@ impl Spec {
 }
 
 /// What the generated caches may use besides demand-fetched whole blocks.
-const FETCH_POLICIES: bool = false;
-const SUB_BLOCKS: bool = false;
+const FETCH_POLICIES: bool = true;
+const SUB_BLOCKS: bool = true;
 const CLASSES: bool = true;
 
 fn spec_strategy() -> impl Strategy<Value = Spec> {
@@ -380,9 +380,10 @@ proptest! {
 
     /// Every count of every cache equals DineroIV's (the brute-force transcription), for
     /// random hierarchies (one or two levels below a unified or split first level) of every
-    /// geometry, LRU or FIFO, write and allocation policy, with or without the classes of
-    /// misses (DineroIV's `-ccc`), on random and adversarial streams, with references split
-    /// at block boundaries or kept to their first block.
+    /// geometry, sub-block size, LRU or FIFO, fetch policy and prefetch distance, write and
+    /// allocation policy, with or without the classes of misses (DineroIV's `-ccc`), on
+    /// random and adversarial streams, with references split at block boundaries or kept to
+    /// their first block.
     #[test]
     fn every_count_is_dinero_iv_s(
         specs in hierarchy_strategy(),
@@ -421,25 +422,25 @@ fn bad_hierarchies_name_the_key() {
         e(&["a:size=1k,line=16,next=zz"]),
         "--cache: cache.a.next: no cache named 'zz'"
     );
-    for (flag, what) in [
-        (
-            "a:size=1k,line=64,sub_block=16",
-            "cache.a.sub_block: sub-blocks",
-        ),
-        (
-            "a:size=1k,line=64,fetch=miss",
-            "cache.a.fetch: fetch policies other than demand",
-        ),
-    ] {
-        let caches = [flag.to_string()];
-        match Machine::assemble_all(None, "--cache", &[], &caches, &[]) {
-            Err(crate::Error::NotYet(m)) => assert!(m.ends_with(what), "{m}"),
-            other => panic!("{flag}: {:?}", other.map(|_| ())),
-        }
-    }
     assert_eq!(
-        e(&["a:size=1000,line=64"]),
-        "--cache: cache.a.size: 1000 is not a positive multiple of the line (64)"
+        e(&["a:size=1k,line=64,sub_block=1"]),
+        "--cache: cache.a.sub_block: 64 sub-blocks per line: at most 32"
+    );
+    assert_eq!(
+        e(&["a:size=1k,line=64,sub_block=128"]),
+        "--cache: cache.a.sub_block: 128 is not a power of two no larger than the line (64)"
+    );
+    assert_eq!(
+        e(&["a:size=1k,line=64,prefetch_distance=2"]),
+        "--cache: cache.a.prefetch_distance: a demand-fetch cache does not prefetch (set fetch too)"
+    );
+    assert_eq!(
+        e(&["a:size=1k,line=64,sub_block=16,fetch=sub-block,prefetch_distance=5"]),
+        "--cache: cache.a.prefetch_distance: 5 sub-blocks is more than the 4 of a line"
+    );
+    assert_eq!(
+        e(&["a:size=1k,line=64,fetch=always,prefetch_distance=0"]),
+        "--cache: cache.a.prefetch_distance: must be at least 1"
     );
     let both = Machine::assemble_all(
         None,
@@ -486,8 +487,8 @@ fn a_machine_of_caches_alone() {
 }
 
 /// The shipped real traces (a prefix of each: the brute force is slow) through both models,
-/// on DineroIV's classic two-level machine and a small direct-mapped one that misses much,
-/// both classifying their misses: every count equal.
+/// on DineroIV's classic two-level machine, a small direct-mapped one that misses much, and
+/// one of sub-blocks and prefetching, all classifying their misses: every count equal.
 #[test]
 fn real_traces_give_dinero_iv_s_counts() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/lookaside/data");
@@ -514,6 +515,22 @@ fn real_traces_give_dinero_iv_s_counts() {
     classic[0].next = Some("l2");
     classic[1].next = Some("l2");
     let small = vec![l1("ul1", "unified", 12, 4, 1, false)];
+    // Sub-blocks and prefetching: tagged at the first level, sub-block below.
+    let mut prefetching = vec![
+        l1("il1", "instruction", 13, 6, 1, true),
+        l1("dl1", "data", 13, 6, 1, true),
+        l1("l2", "unified", 18, 6, 4, true),
+    ];
+    for (i, c) in prefetching.iter_mut().enumerate() {
+        c.sub_log = 4;
+        c.fetch = if i < 2 {
+            FetchPolicy::Tagged
+        } else {
+            FetchPolicy::SubBlock
+        };
+        c.distance = 1 + (i == 2) as u64;
+        c.next = (i < 2).then_some("l2");
+    }
     for trace in [
         "demo.lks",
         "mawk.lks",
@@ -536,7 +553,7 @@ fn real_traces_give_dinero_iv_s_counts() {
             }));
         }
         assert!(stream.len() >= 250_000, "{trace}: {}", stream.len());
-        for specs in [&classic, &small] {
+        for specs in [&classic, &small, &prefetching] {
             for first in [true, false] {
                 compare(specs, &stream, first)
                     .unwrap_or_else(|e| panic!("{trace} {:?} first={first}: {e}", specs[0]));
@@ -580,6 +597,14 @@ fn the_summary_is_dinero_iv_s_output() {
             "il1:size=32k,line=64,ways=8,next=l2,3c=yes",
             "dl1:size=32k,line=64,ways=8,next=l2,3c=yes",
             "l2:size=1M,line=64,ways=16,3c=yes",
+        ],
+    );
+    summary_is(
+        "sortprog.sub-blocks-prefetch-3c.txt",
+        &[
+            "il1:size=8k,line=64,sub_block=16,fetch=tagged,3c=yes,next=l2",
+            "dl1:size=8k,line=64,sub_block=16,fetch=tagged,3c=yes,next=l2",
+            "l2:size=256k,line=64,ways=4,sub_block=16,fetch=sub-block,prefetch_distance=2,3c=yes",
         ],
     );
     let tlb_only = Machine::assemble(None, "t", &["d:entries=4".to_string()], &[]).unwrap();
