@@ -91,30 +91,30 @@ struct Pending {
 }
 
 /// Counts of one cache beside the ledger's (demand accesses and misses by address space,
-/// mode and kind, and their classes): each by kind.
+/// mode and kind, and their classes): each by kind. Reported by [`Hierarchy::fields`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Tallies {
+struct Tallies {
     /// Prefetch references, and those that missed, missed the block.
-    pub prefetches: [u64; 3],
-    pub prefetch_misses: [u64; 3],
-    pub prefetch_block_misses: [u64; 3],
+    prefetches: [u64; 3],
+    prefetch_misses: [u64; 3],
+    prefetch_block_misses: [u64; 3],
     /// Demand references that missed the block.
-    pub block_misses: [u64; 3],
+    block_misses: [u64; 3],
     /// Classes ([`crate::threec::CLASSES`]) of prefetch misses, of demand block misses and
     /// of prefetch block misses.
-    pub prefetch_classes: [[u64; 3]; 3],
-    pub block_classes: [[u64; 3]; 3],
-    pub prefetch_block_classes: [[u64; 3]; 3],
+    prefetch_classes: [[u64; 3]; 3],
+    block_classes: [[u64; 3]; 3],
+    prefetch_block_classes: [[u64; 3]; 3],
     /// References split at a block boundary.
-    pub multi_block: u64,
+    multi_block: u64,
     /// Bytes read from the next level (fetches) and written to it (write-throughs and
     /// write-backs): DineroIV's "bytes from/to memory".
-    pub bytes_read: u64,
-    pub bytes_written: u64,
+    bytes_read: u64,
+    bytes_written: u64,
     /// Write-backs (one per contiguous run of dirty sub-blocks), and those of the copy-back
     /// at the end.
-    pub writebacks: u64,
-    pub flushed: u64,
+    writebacks: u64,
+    flushed: u64,
 }
 
 /// One cache.
@@ -376,11 +376,6 @@ impl Hierarchy {
     /// Whether some cache classifies its misses.
     pub fn classifies(&self) -> bool {
         self.levels.iter().any(|l| l.shadow.is_some())
-    }
-
-    /// The counts of cache `i` beside the ledger's.
-    pub fn tallies(&self, i: usize) -> &Tallies {
-        &self.levels[i].t
     }
 
     /// Simulate reference `e` (counted in `ledger`, under its running address space).
