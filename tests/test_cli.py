@@ -125,8 +125,55 @@ def test_siblings_for_large_pages_from_flags(cli, demo):
             *flags[6:], check=False)
     check_error(p, "--tlb: tlb.dtlb2m.page: 'dtlb' and 'dtlb2m' both hold 4K pages")
     assert p.stderr.count("\n") == 1
-    check_error(cli("simulate", demo, "--tlb", "d:entries=8,page=2M", check=False),
-                "--tlb: tlb.d.page: 4K pages: no first-level TLB for load references holds")
+    # A TLB of 2 MiB pages alone makes the machine's pages 2 MiB; beside one holding 4 KiB
+    # pages only, the machine keeps 4 KiB pages and the error names the --set that changes it.
+    r = json.loads(cli("simulate", demo, "--tlb", "dtlb:entries=32,ways=full,page=2m",
+                       "--json").stdout)
+    assert r["machine"]["config"]["pages"]["size"] == "2M"
+    assert r["structures"]["dtlb"]["misses"] < 10
+    check_error(cli("simulate", demo, "--tlb", "d:entries=8,page=2M",
+                    "--tlb", "i:entries=8,page=4k", check=False),
+                "--tlb: tlb.d.page: 4K pages: no first-level TLB for load references holds",
+                "set --set pages.size=2M")
+
+
+def test_caches_from_flags_without_a_tlb(cli, demo):
+    # Split 32 KiB first levels and a unified second level, DineroIV-style, no TLB: the
+    # second level sees the first levels' misses and write-backs (reads and writes).
+    caches = ["--cache", "il1:size=32k,line=64,ways=8,next=l2",
+              "--cache", "dl1:size=32k,line=64,ways=8,policy=lru,next=l2",
+              "--cache", "l2:size=1M,line=64,ways=16"]
+    r = json.loads(cli("simulate", demo, *caches, "--json").stdout)
+    s, kinds = r["structures"], r["trace"]["by_kind"]
+    assert list(s) == ["il1", "dl1", "l2"]
+    assert s["il1"]["geometry"]["serves"] == "instruction"
+    assert s["il1"]["accesses"] >= kinds["fetch"]
+    assert s["dl1"]["by_kind"]["store"]["accesses"] >= kinds["store"]
+    # Each first-level miss fetches its block; each dirty victim (and each block dirty at
+    # the end) is written back.
+    assert s["l2"]["by_kind"]["store"]["accesses"] == s["dl1"]["writebacks"] > 0
+    assert s["l2"]["accesses"] == (s["il1"]["misses"] + s["dl1"]["misses"]
+                                   + s["dl1"]["writebacks"])
+    table = cli("simulate", demo, *caches).stdout
+    assert "dl1        32K 8w 64B lru" in table and "walk" not in table
+    # A bad key is one line naming the flag and the key.
+    p = cli("simulate", demo, "--cache", "l1:size=32k,line=48", check=False)
+    check_error(p, "--cache: cache.l1.line: 48 is not a power of two")
+    p = cli("config", "--cache", "l1:size=32k,line=64,ways=8", "--set", "cache.l1.ways=4")
+    assert 'ways = 4' in p.stdout and "[[cache]]" in p.stdout
+
+
+def test_dinero_summary_diffs_clean_against_dinero_iv(cli):
+    # DineroIV 7's own output for this machine on the trace's xdin conversion (see
+    # crates/lookaside/tests/data/README.md), from its "---Simulation complete." line on.
+    data = Path(__file__).parents[1] / "crates" / "lookaside" / "tests" / "data"
+    trace = Path(lookaside.__file__).parent / "data" / "sortprog.lks"
+    p = cli("simulate", trace, "--dinero", "--cache", "il1:size=32k,line=64,ways=8,next=l2",
+            "--cache", "dl1:size=32k,line=64,ways=8,next=l2",
+            "--cache", "l2:size=1M,line=64,ways=16")
+    assert p.stdout == (data / "dineroIV" / "sortprog.l1-l2.txt").read_text()
+    check_error(cli("simulate", trace, "--dinero", "--tlb", "d:entries=8", check=False),
+                "no [[cache]]")
 
 
 def test_failed_run_leaves_no_output_file(cli, tmp_path):

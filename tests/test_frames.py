@@ -74,7 +74,33 @@ def _result(results, demo, preset, trace) -> lookaside.Result:
 
 @pytest.mark.parametrize("preset, trace", CASES)
 def test_every_number_of_the_json_is_in_a_frame_of_its_section(results, demo, preset, trace):
-    r = _result(results, demo, preset, trace)
+    every_number_in_a_frame(_result(results, demo, preset, trace), preset)
+
+
+#: A hierarchy of caches beside a TLB: every field of a cache.
+CACHES = ["il1:size=32k,line=64,ways=8,next=l2", "dl1:size=32k,line=64,ways=8,next=l2,3c=yes",
+          "l2:size=1M,line=64,ways=16"]
+
+
+def test_every_number_of_a_cache_hierarchy_is_in_a_frame(demo):
+    r = lookaside.simulate(demo, None, tlb=["dtlb:entries=64,3c=yes"], cache=CACHES)
+    every_number_in_a_frame(r, "caches")
+    f = r.frames()
+    s = f["structures"].set_index("structure")
+    assert s.loc["l2", "writebacks"] == r["l2"]["writebacks"]
+    assert s.loc["dl1", "prefetches.accesses"] == 0
+    assert s.loc["l2", "size"] == 1 << 20 and s.loc["dl1", "level"] == 1
+    # The classes of misses, per structure and per cell.
+    assert s.loc["dtlb", "compulsory"] == r["dtlb"]["compulsory"] > 0
+    d = r["dl1"]
+    assert d["compulsory"] + d["capacity"] + d["conflict"] == d["misses"]
+    b = f["breakdown"].set_index(["structure", "by", "value"])
+    assert b.loc[("dl1", "kind", "store"), "conflict"] == d["by_kind"]["store"]["conflict"]
+    rows = f["tlb"]
+    assert rows[rows.structure == "dtlb"].compulsory.sum() == r["dtlb"]["compulsory"]
+
+
+def every_number_in_a_frame(r: lookaside.Result, label: str) -> None:
     frames = r.frames()
     assert list(frames)[:3] == ["tlb", "structures", "breakdown"]
     for key, value in r.data.items():
@@ -89,7 +115,7 @@ def test_every_number_of_the_json_is_in_a_frame_of_its_section(results, demo, pr
             hits = [n for n, (nums, names) in mine.items()
                     if (float(v) in nums or (isinstance(v, float) and math.isnan(v)))
                     and want & names]
-            assert hits, f"{preset}: {'.'.join(map(str, path))} = {v} is in no frame"
+            assert hits, f"{label}: {'.'.join(map(str, path))} = {v} is in no frame"
 
 
 def test_frames_hold_the_values_of_their_json(results, demo):

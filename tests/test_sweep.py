@@ -277,6 +277,27 @@ def test_mixed_axes_split_into_one_pass_families_and_batches(tmp_path: Path,
     pd.testing.assert_frame_equal(table(tmp_path / "fast"), table(tmp_path / "slow"))
 
 
+def test_a_sweep_of_caches_beside_a_tlb_runs_point_by_point(tmp_path: Path, demo: Path):
+    # The one-pass engines answer TLBs alone: a family of this machine's TLB is refused
+    # (its caches would be left out) and every point runs in full.
+    machine = tmp_path / "c.toml"
+    machine.write_text('[[tlb]]\nname = "dtlb"\nentries = 64\n'
+                       '[[cache]]\nname = "l1"\nsize = "16k"\nline = 64\n')
+    spec_file = tmp_path / "s.toml"
+    spec_file.write_text('[sweep]\nmachine = "c.toml"\ntraces = ["demo"]\n[axes]\n'
+                         '"tlb.dtlb.entries" = [16, 64]\n"cache.l1.ways" = [1, 4]\n')
+    o = run_sweep(load_spec(spec_file), tmp_path / "out", progress=False)
+    engines = {json.loads(f.read_text())["result"].get("engine")
+               for f in (tmp_path / "out" / "points").glob("*.json")}
+    assert engines == {None}
+    df = o.table
+    row = df[(df.structure == "l1") & (df["cache.l1.ways"] == 4)
+             & (df["tlb.dtlb.entries"] == 16)]
+    r = lookaside.simulate(demo, machine, {"cache.l1.ways": 4, "tlb.dtlb.entries": 16})
+    assert int(row.misses.iloc[0]) == r["l1"]["misses"]
+    assert (int(row.size_bytes.iloc[0]), int(row.line_bytes.iloc[0])) == (16384, 64)
+
+
 def test_a_sweep_over_workloads_and_a_fifo_policy_runs_point_by_point(tmp_path: Path):
     spec_file = tmp_path / "w.toml"
     spec_file.write_text(

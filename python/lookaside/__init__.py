@@ -80,10 +80,11 @@ def demo_trace() -> Path:
     return _data_dir("data") / "demo.lks"
 
 
-def _machine_source(config: PathLike | None) -> tuple[str | None, str]:
-    """(TOML text, name for messages) of a config given as a path, a preset name or None."""
+def _machine_source(config: PathLike | None, flags: str = "--tlb") -> tuple[str | None, str]:
+    """(TOML text, name for messages) of a config given as a path, a preset name or None
+    (a machine of `flags` only)."""
     if config is None:
-        return None, "--tlb"
+        return None, flags
     p = Path(config)
     if p.is_file():
         return _read_text(p, ConfigError), _as_text(str(p))
@@ -182,6 +183,12 @@ class Result:
         """The plain-text table ``lookaside simulate`` prints."""
         return _lookaside.table(json.dumps(self.data))
 
+    def dinero(self) -> str:
+        """The caches' statistics as DineroIV prints them at the end of a run (from its
+        ``---Simulation complete.`` line), for ``diff`` against DineroIV's output
+        (``lookaside simulate --dinero``); a :class:`LookasideError` without caches."""
+        return _lookaside.dinero(json.dumps(self.data))
+
     def frames(self) -> dict[str, Any]:
         """Every section of the result as tidy pandas DataFrames, by name (only the sections
         this machine has): ``tlb`` (the rows of :meth:`to_pandas`), ``structures`` (one row
@@ -222,6 +229,7 @@ def simulate(
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     tlb: Sequence[str] = (),
+    cache: Sequence[str] = (),
     format: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
     reading: str = "auto",
@@ -231,7 +239,8 @@ def simulate(
     """Simulate ``trace`` on a machine and return its :class:`Result`.
 
     ``config`` is a preset name (see :func:`preset_names`), a TOML file, or ``None`` for a
-    machine made only of ``tlb`` flags (``"dtlb:entries=64,ways=full,policy=lru,page=4k"``).
+    machine made only of ``tlb`` flags (``"dtlb:entries=64,ways=full,policy=lru,page=4k"``)
+    and ``cache`` flags (``"l1d:size=32k,line=64,ways=8,serves=data"``).
     ``overrides`` (a mapping or ``key=value`` strings) and keyword arguments with ``__`` for
     dots (``tlb__dtlb__entries=128``) change single keys, like ``--set``. ``reading`` is
     where the trace is read: ``"one-thread"`` (with the simulation), ``"pipelined"`` (on a
@@ -241,9 +250,9 @@ def simulate(
     with a ``ConfigError`` before anything is allocated. The GIL is released while the
     simulation runs.
     """
-    if config == DEFAULT_PRESET and tlb:
+    if config == DEFAULT_PRESET and (tlb or cache):
         config = None
-    text, name = _machine_source(config)
+    text, name = _machine_source(config, "--tlb" if tlb else "--cache")
     raw = _lookaside.simulate(
         os.fspath(trace),
         text,
@@ -254,6 +263,7 @@ def simulate(
         progress,
         reading,
         _size(max_memory),
+        _utf8("--cache", cache),
     )
     result = Result(json.loads(raw))
     for w in result.data.get("warnings", []):
@@ -271,14 +281,15 @@ def check_config(
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     tlb: Sequence[str] = (),
+    cache: Sequence[str] = (),
     max_memory: str | int | None = None,
     **kwargs: Any,
 ) -> str:
     """Validate a machine; returns it as normalised TOML (every default filled in)."""
-    text, name = _machine_source(config)
+    text, name = _machine_source(config, "--tlb" if tlb else "--cache")
     return _lookaside.check_config(text, name, _utf8("--tlb", tlb),
                                    _utf8("--set", _overrides(overrides, kwargs)),
-                                   _size(max_memory))
+                                   _size(max_memory), _utf8("--cache", cache))
 
 
 def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,

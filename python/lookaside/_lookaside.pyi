@@ -19,6 +19,7 @@ def simulate(
     progress: Callable[[int, int], Any] | None = ...,
     reading: str | None = ...,
     max_memory: str | None = ...,
+    cache: list[str] = ...,
 ) -> str: ...
 def simulate_many(
     trace: str,
@@ -40,6 +41,7 @@ def check_config(
     tlb: list[str] = ...,
     set: list[str] = ...,
     max_memory: str | None = ...,
+    cache: list[str] = ...,
 ) -> str: ...
 def convert(
     src: str,
@@ -66,6 +68,7 @@ def record(
     progress: Callable[[int, int], Any] | None = ...,
 ) -> str: ...
 def table(result_json: str) -> str: ...
+def dinero(result_json: str) -> str: ...
 def one_pass(
     trace: str,
     config_text: str | None,

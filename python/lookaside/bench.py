@@ -38,7 +38,8 @@ PREFIX = 2_000_000
 #: instructions), well under a million trace events per second.
 PREFIX_CHEN = 500_000
 
-#: The smallest machine with a data cache (a cache needs a TLB and ``[memory]`` today).
+#: The smallest machine with a data cache in the timed memory system (``[memory]``, behind a
+#: TLB; ``[[cache]]`` machines are DineroIV's untimed model).
 DCACHE = """\
 [machine]
 name = "tlb-dcache"

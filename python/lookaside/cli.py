@@ -87,15 +87,21 @@ def emit(text: str, out: str | None) -> None:
 def add_machine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--config", metavar="FILE|PRESET",
                    help=f"machine: a TOML file or a preset name (default {DEFAULT_PRESET} "
-                        "unless --tlb is given); see `lookaside presets`")
+                        "unless --tlb or --cache is given); see `lookaside presets`")
     p.add_argument("--tlb", action="append", default=[], metavar="NAME:key=value,…",
                    help="add a TLB DineroIV-style, e.g. dtlb:entries=64,ways=full,policy=lru,"
                         "page=4k (keys: entries, ways, policy, page (4k+2M), serves, next (a+b), "
-                        "asid, partition (lower/lower_policy/upper_policy), placement); "
+                        "asid, partition (lower/lower_policy/upper_policy), placement, 3c); "
                         "repeatable")
+    p.add_argument("--cache", action="append", default=[], metavar="NAME:key=value,…",
+                   help="add a cache DineroIV-style, e.g. l1d:size=32k,line=64,ways=8,"
+                        "policy=lru,serves=data,next=l2 (keys: size, line, ways, policy, "
+                        "serves, next, write (back|through), allocate (yes|no|no-fetch), "
+                        "fetch, prefetch_distance, sub_block, 3c); repeatable; caches see "
+                        "virtual addresses, no TLB needed")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. tlb.dtlb.entries=128 or machine.seed=3; "
-                        "repeatable")
+                   help="override a config key, e.g. tlb.dtlb.entries=128, "
+                        "cache.l1d.ways=4 or machine.seed=3; repeatable")
 
 
 def add_max_memory(p: argparse.ArgumentParser) -> None:
@@ -107,7 +113,7 @@ def add_max_memory(p: argparse.ArgumentParser) -> None:
 def machine_of(args: argparse.Namespace) -> str | None:
     if args.config is not None:
         return args.config
-    return None if args.tlb else DEFAULT_PRESET
+    return None if (args.tlb or args.cache) else DEFAULT_PRESET
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -116,13 +122,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():  # said below, as a `lookaside: warning:` line
             warnings.simplefilter("ignore", LookasideWarning)
             r = simulate(args.trace, machine_of(args), args.set, tlb=args.tlb,
-                         format=args.format, progress=prog, reading=args.reading,
-                         max_memory=args.max_memory)
+                         cache=args.cache, format=args.format, progress=prog,
+                         reading=args.reading, max_memory=args.max_memory)
     finally:
         prog.done()
     for w in r.data.get("warnings", []):
         print(f"lookaside: warning: {w}", file=sys.stderr)
-    emit(r.to_json() if args.json else r.table(), args.output)
+    emit(r.to_json() if args.json else r.dinero() if args.dinero else r.table(), args.output)
     return 0
 
 
@@ -236,7 +242,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    emit(check_config(machine_of(args), args.set, tlb=args.tlb), args.output)
+    emit(check_config(machine_of(args), args.set, tlb=args.tlb, cache=args.cache), args.output)
     return 0
 
 
@@ -365,7 +371,11 @@ def parser() -> argparse.ArgumentParser:
                                  ".gz/.xz/.zst ok)")
     s.add_argument("-f", "--format", choices=FORMATS, help="trace format (default: detected)")
     add_machine_args(s)
-    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    out = s.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the result as JSON")
+    out.add_argument("--dinero", action="store_true",
+                     help="print the caches' statistics as DineroIV does, for diff against "
+                          "its output from its '---Simulation complete.' line on")
     s.add_argument("-o", "--output", metavar="FILE", help="write the result here")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     s.add_argument("--reading", choices=["auto", "one-thread", "pipelined"], default="auto",

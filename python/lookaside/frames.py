@@ -59,8 +59,10 @@ def _ratio(misses: Any, accesses: Any) -> Any:
 
 
 def tlb_rows(r: dict[str, Any]) -> Any:
-    """One row per (structure, asid, mode, kind) cell: accesses, hits, misses, miss_ratio."""
+    """One row per (structure, asid, mode, kind) cell: accesses, hits, misses, miss_ratio
+    (and the classes of misses, when some structure classifies them)."""
     cols = ["structure", "asid", "mode", "kind", "accesses", "hits", "misses"]
+    cols += [c for c in ("compulsory", "capacity", "conflict") if r["rows"] and c in r["rows"][0]]
     df = _frame(r["rows"], "rows", cols)
     df["miss_ratio"] = _ratio(df["misses"], df["accesses"])
     return df
@@ -75,18 +77,23 @@ def _tlb(r: dict[str, Any]) -> dict[str, Any]:
                      "mpki": walk.get("per_1000_instructions"),
                      **{k: v for k, v in walk.items()
                         if k not in ("count", "per_1000_instructions")}}
+    breakdown_columns = ["structure", "by", "value", "accesses", "hits", "misses", "miss_ratio"]
     for name, s in parts.items():
         row: dict[str, Any] = {"structure": name}
         row.update({k: v for k, v in s.items() if not isinstance(v, dict)})
         for k, v in s.get("geometry", {}).items():
             row[k] = "+".join(v) if isinstance(v, list) else v
+        # A cache's other sections (prefetches, block misses) as dotted columns.
+        row.update(_flatten({k: v for k, v in s.items() if isinstance(v, dict)
+                             and k != "geometry" and not k.startswith("by_")}))
         summary.append(row)
         for by in ("kind", "mode", "asid"):
             for value, c in s.get(f"by_{by}", {}).items():
                 breakdown.append({"structure": name, "by": by, "value": value, **c})
+                # The classes of misses, when a structure classifies them.
+                breakdown_columns += [k for k in c if k not in breakdown_columns]
     structures = _frame(summary, ["structures", "walk"])
-    bd = _frame(breakdown, ["structures", "walk"],
-                ["structure", "by", "value", "accesses", "hits", "misses", "miss_ratio"])
+    bd = _frame(breakdown, ["structures", "walk"], breakdown_columns)
     return {"tlb": df, "structures": structures, "breakdown": bd}
 
 

@@ -707,8 +707,11 @@ def rows_of(record: dict[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]
     for name, s in r["structures"].items():
         g = s.get("geometry", {})
         figures = (s["accesses"], s["misses"], s["miss_ratio"], s.get("mpki"))
+        # A cache's geometry in bytes (only in sweeps of caches: a TLB sweep's columns stay).
+        cache = ({"size_bytes": g.get("size"), "line_bytes": g.get("line")}
+                 if s.get("type") == "cache" else {})
         rows.append(_structure_row(base, r, name, g.get("entries"), g.get("ways"),
-                                   g.get("page", []), figures, costs))
+                                   g.get("page", []), figures, {**cache, **costs}))
     w = r["walk"]
     rows.append(_walk_row(base, r, w["count"], w.get("per_1000_instructions")))
     return rows

@@ -67,13 +67,14 @@ fn format_arg(format: Option<&str>) -> PyResult<Option<Format>> {
         .transpose()
 }
 
-/// The machine of `--config` text (or none) named `name`, with `--tlb` and `--set` flags
-/// applied, refused when it needs more memory than `max_memory` (a size: `12G`; none: the
-/// host's default, see `MemoryLimit::default_for_host`).
+/// The machine of `--config` text (or none) named `name`, with `--tlb`, `--cache` and
+/// `--set` flags applied, refused when it needs more memory than `max_memory` (a size:
+/// `12G`; none: the host's default, see `MemoryLimit::default_for_host`).
 fn machine(
     text: Option<&str>,
     name: &str,
     tlb: &[String],
+    cache: &[String],
     set: &[String],
     max_memory: Option<&str>,
 ) -> PyResult<Machine> {
@@ -81,7 +82,7 @@ fn machine(
         Some(m) => MemoryLimit::parse(m).map_err(to_py)?,
         None => MemoryLimit::default_for_host(),
     };
-    Machine::assemble_within(text, name, tlb, set, limit).map_err(to_py)
+    Machine::assemble_all_within(text, name, tlb, cache, set, limit).map_err(to_py)
 }
 
 /// Run `work` without the GIL, with a progress callback that calls `progress(events, bytes)`
@@ -142,7 +143,7 @@ where
 /// Simulate a trace file; returns the result as JSON text. `progress(events, bytes)` is
 /// called now and then; Ctrl-C stops the run.
 #[pyfunction]
-#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None, reading=None, max_memory=None))]
+#[pyo3(signature = (trace, config_text, config_name, tlb=vec![], set=vec![], format=None, progress=None, reading=None, max_memory=None, cache=vec![]))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -155,11 +156,13 @@ fn simulate(
     progress: Option<Py<PyAny>>,
     reading: Option<String>,
     max_memory: Option<String>,
+    cache: Vec<String>,
 ) -> PyResult<String> {
     let mut m = machine(
         config_text.as_deref(),
         &config_name,
         &tlb,
+        &cache,
         &set,
         max_memory.as_deref(),
     )?;
@@ -192,7 +195,7 @@ fn simulate_many(
     let mut ms = machines
         .iter()
         .map(|(text, name, tlb, set)| {
-            machine(text.as_deref(), name, tlb, set, max_memory.as_deref())
+            machine(text.as_deref(), name, tlb, &[], set, max_memory.as_deref())
         })
         .collect::<PyResult<Vec<Machine>>>()?;
     let format = format_arg(format.as_deref())?;
@@ -244,6 +247,10 @@ fn check_machines(
 }
 
 fn family(config: &lookaside::config::MachineConfig) -> Family {
+    // A machine with caches or a memory model is not one TLB's family: simulate it point by point.
+    if config.beyond_tlbs().is_some() {
+        return None;
+    }
     lookaside::onepass::Options::for_machine(config).ok()?;
     let t = &config.tlbs[0];
     let ways = match t.ways {
@@ -255,18 +262,20 @@ fn family(config: &lookaside::config::MachineConfig) -> Family {
 
 /// Validate a machine and return it as normalised TOML (defaults filled in).
 #[pyfunction]
-#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![], max_memory=None))]
+#[pyo3(signature = (config_text, config_name, tlb=vec![], set=vec![], max_memory=None, cache=vec![]))]
 fn check_config(
     config_text: Option<String>,
     config_name: String,
     tlb: Vec<String>,
     set: Vec<String>,
     max_memory: Option<String>,
+    cache: Vec<String>,
 ) -> PyResult<String> {
     let m = machine(
         config_text.as_deref(),
         &config_name,
         &tlb,
+        &cache,
         &set,
         max_memory.as_deref(),
     )?;
@@ -432,6 +441,9 @@ fn one_pass<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<(String, Bound<'py, PyDict>)> {
     let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
+    if let Some(why) = config.beyond_tlbs() {
+        return Err(to_py(lookaside::Error::Usage(why)));
+    }
     let format = format_arg(format.as_deref())?;
     let want: Vec<lookaside::onepass::Geometry> = want
         .into_iter()
@@ -500,6 +512,14 @@ fn create_partial(path: PathBuf) -> PyResult<PathBuf> {
     }
 }
 
+/// DineroIV's end-of-run statistics of the caches of a result given as JSON text.
+#[pyfunction]
+fn dinero(result_json: &str) -> PyResult<String> {
+    let v: serde_json::Value = serde_json::from_str(result_json)
+        .map_err(|e| LookasideError::new_err(format!("not a Lookaside result: {e}")))?;
+    lookaside::cache::hier::dinero_summary(&v).map_err(LookasideError::new_err)
+}
+
 /// The plain-text table of a result given as JSON text.
 #[pyfunction]
 fn table(result_json: &str) -> PyResult<String> {
@@ -525,6 +545,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(access_map, m)?)?;
     m.add_function(wrap_pyfunction!(record, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
+    m.add_function(wrap_pyfunction!(dinero, m)?)?;
     m.add_function(wrap_pyfunction!(create_partial, m)?)?;
     m.add_function(wrap_pyfunction!(one_pass, m)?)?;
     m.add_function(wrap_pyfunction!(uhlig94_cells, m)?)?;

@@ -103,6 +103,10 @@ pub struct MachineConfig {
     pub pages: PageSection,
     #[serde(default, rename = "tlb")]
     pub tlbs: Vec<TlbConfig>,
+    /// The cache hierarchy of `[[cache]]` tables: DineroIV's model of caches, addressed by
+    /// the references' virtual addresses ([`crate::cache::hier`]).
+    #[serde(default, rename = "cache", skip_serializing_if = "Vec::is_empty")]
+    pub caches: Vec<CacheSpec>,
     /// Present: the TLB is refilled by software miss handlers over the MIPS/Mach page table
     /// (the software-managed-TLB model of [`crate::mmu`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -458,6 +462,9 @@ pub struct MemoryConfig {
     /// A unified second level behind the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2: Option<CacheConfig>,
+    /// Where a write-back first level's dirty victims go when there is a second level.
+    #[serde(default, skip_serializing_if = "WritebackTarget::is_default")]
+    pub writebacks: WritebackTarget,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_buffer: Option<WriteBufferConfig>,
     /// Virtual address ranges that bypass the caches (device registers, MIPS kseg1).
@@ -474,6 +481,25 @@ pub struct MemoryConfig {
     /// left out of MCPI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_markers: Option<[u64; 2]>,
+}
+
+/// Where the memory system's first-level write-backs go (see [`MemoryConfig::writebacks`]).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum WritebackTarget {
+    /// Into the second level, as writes (DineroIV's behaviour, and a real hierarchy's): the
+    /// second level's own dirty victims then go to memory.
+    #[default]
+    NextLevel,
+    /// Past the second level, straight to memory (the write buffer): the second level only
+    /// ever sees the first level's fills.
+    Memory,
+}
+
+impl WritebackTarget {
+    fn is_default(&self) -> bool {
+        *self == WritebackTarget::default()
+    }
 }
 
 fn default_mapping() -> String {
@@ -669,6 +695,14 @@ pub struct TlbConfig {
     pub partition: Option<PartitionConfig>,
     #[serde(default)]
     pub placement: Placement,
+    /// Classify every miss as compulsory, capacity or conflict ([`crate::threec`]).
+    #[serde(
+        default,
+        rename = "3c",
+        deserialize_with = "yes_no",
+        skip_serializing_if = "is_false"
+    )]
+    pub three_c: bool,
 }
 
 fn default_policy() -> String {
@@ -677,6 +711,167 @@ fn default_policy() -> String {
 
 fn yes() -> bool {
     true
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A switch written `true`/`false` or, as in a flag, `yes`/`no`.
+fn yes_no<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    struct V;
+    impl de::Visitor<'_> for V {
+        type Value = bool;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("yes or no (or true, false)")
+        }
+
+        fn visit_bool<E: de::Error>(self, b: bool) -> std::result::Result<bool, E> {
+            Ok(b)
+        }
+
+        fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<bool, E> {
+            match s.trim().to_ascii_lowercase().as_str() {
+                "yes" | "true" | "on" => Ok(true),
+                "no" | "false" | "off" => Ok(false),
+                _ => Err(E::custom(format!("'{s}' is not yes or no"))),
+            }
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// One cache of the `[[cache]]` hierarchy: DineroIV's cache, key for key (see
+/// [`crate::cache::hier`] for the exact semantics). A reference of a kind enters the cache
+/// serving it that no other cache names as `next`; what a cache sends on (the blocks it
+/// fetches, write-throughs, write-backs) goes to its `next`, or to memory.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    pub name: String,
+    /// Capacity in bytes: `32k`, `1M`, `65536`.
+    pub size: Bytes,
+    /// Block (line) size in bytes, a power of two.
+    pub line: Bytes,
+    /// Ways of each set, or "full"; default 1 (direct-mapped, as DineroIV's).
+    #[serde(default = "direct_mapped")]
+    pub ways: Ways,
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    /// Default: from the name, as for a TLB (`i…` instruction, `d…` data, else unified).
+    #[serde(default)]
+    pub serves: Serves,
+    /// The cache its misses and writes go to; absent: memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    #[serde(default)]
+    pub write: WriteMode,
+    #[serde(default)]
+    pub allocate: Allocate,
+    /// When a read brings in more than it asked for (DineroIV's fetch policies).
+    #[serde(default)]
+    pub fetch: FetchPolicy,
+    /// Sub-blocks ahead a prefetch reaches (default 1); not with `fetch = "demand"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch_distance: Option<u32>,
+    /// Sub-block size in bytes (default: the line): the unit of valid and dirty bits and of
+    /// transfers to and from the next level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_block: Option<Bytes>,
+    /// Classify every miss as compulsory, capacity or conflict ([`crate::threec`]).
+    #[serde(
+        default,
+        rename = "3c",
+        deserialize_with = "yes_no",
+        skip_serializing_if = "is_false"
+    )]
+    pub three_c: bool,
+}
+
+/// What a cache does with a write that it holds (or allocates).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteMode {
+    /// The line is marked dirty; the next level sees it when it is evicted or flushed.
+    #[default]
+    Back,
+    /// Every write goes on to the next level; lines are never dirty.
+    Through,
+}
+
+/// Whether a write miss brings the block in.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allocate {
+    /// Always (the block is fetched unless the write covers whole sub-blocks).
+    #[default]
+    Yes,
+    /// Never: the write goes on to the next level.
+    No,
+    /// Only when no fetch is needed: the write covers whole sub-blocks (DineroIV's `f`).
+    NoFetch,
+}
+
+impl<'de> Deserialize<'de> for Allocate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Allocate;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("yes, no or no-fetch")
+            }
+
+            fn visit_bool<E: de::Error>(self, b: bool) -> std::result::Result<Allocate, E> {
+                Ok(if b { Allocate::Yes } else { Allocate::No })
+            }
+
+            fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<Allocate, E> {
+                match s.trim().to_ascii_lowercase().as_str() {
+                    "yes" | "true" | "always" => Ok(Allocate::Yes),
+                    "no" | "false" | "never" => Ok(Allocate::No),
+                    "no-fetch" | "nofetch" => Ok(Allocate::NoFetch),
+                    _ => Err(E::custom(format!("'{s}' is not one of: yes, no, no-fetch"))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// DineroIV's fetch policies: what a demand read or instruction fetch prefetches (writes and
+/// prefetches never do). A prefetch reads the sub-block `prefetch_distance` sub-blocks past
+/// the one referenced.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FetchPolicy {
+    /// Nothing: only what is referenced is fetched.
+    #[default]
+    Demand,
+    /// On every read.
+    Always,
+    /// On every read that misses.
+    Miss,
+    /// On a miss, and on the first demand reference to a sub-block a prefetch brought in.
+    Tagged,
+    /// Like `always`, but never into the next block.
+    LoadForward,
+    /// Like `always`, wrapping around within the block instead of going into the next.
+    SubBlock,
+}
+
+impl FetchPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            FetchPolicy::Demand => "demand",
+            FetchPolicy::Always => "always",
+            FetchPolicy::Miss => "miss",
+            FetchPolicy::Tagged => "tagged",
+            FetchPolicy::LoadForward => "load-forward",
+            FetchPolicy::SubBlock => "sub-block",
+        }
+    }
 }
 
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PageSize>, D::Error> {
@@ -1204,32 +1399,55 @@ impl MachineConfig {
         Self::assemble(Some(text), source_name, &[], &[])
     }
 
-    /// Assemble a machine from its three sources, in order: TOML text (a preset or a file; none
-    /// means an empty machine), DineroIV-style `--tlb` flags (each adds a `[[tlb]]`), and
-    /// `--set key=value` overrides.
-    ///
-    /// Errors are one line naming the source a bad key came from (the file, `--tlb` or
-    /// `--set`), its line and column in the file, and the key (`tlb.dtlb.page`).
+    /// [`MachineConfig::assemble_all`] without `--cache` flags.
     pub fn assemble(
         text: Option<&str>,
         source_name: &str,
         tlb_flags: &[String],
         overrides: &[String],
     ) -> Result<MachineConfig> {
-        let origin = Origin::new(text, source_name, tlb_flags, overrides)?;
+        Self::assemble_all(text, source_name, tlb_flags, &[], overrides)
+    }
+
+    /// Assemble a machine from its four sources, in order: TOML text (a preset or a file;
+    /// none means an empty machine), DineroIV-style `--tlb` and `--cache` flags (each adds a
+    /// `[[tlb]]` or a `[[cache]]`), and `--set key=value` overrides.
+    ///
+    /// Errors are one line naming the source a bad key came from (the file, `--tlb`,
+    /// `--cache` or `--set`), its line and column in the file, and the key (`tlb.dtlb.page`).
+    pub fn assemble_all(
+        text: Option<&str>,
+        source_name: &str,
+        tlb_flags: &[String],
+        cache_flags: &[String],
+        overrides: &[String],
+    ) -> Result<MachineConfig> {
+        let origin = Origin::with_caches(text, source_name, tlb_flags, cache_flags, overrides)?;
         let mut table = origin.table.clone();
-        if !tlb_flags.is_empty() {
-            let tlbs = table
-                .entry("tlb")
+        for (key, flags, parse) in [
+            (
+                "tlb",
+                tlb_flags,
+                tlb_from_flag as fn(&str) -> Result<toml::Table>,
+            ),
+            ("cache", cache_flags, cache_from_flag),
+        ] {
+            if flags.is_empty() {
+                continue;
+            }
+            let list = table
+                .entry(key)
                 .or_insert_with(|| toml::Value::Array(Vec::new()))
                 .as_array_mut()
-                .ok_or_else(|| origin.error("tlb", "must be an array of tables ([[tlb]])"))?;
-            for f in tlb_flags {
-                tlbs.push(toml::Value::Table(tlb_from_flag(f)?));
+                .ok_or_else(|| {
+                    origin.error(key, format!("must be an array of tables ([[{key}]])"))
+                })?;
+            for f in flags {
+                list.push(toml::Value::Table(parse(f)?));
             }
         }
         apply_overrides(&mut table, overrides)?;
-        if tlb_flags.is_empty() && overrides.is_empty() {
+        if tlb_flags.is_empty() && cache_flags.is_empty() && overrides.is_empty() {
             // Straight from the text, so that the error's position is the offending value's.
             if let Some(text) = text {
                 let mut config: MachineConfig = toml::from_str(text).map_err(|e| {
@@ -1266,16 +1484,83 @@ impl MachineConfig {
     /// set to its default value). One place for every source (TOML text, `--tlb`, `--set`,
     /// the Python API), so that a name means one thing however the machine was written.
     fn resolve_defaults(&mut self, table: &toml::Table) {
-        let written = table.get("tlb").and_then(|v| v.as_array());
-        for (i, t) in self.tlbs.iter_mut().enumerate() {
-            let said = written
+        // Whether element `i` of the array of tables `key` says `field`.
+        let said = |key: &str, i: usize, field: &str| {
+            table
+                .get(key)
+                .and_then(|v| v.as_array())
                 .and_then(|a| a.get(i))
                 .and_then(|v| v.as_table())
-                .is_some_and(|w| w.contains_key("serves"));
-            if !said {
+                .is_some_and(|w| w.contains_key(field))
+        };
+        for (i, t) in self.tlbs.iter_mut().enumerate() {
+            if !said("tlb", i, "serves") {
                 t.serves = Serves::for_name(&t.name);
             }
         }
+        for (i, c) in self.caches.iter_mut().enumerate() {
+            if !said("cache", i, "serves") {
+                c.serves = Serves::for_name(&c.name);
+            }
+        }
+        let size_said = table
+            .get("pages")
+            .and_then(|p| p.as_table())
+            .is_some_and(|p| p.contains_key("size"));
+        if !size_said {
+            if let Some(size) = self.page_size_the_tlbs_agree_on() {
+                self.pages.size = size;
+            }
+        }
+    }
+
+    /// The page size the machine's TLBs imply when `pages.size` is not given: when every
+    /// structure says which sizes it holds, they all hold a size in common, and none of them
+    /// holds the default (4 KiB), the smallest size they all hold — so that
+    /// `--tlb dtlb:…,page=2m` alone simulates 2 MiB pages. None when they disagree, or when
+    /// a structure holds the default size by default (the machine then keeps 4 KiB pages,
+    /// and its wiring error names `--set pages.size`), and for machines whose other
+    /// sections fix the page size (`[refill]`, `[pagetable]`, `[vac]`).
+    fn page_size_the_tlbs_agree_on(&self) -> Option<PageSize> {
+        if self.refill.is_some() || self.pagetable.is_some() || self.vac.is_some() {
+            return None;
+        }
+        if self.tlbs.iter().any(|t| t.page.is_empty()) {
+            return None;
+        }
+        let mut common: Option<Vec<PageSize>> = None;
+        for t in &self.tlbs {
+            common = Some(match common {
+                None => t.page.clone(),
+                Some(c) => c.into_iter().filter(|p| t.page.contains(p)).collect(),
+            });
+        }
+        let common = common?;
+        if common.contains(&self.pages.size) {
+            return None;
+        }
+        common
+            .into_iter()
+            .filter(|p| p.shift().is_some())
+            .min_by_key(|p| p.shift())
+    }
+
+    /// What this machine simulates besides its TLBs' hits and misses, which the one-pass
+    /// engines ([`crate::onepass`], TLBs only) would leave out: its caches, or the classes
+    /// of its misses. None when there is nothing.
+    pub fn beyond_tlbs(&self) -> Option<String> {
+        if let Some(c) = self.caches.first() {
+            return Some(format!(
+                "cache.{}: caches are not simulated in one pass",
+                c.name
+            ));
+        }
+        self.tlbs.iter().find(|t| t.three_c).map(|t| {
+            format!(
+                "tlb.{}.3c: the classes of misses are not counted in one pass",
+                t.name
+            )
+        })
     }
 
     /// The machine as TOML text (normalised: defaults filled in).
@@ -1297,6 +1582,9 @@ pub struct Origin {
     text_tlbs: Vec<String>,
     /// Names of the structures `--tlb` adds (after the text's).
     flag_tlbs: Vec<String>,
+    /// Names of the caches the text defines, and those `--cache` adds.
+    text_caches: Vec<String>,
+    flag_caches: Vec<String>,
     /// The keys `--set` overrides, in order.
     set_keys: Vec<String>,
 }
@@ -1308,6 +1596,17 @@ impl Origin {
         text: Option<&str>,
         source_name: &str,
         tlb_flags: &[String],
+        overrides: &[String],
+    ) -> Result<Origin> {
+        Origin::with_caches(text, source_name, tlb_flags, &[], overrides)
+    }
+
+    /// [`Origin::new`] with `--cache` flags too.
+    pub fn with_caches(
+        text: Option<&str>,
+        source_name: &str,
+        tlb_flags: &[String],
+        cache_flags: &[String],
         overrides: &[String],
     ) -> Result<Origin> {
         let table: toml::Table = match text {
@@ -1331,12 +1630,8 @@ impl Origin {
                 })
                 .unwrap_or_default()
         };
-        Ok(Origin {
-            text_tlbs: names(table.get("tlb")),
-            text: text.map(str::to_string),
-            name: source_name.to_string(),
-            table,
-            flag_tlbs: tlb_flags
+        let flag_names = |flags: &[String]| -> Vec<String> {
+            flags
                 .iter()
                 .map(|f| {
                     f.split_once(':')
@@ -1344,7 +1639,16 @@ impl Origin {
                         .trim()
                         .to_string()
                 })
-                .collect(),
+                .collect()
+        };
+        Ok(Origin {
+            text_tlbs: names(table.get("tlb")),
+            text_caches: names(table.get("cache")),
+            text: text.map(str::to_string),
+            name: source_name.to_string(),
+            table,
+            flag_tlbs: flag_names(tlb_flags),
+            flag_caches: flag_names(cache_flags),
             set_keys: overrides
                 .iter()
                 .map(|o| {
@@ -1375,23 +1679,31 @@ impl Origin {
         if set {
             return Error::config("--set", key, message);
         }
-        if let Some(rest) = key.strip_prefix("tlb") {
-            let flag = if let Some(i) = tlb {
-                i >= self.text_tlbs.len()
+        for (array, text_names, flag_names, flag_source) in [
+            ("tlb", &self.text_tlbs, &self.flag_tlbs, "--tlb"),
+            ("cache", &self.text_caches, &self.flag_caches, "--cache"),
+        ] {
+            let Some(rest) = key.strip_prefix(array) else {
+                continue;
+            };
+            if !(rest.starts_with('.') || rest.starts_with('[')) {
+                continue;
+            }
+            let flag = if let Some(i) = tlb.filter(|_| array == "tlb") {
+                i >= text_names.len()
             } else if let Some(i) = rest.strip_prefix('[') {
                 let i: usize = i
                     .split(']')
                     .next()
                     .and_then(|i| i.parse().ok())
                     .unwrap_or(0);
-                i >= self.text_tlbs.len()
+                i >= text_names.len()
             } else {
                 let name = parts.get(1).copied().unwrap_or_default();
-                self.flag_tlbs.iter().any(|f| f == name)
-                    && !self.text_tlbs.iter().any(|t| t == name)
+                flag_names.iter().any(|f| f == name) && !text_names.iter().any(|t| t == name)
             };
             if flag {
-                return Error::config("--tlb", key, message);
+                return Error::config(flag_source, key, message);
             }
         }
         let at = self
@@ -1668,23 +1980,34 @@ fn set_path(
     if parts.iter().any(|p| p.is_empty()) {
         return Err("empty component in key".into());
     }
-    if parts[0] == "tlb" {
+    if parts[0] == "tlb" || parts[0] == "cache" {
+        let (what, array) = if parts[0] == "tlb" {
+            ("TLB", "tlb")
+        } else {
+            ("cache", "cache")
+        };
         if parts.len() < 3 {
-            return Err("address a TLB field as tlb.<name>.<field>".into());
+            return Err(format!("address a {what} field as {array}.<name>.<field>"));
         }
-        let tlbs = table
-            .get_mut("tlb")
+        let list = table
+            .get_mut(array)
             .and_then(|v| v.as_array_mut())
-            .ok_or_else(|| "the machine has no [[tlb]] structures".to_string())?;
-        let names: Vec<String> = tlbs
+            .ok_or_else(|| format!("the machine has no [[{array}]] structures"))?;
+        let names: Vec<String> = list
             .iter()
             .filter_map(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_string))
             .collect();
-        let t = tlbs
+        let t = list
             .iter_mut()
             .find(|t| t.get("name").and_then(|n| n.as_str()) == Some(parts[1]))
             .and_then(|t| t.as_table_mut())
-            .ok_or_else(|| format!("no TLB named '{}' (have: {})", parts[1], names.join(", ")))?;
+            .ok_or_else(|| {
+                format!(
+                    "no {what} named '{}' (have: {})",
+                    parts[1],
+                    names.join(", ")
+                )
+            })?;
         return set_in(t, &parts[2..], value);
     }
     set_in(table, &parts, value)
@@ -1753,6 +2076,29 @@ pub fn tlb_from_flag(flag: &str) -> Result<toml::Table> {
             _ => parse_value(v),
         };
         t.insert(k.into(), value);
+    }
+    Ok(t)
+}
+
+/// Turn a DineroIV-style flag `NAME:key=value,key=value` into a `[[cache]]` table (the keys
+/// of [`CacheSpec`]: `--cache l1d:size=32k,line=64,ways=8,policy=lru,serves=data,next=l2`).
+/// `serves` defaults from the name when absent, as in TOML.
+pub fn cache_from_flag(flag: &str) -> Result<toml::Table> {
+    let err = |m: String| Error::config("--cache", flag, m);
+    let (name, rest) = flag.split_once(':').unwrap_or((flag, ""));
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(err(
+            "expected NAME:key=value,… (e.g. l1d:size=32k,line=64,ways=8,serves=data)".into(),
+        ));
+    }
+    let mut t = toml::Table::new();
+    t.insert("name".into(), toml::Value::String(name.into()));
+    for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| err(format!("'{kv}' is not key=value")))?;
+        t.insert(k.trim().into(), parse_value(v.trim()));
     }
     Ok(t)
 }
@@ -1848,7 +2194,7 @@ mod tests {
 
     #[test]
     fn errors_are_one_line_naming_file_line_and_key() {
-        let known = "(expected one of: name, entries, ways, policy, page, serves, next, asid, partition, placement)";
+        let known = "(expected one of: name, entries, ways, policy, page, serves, next, asid, partition, placement, 3c)";
         let d = "[[tlb]]\nname = 'd'\nentries = 64\n";
         assert_eq!(
             error(Some("[[tlb]]\nname = 'd'\nentries = = 3\n"), &[], &[]),
@@ -1986,6 +2332,78 @@ mod tests {
         assert_eq!(t["partition"]["lower"].as_integer(), Some(2));
         assert!(tlb_from_flag(":entries=3").is_err());
         assert!(tlb_from_flag("d:entries").is_err());
+    }
+
+    /// `--cache` flags become `[[cache]]` tables of the one schema; a bad key is blamed on
+    /// the flag, a bad `--set cache.NAME.KEY` on `--set`; the normalised text reads back.
+    #[test]
+    fn quick_cache_flags_become_cache_tables() {
+        let flags = [
+            "dl1:size=32k,line=64,ways=8,policy=lru,next=l2,write=through,allocate=no".to_string(),
+            "l2:size=1M,line=64,ways=full,3c=yes,fetch=load-forward,prefetch_distance=2".into(),
+        ];
+        let m = MachineConfig::assemble_all(
+            None,
+            "--cache",
+            &[],
+            &flags,
+            &["cache.l2.sub_block=16".into()],
+        )
+        .unwrap();
+        let (d, l2) = (&m.caches[0], &m.caches[1]);
+        assert_eq!(
+            (d.size, d.line, d.ways),
+            (Bytes(32 << 10), Bytes(64), Ways::N(8))
+        );
+        assert_eq!((d.serves, d.next.as_deref()), (Serves::Data, Some("l2")));
+        assert_eq!(
+            (d.write, d.allocate, d.three_c),
+            (WriteMode::Through, Allocate::No, false)
+        );
+        assert_eq!(
+            (l2.serves, l2.ways, l2.three_c),
+            (Serves::Unified, Ways::Full, true)
+        );
+        assert_eq!(
+            (l2.fetch, l2.prefetch_distance, l2.sub_block),
+            (FetchPolicy::LoadForward, Some(2), Some(Bytes(16)))
+        );
+        assert!(m.tlbs.is_empty());
+        assert_eq!(MachineConfig::from_toml(&m.to_toml(), "again").unwrap(), m);
+        let known = "(expected one of: name, size, line, ways, policy, serves, next, write, allocate, fetch, prefetch_distance, sub_block, 3c)";
+        let cache_error = |flags: &[&str], sets: &[&str]| {
+            let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            crate::machine::Machine::assemble_all(None, "--cache", &[], &flags, &sets)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            cache_error(&["c:size=1k,line=64,foo=1"], &[]),
+            format!("--cache: cache.c.foo: unknown key {known}")
+        );
+        assert_eq!(
+            cache_error(&["c:size=1k,line=64,allocate=maybe"], &[]),
+            "--cache: cache.c.allocate: 'maybe' is not one of: yes, no, no-fetch"
+        );
+        assert_eq!(
+            cache_error(&["c:size=1k,line=64,3c=perhaps"], &[]),
+            "--cache: cache.c.3c: 'perhaps' is not yes or no"
+        );
+        assert_eq!(
+            cache_error(&["c:size=1k,line=48"], &[]),
+            "--cache: cache.c.line: 48 is not a power of two"
+        );
+        assert_eq!(
+            cache_error(&["c:size=1k,line=64"], &["cache.x.ways=2"]),
+            "--set: cache.x.ways: no cache named 'x' (have: c)"
+        );
+        assert_eq!(
+            cache_error(&["c:size=1k,line=64"], &["cache.c.ways=3"]),
+            "--set: cache.c.ways: 3 does not divide the 16 lines"
+        );
+        assert!(cache_from_flag(":size=1k").is_err());
+        assert!(cache_from_flag("c:size").is_err());
     }
 
     /// A name means one thing however the machine is written: `dtlb` without `serves` is a

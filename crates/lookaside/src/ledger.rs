@@ -60,6 +60,9 @@ pub struct Ledger {
     pub wrapped: u64,
     /// References to addresses the page map marks `unmapped` (not translated).
     pub unmapped: u64,
+    /// Per cell of `cells`, its misses by class ([`crate::threec::CLASSES`]): allocated only
+    /// when some structure classifies its misses ([`Ledger::classify_misses`]).
+    classes: Vec<[u64; 3]>,
 }
 
 impl Ledger {
@@ -79,6 +82,7 @@ impl Ledger {
             straddles: 0,
             wrapped: 0,
             unmapped: 0,
+            classes: Vec::new(),
         };
         l.set_asid(0);
         l
@@ -96,6 +100,9 @@ impl Ledger {
                 self.cells
                     .resize(self.cells.len() + self.stride, Counter::default());
                 self.refs.resize(self.refs.len() + MODES * REF_KINDS, 0);
+                if !self.classes.is_empty() {
+                    self.classes.resize(self.cells.len(), [0; 3]);
+                }
                 i
             }
         };
@@ -139,6 +146,61 @@ impl Ledger {
         let c = &mut self.cells[i];
         c.accesses += 1;
         c.misses += miss as u64;
+    }
+
+    /// Keep the classes of misses ([`Ledger::classify`]) from now on.
+    pub fn classify_misses(&mut self) {
+        if self.classes.is_empty() {
+            self.classes = vec![[0; 3]; self.cells.len()];
+        }
+    }
+
+    /// Whether the ledger keeps classes of misses.
+    pub fn classifies(&self) -> bool {
+        !self.classes.is_empty()
+    }
+
+    /// Count a miss of structure `s` as of `class` (after [`Ledger::classify_misses`]).
+    #[inline]
+    pub fn classify(&mut self, s: usize, mode: Mode, kind: Kind, class: crate::threec::Class) {
+        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        if let Some(c) = self.classes.get_mut(i) {
+            c[class as usize] += 1;
+        }
+    }
+
+    /// Sum of a structure's classes of misses over everything `keep` accepts (zeros when
+    /// the ledger keeps none).
+    pub fn class_total(
+        &self,
+        s: usize,
+        mut keep: impl FnMut(usize, Mode, Kind) -> bool,
+    ) -> [u64; 3] {
+        let mut t = [0; 3];
+        if self.classes.is_empty() {
+            return t;
+        }
+        for a in 0..self.asids.len() {
+            for mode in [Mode::User, Mode::Kernel] {
+                for kind in Kind::REFS {
+                    if keep(a, mode, kind) {
+                        let c = self.class_cell(a, s, mode, kind);
+                        for (x, y) in t.iter_mut().zip(c) {
+                            *x += y;
+                        }
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// The classes of misses of one cell.
+    pub fn class_cell(&self, asid_idx: usize, s: usize, mode: Mode, kind: Kind) -> [u64; 3] {
+        self.classes
+            .get(asid_idx * self.stride + (s * MODES + mode as usize) * REF_KINDS + kind as usize)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// References of `kind` over every address space and mode.

@@ -32,6 +32,7 @@
 //!   walker's table reads (`[pagetable]`, instead of its private data cache). They come
 //!   before the reference that caused them.
 
+use crate::cache::hier::Hierarchy;
 use crate::cache::system::{Activity, At, MemorySystem};
 use crate::cache::vac::drive::VacDriver;
 use crate::config::{
@@ -42,6 +43,7 @@ use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
 use crate::mmu::layout::{self, Segment};
 use crate::mmu::{HandlerStep, SoftwareManagedTlb, Trap, Walker};
+use crate::threec::Shadow;
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
 /// Context-tag bit of a global entry.
@@ -63,6 +65,8 @@ struct Unit {
     /// non-global and global (kept current by [`Machine::switch_to`] for the fast path).
     ctx_now: u64,
     ctx_global: u64,
+    /// With `3c`: the shadow that classifies its misses ([`crate::threec`]).
+    shadow: Option<Box<Shadow>>,
 }
 
 impl Unit {
@@ -299,6 +303,9 @@ pub struct Machine {
     vac: Option<Box<VacDriver>>,
     /// With `[refill]` and `[memory]`: the refill model's handler work of the last event.
     steps: Vec<HandlerStep>,
+    /// The `[[cache]]` hierarchy, when the config has caches: every reference goes to it
+    /// after translation (by its virtual address).
+    caches: Option<Box<Hierarchy>>,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it, nor does an [`entry_key`].
@@ -361,6 +368,8 @@ pub struct Feed<'m> {
     /// The walker's data cache sees the program's loads and stores: every reference takes
     /// the full path.
     data: bool,
+    /// The machine has a `[[cache]]` hierarchy: every reference takes the full path.
+    cached: bool,
     /// None of the three above, and no page-table walker (which needs each reference's
     /// physical address): a reference in the running address space needs nothing but
     /// translation (one flag to test per event instead of four).
@@ -460,6 +469,9 @@ impl Feed<'_> {
             u.ctx_now
         };
         let hit = u.tlb.access(page, ctx, NO_CTX, u.part(mode));
+        if u.shadow.is_some() {
+            m.classify(r, page, ctx, hit, mode, kind);
+        }
         m.touched(r, kind, page, !hit);
         if hit {
             self.tally.hits[Tally::cell(mode, kind)] += 1;
@@ -560,6 +572,13 @@ impl Feed<'_> {
             }
         } else {
             let _ = self.translate::<false>(e, cell);
+            if self.cached {
+                let m = &mut *self.m;
+                if let Some(h) = m.caches.as_deref_mut() {
+                    h.reference(e, &mut m.ledger);
+                }
+                return;
+            }
             // The walker's data cache sees the program's loads and stores.
             if self.data
                 && e.kind != Kind::Fetch
@@ -606,6 +625,9 @@ impl Feed<'_> {
                         u.ctx_now
                     };
                     let hit = u.tlb.access(page, ctx, NO_CTX, u.part(e.mode));
+                    if u.shadow.is_some() {
+                        m.classify(r, page, ctx, hit, e.mode, e.kind);
+                    }
                     m.touched(r, e.kind, page, !hit);
                     if hit {
                         self.tally.hits[cell] += 1;
@@ -689,11 +711,24 @@ impl Machine {
         limit: MemoryLimit,
     ) -> Result<Machine> {
         let err = |k: String, m: String| Error::config(source_name, k, m);
-        if config.tlbs.is_empty() {
+        if config.tlbs.is_empty() && config.caches.is_empty() {
             return Err(err(
                 "tlb".into(),
-                "the machine has no TLB (add a [[tlb]] table or --tlb)".into(),
+                "the machine has no TLB and no cache (add a [[tlb]] or [[cache]] table, --tlb or --cache)".into(),
             ));
+        }
+        if !config.caches.is_empty() {
+            let other = [
+                ("memory", config.memory.is_some()),
+                ("refill", config.refill.is_some()),
+                ("pagetable", config.pagetable.is_some()),
+                ("vac", config.vac.is_some()),
+            ];
+            if let Some((section, _)) = other.iter().find(|o| o.1) {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: cache: [[cache]] together with [{section}] (the [[cache]] hierarchy sees the program's references by virtual address, without timing; give a timed memory system's caches as [memory.icache], [memory.dcache] and [memory.l2])"
+                )));
+            }
         }
         let pages = page_map(&config, source_name)?;
         // Everything is checked before anything big is allocated: the structures' parameters
@@ -823,6 +858,12 @@ impl Machine {
                 "with [memory] the walker's table references take the memory system's data cache; leave [pagetable.cache] out".into(),
             ));
         }
+        if config.refill.is_some() && config.tlbs.iter().any(|t| t.three_c) {
+            return Err(Error::NotYet(format!(
+                "{source_name}: tlb.{}.3c: classifying the misses of a software-refilled TLB ([refill])",
+                config.tlbs[0].name
+            )));
+        }
         if config.refill.is_some() && config.pagetable.is_some() {
             return Err(err(
                 "pagetable".into(),
@@ -844,6 +885,14 @@ impl Machine {
         let mut units = Vec::with_capacity(planned.len());
         for ((params, shifts), t) in planned.into_iter().zip(&config.tlbs) {
             let tlb = Tlb::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
+            let shadow = if t.three_c {
+                let policy = params.partition.map_or(params.policy, |p| p.upper_policy);
+                let s = Shadow::new(params.entries, policy, params.seed ^ 0x3c)
+                    .map_err(|m| err(key(t, "3c"), m))?;
+                Some(Box::new(s))
+            } else {
+                None
+            };
             units.push(Unit {
                 tlb,
                 shifts,
@@ -851,9 +900,20 @@ impl Machine {
                 placement: t.placement,
                 ctx_now: NO_CTX,
                 ctx_global: NO_CTX,
+                shadow,
             });
         }
-        let ledger = Ledger::new(config.tlbs.iter().map(|t| t.name.clone()).collect());
+        let caches = Hierarchy::build(&config, config.tlbs.len(), source_name)?.map(Box::new);
+        let mut names: Vec<String> = config.tlbs.iter().map(|t| t.name.clone()).collect();
+        if let Some(h) = &caches {
+            names.extend(h.names().map(str::to_string));
+        }
+        let mut ledger = Ledger::new(names);
+        if units.iter().any(|u| u.shadow.is_some())
+            || caches.as_ref().is_some_and(|h| h.classifies())
+        {
+            ledger.classify_misses();
+        }
         let default_shift: Vec<u32> = match pages.default {
             Some(d) => units.iter().map(|u| u.shift_for(d)).collect(),
             None => vec![0; units.len()],
@@ -878,6 +938,7 @@ impl Machine {
                 mc,
                 pages.shifts().min().unwrap_or(12),
                 config.machine.seed,
+                config.machine.straddle,
                 source_name,
             )?)),
             None => None,
@@ -941,9 +1002,11 @@ impl Machine {
             }
             None => None,
         };
+        // A classified structure's shadow is fully associative: only a repeat of the very
+        // last access is sure to change nothing there.
         let free_hits = units
             .iter()
-            .map(|u| u.tlb.params().hits_change_nothing())
+            .map(|u| u.tlb.params().hits_change_nothing() && u.shadow.is_none())
             .collect();
         let vac = match &config.vac {
             Some(c) => Some(Box::new(VacDriver::from_config(c, source_name)?)),
@@ -974,6 +1037,7 @@ impl Machine {
             ledger,
             config,
             steps: Vec::new(),
+            caches,
         })
     }
 
@@ -1001,9 +1065,41 @@ impl Machine {
         overrides: &[String],
         limit: MemoryLimit,
     ) -> Result<Machine> {
-        let config = MachineConfig::assemble(text, source_name, tlb_flags, overrides)?;
+        Machine::assemble_all_within(text, source_name, tlb_flags, &[], overrides, limit)
+    }
+
+    /// Assemble a config from all its sources, `--cache` flags too (see
+    /// [`MachineConfig::assemble_all`]), and build it.
+    pub fn assemble_all(
+        text: Option<&str>,
+        source_name: &str,
+        tlb_flags: &[String],
+        cache_flags: &[String],
+        overrides: &[String],
+    ) -> Result<Machine> {
+        Machine::assemble_all_within(
+            text,
+            source_name,
+            tlb_flags,
+            cache_flags,
+            overrides,
+            MemoryLimit::default_for_host(),
+        )
+    }
+
+    /// [`Machine::assemble_all`] within a memory limit (see [`Machine::build_within`]).
+    pub fn assemble_all_within(
+        text: Option<&str>,
+        source_name: &str,
+        tlb_flags: &[String],
+        cache_flags: &[String],
+        overrides: &[String],
+        limit: MemoryLimit,
+    ) -> Result<Machine> {
+        let config =
+            MachineConfig::assemble_all(text, source_name, tlb_flags, cache_flags, overrides)?;
         // A bad key is blamed on the source it came from, at its line in the text.
-        let origin = Origin::new(text, source_name, tlb_flags, overrides)?;
+        let origin = Origin::with_caches(text, source_name, tlb_flags, cache_flags, overrides)?;
         Machine::build_within(config, source_name, limit).map_err(|e| origin.locate(e))
     }
 
@@ -1035,6 +1131,24 @@ impl Machine {
     /// The page-table walker, when the machine has one.
     pub fn walker(&self) -> Option<&Walker> {
         self.walker.as_deref()
+    }
+
+    /// The `[[cache]]` hierarchy, when the machine has caches.
+    pub fn caches(&self) -> Option<&Hierarchy> {
+        self.caches.as_deref()
+    }
+
+    /// The counts a result reports: the ledger, and the cache hierarchy after DineroIV's
+    /// copy-back of every dirty block at the end (made on copies, see
+    /// [`Hierarchy::flushed`]: the machine can go on simulating).
+    pub fn finished(&self) -> (std::borrow::Cow<'_, Ledger>, Option<Hierarchy>) {
+        match self.caches.as_deref() {
+            Some(h) => {
+                let (h, l) = h.flushed(&self.ledger);
+                (std::borrow::Cow::Owned(l), Some(h))
+            }
+            None => (std::borrow::Cow::Borrowed(&self.ledger), None),
+        }
     }
 
     /// (sets, ways) of each structure, in config order.
@@ -1164,12 +1278,14 @@ impl Machine {
         let refilled = self.refill.is_some();
         let memory = self.memory.is_some();
         let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
-        let plain = !(refilled || memory || self.walker.is_some());
+        let cached = self.caches.is_some();
+        let plain = !(refilled || memory || cached || self.walker.is_some());
         Feed {
             refilled,
             refilled_memory: refilled && memory,
             memory,
             data,
+            cached,
             plain,
             plain_asid: if plain {
                 self.cur_asid as u64
@@ -1466,6 +1582,9 @@ impl Machine {
             };
             let ctx = u.ctx(self.cur_asid, s, global);
             let hit = u.tlb.access(addr >> s, ctx, NO_CTX, u.part(mode));
+            if u.shadow.is_some() {
+                self.classify(i, addr >> s, ctx, hit, mode, kind);
+            }
             // The fast path's key of the entry: its page while the page map is uniform (then
             // s is the default shift); else its page and size.
             let key = if self.uniform {
@@ -1506,6 +1625,20 @@ impl Machine {
             u.ctx_now = u.ctx(asid, s, false);
             if !u.tagged {
                 u.tlb.flush_if(|_, ctx| ctx & GLOBAL == 0);
+                if let Some(sh) = u.shadow.as_deref_mut() {
+                    sh.flush_if(|_, ctx| ctx & GLOBAL == 0);
+                }
+            }
+        }
+    }
+
+    /// Structure `i` classifies its misses: its access to `(vpn, ctx)` for a reference of
+    /// `kind` in `mode` goes to its shadow too, and a miss (`!hit`) is counted by class.
+    #[inline(never)]
+    fn classify(&mut self, i: usize, vpn: u64, ctx: u64, hit: bool, mode: Mode, kind: Kind) {
+        if let Some(s) = self.units[i].shadow.as_deref_mut() {
+            if let Some(c) = s.tlb_access(vpn, ctx, !hit) {
+                self.ledger.classify(i, mode, kind, c);
             }
         }
     }
@@ -1546,6 +1679,9 @@ impl Machine {
             Kind::TlbFlush if e.addr == FLUSH_ALL => {
                 for u in &mut self.units {
                     u.tlb.flush_all();
+                    if let Some(sh) = u.shadow.as_deref_mut() {
+                        sh.flush_all();
+                    }
                 }
             }
             Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
@@ -1560,6 +1696,9 @@ impl Machine {
                         let s = u.shifts[i];
                         let ctx = u.ctx(e.asid, s, global);
                         u.tlb.invalidate(e.addr >> s, ctx, NO_CTX);
+                        if let Some(sh) = u.shadow.as_deref_mut() {
+                            sh.invalidate(e.addr >> s, ctx);
+                        }
                     }
                 }
             }
@@ -1699,6 +1838,10 @@ pub fn memory_estimate(config: &MachineConfig) -> u64 {
     if let Some(v) = &config.vac {
         add(cache(v.size.0, v.line.0, v.ways));
     }
+    for t in config.tlbs.iter().filter(|t| t.three_c) {
+        add(crate::threec::Shadow::heap_bytes(t.entries));
+    }
+    add(Hierarchy::memory_estimate(config));
     total
 }
 
@@ -1862,10 +2005,22 @@ fn wire(
         for &b in &in_use {
             let Some(mut at) = roots.at(kind, b) else {
                 let m = serving(&firsts, kind);
+                // The machine's own page size: name the setting that changes it.
+                let hint = match m.iter().filter_map(|&i| shifts[i].last()).min() {
+                    Some(&s) if Some(b) == pages.default => format!(
+                        "; the machine's pages are {} (pages.size): for pages of {} set --set pages.size={}, or let '{}' hold {} too",
+                        size(b),
+                        size(s),
+                        size(s),
+                        tlbs[m[0]].name,
+                        size(b)
+                    ),
+                    _ => String::new(),
+                };
                 return Err(err(
                     key(&tlbs[m[0]], "page"),
                     format!(
-                        "{} pages: no first-level TLB for {} references holds that size or a smaller one (to cache them as fragments): {}",
+                        "{} pages: no first-level TLB for {} references holds that size or a smaller one (to cache them as fragments): {}{hint}",
                         size(b),
                         kind.name(),
                         holding(&m)
@@ -2110,11 +2265,17 @@ mod tests {
             e(&SIBLINGS.replace("page='2M'", "page=['4k', '2M']")),
             "m.toml: line 13, column 1: tlb.d2m.page: 'd' and 'd2m' both hold 4K pages and both take load references first: structures at one level hold different page sizes (or is one the other's next level?)"
         );
-        // Only large pages where 4K pages are in use.
+        // Only large pages where 4K pages are in use (another structure holds 4K only, so
+        // the pages stay 4K): the message names the setting that changes them.
         assert_eq!(
-            e("[[tlb]]\nname='d'\nentries=4\npage='2M'\nserves='unified'\n"),
-            "m.toml: line 4, column 1: tlb.d.page: 4K pages: no first-level TLB for fetch references holds that size or a smaller one (to cache them as fragments): 'd' holds 2M"
+            e("[[tlb]]\nname='d'\nentries=4\npage='2M'\nserves='data'\n[[tlb]]\nname='i'\nentries=4\npage='4k'\nserves='instruction'\n"),
+            "m.toml: line 4, column 1: tlb.d.page: 4K pages: no first-level TLB for load references holds that size or a smaller one (to cache them as fragments): 'd' holds 2M; the machine's pages are 4K (pages.size): for pages of 2M set --set pages.size=2M, or let 'd' hold 4K too"
         );
+        // A structure that alone says it holds 2M pages makes them the machine's pages.
+        let mut m = build("[[tlb]]\nname='d'\nentries=4\npage='2M'\nserves='unified'\n").unwrap();
+        m.run_batch(&[load(0x1000), load(0x1f_f000), load(0x20_0000)]);
+        assert_eq!(misses(&m, 0), (3, 2));
+        assert_eq!(m.config().pages.size, PageSize::Size(2 << 20));
         let s2m = e(&SIBLINGS.replace("page=['4k','2M']", "page='2M'"));
         assert!(s2m.starts_with(
             "m.toml: line 9, column 1: tlb.d.next: 4K pages: no next level of 'd' for load references holds that size or a smaller one (to cache them as fragments): 's' holds 2M"
@@ -2324,5 +2485,187 @@ mod tests {
         let mut m = build("[[tlb]]\nname='t'\nentries=64\nways='full'\n").unwrap();
         m.run_batch(&[Event::reference(Kind::Load, u64::MAX - 3, 8)]);
         assert_eq!((misses(&m, 0), m.ledger().wrapped), ((1, 1), 1));
+    }
+}
+
+#[cfg(test)]
+mod three_c_tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    /// One LRU structure by brute force: per set its keys, least recent first.
+    struct Lru {
+        sets: Vec<Vec<(u32, u64)>>,
+        ways: usize,
+    }
+
+    impl Lru {
+        fn new(entries: usize, ways: usize) -> Lru {
+            Lru {
+                sets: vec![Vec::new(); entries / ways],
+                ways,
+            }
+        }
+
+        /// Access `(asid, page)`; returns whether it hit.
+        fn access(&mut self, key: (u32, u64)) -> bool {
+            let n = self.sets.len() as u64;
+            let set = &mut self.sets[(key.1 % n) as usize];
+            let hit = match set.iter().position(|&k| k == key) {
+                Some(i) => {
+                    set.remove(i);
+                    true
+                }
+                None => {
+                    if set.len() == self.ways {
+                        set.remove(0);
+                    }
+                    false
+                }
+            };
+            set.push(key);
+            hit
+        }
+    }
+
+    /// A structure and its brute-force classifier: the structure, a fully associative LRU
+    /// shadow of its size, the pages ever touched; counts per (kind, mode, asid) of
+    /// accesses, misses and each class.
+    struct Classifier {
+        real: Lru,
+        full: Lru,
+        seen: HashSet<(u32, u64)>,
+        counts: std::collections::BTreeMap<(usize, usize, u32), [u64; 5]>,
+    }
+
+    impl Classifier {
+        fn new(entries: usize, ways: usize) -> Classifier {
+            Classifier {
+                real: Lru::new(entries, ways),
+                full: Lru::new(entries, entries),
+                seen: HashSet::new(),
+                counts: Default::default(),
+            }
+        }
+
+        /// Returns whether it missed.
+        fn access(&mut self, kind: usize, mode: usize, key: (u32, u64)) -> bool {
+            let hit = self.real.access(key);
+            let full_hit = self.full.access(key);
+            let first = self.seen.insert(key);
+            let c = self.counts.entry((kind, mode, key.0)).or_default();
+            c[0] += 1;
+            if !hit {
+                c[1] += 1;
+                c[2 + if full_hit {
+                    2
+                } else if first {
+                    0
+                } else {
+                    1
+                }] += 1;
+            }
+            !hit
+        }
+
+        /// Sum of the counts `keep` accepts: accesses, misses, compulsory, capacity,
+        /// conflict.
+        fn total(&self, keep: impl Fn(usize, usize, u32) -> bool) -> [u64; 5] {
+            let mut t = [0; 5];
+            for (&(k, m, a), c) in &self.counts {
+                if keep(k, m, a) {
+                    for (x, y) in t.iter_mut().zip(c) {
+                        *x += y;
+                    }
+                }
+            }
+            t
+        }
+    }
+
+    fn fields(j: &serde_json::Value) -> [u64; 5] {
+        ["accesses", "misses", "compulsory", "capacity", "conflict"]
+            .map(|f| j[f].as_u64().unwrap_or(0))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// The classes of a two-level TLB's misses, per reference, equal a brute-force
+        /// per-reference classifier (compulsory: the first touch of a page of an address
+        /// space; capacity: a fully associative LRU structure of the same size misses too;
+        /// conflict otherwise), in total and by kind, mode and address space; and
+        /// classifying changes no hit or miss.
+        #[test]
+        fn tlb_misses_are_classified_per_reference(
+            d_log in 0u32..5,
+            d_ways_log in 0u32..3,
+            s_log in 2u32..6,
+            pages in 1u64..40,
+            refs in prop::collection::vec((0u8..3, 0u64..48, 0u32..3, any::<bool>()), 1..500),
+        ) {
+            // Few pages, so that structures fill and kinds interleave on the same pages.
+            let refs: Vec<(u8, u64, u32, bool)> =
+                refs.iter().map(|&(k, p, a, m)| (k, p % pages, a % 2, m)).collect();
+            let d_entries = 1usize << d_log;
+            let d_ways = 1usize << d_ways_log.min(d_log);
+            let s_entries = 1usize << s_log;
+            let flags = |three_c: &str| {
+                vec![
+                    format!("dtlb:entries={d_entries},ways={d_ways},serves=unified,next=stlb{three_c}"),
+                    format!("stlb:entries={s_entries},ways=2{three_c}"),
+                ]
+            };
+            let events: Vec<Event> = refs
+                .iter()
+                .map(|&(k, page, asid, kernel)| {
+                    let kind = [Kind::Fetch, Kind::Load, Kind::Store][k as usize];
+                    let mode = if kernel { Mode::Kernel } else { Mode::User };
+                    Event::reference(kind, (page << 12) | 8, 4).with_asid(asid).with_mode(mode)
+                })
+                .collect();
+            let run = |f: Vec<String>| {
+                let mut m = Machine::assemble(None, "t", &f, &[]).unwrap();
+                m.run_batch(&events);
+                crate::report::result_json(&m, &Default::default())
+            };
+            let with = run(flags(",3c=yes"));
+            let without = run(flags(""));
+            let mut d = Classifier::new(d_entries, d_ways);
+            let mut s = Classifier::new(s_entries, 2);
+            for (&(k, page, asid, kernel), _) in refs.iter().zip(&events) {
+                if d.access(k as usize, kernel as usize, (asid, page)) {
+                    s.access(k as usize, kernel as usize, (asid, page));
+                }
+            }
+            for (name, c) in [("dtlb", &d), ("stlb", &s)] {
+                let j = &with["structures"][name];
+                prop_assert_eq!(fields(j), c.total(|_, _, _| true), "{}", name);
+                prop_assert_eq!(&j["misses"], &without["structures"][name]["misses"]);
+                prop_assert_eq!(&j["accesses"], &without["structures"][name]["accesses"]);
+                for (k, kind) in Kind::REFS.iter().enumerate() {
+                    let want = c.total(|kk, _, _| kk == k);
+                    if want[0] > 0 {
+                        prop_assert_eq!(fields(&j["by_kind"][kind.name()]), want);
+                    }
+                }
+                for (m, mode) in ["user", "kernel"].iter().enumerate() {
+                    let want = c.total(|_, mm, _| mm == m);
+                    if want[0] > 0 {
+                        prop_assert_eq!(fields(&j["by_mode"][*mode]), want);
+                    }
+                }
+                for asid in 0..2u32 {
+                    let want = c.total(|_, _, a| a == asid);
+                    if want[0] > 0 {
+                        prop_assert_eq!(fields(&j["by_asid"][asid.to_string()]), want);
+                    }
+                }
+            }
+            // Compulsory misses are the distinct pages (of an address space) touched.
+            let distinct = refs.iter().map(|r| (r.2, r.1)).collect::<HashSet<_>>().len() as u64;
+            prop_assert_eq!(with["structures"]["dtlb"]["compulsory"].as_u64(), Some(distinct));
+        }
     }
 }

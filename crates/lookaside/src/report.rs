@@ -80,27 +80,55 @@ pub(crate) fn counter_json(c: Counter, instructions: u64) -> Map<String, Value> 
     m
 }
 
-/// Breakdowns of structure `s` by kind, mode and address space.
-fn breakdowns(l: &Ledger, s: usize, m: &mut Map<String, Value>) {
+/// The classes of misses (`compulsory`, `capacity`, `conflict`) of structure `s` over
+/// everything `keep` accepts, added to `m` when the structure `classified` them.
+fn classes_json(
+    l: &Ledger,
+    s: usize,
+    classified: bool,
+    keep: impl FnMut(usize, Mode, Kind) -> bool,
+    m: &mut Map<String, Value>,
+) {
+    if !classified {
+        return;
+    }
+    let c = l.class_total(s, keep);
+    for (name, n) in crate::threec::CLASSES.iter().zip(c) {
+        m.insert((*name).into(), json!(n));
+    }
+}
+
+/// Breakdowns of structure `s` by kind, mode and address space (with the classes of its
+/// misses when it `classified` them).
+fn breakdowns(l: &Ledger, s: usize, classified: bool, m: &mut Map<String, Value>) {
     let mut by_kind = Map::new();
     for k in Kind::REFS {
-        let c = l.total(s, |_, _, kk| kk == k);
+        let keep = |_, _, kk| kk == k;
+        let c = l.total(s, keep);
         if c.accesses > 0 {
-            by_kind.insert(k.name().into(), Value::Object(counter_json(c, 0)));
+            let mut e = counter_json(c, 0);
+            classes_json(l, s, classified, keep, &mut e);
+            by_kind.insert(k.name().into(), Value::Object(e));
         }
     }
     let mut by_mode = Map::new();
     for md in MODES {
-        let c = l.total(s, |_, mm, _| mm == md);
+        let keep = |_, mm, _| mm == md;
+        let c = l.total(s, keep);
         if c.accesses > 0 {
-            by_mode.insert(md.name().into(), Value::Object(counter_json(c, 0)));
+            let mut e = counter_json(c, 0);
+            classes_json(l, s, classified, keep, &mut e);
+            by_mode.insert(md.name().into(), Value::Object(e));
         }
     }
     let mut by_asid = Map::new();
     for (ai, asid) in l.asids().iter().enumerate() {
-        let c = l.total(s, |a, _, _| a == ai);
+        let keep = |a, _, _| a == ai;
+        let c = l.total(s, keep);
         if c.accesses > 0 {
-            by_asid.insert(asid.to_string(), Value::Object(counter_json(c, 0)));
+            let mut e = counter_json(c, 0);
+            classes_json(l, s, classified, keep, &mut e);
+            by_asid.insert(asid.to_string(), Value::Object(e));
         }
     }
     m.insert("by_kind".into(), Value::Object(by_kind));
@@ -110,7 +138,9 @@ fn breakdowns(l: &Ledger, s: usize, m: &mut Map<String, Value>) {
 
 /// The result of a run as JSON.
 pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
-    let l = machine.ledger();
+    // The caches after their copy-back at the end, as DineroIV reports.
+    let (finished, caches) = machine.finished();
+    let l: &Ledger = &finished;
     let cfg = machine.config();
     let instructions = l.refs_of_kind(Kind::Fetch);
     let references: u64 = Kind::REFS.iter().map(|&k| l.refs_of_kind(k)).sum();
@@ -165,8 +195,19 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
             },
         );
         m.insert("geometry".into(), Value::Object(g));
-        breakdowns(l, s, &mut m);
+        classes_json(l, s, t.three_c, |_, _, _| true, &mut m);
+        breakdowns(l, s, t.three_c, &mut m);
         structures.insert(t.name.clone(), Value::Object(m));
+    }
+    if let Some(h) = &caches {
+        for (i, c) in cfg.caches.iter().enumerate() {
+            let s = cfg.tlbs.len() + i;
+            let mut m = counter_json(l.total(s, |_, _, _| true), instructions);
+            classes_json(l, s, c.three_c, |_, _, _| true, &mut m);
+            m.extend(h.fields(i));
+            breakdowns(l, s, c.three_c, &mut m);
+            structures.insert(c.name.clone(), Value::Object(m));
+        }
     }
     let w = l.walk_index();
     let walks = l.total(w, |_, _, _| true).misses;
@@ -178,7 +219,7 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
             json!(walks as f64 * 1000.0 / instructions as f64),
         );
     }
-    breakdowns(l, w, &mut walk);
+    breakdowns(l, w, false, &mut walk);
 
     let mut rows = Vec::new();
     for (ai, asid) in l.asids().iter().enumerate() {
@@ -186,14 +227,23 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
             let name = if s == w {
                 "walk"
             } else {
-                cfg.tlbs[s].name.as_str()
+                l.structures()[s].as_str()
             };
             for md in MODES {
                 for k in Kind::REFS {
                     let c = l.cell(ai, s, md, k);
                     if c.accesses > 0 {
-                        rows.push(json!({"structure": name, "asid": asid, "mode": md.name(), "kind": k.name(),
-                                         "accesses": c.accesses, "hits": c.hits(), "misses": c.misses}));
+                        let mut row = json!({"structure": name, "asid": asid, "mode": md.name(), "kind": k.name(),
+                                             "accesses": c.accesses, "hits": c.hits(), "misses": c.misses});
+                        if l.classifies() {
+                            for (n, x) in crate::threec::CLASSES
+                                .iter()
+                                .zip(l.class_cell(ai, s, md, k))
+                            {
+                                row[*n] = json!(x);
+                            }
+                        }
+                        rows.push(row);
                     }
                 }
             }
@@ -307,20 +357,34 @@ pub fn table(r: &Value) -> String {
     for (sname, s) in structures {
         let g = &s["geometry"];
         let ways = get_u64(g, &["ways"]);
-        let entries = get_u64(g, &["entries"]);
-        let assoc = if ways == entries {
-            "FA".to_string()
+        let geom = if s["type"] == "cache" {
+            let assoc = if get_u64(g, &["sets"]) == 1 {
+                "FA".to_string()
+            } else {
+                format!("{ways}w")
+            };
+            format!(
+                "{} {assoc} {}B {}",
+                crate::config::PageSize::Size(get_u64(g, &["size"])).label(),
+                get_u64(g, &["line"]),
+                g["policy"].as_str().unwrap_or("")
+            )
         } else {
-            format!("{ways}w")
+            let entries = get_u64(g, &["entries"]);
+            let assoc = if ways == entries {
+                "FA".to_string()
+            } else {
+                format!("{ways}w")
+            };
+            let pages: Vec<&str> = g["page"]
+                .as_array()
+                .map_or(vec![], |a| a.iter().filter_map(Value::as_str).collect());
+            format!(
+                "{entries} {assoc} {} {}",
+                g["policy"].as_str().unwrap_or(""),
+                pages.join("+")
+            )
         };
-        let pages: Vec<&str> = g["page"]
-            .as_array()
-            .map_or(vec![], |a| a.iter().filter_map(Value::as_str).collect());
-        let geom = format!(
-            "{entries} {assoc} {} {}",
-            g["policy"].as_str().unwrap_or(""),
-            pages.join("+")
-        );
         let pct = get_f64(s, &["miss_ratio"]).map_or("-".into(), |x| format!("{:.3}", x * 100.0));
         let mpki = get_f64(s, &["mpki"]).map_or("-".into(), |x| format!("{x:.3}"));
         let ipm = get_f64(s, &["instructions_per_miss"]).map_or("-".into(), |x| format!("{x:.1}"));
@@ -342,16 +406,19 @@ pub fn table(r: &Value) -> String {
     } else {
         "-".into()
     };
-    out.push_str(&format!(
-        "{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9}\n",
-        "walk",
-        "(page-table refills)",
-        "",
-        "",
-        fmt_int(walks),
-        "",
-        wpki
-    ));
+    // A machine of caches alone has no page-table walk to show.
+    if structures.values().any(|s| s["type"] != "cache") {
+        out.push_str(&format!(
+            "{:<10} {:<22} {:>14} {:>14} {:>12} {:>8} {:>9}\n",
+            "walk",
+            "(page-table refills)",
+            "",
+            "",
+            fmt_int(walks),
+            "",
+            wpki
+        ));
+    }
     if let Some(t) = r.get("traps") {
         out.push('\n');
         out.push_str(&crate::mmu::report::traps_table(t));

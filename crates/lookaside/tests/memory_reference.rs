@@ -5,7 +5,8 @@
 //! random event streams. Each cache is LRU (every policy of the cache itself is compared
 //! with its own reference model in the cache's tests) and there is no write buffer (its
 //! timing has its own cycle-by-cycle model): what is under test is how the parts are put
-//! together — which cache a reference reaches, what a miss costs and whom it is charged to.
+//! together — which cache a reference reaches, what a miss costs and whom it is charged to,
+//! where a dirty victim goes (into the second level), and the copy-back at the end.
 
 use lookaside::config::MachineConfig;
 use lookaside::event::{Event, Kind, Mode};
@@ -93,20 +94,46 @@ impl RefCache {
         }
     }
 
-    fn put(&mut self, line: u64, dirty: bool) {
+    /// Fill `line`; a dirty victim's address joins `victims`.
+    fn put(&mut self, line: u64, dirty: bool, victims: &mut Vec<u64>) {
         self.fills += 1;
         let ways = self.spec.ways as usize;
+        let size = self.spec.line;
         let set = self.set(line);
         let mut wrote_back = false;
         if set.len() == ways {
-            wrote_back = set.remove(0).1;
+            let (old, was_dirty) = set.remove(0);
+            if was_dirty {
+                victims.push(old * size);
+                wrote_back = true;
+            }
         }
         set.push((line, dirty));
         self.writebacks += wrote_back as u64;
     }
 
+    /// Every dirty line's address, in address order; they are clean from now on.
+    fn take_dirty(&mut self) -> Vec<u64> {
+        let size = self.spec.line;
+        let mut out: Vec<u64> = Vec::new();
+        for set in &mut self.sets {
+            for e in set.iter_mut().filter(|e| e.1) {
+                out.push(e.0 * size);
+                e.1 = false;
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
     /// A line access; returns (hit, whether the miss stalls for a memory read).
     fn access(&mut self, paddr: u64, write: bool) -> (bool, bool) {
+        let mut victims = Vec::new();
+        self.access_evicting(paddr, write, &mut victims)
+    }
+
+    /// [`RefCache::access`], the addresses of the dirty lines it evicts into `victims`.
+    fn access_evicting(&mut self, paddr: u64, write: bool, victims: &mut Vec<u64>) -> (bool, bool) {
         let line = paddr / self.spec.line;
         let wb = self.spec.write_back;
         if write {
@@ -116,7 +143,7 @@ impl RefCache {
             }
             self.write_misses += 1;
             if self.spec.allocate {
-                self.put(line, wb);
+                self.put(line, wb, victims);
                 // Filling a line wider than the word written reads the rest from memory.
                 return (false, self.spec.line > 4);
             }
@@ -132,10 +159,10 @@ impl RefCache {
         let first = line / per * per;
         for other in first..first + per {
             if other != line && !self.set(other).iter().any(|e| e.0 == other) {
-                self.put(other, false);
+                self.put(other, false, victims);
             }
         }
-        self.put(line, false);
+        self.put(line, false, victims);
         (false, true)
     }
 }
@@ -237,7 +264,8 @@ impl RefMemory {
                 self.straddles[l1] += 1;
             }
             for paddr in lines {
-                let (_, stall) = self.caches[l1].access(paddr, write);
+                let mut victims = Vec::new();
+                let (_, stall) = self.caches[l1].access_evicting(paddr, write, &mut victims);
                 if stall {
                     let mut cycles = self.caches[l1].spec.miss_cycles;
                     if let Some(l2) = side.l2 {
@@ -246,6 +274,13 @@ impl RefMemory {
                         }
                     }
                     stalls[comp] += cycles;
+                }
+                // Dirty victims go into the second level as writes, after the fill, and
+                // cost no stall (there is no write buffer here).
+                if let Some(l2) = side.l2 {
+                    for v in victims {
+                        self.caches[l2].access(v, true);
+                    }
                 }
             }
         }
@@ -258,6 +293,31 @@ impl RefMemory {
         for (s, x) in a.stalls.iter_mut().zip(stalls) {
             *s += x;
         }
+    }
+}
+
+impl RefMemory {
+    /// The copy-back at the end: each side's first levels' dirty lines, in address order,
+    /// into its second level; then the second level's. Returns the lines flushed per cache.
+    fn flush(&mut self) -> Vec<u64> {
+        let mut flushed = vec![0; self.caches.len()];
+        for side in self.sides.clone() {
+            let mut firsts = vec![side.d, side.i];
+            firsts.dedup();
+            for l1 in firsts {
+                let dirty = self.caches[l1].take_dirty();
+                flushed[l1] += dirty.len() as u64;
+                if let Some(l2) = side.l2 {
+                    for a in dirty {
+                        self.caches[l2].access(a, true);
+                    }
+                }
+            }
+            if let Some(l2) = side.l2 {
+                flushed[l2] += self.caches[l2].take_dirty().len() as u64;
+            }
+        }
+        flushed
     }
 }
 
@@ -378,17 +438,20 @@ proptest! {
         for e in &evs {
             r.event(e);
         }
+        let flushed = r.flush();
         prop_assert_eq!(account(&j["user"]), r.acct[0], "user\n{}", text);
         prop_assert_eq!(account(&j["system"]), r.acct[1], "system\n{}", text);
         prop_assert_eq!(account(&j["idle"]), r.idle_acct, "idle\n{}", text);
         let caches = j["caches"].as_array().unwrap();
         prop_assert_eq!(caches.len(), r.caches.len());
-        for ((c, rc), straddles) in caches.iter().zip(&r.caches).zip(&r.straddles) {
+        for (((c, rc), straddles), flushed) in
+            caches.iter().zip(&r.caches).zip(&r.straddles).zip(&flushed)
+        {
             let got: Vec<u64> = ["reads", "read_misses", "writes", "write_misses", "fills",
-                                 "writebacks", "straddles"]
+                                 "writebacks", "flushed", "straddles"]
                 .iter().map(|k| c[*k].as_u64().unwrap()).collect();
             let want = vec![rc.reads, rc.read_misses, rc.writes, rc.write_misses, rc.fills,
-                            rc.writebacks, *straddles];
+                            rc.writebacks + flushed, *flushed, *straddles];
             prop_assert_eq!(got, want, "{}\n{}", c["name"], text);
         }
         let stalls: u64 = r.acct.iter().flat_map(|a| a.stalls).sum();

@@ -24,6 +24,7 @@
 pub use crate::error::ParamError;
 use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
 
+pub mod hier;
 pub mod system;
 #[cfg(test)]
 mod tests;
@@ -368,6 +369,23 @@ impl Cache {
             }
         }
         (present, dirty)
+    }
+
+    /// The physical addresses of the dirty lines, in (set, way) order, which are clean
+    /// from now on (a copy-back: the lines stay).
+    pub fn take_dirty(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        if self.write_back {
+            let ways = self.tags.ways();
+            for (set, way, key, _) in self.tags.entries_iter() {
+                let slot = set * ways + way;
+                if self.dirty[slot] {
+                    out.push(key << self.line_shift);
+                    self.dirty[slot] = false;
+                }
+            }
+        }
+        out
     }
 
     /// Empty the cache; returns the number of dirty lines it held.

@@ -98,6 +98,8 @@ struct Level {
     /// References spanning lines of which every line missed (simulators that count a
     /// straddling reference as one access, such as cachegrind, count one miss for them).
     straddle_double_misses: u64,
+    /// Dirty lines written back by the copy-back at the end (see [`MemorySystem::json`]).
+    flushed: u64,
 }
 
 /// The caches one mode (or everyone) uses: indices into `levels`.
@@ -191,6 +193,10 @@ pub struct MemorySystem {
     space_base: Account,
     activity: Activity,
     uncached_refs: u64,
+    /// `machine.straddle = "first"`: a reference reaches only the line of its first byte.
+    first_only: bool,
+    /// A write-back first level's dirty victims go into the second level (else to memory).
+    writebacks_to_l2: bool,
 }
 
 impl MemorySystem {
@@ -199,6 +205,7 @@ impl MemorySystem {
         c: &MemoryConfig,
         page_shift: u32,
         seed: u64,
+        straddle: crate::config::Straddle,
         source_name: &str,
     ) -> Result<MemorySystem> {
         let err = |k: &str, m: String| Error::config(source_name, format!("memory.{k}"), m);
@@ -216,6 +223,7 @@ impl MemorySystem {
                 fill_reads: cc.line > 4,
                 straddles: 0,
                 straddle_double_misses: 0,
+                flushed: 0,
             });
             Ok::<usize, Error>(levels.len() - 1)
         };
@@ -339,6 +347,8 @@ impl MemorySystem {
             space_base: Account::default(),
             activity: Activity::Program,
             uncached_refs: 0,
+            first_only: straddle == crate::config::Straddle::First,
+            writebacks_to_l2: c.writebacks == crate::config::WritebackTarget::NextLevel,
         })
     }
 
@@ -476,7 +486,7 @@ impl MemorySystem {
                 let last = e.addr.saturating_add(e.size.max(1) as u64 - 1);
                 // The last byte's line, when it is another one (physically: the next page's
                 // frame when the reference crosses a page too), and whether lines lie between.
-                let second = (last >> shift != e.addr >> shift).then(|| {
+                let second = (!self.first_only && last >> shift != e.addr >> shift).then(|| {
                     let p2 = if mapped && (last ^ e.addr) >> self.mapper.page_shift() != 0 {
                         self.frames_base + self.mapper.translate(space, last, NO_PADDR)
                     } else {
@@ -659,23 +669,82 @@ impl MemorySystem {
         let o = lv.cache.access(paddr, write);
         let fill_reads = !write || lv.fill_reads;
         let miss_cycles = lv.miss_cycles;
-        for i in 0..o.writebacks as usize {
-            // The dirty victim's own line goes to memory (its DRAM page decides page mode).
-            let victim = self.levels[l1].cache.victim(i);
-            stalls[WBUFFER] += self.write_memory(victim, 4);
+        let into_l2 = l2.filter(|_| self.writebacks_to_l2);
+        if into_l2.is_none() {
+            for i in 0..o.writebacks as usize {
+                // The dirty victim's own line goes to memory (its DRAM page decides page mode).
+                let victim = self.levels[l1].cache.victim(i);
+                stalls[WBUFFER] += self.write_memory(victim, 4);
+            }
         }
         if o.fills > 0 && fill_reads {
             let mut cycles = miss_cycles;
             if let Some(l2) = l2 {
                 let lv2 = &mut self.levels[l2];
-                if !lv2.cache.access(paddr, false).hit {
+                let o2 = lv2.cache.access(paddr, false);
+                if !o2.hit {
                     cycles += lv2.miss_cycles;
+                }
+                // The second level holds dirty lines only when write-backs go into it.
+                for j in 0..o2.writebacks as usize {
+                    let victim = self.levels[l2].cache.victim(j);
+                    stalls[WBUFFER] += self.write_memory(victim, 4);
                 }
             }
             stalls[WBUFFER] += self.read_memory(cycles);
             stalls[comp] += cycles as u64;
         }
+        if let (Some(l2), true) = (into_l2, o.writebacks > 0) {
+            self.write_back_into(l1, l2, o.writebacks, stalls);
+        }
         o.hit
+    }
+
+    /// The `n` dirty victims the last access to `l1` evicted go into `l2` as writes, after
+    /// the fill (DineroIV's order). Buffered: the CPU waits only for what `l2` sends on to
+    /// memory (its own dirty victims, or the writes when it is write-through).
+    #[inline(never)]
+    fn write_back_into(&mut self, l1: usize, l2: usize, n: u32, stalls: &mut [u64; 4]) {
+        for i in 0..n as usize {
+            let victim = self.levels[l1].cache.victim(i);
+            let lv2 = &mut self.levels[l2];
+            let o2 = lv2.cache.access(victim, true);
+            let through = lv2.cache.write_policy() == WritePolicy::Through;
+            for j in 0..o2.writebacks as usize {
+                let v2 = self.levels[l2].cache.victim(j);
+                stalls[WBUFFER] += self.write_memory(v2, 4);
+            }
+            if through {
+                stalls[WBUFFER] += self.write_memory(victim, 4);
+            }
+        }
+    }
+
+    /// The levels after the copy-back at the end (DineroIV's at exit), made on a copy: each
+    /// first level's dirty lines written back in address order (into the second level when
+    /// write-backs go there, as writes), then the second level's. Counted in each level's
+    /// `flushed`; no time passes.
+    fn flushed_levels(&self) -> Vec<Level> {
+        let mut levels = self.levels.clone();
+        for side in &self.sides {
+            let mut firsts = vec![side.d, side.i];
+            firsts.dedup();
+            for l1 in firsts.into_iter().flatten() {
+                let mut dirty = levels[l1].cache.take_dirty();
+                dirty.sort_unstable();
+                levels[l1].flushed += dirty.len() as u64;
+                if let Some(l2) = side.l2.filter(|_| self.writebacks_to_l2) {
+                    for a in dirty {
+                        levels[l2].cache.access(a, true);
+                    }
+                }
+            }
+            if let Some(l2) = side.l2 {
+                let n = levels[l2].cache.take_dirty().len() as u64;
+                levels[l2].flushed += n;
+            }
+        }
+        levels
     }
 
     /// Stall cycles of a write to memory through the write buffer.
@@ -735,7 +804,7 @@ impl MemorySystem {
             })
         };
         let caches: Vec<Value> = self
-            .levels
+            .flushed_levels()
             .iter()
             .map(|l| {
                 let s = l.cache.stats();
@@ -743,7 +812,8 @@ impl MemorySystem {
                     "name": l.name,
                     "reads": s.reads, "read_misses": s.read_misses,
                     "writes": s.writes, "write_misses": s.write_misses,
-                    "fills": s.fills, "writebacks": s.writebacks,
+                    "fills": s.fills, "writebacks": s.writebacks + l.flushed,
+                    "flushed": l.flushed,
                     "miss_cycles": l.miss_cycles,
                     "straddles": l.straddles,
                     "straddle_double_misses": l.straddle_double_misses,
@@ -978,6 +1048,77 @@ miss_cycles = 15
         assert_eq!(j["caches"][1]["writebacks"], 2);
         assert_eq!(j["write_buffer"]["writes"], 2);
         assert_eq!(j["write_buffer"]["page_mode_writes"], 1);
+    }
+
+    /// A write-back first level's dirty victims go into the second level as writes (by
+    /// default, as DineroIV sends them), or past it to memory (`writebacks = "memory"`, the
+    /// behaviour before); the lines left dirty at the end are copied back (counted in
+    /// `writebacks` and `flushed`), into the second level too.
+    #[test]
+    fn write_backs_go_into_the_second_level_and_dirty_lines_are_flushed_at_the_end() {
+        let run = |top: &str| {
+            let mut m = machine_with_dcache(
+                top,
+                "size = \"1KiB\"\nline = 16\nwrite = \"back\"\nmiss_cycles = 15",
+                "[memory.l2]\nsize = \"64KiB\"\nline = 16\nmiss_cycles = 50\n[memory.write_buffer]\nentries = 4",
+            );
+            m.run_batch(&[
+                ev(Kind::Store, 0x1_0000, Mode::User), // set 0, dirty
+                ev(Kind::Store, 0x1_0010, Mode::User), // set 1, dirty
+                ev(Kind::Load, 0x1_0410, Mode::User),  // evicts the line of set 1
+                ev(Kind::Store, 0x3_0020, Mode::User), // set 2, dirty, left at the end
+            ]);
+            m.memory().unwrap().json()
+        };
+        let into = run("");
+        let (d, l2) = (&into["caches"][1], &into["caches"][2]);
+        assert_eq!(
+            (d["writebacks"].as_u64(), d["flushed"].as_u64()),
+            (Some(3), Some(2))
+        );
+        // The second level read the four fills and took the three write-backs as writes
+        // (two of them in the copy-back), which hit the lines it filled.
+        assert_eq!(
+            (l2["reads"].as_u64(), l2["writes"].as_u64()),
+            (Some(4), Some(3))
+        );
+        assert_eq!(l2["write_misses"], 0);
+        assert_eq!(l2["flushed"], 3, "its own dirty lines, copied back in turn");
+        assert_eq!(
+            into["write_buffer"]["writes"], 0,
+            "nothing reached memory during the run"
+        );
+        let past = run("writebacks = \"memory\"");
+        let (d, l2) = (&past["caches"][1], &past["caches"][2]);
+        assert_eq!(
+            (d["writebacks"].as_u64(), d["flushed"].as_u64()),
+            (Some(3), Some(2))
+        );
+        assert_eq!(
+            (l2["writes"].as_u64(), l2["flushed"].as_u64()),
+            (Some(0), Some(0))
+        );
+        assert_eq!(
+            past["write_buffer"]["writes"], 1,
+            "the victim went to memory"
+        );
+    }
+
+    /// With `machine.straddle = "first"` a reference reaches only the line of its first
+    /// byte, as the TLBs translate only its first page.
+    #[test]
+    fn straddle_first_reaches_only_the_first_line() {
+        let reads = |straddle: &str| {
+            let text = format!(
+                "[machine]\nstraddle = \"{straddle}\"\n[[tlb]]\nname = \"t\"\nentries = 4\n[memory]\nmapping = \"identity\"\n[memory.dcache]\nsize = \"1KiB\"\nline = 16\nmiss_cycles = 15\n"
+            );
+            let mut m =
+                Machine::build(MachineConfig::from_toml(&text, "t.toml").unwrap(), "t.toml")
+                    .unwrap();
+            m.run_batch(&[Event::reference(Kind::Load, 0x100c, 8)]);
+            m.memory().unwrap().json()["caches"][0]["reads"].as_u64()
+        };
+        assert_eq!((reads("split"), reads("first")), (Some(2), Some(1)));
     }
 
     /// A machine whose walks synthesise the MIPS handlers' work, laid out for 64-bit traces.

@@ -1,0 +1,902 @@
+//! The cache hierarchy of `[[cache]]` tables: DineroIV's cache model (Edler and Hill, Dinero
+//! IV 7), reference for reference, so that its counts can be compared with DineroIV's to the
+//! unit.
+//!
+//! Caches are addressed by the references' virtual addresses (an identity mapping, as
+//! DineroIV's): no TLB is needed, and TLBs, when the machine has some, translate the same
+//! references independently. Each cache is a [`Tlb`] of blocks (one home for set-associative
+//! state and replacement: any geometry and policy a TLB takes) with, per slot, masks of its
+//! valid, dirty and referenced sub-blocks.
+//!
+//! # One reference to one cache (DineroIV's `d4ref`)
+//!
+//! 1. **Split.** A reference whose bytes cross into the next block is cut at the boundary; the
+//!    rest is a reference of its own to the same cache, made after this one is done (counted
+//!    in `multi_block`). At the first level, `machine.straddle = "first"` instead keeps only
+//!    the part in the block of the first byte (DineroIV's `din` input: every reference is 4
+//!    aligned bytes, so it never crosses a block). What a cache sends on is split again by
+//!    the next one when its blocks are smaller.
+//! 2. **Look-up.** The *block* misses when it is absent; the reference *misses* when the
+//!    block is absent or a sub-block it touches is not valid.
+//! 3. **Prefetch** (demand reads and instruction fetches only, by the fetch policy): the
+//!    sub-block `prefetch_distance` sub-blocks past the address (`load-forward`: none if that
+//!    is in another block; `sub-block`: wrapped into this block), a reference of its own to
+//!    this cache, made after this one's transfers.
+//! 4. **Update**, unless a write misses the block and does not allocate: replacement (a hit
+//!    refreshes it; a block miss fills, evicting the victim, whose dirty sub-blocks are
+//!    written back to the next level, one write per contiguous run), the sub-blocks touched
+//!    become valid (and referenced, unless a prefetch touched them), and a write to a
+//!    write-back cache makes them dirty.
+//! 5. **Transfers to the next level**, in this order: the block's fetch (on a miss: the
+//!    sub-blocks touched, as a read — an instruction fetch stays one —, unless the
+//!    reference is a write that does not allocate, or covers whole sub-blocks), then a
+//!    write-through write (a write not kept dirty: write-through, or a write miss that did
+//!    not allocate), then the victim's write-backs (last run first), then the prefetch, then
+//!    the rest of a split reference. Each transfer is done completely (through every level
+//!    below) before the next. (DineroIV keeps one stack of pending references per cache;
+//!    this is the order it pops them.)
+//! 6. **Counts:** one demand fetch (or prefetch) of its kind, a miss and a block miss.
+//!
+//! Writes of write-allocate caches with `allocate = "no-fetch"` allocate only when they
+//! cover whole sub-blocks. (DineroIV's `nofetch` write-back policy is not offered: it tests
+//! the sub-blocks' validity after marking them valid, so it always writes back.)
+//!
+//! # Copy-back at the end
+//!
+//! A result is reported as DineroIV reports at exit, after copying every dirty block back:
+//! the data cache's dirty blocks are written to its next level (which then copies back its
+//! own, down to memory) — sets in decreasing order, each set's blocks from least to most
+//! recently used (the order DineroIV's stack pops them), each block's runs last first. These
+//! write-backs count in `writebacks` and in `flushed`. The copy is made on a clone at report
+//! time, so the simulation can go on afterwards.
+//!
+//! # Differences from DineroIV
+//!
+//! `random` replacement draws from Lookaside's generator, not the C library's; the
+//! `misc` access type and DineroIV's prefetch abort percentage do not exist; plru and nru
+//! are Lookaside's own. Everything else is DineroIV's, and the tests compare with a
+//! brute-force transcription of its reference handling.
+
+use serde_json::{json, Map, Value};
+
+use crate::config::{Allocate, CacheSpec, FetchPolicy, MachineConfig, Straddle, Ways};
+use crate::error::{Error, Result};
+use crate::event::{Event, Kind, Mode};
+use crate::ledger::Ledger;
+use crate::threec::Shadow;
+use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+
+/// The one context every block is tagged with.
+const CTX: u64 = 0;
+
+/// Most sub-blocks per block (DineroIV: the bits of an `unsigned int`).
+pub const MAX_SUB_BLOCKS: u64 = 32;
+
+/// One reference to a cache: `size` bytes from `addr` (never past the top of the address
+/// space), of `kind` (an instruction fetch, a read, a write), a prefetch or a demand one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ref {
+    addr: u64,
+    size: u64,
+    kind: Kind,
+    prefetch: bool,
+}
+
+/// A reference waiting on a cache's stack: for the cache itself (a prefetch or the rest of a
+/// split reference) or for the next level.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    r: Ref,
+    own: bool,
+}
+
+/// Counts of one cache beside the ledger's (demand accesses and misses by address space,
+/// mode and kind, and their classes): each by kind. Reported by [`Hierarchy::fields`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Tallies {
+    /// Prefetch references, and those that missed, missed the block.
+    prefetches: [u64; 3],
+    prefetch_misses: [u64; 3],
+    prefetch_block_misses: [u64; 3],
+    /// Demand references that missed the block.
+    block_misses: [u64; 3],
+    /// Classes ([`crate::threec::CLASSES`]) of prefetch misses, of demand block misses and
+    /// of prefetch block misses.
+    prefetch_classes: [[u64; 3]; 3],
+    block_classes: [[u64; 3]; 3],
+    prefetch_block_classes: [[u64; 3]; 3],
+    /// References split at a block boundary.
+    multi_block: u64,
+    /// Bytes read from the next level (fetches) and written to it (write-throughs and
+    /// write-backs): DineroIV's "bytes from/to memory".
+    bytes_read: u64,
+    bytes_written: u64,
+    /// Write-backs (one per contiguous run of dirty sub-blocks), and those of the copy-back
+    /// at the end.
+    writebacks: u64,
+    flushed: u64,
+}
+
+/// One cache.
+#[derive(Clone, Debug)]
+struct Level {
+    tags: Tlb,
+    /// Per slot of `tags`: valid, dirty and referenced sub-blocks.
+    valid: Vec<u32>,
+    dirty: Vec<u32>,
+    referenced: Vec<u32>,
+    block_shift: u32,
+    sub_shift: u32,
+    /// Sub-blocks per block, less one (sub-block numbers within a block are masked by it).
+    sub_mask: u64,
+    write_back: bool,
+    allocate: Allocate,
+    fetch: FetchPolicy,
+    /// Prefetch distance in bytes.
+    distance: u64,
+    next: Option<usize>,
+    /// Sub-blocks are blocks, no prefetch, no classification: a demand read or fetch that
+    /// hits is one look-up and a count.
+    simple: bool,
+    shadow: Option<Box<Shadow>>,
+    t: Tallies,
+}
+
+/// The hierarchy (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct Hierarchy {
+    levels: Vec<Level>,
+    specs: Vec<CacheSpec>,
+    /// Per reference kind, its first-level cache (none: that kind is not cached).
+    roots: [Option<usize>; 3],
+    /// Ledger index of the first cache (the TLBs come before).
+    base: usize,
+    /// `machine.straddle = "first"`.
+    first_only: bool,
+    /// Per cache, its stack of pending references (reused: no allocation per reference).
+    pending: Vec<Vec<Pending>>,
+    /// The mode the counts of the reference being simulated go to.
+    mode: Mode,
+}
+
+/// The block mask of sub-blocks `lo..=hi`.
+#[inline(always)]
+fn sub_bits(lo: u64, hi: u64) -> u32 {
+    ((u64::MAX >> (63 - hi)) & (u64::MAX << lo)) as u32
+}
+
+impl Hierarchy {
+    /// The hierarchy of `config`'s `[[cache]]` tables, its caches counted in the ledger from
+    /// index `base`; none when it has none. Errors name the key (`cache.l1d.ways`).
+    pub fn build(config: &MachineConfig, base: usize, source_name: &str) -> Result<Option<Self>> {
+        let specs = &config.caches;
+        if specs.is_empty() {
+            return Ok(None);
+        }
+        let err = |c: &CacheSpec, field: &str, m: String| {
+            Error::config(source_name, format!("cache.{}.{field}", c.name), m)
+        };
+        let n = specs.len();
+        let mut levels = Vec::with_capacity(n);
+        for (i, c) in specs.iter().enumerate() {
+            check_name(c, i, specs, config, source_name)?;
+            let line = c.line.0;
+            if line == 0 || !line.is_power_of_two() {
+                return Err(err(c, "line", format!("{line} is not a power of two")));
+            }
+            let sub = c.sub_block.map_or(line, |s| s.0);
+            if sub == 0 || !sub.is_power_of_two() || sub > line {
+                return Err(err(
+                    c,
+                    "sub_block",
+                    format!("{sub} is not a power of two no larger than the line ({line})"),
+                ));
+            }
+            if line / sub > MAX_SUB_BLOCKS {
+                return Err(err(
+                    c,
+                    "sub_block",
+                    format!(
+                        "{} sub-blocks per line: at most {MAX_SUB_BLOCKS}",
+                        line / sub
+                    ),
+                ));
+            }
+            let size = c.size.0;
+            if size == 0 || !size.is_multiple_of(line) {
+                return Err(err(
+                    c,
+                    "size",
+                    format!("{size} is not a positive multiple of the line ({line})"),
+                ));
+            }
+            let lines = size / line;
+            if lines > crate::tlb::MAX_ENTRIES as u64 {
+                return Err(err(
+                    c,
+                    "size",
+                    format!(
+                        "{lines} lines is more than the maximum {}",
+                        crate::tlb::MAX_ENTRIES
+                    ),
+                ));
+            }
+            let lines = lines as usize;
+            let ways = match c.ways {
+                Ways::Full => lines,
+                Ways::N(0) => {
+                    return Err(err(c, "ways", "must be at least 1 (or \"full\")".into()))
+                }
+                Ways::N(w) => w,
+            };
+            if !lines.is_multiple_of(ways) {
+                return Err(err(
+                    c,
+                    "ways",
+                    format!("{ways} does not divide the {lines} lines"),
+                ));
+            }
+            let policy: Policy = c.policy.parse().map_err(|e| err(c, "policy", e))?;
+            let seed = config.machine.seed ^ (0x5bd1_e995u64 << 8).wrapping_mul(i as u64 + 1);
+            let mut p = TlbParams::new(lines, ways, policy);
+            p.seed = seed;
+            let tags = Tlb::new(&p).map_err(|m| err(c, "ways", m))?;
+            let subs = line / sub;
+            let distance = match (c.fetch, c.prefetch_distance) {
+                (FetchPolicy::Demand, Some(_)) => {
+                    return Err(err(
+                        c,
+                        "prefetch_distance",
+                        "a demand-fetch cache does not prefetch (set fetch too)".into(),
+                    ))
+                }
+                (_, Some(0)) => {
+                    return Err(err(c, "prefetch_distance", "must be at least 1".into()))
+                }
+                (FetchPolicy::LoadForward | FetchPolicy::SubBlock, Some(d)) if d as u64 > subs => {
+                    return Err(err(
+                        c,
+                        "prefetch_distance",
+                        format!("{d} sub-blocks is more than the {subs} of a line"),
+                    ))
+                }
+                (_, d) => d.unwrap_or(1) as u64 * sub,
+            };
+            let shadow = if c.three_c {
+                Some(Box::new(
+                    Shadow::new(lines, policy, seed ^ 0x3c).map_err(|m| err(c, "3c", m))?,
+                ))
+            } else {
+                None
+            };
+            let slots = tags.entries();
+            levels.push(Level {
+                valid: vec![0; slots],
+                dirty: vec![0; slots],
+                referenced: if c.fetch == FetchPolicy::Tagged {
+                    vec![0; slots]
+                } else {
+                    Vec::new()
+                },
+                tags,
+                block_shift: line.trailing_zeros(),
+                sub_shift: sub.trailing_zeros(),
+                sub_mask: subs - 1,
+                write_back: c.write == crate::config::WriteMode::Back,
+                allocate: c.allocate,
+                fetch: c.fetch,
+                distance,
+                next: None,
+                simple: subs == 1 && c.fetch == FetchPolicy::Demand && !c.three_c,
+                shadow,
+                t: Tallies::default(),
+            });
+        }
+        // Wiring: each cache's next, no cycle, the next serving what is passed on; one first
+        // level per kind.
+        let mut is_next = vec![false; n];
+        for (i, c) in specs.iter().enumerate() {
+            let Some(name) = &c.next else { continue };
+            let j = specs
+                .iter()
+                .position(|o| &o.name == name)
+                .ok_or_else(|| err(c, "next", format!("no cache named '{name}'")))?;
+            if j == i {
+                return Err(err(
+                    c,
+                    "next",
+                    "a cache cannot be its own next level".into(),
+                ));
+            }
+            for kind in Kind::REFS {
+                if c.serves.serves(kind) && !specs[j].serves.serves(kind) {
+                    return Err(err(
+                        c,
+                        "next",
+                        format!(
+                            "'{name}' does not serve the {} references that '{}' passes on",
+                            kind.name(),
+                            c.name
+                        ),
+                    ));
+                }
+            }
+            levels[i].next = Some(j);
+            is_next[j] = true;
+        }
+        for (start, c) in specs.iter().enumerate() {
+            let mut at = levels[start].next;
+            let mut steps = 0;
+            while let Some(j) = at {
+                steps += 1;
+                if j == start || steps > n {
+                    return Err(err(c, "next", "the next-level links form a cycle".into()));
+                }
+                at = levels[j].next;
+            }
+        }
+        let mut roots = [None; 3];
+        for kind in Kind::REFS {
+            for (i, c) in specs.iter().enumerate() {
+                if is_next[i] || !c.serves.serves(kind) {
+                    continue;
+                }
+                if let Some(r) = roots[kind as usize] {
+                    let first: &CacheSpec = &specs[r];
+                    return Err(err(
+                        c,
+                        "serves",
+                        format!(
+                            "'{}' and '{}' both take {} references first (or is one the other's next level?)",
+                            first.name,
+                            c.name,
+                            kind.name()
+                        ),
+                    ));
+                }
+                roots[kind as usize] = Some(i);
+            }
+        }
+        Ok(Some(Hierarchy {
+            pending: vec![Vec::new(); n],
+            levels,
+            specs: specs.clone(),
+            roots,
+            base,
+            first_only: config.machine.straddle == Straddle::First,
+            mode: Mode::User,
+        }))
+    }
+
+    /// The caches' names, in config order (their ledger indices follow `base`).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.specs.iter().map(|c| c.name.as_str())
+    }
+
+    /// Whether some cache classifies its misses.
+    pub fn classifies(&self) -> bool {
+        self.levels.iter().any(|l| l.shadow.is_some())
+    }
+
+    /// Simulate reference `e` (counted in `ledger`, under its running address space).
+    #[inline]
+    pub fn reference(&mut self, e: &Event, ledger: &mut Ledger) {
+        let Some(root) = self.roots[e.kind as usize & 3] else {
+            return;
+        };
+        self.mode = e.mode;
+        // An access past 2^64 ends at the top of the address space.
+        let size = (e.size.max(1) as u64).min((u64::MAX - e.addr).saturating_add(1));
+        let mut r = Ref {
+            addr: e.addr,
+            size,
+            kind: e.kind,
+            prefetch: false,
+        };
+        if self.first_only {
+            let shift = self.levels[root].block_shift;
+            let to_end = (!e.addr & ((1u64 << shift) - 1)) + 1;
+            r.size = r.size.min(to_end);
+        }
+        self.run(root, r, ledger);
+    }
+
+    /// Reference `r` to cache `lv`, then everything it left pending there.
+    #[inline(always)]
+    fn run(&mut self, lv: usize, r: Ref, ledger: &mut Ledger) {
+        self.access(lv, r, ledger);
+        if !self.pending[lv].is_empty() {
+            self.drain(lv, ledger);
+        }
+    }
+
+    /// Process cache `lv`'s pending references, last pushed first, until none is left.
+    #[inline(never)]
+    fn drain(&mut self, lv: usize, ledger: &mut Ledger) {
+        while let Some(p) = self.pending[lv].pop() {
+            if p.own {
+                self.access(lv, p.r, ledger);
+                continue;
+            }
+            let t = &mut self.levels[lv].t;
+            if p.r.kind == Kind::Store {
+                t.bytes_written += p.r.size;
+            } else {
+                t.bytes_read += p.r.size;
+            }
+            if let Some(next) = self.levels[lv].next {
+                self.run(next, p.r, ledger);
+            }
+        }
+    }
+
+    /// One reference to cache `lv` (DineroIV's `d4ref`); what it leaves for later goes on
+    /// the cache's stack. A demand read that hits a simple cache is a look-up and a count.
+    #[inline(always)]
+    fn access(&mut self, lv: usize, m: Ref, ledger: &mut Ledger) {
+        let c = &mut self.levels[lv];
+        if c.simple && m.kind != Kind::Store {
+            let block = m.addr >> c.block_shift;
+            if (m.addr + (m.size - 1)) >> c.block_shift == block
+                && c.tags.lookup(block, CTX, NO_CTX)
+            {
+                ledger.access(self.base + lv, self.mode, m.kind, false);
+                return;
+            }
+        }
+        self.access_slow(lv, m, ledger);
+    }
+
+    /// [`Hierarchy::access`] in full.
+    #[inline(never)]
+    fn access_slow(&mut self, lv: usize, mut m: Ref, ledger: &mut Ledger) {
+        let stack = &mut self.pending[lv];
+        let c = &mut self.levels[lv];
+        let block_shift = c.block_shift;
+        let block = m.addr >> block_shift;
+        // 1. Split at the block boundary: the rest is referenced after this part.
+        if (m.addr + (m.size - 1)) >> block_shift != block {
+            let next = (block + 1) << block_shift;
+            stack.push(Pending {
+                r: Ref {
+                    addr: next,
+                    size: m.size - (next - m.addr),
+                    ..m
+                },
+                own: true,
+            });
+            c.t.multi_block += 1;
+            m.size = next - m.addr;
+        }
+        let sub_shift = c.sub_shift;
+        let lo = (m.addr >> sub_shift) & c.sub_mask;
+        let hi = ((m.addr + (m.size - 1)) >> sub_shift) & c.sub_mask;
+        let subs = sub_bits(lo, hi);
+        let covered = m.size == (hi - lo + 1) << sub_shift;
+        let write = m.kind == Kind::Store;
+        let walloc = write
+            && match c.allocate {
+                Allocate::Yes => true,
+                Allocate::No => false,
+                Allocate::NoFetch => covered,
+            };
+        // 2. Look up (and, unless a write that does not allocate misses, bring the block in:
+        // the slot then holds the victim's state until it is reset below).
+        let (slot, block_miss, victim) = if write && !walloc {
+            match c.tags.probe(block, CTX, NO_CTX) {
+                Some((set, way)) => {
+                    c.tags.lookup(block, CTX, NO_CTX);
+                    (set * c.tags.ways() + way, false, None)
+                }
+                None => (usize::MAX, true, None),
+            }
+        } else {
+            let before = c.tags.valid_entries();
+            let (slot, evicted) = c.tags.fill_slot(block, CTX, Part::Upper);
+            let filled = evicted.is_some() || c.tags.valid_entries() != before;
+            (slot, filled, evicted.map(|(v, _)| v))
+        };
+        let valid_before = if block_miss { 0 } else { c.valid[slot] };
+        let miss = block_miss || valid_before & subs != subs;
+        // 3. Prefetch (demand reads and fetches), decided on the state before this reference.
+        if !m.prefetch && !write && c.fetch != FetchPolicy::Demand {
+            let target = m.addr.wrapping_add(c.distance);
+            let wanted = match c.fetch {
+                FetchPolicy::Demand => None,
+                FetchPolicy::Always => Some(target),
+                FetchPolicy::Miss => miss.then_some(target),
+                FetchPolicy::Tagged => (miss || c.referenced[slot] & subs == 0).then_some(target),
+                FetchPolicy::LoadForward => (target >> block_shift == block).then_some(target),
+                FetchPolicy::SubBlock => Some(if target >> block_shift != block {
+                    target.wrapping_sub(1 << block_shift)
+                } else {
+                    target
+                }),
+            };
+            if let Some(a) = wanted {
+                stack.push(Pending {
+                    r: Ref {
+                        addr: (a >> sub_shift) << sub_shift,
+                        size: 1 << sub_shift,
+                        kind: m.kind,
+                        prefetch: true,
+                    },
+                    own: true,
+                });
+            }
+        }
+        // 4. Update.
+        let mut wback = false;
+        if !(write && block_miss && !walloc) {
+            if block_miss {
+                if let Some(v) = victim {
+                    let dirty = c.valid[slot] & c.dirty[slot];
+                    if dirty != 0 {
+                        push_writebacks(stack, &mut c.t, v << block_shift, dirty, sub_shift);
+                    }
+                }
+                c.valid[slot] = 0;
+                c.dirty[slot] = 0;
+                if let Some(r) = c.referenced.get_mut(slot) {
+                    *r = 0;
+                }
+            }
+            c.valid[slot] |= subs;
+            if !m.prefetch {
+                if let Some(r) = c.referenced.get_mut(slot) {
+                    *r |= subs;
+                }
+            }
+            wback = write && c.write_back;
+            if wback {
+                c.dirty[slot] |= subs;
+            }
+        }
+        // 5. Transfers to the next level (popped in the reverse order).
+        if write && !wback {
+            stack.push(Pending { r: m, own: false });
+        }
+        if miss && (!write || (walloc && !covered)) {
+            stack.push(Pending {
+                r: Ref {
+                    addr: (m.addr >> sub_shift) << sub_shift,
+                    size: (hi - lo + 1) << sub_shift,
+                    kind: if write { Kind::Load } else { m.kind },
+                    prefetch: false,
+                },
+                own: false,
+            });
+        }
+        // Classes.
+        let kind = m.kind as usize & 3;
+        let (class, block_class) = match &mut c.shadow {
+            Some(s) => s.classify(block, CTX, subs, !write || walloc, miss, block_miss),
+            None => (None, None),
+        };
+        // 6. Counts.
+        let t = &mut c.t;
+        if m.prefetch {
+            t.prefetches[kind] += 1;
+            t.prefetch_misses[kind] += miss as u64;
+            t.prefetch_block_misses[kind] += block_miss as u64;
+            if let Some(k) = class {
+                t.prefetch_classes[k as usize][kind] += 1;
+            }
+            if let Some(k) = block_class {
+                t.prefetch_block_classes[k as usize][kind] += 1;
+            }
+        } else {
+            ledger.access(self.base + lv, self.mode, m.kind, miss);
+            t.block_misses[kind] += block_miss as u64;
+            if let Some(k) = class {
+                ledger.classify(self.base + lv, self.mode, m.kind, k);
+            }
+            if let Some(k) = block_class {
+                t.block_classes[k as usize][kind] += 1;
+            }
+        }
+    }
+
+    /// A copy of this hierarchy and of `ledger` after DineroIV's copy-back at the end (see
+    /// the module documentation): what a result reports.
+    pub fn flushed(&self, ledger: &Ledger) -> (Hierarchy, Ledger) {
+        let mut h = self.clone();
+        let mut l = ledger.clone();
+        // DineroIV copies back its data cache, and each cache the next below it; then (a
+        // unified first level is the same cache) any other first level with dirty data.
+        let mut done = Vec::new();
+        for kind in [Kind::Load, Kind::Store, Kind::Fetch] {
+            if let Some(r) = h.roots[kind as usize] {
+                if !done.contains(&r) {
+                    done.push(r);
+                    h.copy_back(r, &mut l);
+                }
+            }
+        }
+        (h, l)
+    }
+
+    /// Write every dirty block of cache `lv` back to its next level, in the order DineroIV
+    /// does, then copy back the next level.
+    fn copy_back(&mut self, lv: usize, ledger: &mut Ledger) {
+        let c = &mut self.levels[lv];
+        if c.write_back {
+            let order = recency(&c.tags);
+            let ways = c.tags.ways();
+            // DineroIV pushes sets in increasing order, each from its most recently used
+            // block; the stack pops them the other way round.
+            let mut writes: Vec<Pending> = Vec::new();
+            for (set, blocks) in order.iter().enumerate() {
+                for &(way, block) in blocks.iter().rev() {
+                    let slot = set * ways + way;
+                    let dirty = c.valid[slot] & c.dirty[slot];
+                    if dirty != 0 {
+                        let before = c.t.writebacks;
+                        push_writebacks(
+                            &mut writes,
+                            &mut c.t,
+                            block << c.block_shift,
+                            dirty,
+                            c.sub_shift,
+                        );
+                        c.t.flushed += c.t.writebacks - before;
+                        c.dirty[slot] = 0;
+                    }
+                }
+            }
+            self.pending[lv].extend(writes);
+            self.drain(lv, ledger);
+        }
+        if let Some(next) = self.levels[lv].next {
+            self.copy_back(next, ledger);
+        }
+    }
+
+    /// The fields of cache `i` in its `structures` entry beyond those every structure has
+    /// (the ledger's counts and breakdowns): its geometry, `type`, `block_misses`,
+    /// `writebacks`, `flushed`, `multi_block`, `bytes_read`, `bytes_written`, `prefetches`
+    /// (`accesses`, `misses`, `block_misses`, by kind, and with classification their
+    /// classes), and with sub-blocks or classification `block_miss_breakdown` (block misses
+    /// by kind and their classes).
+    pub fn fields(&self, i: usize) -> Map<String, Value> {
+        let (c, lv) = (&self.specs[i], &self.levels[i]);
+        let t = &lv.t;
+        let classes = lv.shadow.is_some();
+        let sum = |a: &[u64; 3]| a.iter().sum::<u64>();
+        let by_kind = |a: &[u64; 3]| -> Value {
+            Value::Object(
+                Kind::REFS
+                    .iter()
+                    .map(|k| (k.name().to_string(), json!(a[*k as usize])))
+                    .collect(),
+            )
+        };
+        let mut m = Map::new();
+        m.insert("type".into(), json!("cache"));
+        m.insert("block_misses".into(), json!(sum(&t.block_misses)));
+        m.insert("writebacks".into(), json!(t.writebacks));
+        m.insert("flushed".into(), json!(t.flushed));
+        m.insert("multi_block".into(), json!(t.multi_block));
+        m.insert("bytes_read".into(), json!(t.bytes_read));
+        m.insert("bytes_written".into(), json!(t.bytes_written));
+        {
+            let mut p = Map::new();
+            p.insert("accesses".into(), json!(sum(&t.prefetches)));
+            p.insert("misses".into(), json!(sum(&t.prefetch_misses)));
+            p.insert("block_misses".into(), json!(sum(&t.prefetch_block_misses)));
+            let mut kinds = Map::new();
+            for kind in Kind::REFS {
+                let k = kind as usize;
+                let mut e = Map::new();
+                e.insert("accesses".into(), json!(t.prefetches[k]));
+                e.insert("misses".into(), json!(t.prefetch_misses[k]));
+                e.insert("block_misses".into(), json!(t.prefetch_block_misses[k]));
+                if classes {
+                    for (ci, name) in crate::threec::CLASSES.iter().enumerate() {
+                        e.insert((*name).into(), json!(t.prefetch_classes[ci][k]));
+                    }
+                }
+                kinds.insert(kind.name().into(), Value::Object(e));
+            }
+            if classes {
+                for (ci, name) in crate::threec::CLASSES.iter().enumerate() {
+                    p.insert((*name).into(), json!(sum(&t.prefetch_classes[ci])));
+                }
+                let mut b = Map::new();
+                for (ci, name) in crate::threec::CLASSES.iter().enumerate() {
+                    b.insert((*name).into(), by_kind(&t.prefetch_block_classes[ci]));
+                }
+                p.insert("block_classes".into(), Value::Object(b));
+            }
+            p.insert("by_kind".into(), Value::Object(kinds));
+            m.insert("prefetches".into(), Value::Object(p));
+        }
+        if lv.sub_mask != 0 || classes {
+            let mut b = Map::new();
+            b.insert("by_kind".into(), by_kind(&t.block_misses));
+            if classes {
+                for (ci, name) in crate::threec::CLASSES.iter().enumerate() {
+                    b.insert((*name).into(), by_kind(&t.block_classes[ci]));
+                }
+            }
+            m.insert("block_miss_breakdown".into(), Value::Object(b));
+        }
+        let mut g = Map::new();
+        g.insert("size".into(), json!(c.size.0));
+        g.insert("line".into(), json!(1u64 << lv.block_shift));
+        g.insert("sub_block".into(), json!(1u64 << lv.sub_shift));
+        g.insert("sets".into(), json!(lv.tags.sets()));
+        g.insert("ways".into(), json!(lv.tags.ways()));
+        g.insert("policy".into(), json!(c.policy));
+        g.insert(
+            "serves".into(),
+            serde_json::to_value(c.serves).unwrap_or(Value::Null),
+        );
+        g.insert(
+            "next".into(),
+            json!(c.next.clone().unwrap_or_else(|| "memory".into())),
+        );
+        g.insert(
+            "write".into(),
+            serde_json::to_value(c.write).unwrap_or_default(),
+        );
+        g.insert(
+            "allocate".into(),
+            serde_json::to_value(c.allocate).unwrap_or_default(),
+        );
+        g.insert("fetch".into(), json!(c.fetch.name()));
+        if c.fetch != FetchPolicy::Demand {
+            g.insert(
+                "prefetch_distance".into(),
+                json!(lv.distance >> lv.sub_shift),
+            );
+        }
+        g.insert("level".into(), json!(self.level_of(i)));
+        m.insert("geometry".into(), Value::Object(g));
+        m
+    }
+
+    /// The level of cache `i`: 1 for a first level, else one more than the deepest cache
+    /// naming it as `next` (DineroIV's `l1`, `l2`, …).
+    pub fn level_of(&self, i: usize) -> usize {
+        (0..self.levels.len())
+            .filter(|&j| self.levels[j].next == Some(i))
+            .map(|j| self.level_of(j) + 1)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// Bytes the caches of `config` take once built (tags, sub-block masks, shadows).
+    pub fn memory_estimate(config: &MachineConfig) -> u64 {
+        let mut total = 0u64;
+        for c in &config.caches {
+            let lines = c.size.0.checked_div(c.line.0).unwrap_or(0);
+            let lines = usize::try_from(lines).unwrap_or(usize::MAX).max(1);
+            let ways = match c.ways {
+                Ways::Full => lines,
+                Ways::N(n) => n.clamp(1, lines),
+            };
+            let tags = TlbParams::new(lines, ways, Policy::Lru).heap_bytes();
+            total = total
+                .saturating_add(tags)
+                .saturating_add(12u64.saturating_mul(lines as u64));
+            if c.three_c {
+                total = total.saturating_add(Shadow::heap_bytes(lines));
+            }
+        }
+        total
+    }
+}
+
+/// Push the write-backs of the dirty sub-blocks `dirty` of the block at `block_addr`: one
+/// write per contiguous run, in increasing address order (so the stack pops the last first).
+fn push_writebacks(
+    stack: &mut Vec<Pending>,
+    t: &mut Tallies,
+    block_addr: u64,
+    dirty: u32,
+    sub_shift: u32,
+) {
+    let mut bits = dirty;
+    while bits != 0 {
+        let lo = bits.trailing_zeros();
+        let run = (bits >> lo).trailing_ones();
+        stack.push(Pending {
+            r: Ref {
+                addr: block_addr + ((lo as u64) << sub_shift),
+                size: (run as u64) << sub_shift,
+                kind: Kind::Store,
+                prefetch: false,
+            },
+            own: false,
+        });
+        t.writebacks += 1;
+        bits &= !(((1u64 << run) - 1) << lo) as u32;
+    }
+}
+
+/// Each set's valid blocks as (way, block), least recently used first — the order of
+/// DineroIV's stack, bottom up (for FIFO: oldest fill first) — read from a copy of the tags
+/// by filling each set with as many blocks of another context as it has ways: with LRU and
+/// FIFO they evict the valid blocks in exactly that order. For other policies the blocks
+/// not evicted that way follow in way order.
+fn recency(tags: &Tlb) -> Vec<Vec<(usize, u64)>> {
+    let (sets, ways) = (tags.sets(), tags.ways());
+    let mut out: Vec<Vec<(usize, u64)>> = vec![Vec::new(); sets];
+    let mut where_: std::collections::HashMap<(usize, u64), usize> = Default::default();
+    for (set, way, vpn, _) in tags.entries_iter() {
+        out[set].push((way, vpn));
+        where_.insert((set, vpn), way);
+    }
+    if tags.valid_entries() == 0 {
+        return out;
+    }
+    let lru_like = matches!(tags.params().policy, Policy::Lru | Policy::Fifo)
+        && tags.params().partition.is_none();
+    if !lru_like {
+        return out;
+    }
+    let mut probe = tags.clone();
+    for (set, blocks) in out.iter_mut().enumerate() {
+        if blocks.is_empty() {
+            continue;
+        }
+        let mut order = Vec::with_capacity(blocks.len());
+        for k in 0..ways as u64 {
+            // `set` is a block number of this set; another context keeps it apart.
+            let (_, evicted) = probe.fill_slot(set as u64, CTX + 1 + k, Part::Upper);
+            if let Some((vpn, CTX)) = evicted {
+                order.push((where_[&(set, vpn)], vpn));
+            }
+        }
+        if order.len() == blocks.len() {
+            *blocks = order;
+        }
+    }
+    out
+}
+
+/// A cache's name must be a name, unique among caches and TLBs.
+fn check_name(
+    c: &CacheSpec,
+    i: usize,
+    specs: &[CacheSpec],
+    config: &MachineConfig,
+    source_name: &str,
+) -> Result<()> {
+    if c.name.is_empty()
+        || !c
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
+    {
+        return Err(Error::config(
+            source_name,
+            format!("cache[{i}].name"),
+            format!("'{}' is not a name (letters, digits, _ and -)", c.name),
+        ));
+    }
+    if specs[..i].iter().any(|o| o.name == c.name) {
+        return Err(Error::config(
+            source_name,
+            format!("cache.{}.name", c.name),
+            "two caches have this name",
+        ));
+    }
+    if c.name == "walk" || config.tlbs.iter().any(|t| t.name == c.name) {
+        return Err(Error::config(
+            source_name,
+            format!("cache.{}.name", c.name),
+            "a TLB (or the walk) has this name: structures are reported by name",
+        ));
+    }
+    Ok(())
+}
+
+mod summary;
+pub use summary::dinero_summary;
+
+#[cfg(test)]
+mod dinero;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,304 @@
+//! Three-C classification of misses (Hill's compulsory, capacity and conflict), exactly as
+//! DineroIV classifies them (`-ccc`), for any TLB or cache.
+//!
+//! Every reference to a structure with classification on also goes to a [`Shadow`]: a fully
+//! associative structure of the same number of entries (blocks) and the same replacement
+//! policy, updated exactly when the structure is (DineroIV's extra "set"), and the set of
+//! (sub-)blocks ever brought in (DineroIV's infinite cache). A reference that misses the
+//! structure is
+//!
+//! * a **conflict** miss if it hits the shadow;
+//! * else a **compulsory** miss if some (sub-)block it touches was never referenced before;
+//! * else a **capacity** miss.
+//!
+//! For a structure without sub-blocks (every TLB) compulsory misses are exactly the distinct
+//! blocks touched. As in DineroIV the infinite cache is only consulted (and filled) on a
+//! reference that misses both the structure and the shadow: a (sub-)block's first reference
+//! always does, so "ever referenced" is what it records. A cache's *block* misses (a miss
+//! that found no part of the block) get their own class: conflict if the shadow held the
+//! block, compulsory if no part of it was ever referenced, capacity otherwise.
+//!
+//! Invalidations (TLB flushes, shootdowns, the flush of an untagged TLB at a switch) reach
+//! the shadow too: it is the same structure, only fully associative. A miss on an entry a
+//! flush removed is then a capacity miss (the shadow lost it as well).
+//!
+//! Memory: the shadow's tags (as large as the structure's) and one word per (sub-)block ever
+//! touched; the hash look-up of the infinite cache is paid only on misses of the shadow.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+
+/// The classes, in report order.
+pub const CLASSES: [&str; 3] = ["compulsory", "capacity", "conflict"];
+
+/// The class of a miss (its index into [`CLASSES`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Compulsory = 0,
+    Capacity = 1,
+    Conflict = 2,
+}
+
+/// What DineroIV's infinite cache says of a reference's (sub-)blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// Every sub-block it touches was referenced before.
+    All,
+    /// Some sub-block of its block was, but not all it touches.
+    Part,
+    /// No sub-block of its block ever was.
+    Never,
+}
+
+/// A multiplicative hasher for the infinite cache's integer keys (SipHash costs several
+/// times more, and the keys are not chosen by an adversary).
+#[derive(Default)]
+struct Mix(u64);
+
+impl Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(23) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// The fully associative shadow and the infinite cache of one structure.
+#[derive(Clone, Debug)]
+pub struct Shadow {
+    fa: Tlb,
+    /// Per slot of `fa`, its valid sub-blocks.
+    valid: Vec<u32>,
+    /// Per (block, context) ever referenced, its sub-blocks referenced.
+    seen: HashMap<(u64, u64), u32, BuildHasherDefault<Mix>>,
+}
+
+impl Shadow {
+    /// The shadow of a structure of `entries` entries (blocks) replaced by `policy`.
+    pub fn new(entries: usize, policy: Policy, seed: u64) -> Result<Shadow, String> {
+        let mut p = TlbParams::new(entries, entries, policy);
+        p.seed = seed;
+        let fa = Tlb::new(&p)?;
+        Ok(Shadow {
+            valid: vec![0; fa.entries()],
+            fa,
+            seen: HashMap::default(),
+        })
+    }
+
+    /// Bytes a shadow of `entries` entries takes, before anything is referenced.
+    pub fn heap_bytes(entries: usize) -> u64 {
+        TlbParams::new(entries.max(1), entries.max(1), Policy::Lru)
+            .heap_bytes()
+            .saturating_add(4 * entries as u64)
+    }
+
+    /// A reference to sub-blocks `subs` (a mask; 1 for a structure without sub-blocks) of
+    /// block `key` in context `ctx`; `allocate`: whether the structure brings an absent block
+    /// in (false for a write miss of a cache that does not allocate on writes). Updates the
+    /// shadow as the structure is updated and returns whether it missed the block and
+    /// whether it missed the sub-blocks.
+    #[inline]
+    fn access(&mut self, key: u64, ctx: u64, subs: u32, allocate: bool) -> (bool, bool) {
+        if !allocate {
+            return match self.fa.probe(key, ctx, NO_CTX) {
+                Some((set, way)) => {
+                    self.fa.lookup(key, ctx, NO_CTX);
+                    let slot = set * self.fa.ways() + way;
+                    let miss = self.valid[slot] & subs != subs;
+                    self.valid[slot] |= subs;
+                    (false, miss)
+                }
+                None => (true, true),
+            };
+        }
+        let before = self.fa.valid_entries();
+        let (slot, evicted) = self.fa.fill_slot(key, ctx, Part::Upper);
+        let block_miss = evicted.is_some() || self.fa.valid_entries() != before;
+        if block_miss {
+            self.valid[slot] = 0;
+        }
+        let miss = block_miss || self.valid[slot] & subs != subs;
+        self.valid[slot] |= subs;
+        (block_miss, miss)
+    }
+
+    /// DineroIV's infinite cache: what it knew of the sub-blocks `subs` of `(key, ctx)`;
+    /// they are known from now on.
+    fn seen(&mut self, key: u64, ctx: u64, subs: u32) -> Seen {
+        let known = self.seen.entry((key, ctx)).or_insert(0);
+        let seen = if *known & subs == subs {
+            Seen::All
+        } else if *known == 0 {
+            Seen::Never
+        } else {
+            Seen::Part
+        };
+        *known |= subs;
+        seen
+    }
+
+    /// The reference of [`Shadow::access`]'s arguments went to the structure, which missed
+    /// (`missed`) and found no part of the block (`block_missed`) or not: update the shadow,
+    /// and classify the miss and the block miss.
+    #[inline]
+    pub fn classify(
+        &mut self,
+        key: u64,
+        ctx: u64,
+        subs: u32,
+        allocate: bool,
+        missed: bool,
+        block_missed: bool,
+    ) -> (Option<Class>, Option<Class>) {
+        let (full_block_miss, full_miss) = self.access(key, ctx, subs, allocate);
+        if !missed {
+            return (None, None);
+        }
+        let (class, seen) = if !full_miss {
+            (Class::Conflict, Seen::All)
+        } else {
+            match self.seen(key, ctx, subs) {
+                Seen::All => (Class::Capacity, Seen::All),
+                s => (Class::Compulsory, s),
+            }
+        };
+        let block = block_missed.then_some(if !full_block_miss {
+            Class::Conflict
+        } else if seen == Seen::Never {
+            Class::Compulsory
+        } else {
+            Class::Capacity
+        });
+        (Some(class), block)
+    }
+
+    /// A TLB's access to `(vpn, ctx)`, which always fills: the class of its miss, if it
+    /// `missed`.
+    #[inline]
+    pub fn tlb_access(&mut self, vpn: u64, ctx: u64, missed: bool) -> Option<Class> {
+        self.classify(vpn, ctx, 1, true, missed, missed).0
+    }
+
+    /// The structure lost the entry `(vpn, ctx)`: so does the shadow.
+    pub fn invalidate(&mut self, vpn: u64, ctx: u64) {
+        self.fa.invalidate(vpn, ctx, NO_CTX);
+    }
+
+    /// The structure was emptied: so is the shadow.
+    pub fn flush_all(&mut self) {
+        self.fa.flush_all();
+    }
+
+    /// The structure lost every entry `pred(vpn, ctx)` accepts: so does the shadow.
+    pub fn flush_if(&mut self, pred: impl FnMut(u64, u64) -> bool) {
+        self.fa.flush_if(pred);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    /// Brute force: a set-associative LRU structure and a fully associative LRU one as
+    /// recency lists, and the set of pages ever touched.
+    fn brute(entries: usize, ways: usize, stream: &[u64]) -> [u64; 4] {
+        let sets = entries / ways;
+        let mut real: Vec<Vec<u64>> = vec![Vec::new(); sets];
+        let mut full: Vec<u64> = Vec::new();
+        let mut seen = HashSet::new();
+        let mut out = [0u64; 4];
+        for &p in stream {
+            let set = &mut real[(p % sets as u64) as usize];
+            let hit = set.iter().position(|&x| x == p);
+            match hit {
+                Some(i) => {
+                    set.remove(i);
+                }
+                None if set.len() == ways => {
+                    set.remove(0);
+                }
+                None => {}
+            }
+            set.push(p);
+            let full_hit = full.iter().position(|&x| x == p);
+            match full_hit {
+                Some(i) => {
+                    full.remove(i);
+                }
+                None if full.len() == entries => {
+                    full.remove(0);
+                }
+                None => {}
+            }
+            full.push(p);
+            let first = seen.insert(p);
+            if hit.is_none() {
+                out[3] += 1;
+                if full_hit.is_some() {
+                    out[2] += 1;
+                } else if first {
+                    out[0] += 1;
+                } else {
+                    out[1] += 1;
+                }
+            }
+        }
+        out
+    }
+
+    fn classified(entries: usize, ways: usize, stream: &[u64]) -> [u64; 4] {
+        let mut tlb = Tlb::new(&TlbParams::new(entries, ways, Policy::Lru)).unwrap();
+        let mut shadow = Shadow::new(entries, Policy::Lru, 0).unwrap();
+        let mut out = [0u64; 4];
+        for &p in stream {
+            let hit = tlb.access(p, 0, NO_CTX, Part::Upper);
+            if let Some(c) = shadow.tlb_access(p, 0, !hit) {
+                out[c as usize] += 1;
+            }
+            out[3] += !hit as u64;
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Every miss of an LRU structure is classified as the brute-force definitions say,
+        /// on random streams and on cyclic ones (one page more than the structure holds, the
+        /// adversary of LRU).
+        #[test]
+        fn classes_match_the_definitions(
+            ways_log in 0u32..4,
+            sets_log in 0u32..4,
+            pages in 1u64..64,
+            stream in prop::collection::vec(0u64..64, 1..400),
+            cyclic in any::<bool>(),
+        ) {
+            let ways = 1usize << ways_log;
+            let entries = ways << sets_log;
+            let stream: Vec<u64> = if cyclic {
+                (0..stream.len() as u64).map(|i| i % (entries as u64 + 1)).collect()
+            } else {
+                stream.iter().map(|p| p % pages).collect()
+            };
+            let want = brute(entries, ways, &stream);
+            prop_assert_eq!(classified(entries, ways, &stream), want);
+            // Compulsory misses are the distinct pages touched.
+            let distinct = stream.iter().collect::<HashSet<_>>().len() as u64;
+            prop_assert_eq!(want[0], distinct);
+        }
+    }
+}
