@@ -133,6 +133,29 @@ def test_capture_a_program_with_qemu(programs, env, tmp_path, cli):
 
 
 @needs_qemu
+def test_a_capture_streams_into_a_simulation_through_a_fifo(programs, env, tmp_path):
+    """`trace -o FIFO` writes into the FIFO as the program runs (no file appears, the FIFO
+    stays one), and `simulate FIFO` reads it at the same time: the result equals that of
+    the same capture stored in a file."""
+    fifo = tmp_path / "live.lks"
+    os.mkfifo(fifo)
+    tlb = "dtlb:entries=64,ways=full,policy=lru,page=4k"
+    cmd = [sys.executable, "-m", "lookaside.cli"]
+    sim = subprocess.Popen([*cmd, "simulate", fifo, "--tlb", tlb, "--json"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = trace(env, "-o", fifo, "--", programs["sum"], "50000")
+    streamed, err = sim.communicate(timeout=120)
+    assert p.returncode == 0 and sim.returncode == 0, (p.stderr, err)
+    assert "streamed into a FIFO" in p.stderr
+    assert fifo.is_fifo() and sorted(tmp_path.iterdir()) == [fifo]
+    stored = tmp_path / "stored.lks"
+    assert trace(env, "-o", stored, "--", programs["sum"], "50000").returncode == 0
+    live, kept = json.loads(streamed), lookaside.simulate(stored, None, tlb=[tlb])
+    assert live["trace"]["references"] == kept.data["trace"]["references"] > 50000 * 10
+    assert live["structures"]["dtlb"]["misses"] == kept["dtlb"]["misses"]
+
+
+@needs_qemu
 def test_system_calls_are_marked_where_they_happen(env, tmp_path, cli):
     c = tmp_path / "calls.c"
     c.write_text("#include <unistd.h>\n#include <sys/syscall.h>\n"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import lookaside
@@ -35,6 +37,25 @@ def test_output_file(cli, demo, tmp_path):
     out = tmp_path / "r.json"
     cli("simulate", demo, "--json", "-o", out)
     assert json.loads(out.read_text())["schema"] == "lookaside/result-v1"
+
+
+def test_outputs_into_a_fifo_are_written_in_place(cli, demo, tmp_path):
+    """A FIFO given as output (a converted trace, a JSON result) is written, not replaced by
+    a regular file: a reader on its other end gets the whole of it."""
+    fifo = tmp_path / "out.lks"
+    os.mkfifo(fifo)
+    got: dict[str, bytes] = {}
+    for what in ("trace", "result"):
+        reader = threading.Thread(target=lambda w=what: got.__setitem__(w, fifo.read_bytes()))
+        reader.start()
+        if what == "trace":
+            cli("convert", demo, fifo)
+        else:
+            cli("simulate", demo, "--tlb", "d:entries=64", "--json", "-o", fifo)
+        reader.join(timeout=60)
+        assert fifo.is_fifo() and sorted(tmp_path.iterdir()) == [fifo]
+    assert got["trace"].startswith(b"LKSTRACE")
+    assert json.loads(got["result"])["structures"]["d"]["accesses"] > 0
 
 
 def test_presets_and_config(cli):

@@ -298,6 +298,26 @@ def test_a_sweep_of_caches_beside_a_tlb_runs_point_by_point(tmp_path: Path, demo
     assert (int(row.size_bytes.iloc[0]), int(row.line_bytes.iloc[0])) == (16384, 64)
 
 
+def test_a_sweep_of_a_tlb_with_a_page_table_keeps_its_walks(tmp_path: Path, demo: Path):
+    # A one-pass engine would answer the TLB and drop the walker: the family is refused, and
+    # each point stores what the machine run in full stores, with or without --no-one-pass.
+    machine = tmp_path / "w.toml"
+    machine.write_text('[[tlb]]\nname = "dtlb"\nentries = 64\n'
+                       '[pagetable]\norganisation = "radix"\nlevels = 4\n')
+    spec_file = tmp_path / "s.toml"
+    spec_file.write_text('[sweep]\nmachine = "w.toml"\ntraces = ["demo"]\n[axes]\n'
+                         '"tlb.dtlb.entries" = [16, 32, 64]\n')
+    fast = run_sweep(load_spec(spec_file), tmp_path / "fast", progress=False)
+    slow = run_sweep(load_spec(spec_file), tmp_path / "slow", progress=False, one_pass=False)
+    keys = [sorted(json.loads(f.read_text())["result"])
+            for d in ("fast", "slow") for f in sorted((tmp_path / d / "points").glob("*.json"))]
+    assert len(keys) == 6 and all(k == keys[0] for k in keys) and "pagetable" in keys[0]
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    r = lookaside.simulate(demo, machine, {"tlb.dtlb.entries": 16})
+    row = fast.table[(fast.table.structure == "walk") & (fast.table["tlb.dtlb.entries"] == 16)]
+    assert int(row.accesses.iloc[0]) == r["walk"]["count"] == r["dtlb"]["misses"]
+
+
 def test_a_sweep_over_workloads_and_a_fifo_policy_runs_point_by_point(tmp_path: Path):
     spec_file = tmp_path / "w.toml"
     spec_file.write_text(

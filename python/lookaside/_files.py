@@ -8,6 +8,7 @@ directory removes those a killed process left behind; one stopped by an exceptio
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from typing import Union
 
@@ -20,9 +21,19 @@ def write_atomically(path: str | os.PathLike[str], content: Content, *,
                      sync: bool = False) -> None:
     """Write `content` — text, bytes, or a call ``content(tmp_path)`` that writes the file
     (its name does not end with the final extension: give writers the format) — so that
-    `path` appears only complete. With `sync`, the data reach the disk before the rename.
+    `path` appears only complete. With `sync`, the data reach the disk before the rename. A
+    FIFO or device at `path` is written in place.
     Errors are ``OSError``s naming `path`."""
     path = os.fspath(path)
+    if is_stream(path):
+        # A FIFO or a device: nothing to rename, nothing a reader could mistake for complete.
+        if callable(content):
+            content(path)
+            return
+        mode, encoding = ("wb", None) if isinstance(content, bytes) else ("w", "utf-8")
+        with open(path, mode, encoding=encoding) as f:
+            f.write(content)
+        return
     tmp = os.fspath(_lookaside.create_partial(path))
     try:
         if callable(content):
@@ -43,3 +54,19 @@ def write_atomically(path: str | os.PathLike[str], content: Content, *,
         if isinstance(e, OSError):
             raise OSError(e.errno, e.strerror, path) from None
         raise
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` exists and is neither a regular file nor a directory (a FIFO, a
+    terminal, ``/dev/null``): writers write such a destination in place, as the engine
+    does, so that a capture streams into a simulation reading the FIFO."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def output_size(path: str | os.PathLike[str]) -> int | None:
+    """The size of a finished output, or None for a stream (nothing stays to measure)."""
+    return None if is_stream(path) else os.path.getsize(path)

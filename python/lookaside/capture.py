@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import LookasideError, _data_dir, _lookaside
+from ._files import is_stream, output_size
 
 #: QEMU's name for the architecture of an ELF ``e_machine``.
 ELF_ARCH = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64"}
@@ -294,10 +295,11 @@ def record(argv: list[str], output: str | os.PathLike[str], via: str = "auto", *
     if tool == "valgrind" and (status < 0 or (status != 0 and out["events"] == 0)):
         # Lackey's output has no end mark: a killed valgrind leaves a partial trace, and one
         # that could not start the program an empty one.
-        os.unlink(output)
+        if not is_stream(output):
+            os.unlink(output)
         raise LookasideError(f"valgrind failed ({_status(status)}){tee.why()}")
     out.update(via=tool, seconds=seconds, command=command, exit_status=status,
-               output=output, output_bytes=os.path.getsize(output))
+               output=output, output_bytes=output_size(output))
     _timings(out, seconds, cpu0, cpu1)
     return out
 
@@ -342,8 +344,9 @@ def describe(s: dict[str, Any]) -> list[str]:
              + (f", {s['syscalls']:,} system calls (marked in the trace)"
                 if s.get("syscalls") else ""),
              f"{s['seconds']:.2f} s, {s['rate'] / 1e6:.1f} M references/s recorded; "
-             f"{s['output_bytes'] / 1e6:.1f} MB, {s['output_bytes'] / max(ev, 1):.2f} bytes "
-             "per reference",
+             + (f"{s['output_bytes'] / 1e6:.1f} MB, {s['output_bytes'] / max(ev, 1):.2f} "
+                "bytes per reference" if s.get("output_bytes") is not None
+                else "streamed into a FIFO (nothing stored)"),
              f"CPU: {s['cpu_program']:.2f} s running the program under {s['via']}, "
              f"{s['cpu_record']:.2f} s recording it"]
     if s["via"] == "qemu-system":

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from . import LookasideError, _data_dir, _lookaside
+from ._files import is_stream, output_size
 from .capture import CAPTURE_LEVEL, _cpu, _say, _Tee, _timings, _version, build_plugin, cache_dir
 
 #: The meta package whose dependency names the kernel release used by default.
@@ -881,7 +882,10 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
         _say(f"booting Linux {a.release} under QEMU (TCG); recording starts when "
              f"the {described} does")
     # Written under a temporary name, renamed when complete: a failed workload leaves none.
-    partial = os.path.join(parent, f".lookaside-{os.getpid()}-{os.path.basename(output)}")
+    # A FIFO is written in place: a simulation reading it runs as the guest does.
+    stream = is_stream(output)
+    partial = (os.fspath(output) if stream else
+               os.path.join(parent, f".lookaside-{os.getpid()}-{os.path.basename(output)}"))
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initramfs.cpio"
         initrd_sha = build_initramfs(initrd, a, module, run, guest, path_var)
@@ -955,16 +959,17 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
                                      f"status{console.why()}")
             if console.status != 0:
                 raise LookasideError(_failed(console.status, console.output))
-            os.replace(partial, output)
+            if not stream:
+                os.replace(partial, output)
         finally:
             os.close(r)
             if w >= 0:
                 os.close(w)
-            if os.path.exists(partial):
+            if not stream and os.path.exists(partial):
                 os.unlink(partial)
     out = json.loads(raw)
     out.update(via="qemu-system", seconds=seconds, command=described, exit_status=0,
-               output=output, output_bytes=os.path.getsize(output), kernel=a.release,
+               output=output, output_bytes=output_size(output), kernel=a.release,
                kernel_package=a.package)
     _timings(out, seconds, cpu0, cpu1)
     # Progress comes every few million events: the boot's end is known to within those.

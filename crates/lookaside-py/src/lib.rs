@@ -247,10 +247,6 @@ fn check_machines(
 }
 
 fn family(config: &lookaside::config::MachineConfig) -> Family {
-    // A machine with caches or a memory model is not one TLB's family: simulate it point by point.
-    if config.beyond_tlbs().is_some() {
-        return None;
-    }
     lookaside::onepass::Options::for_machine(config).ok()?;
     let t = &config.tlbs[0];
     let ways = match t.ways {
@@ -441,9 +437,6 @@ fn one_pass<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<(String, Bound<'py, PyDict>)> {
     let config = assemble(config_text.as_deref(), &config_name, &tlb, &set)?;
-    if let Some(why) = config.beyond_tlbs() {
-        return Err(to_py(lookaside::Error::Usage(why)));
-    }
     let format = format_arg(format.as_deref())?;
     let want: Vec<lookaside::onepass::Geometry> = want
         .into_iter()

@@ -1545,24 +1545,6 @@ impl MachineConfig {
             .min_by_key(|p| p.shift())
     }
 
-    /// What this machine simulates besides its TLBs' hits and misses, which the one-pass
-    /// engines ([`crate::onepass`], TLBs only) would leave out: its caches, or the classes
-    /// of its misses. None when there is nothing.
-    pub fn beyond_tlbs(&self) -> Option<String> {
-        if let Some(c) = self.caches.first() {
-            return Some(format!(
-                "cache.{}: caches are not simulated in one pass",
-                c.name
-            ));
-        }
-        self.tlbs.iter().find(|t| t.three_c).map(|t| {
-            format!(
-                "tlb.{}.3c: the classes of misses are not counted in one pass",
-                t.name
-            )
-        })
-    }
-
     /// The machine as TOML text (normalised: defaults filled in).
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_default()

@@ -35,6 +35,20 @@ impl Options {
                 "memory: the memory system behind the TLB is not simulated in one pass".into(),
             );
         }
+        // Every other section the machine has would be left out of the point silently: its
+        // counts (and the stored point's keys) would differ from the machine run in full.
+        if config.pagetable.is_some() {
+            return Err("pagetable: page-table walks are not simulated in one pass".into());
+        }
+        if config.vac.is_some() {
+            return Err("vac: a virtually addressed cache is not simulated in one pass".into());
+        }
+        if let Some(c) = config.caches.first() {
+            return Err(format!(
+                "cache.{}: caches are not simulated in one pass",
+                c.name
+            ));
+        }
         let [t] = config.tlbs.as_slice() else {
             return Err(format!(
                 "tlb: the one-pass engines answer one structure, the machine has {}",
@@ -43,6 +57,12 @@ impl Options {
         };
         if t.policy != "lru" {
             return Err(format!("tlb.{}.policy: '{}' is not lru", t.name, t.policy));
+        }
+        if t.three_c {
+            return Err(format!(
+                "tlb.{}.3c: the classes of misses are not counted in one pass",
+                t.name
+            ));
         }
         if t.partition.is_some() || t.placement != Placement::Upper {
             return Err(format!("tlb.{}.partition: partitioned", t.name));
@@ -485,9 +505,24 @@ mod tests {
                 "tlb.a.partition",
             ),
             (vec!["a:entries=8,page=4k+2M"], "tlb.a.page"),
+            (vec!["a:entries=8,3c=yes"], "tlb.a.3c"),
         ] {
             let flags: Vec<String> = flags.into_iter().map(String::from).collect();
             let config = MachineConfig::assemble(None, "t", &flags, &[]).unwrap();
+            let e = Options::for_machine(&config).unwrap_err();
+            assert!(e.starts_with(key), "{e}");
+        }
+        // Sections beside the one TLB are refused, never dropped.
+        for (text, key) in [
+            ("[pagetable]\norganisation = \"radix\"\n", "pagetable:"),
+            ("[vac]\n", "vac:"),
+            (
+                "[[cache]]\nname = \"c\"\nsize = \"8k\"\nline = 32\n",
+                "cache.c:",
+            ),
+        ] {
+            let flags = vec!["a:entries=8".to_string()];
+            let config = MachineConfig::assemble(Some(text), "t", &flags, &[]).unwrap();
             let e = Options::for_machine(&config).unwrap_err();
             assert!(e.starts_with(key), "{e}");
         }

@@ -632,7 +632,8 @@ const PROGRESS_EVERY: u64 = 256;
 /// Reads the live stream at `src` (a pipe, a FIFO or a file) as `via` says and writes it to
 /// `dst` (native unless its extension names another format) with `meta`. `progress` is
 /// called now and then and once at the end; returning false from it abandons the recording.
-/// Nothing appears at `dst` unless the whole stream was read and written.
+/// Nothing appears at `dst` unless the whole stream was read and written (a FIFO at `dst` is
+/// written as the stream goes, without the processes and exclusions only known at its end).
 pub fn record(
     src: &Path,
     via: Via,
@@ -655,8 +656,12 @@ pub fn record(
             r.syscalls = reader.syscalls();
             r.processes = reader.processes().to_vec();
             r.excluded = reader.excluded();
-            if (!r.processes.is_empty() || r.excluded.is_some()) && format == Format::Native {
-                // Only known now: the header is rewritten with them (as many as fit).
+            // Only known now: the header is rewritten with them (as many as fit). A stream
+            // (a FIFO read by a simulation) cannot be rewritten: its reader never sees them.
+            if (!r.processes.is_empty() || r.excluded.is_some())
+                && format == Format::Native
+                && !super::compress::is_stream(dst)
+            {
                 let mut meta = Metadata {
                     processes: r.processes.clone(),
                     ..meta.clone()

@@ -326,7 +326,9 @@ const OUT_BUF: usize = 256 * 1024;
 
 /// A trace file being written: compressed as its extension says, into a temporary file that
 /// [`commit`](Output::commit) renames into place. Dropped without a commit, the temporary
-/// file is removed.
+/// file is removed. A destination that exists and is not a regular file (a FIFO, a
+/// terminal, `/dev/null`) is written directly: a capture streams into a simulation that
+/// reads the FIFO, and a reader of a stream cut short sees its end missing.
 pub struct Output {
     enc: Option<Encoder>,
     tmp: PathBuf,
@@ -343,7 +345,15 @@ impl Output {
     /// Like [`Output::create`] with an explicit compression.
     pub fn create_with(path: &Path, compression: Compression) -> Result<Output> {
         let name = display(path);
-        let (tmp, file) = create_partial(path).map_err(|e| Error::io(&name, e))?;
+        let (tmp, file) = if is_stream(path) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Error::io(&name, e))?;
+            (PathBuf::new(), file)
+        } else {
+            create_partial(path).map_err(|e| Error::io(&name, e))?
+        };
         let mut out = Output {
             enc: None,
             tmp,
@@ -400,6 +410,10 @@ impl Output {
         let file = buf
             .into_inner()
             .map_err(|e| Error::io(&self.path, e.into_error()))?;
+        if self.tmp.as_os_str().is_empty() {
+            // A stream: everything is written; there is nothing to sync or rename.
+            return Ok(());
+        }
         file.sync_all().map_err(|e| Error::io(&self.path, e))?;
         drop(file);
         std::fs::rename(&self.tmp, &self.dst).map_err(|e| Error::io(&self.path, e))?;
@@ -449,6 +463,12 @@ impl Drop for Output {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
+}
+
+/// Whether `path` exists and is not a regular file (or a link to one): a FIFO, a character
+/// device or a socket, written in place rather than through a temporary file.
+pub fn is_stream(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
 /// Creates a fresh temporary file in the directory of `path`, named after it so that a
@@ -598,6 +618,39 @@ mod tests {
             .map(|e| e.unwrap())
             .collect();
         assert_eq!(names.len(), 4);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A FIFO is written in place (a reader on its other end gets the bytes as they come),
+    /// not replaced by a regular file on commit; dropped uncommitted, it stays a FIFO.
+    #[test]
+    fn a_fifo_is_written_in_place() {
+        let dir = tmpdir("fifo");
+        let path = dir.join("t.zst");
+        let made = std::process::Command::new("mkfifo").arg(&path).status();
+        if !made.is_ok_and(|s| s.success()) {
+            return; // no mkfifo here: nothing to test
+        }
+        assert!(is_stream(&path) && !is_stream(&dir) && !is_stream(&dir.join("none")));
+        let reader = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut back = Vec::new();
+                Input::open(&path).unwrap().read_to_end(&mut back).unwrap();
+                back
+            })
+        };
+        let data: Vec<u8> = (0..50_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let mut out = Output::create(&path).unwrap();
+        out.write_all(&data).unwrap();
+        out.commit().unwrap();
+        assert_eq!(reader.join().unwrap(), data);
+        assert!(is_stream(&path), "still a FIFO");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary file"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
