@@ -141,6 +141,9 @@ def test_unknown_workloads_and_misused_options_are_clear_errors(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 2 and "add --system" in p.stderr
     assert not (tmp_path / "x.lks").exists()
+    p = subprocess.run([*cli, "trace", "--fs", "user", "-o", str(tmp_path / "x.lks"), "--",
+                        "true"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--fs chooses the file service of" in p.stderr
 
 
 def test_the_initramfs_is_a_valid_newc_archive(tmp_path):
@@ -497,3 +500,45 @@ def test_a_failed_workloads_error_shows_its_last_output_plainly():
     msg = system._failed(2, ["gzip: words.txt: No such file or directory"])
     assert "something it needs may be missing from the guest" in msg and "--copy PATH" in msg
     assert "printing nothing" in system._failed(127, []) and "--copy" in system._failed(127, [])
+
+
+def test_the_file_service_runs_through_stacked_user_level_servers():
+    """`--fs user2`: /workload's files move below two bindfs servers, each serving the one
+    beneath, the last mounted on /workload, all before recording starts; `--fs kernel` adds
+    nothing to /init."""
+    assert system.file_service(0) == ""
+    lines = system.file_service(2).splitlines()
+    assert lines[0].startswith("insmod ") and lines[0].endswith("fuse.ko || fail")
+    assert lines[1:] == [
+        "/lookaside/busybox mv /workload /lookaside/fs0 && mkdir /workload",
+        "mkdir /lookaside/fs1",
+        "/usr/bin/bindfs --no-allow-other /lookaside/fs0 /lookaside/fs1 || fail",
+        "/usr/bin/bindfs --no-allow-other /lookaside/fs1 /workload || fail"]
+    with pytest.raises(lookaside.LookasideError, match="--fs nfs: expected one of kernel"):
+        system.record_system("pipe", "x.lks", fs="nfs")
+
+
+@needs_system
+def test_a_user_level_file_service_is_recorded_as_address_spaces_and_repeats(tmp_path):
+    """With `--fs user2` the workload's file operations go through two bindfs processes over
+    FUSE, each an address space of its own in the trace, which repeats bit for bit."""
+    if not shutil.which("gzip"):
+        pytest.skip("needs gzip")
+    _words(tmp_path / "words.txt")
+    info = []
+    for run in (1, 2):
+        out = tmp_path / f"fs{run}.lks"
+        s = system.record_system(None, out, command=["gzip", "-k", "-f", "words.txt"],
+                                 files=[str(tmp_path / "words.txt")], fs="user2", quiet=True)
+        servers = {p["asid"] for p in s["processes"] if p["name"] == "bindfs"}
+        assert len(servers) == 2, s["processes"]
+        i = lookaside.info(out)
+        del i["metadata"]["extra"]["date"], i["path"]
+        info.append(i)
+    assert info[0] == info[1]
+    assert _events(tmp_path / "fs1.lks") == _events(tmp_path / "fs2.lks")
+    extra = info[0]["metadata"]["extra"]
+    assert extra["file_service"].startswith("user2: /workload through 2 bindfs servers")
+    assert re.search(r"(^| )bindfs=\S+", extra["guest_packages"])
+    # The servers did work while the workload ran: user references in their address spaces.
+    assert all(info[0]["by_asid"][str(a)]["user"] > 0 for a in servers)

@@ -305,7 +305,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.workload and not args.system:
         raise LookasideError("--workload runs inside a whole system: add --system")
     for opt, what in (("file", "--file copies into"), ("copy", "--copy copies into"),
-                      ("kernel", "--kernel names the kernel of")):
+                      ("kernel", "--kernel names the kernel of"),
+                      ("fs", "--fs chooses the file service of")):
         if getattr(args, opt) and not args.system:
             raise LookasideError(f"{what} a whole system's guest: add --system")
     if args.system and args.via != "auto":
@@ -321,7 +322,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 raise LookasideError("give --workload NAME or -- PROGRAM ARGS…, not both")
             s = record_system(args.workload, args.output, command=argv or None,
                               files=args.file, copies=args.copy, kernel=args.kernel,
-                              level=args.level, progress=prog, quiet=args.quiet)
+                              fs=args.fs or "kernel", level=args.level, progress=prog,
+                              quiet=args.quiet)
         else:
             s = record(argv, args.output, args.via, level=args.level, progress=prog,
                        quiet=args.quiet)
@@ -521,6 +523,10 @@ def parser() -> argparse.ArgumentParser:
                    help="with --system: the guest's kernel (default: Debian's current cloud "
                         "kernel); with =VERSION that exact build, or an error (a trace's "
                         "kernel_package metadata names the one it was made with)")
+    s.add_argument("--fs", choices=["kernel", "user", "user2"],
+                   help="with --system: where the file service of the working directory runs: "
+                        "in the kernel (default), in a user-level server (bindfs over FUSE, "
+                        "as Mach's UX server), or through two stacked ones")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress or report")
     s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS…")
     s.set_defaults(run=cmd_trace)

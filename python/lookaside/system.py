@@ -95,6 +95,15 @@ TOOLCHAIN_FILES = (
 )
 
 
+#: The user-level file server of ``--fs user`` and ``user2``: bindfs, a passthrough FUSE
+#: server (every file operation of the workload on /workload becomes a request the kernel's
+#: FUSE module sends to it, which it makes on the directory underneath), with its library.
+FILE_SERVER = ("bindfs", "libfuse2")
+#: Where the file service runs (``--fs``): in the kernel; in one user-level server (Mach's UX
+#: server); through two stacked ones (AFS's cache manager in front of it).
+FILE_SERVICES = {"kernel": 0, "user": 1, "user2": 2}
+
+
 def workloads_dir() -> Path:
     return _data_dir("tracers") / "system" / "workloads"
 
@@ -288,25 +297,57 @@ def _unpack_packages(root: Path, packages: list[str], what: str, version: str,
 
 
 def toolchain(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Path:
-    """The guest's C toolchain (:data:`TOOLCHAIN`) unpacked in the cache, downloaded unless
-    the cache has these versions; returns its root. Without apt, a single toolchain already
-    in the cache serves."""
-    base = (cache or cache_dir()) / "system" / "toolchain"
+    """The guest's C toolchain (:data:`TOOLCHAIN`) unpacked in the cache (see
+    :func:`unpacked`); returns its root."""
+    return unpacked("toolchain", TOOLCHAIN, "the guest's C toolchain", cache, say)
+
+
+def unpacked(name: str, packages: tuple[str, ...], what: str, cache: Path | None = None,
+             say: Callable[[str], Any] = _say) -> Path:
+    """The Debian ``packages`` unpacked together in the cache (``system/NAME/HASH``),
+    downloaded unless the cache has the versions apt names now; returns their root, whose
+    VERSION file lists them as ``package=version``. Without apt, a single set already in the
+    cache serves."""
+    base = (cache or cache_dir()) / "system" / name
     try:
-        pins = [f"{p}={_candidate(p)}" for p in TOOLCHAIN]
+        pins = [f"{p}={_candidate(p)}" for p in packages]
     except LookasideError:
         cached = sorted(d for d in base.glob("*") if (d / "VERSION").is_file())
         if len(cached) != 1:
             raise
-        say(f"apt cannot name the toolchain's packages: using the one in the cache "
+        say(f"apt cannot name the packages of {what}: using those in the cache "
             f"({' '.join((cached[0] / 'VERSION').read_text().split())})")
         return cached[0]
     root = base / hashlib.sha256(" ".join(pins).encode()).hexdigest()[:16]
     if (root / "VERSION").is_file():
         return root
-    say(f"fetching the guest's C toolchain ({', '.join(pins)}) (once)")
-    _unpack_packages(root, pins, "the guest's toolchain", "\n".join(pins) + "\n")
+    say(f"fetching {what} ({', '.join(pins)}) (once)")
+    _unpack_packages(root, pins, what, "\n".join(pins) + "\n")
     return root
+
+
+def file_server_files(root: Path, a: Assets) -> list[tuple[str, Path]]:
+    """The guest paths and host files of the user-level file service: bindfs and libfuse
+    from their unpacked packages (:func:`unpacked` of :data:`FILE_SERVER`), the C library
+    they run on from this host, and the kernel's FUSE module from the kernel package."""
+    server = root / "usr" / "bin" / "bindfs"
+    libdirs = [root / d / "x86_64-linux-gnu" for d in ("lib", "usr/lib")]
+    fuse = (a.root / "lib" / "modules" / a.release / "kernel" / "fs" / "fuse" / "fuse.ko")
+    for f in (server, fuse):
+        if not f.is_file():
+            raise LookasideError(f"the user-level file service needs {f}, which is missing")
+    out = [(str(fuse.relative_to(a.root)), fuse), ("usr/bin/bindfs", server)]
+    out += [(str(p.relative_to(root)), p) for d in libdirs for p in sorted(d.glob("libfuse.so*"))]
+    # The rest of what bindfs links against is this host's C library (as for host programs).
+    env = {**os.environ, "LD_LIBRARY_PATH": ":".join(map(str, libdirs))}
+    p = subprocess.run(["ldd", str(server)], capture_output=True, text=True, env=env)
+    if p.returncode != 0 or "not found" in p.stdout:
+        raise LookasideError(f"{server}: ldd cannot find what it needs: {p.stdout.strip()}")
+    for m in re.finditer(r"(?:=>\s*)?(/\S+)\s+\(0x", p.stdout):
+        lib = m.group(1)
+        if not lib.startswith(str(root)):
+            out.append((lib, Path(lib)))
+    return out
 
 
 def toolchain_files(root: Path) -> list[tuple[str, Path]]:
@@ -609,7 +650,10 @@ export PATH=/{tools}/bin HOME=/workload
 /{tools}/busybox mount -t sysfs sys /sys
 /{tools}/busybox mount -t devtmpfs dev /dev
 /{tools}/busybox --install -s /{tools}/bin
-cd /workload
+fail() {{
+  echo "lookaside: the user-level file service did not start"; echo "{mark} 254"; poweroff -f
+}}
+{fs}cd /workload
 if insmod /{tools}/lookaside_marks.ko; then
   exec 3>/sys/module/lookaside_marks/parameters/recording
   echo 1 >&3
@@ -626,10 +670,29 @@ poweroff -f
 """
 
 
+def file_service(servers: int) -> str:
+    """/init's lines that put /workload behind ``servers`` stacked bindfs servers (none: the
+    kernel serves it): its files move to /lookaside/fs0, each server serves the one below
+    (single-threaded, so that the capture stays deterministic), and the last is mounted on
+    /workload. They start before recording does; their work for the workload is recorded."""
+    if not servers:
+        return ""
+    lines = ["insmod /lib/modules/$(uname -r)/kernel/fs/fuse/fuse.ko || fail",
+             f"/{TOOLS}/busybox mv /workload /{TOOLS}/fs0 && mkdir /workload"]
+    for i in range(servers):
+        below = f"/{TOOLS}/fs{i}"
+        above = "/workload" if i == servers - 1 else f"/{TOOLS}/fs{i + 1}"
+        if i < servers - 1:
+            lines.append(f"mkdir {above}")
+        lines.append(f"/usr/bin/bindfs --no-allow-other {below} {above} || fail")
+    return "\n".join(lines) + "\n"
+
+
 def build_initramfs(path: Path, a: Assets, module: Path, run: str, guest: Guest,
-                    path_var: str = HOST_PATH) -> str:
+                    path_var: str = HOST_PATH, servers: int = 0) -> str:
     """Writes the guest's initramfs: busybox and the marker module in /lookaside, /init
-    (which loads the module, starts recording, runs the shell command ``run`` in /workload
+    (which puts /workload behind ``servers`` user-level file servers (:func:`file_service`),
+    loads the module, starts recording, runs the shell command ``run`` in /workload
     with ``path_var`` as its PATH and stdin from /dev/null, stops recording, removes the
     module and powers off), the merged-/usr links, and the ``guest`` files; returns its
     SHA-256."""
@@ -643,8 +706,8 @@ def build_initramfs(path: Path, a: Assets, module: Path, run: str, guest: Guest,
         c.device("dev/console", 5, 1)
         c.device("dev/null", 1, 3)
         c.file(f"{TOOLS}/busybox", a.busybox.read_bytes(), 0o755)
-        c.file("init", INIT.format(tools=TOOLS, path=path_var, run=run,
-                                   mark=EXIT_MARK).encode(), 0o755)
+        c.file("init", INIT.format(tools=TOOLS, path=path_var, run=run, mark=EXIT_MARK,
+                                   fs=file_service(servers)).encode(), 0o755)
         c.file(f"{TOOLS}/lookaside_marks.ko", module.read_bytes())
         guest.write(c)
         c.close()
@@ -821,7 +884,7 @@ def _failed(status: int, output: list[str]) -> str:
 def record_system(workload: str | None, output: str | os.PathLike[str], *,
                   command: list[str] | None = None, files: list[str] = (),
                   copies: list[str] = (), kernel: str | None = None,
-                  level: int | None = None,
+                  fs: str = "kernel", level: int | None = None,
                   progress: Callable[[int, int], Any] | None = None,
                   quiet: bool = False) -> dict[str, Any]:
     """Boot the guest, run ``workload`` (a shipped one) or ``command`` (a host program and
@@ -830,12 +893,17 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     ``files`` are host files or directory trees copied into the guest's working directory
     (/workload), ``copies`` host files or trees copied to the same paths in the guest (ELF
     programs and libraries among them with the libraries they need); ``kernel`` names the
-    kernel (:func:`assets`). A workload that exits with a non-zero status is an error.
+    kernel (:func:`assets`); ``fs`` where the file service of /workload runs
+    (:data:`FILE_SERVICES`: ``user`` and ``user2`` put one or two bindfs servers between the
+    workload and the kernel's file system). A workload that exits with a non-zero status is
+    an error.
     Nothing is written at ``output`` unless the capture is complete and the workload
     succeeded. The capture is deterministic (:data:`QEMU_CLOCK`): the trace's metadata names
     everything that went into it."""
     if (workload is None) == (not command):
         raise LookasideError("give a shipped workload or a command to run in the guest")
+    if fs not in FILE_SERVICES:
+        raise LookasideError(f"--fs {fs}: expected one of {', '.join(FILE_SERVICES)}")
     for f in copies:
         if not os.path.isabs(f):
             raise LookasideError(f"--copy {f}: give the absolute path it has on this host, "
@@ -854,6 +922,12 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     plugin = build_plugin(cache, name="lookaside-system-plugin")
     guest = Guest()
     packages = [busybox_version(a)]
+    servers = FILE_SERVICES[fs]
+    if servers:
+        root = unpacked("fileserver", FILE_SERVER, "the user-level file server", cache, say)
+        for name, host in file_server_files(root, a):
+            guest.add_file(name, host)
+        packages += (root / "VERSION").read_text().split()
     if workload is not None:
         w = _workload(workload, cache, say)
         guest.add_bytes("workload/run.sh", w.script.encode(), 0o755)
@@ -888,7 +962,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
                os.path.join(parent, f".lookaside-{os.getpid()}-{os.path.basename(output)}"))
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initramfs.cpio"
-        initrd_sha = build_initramfs(initrd, a, module, run, guest, path_var)
+        initrd_sha = build_initramfs(initrd, a, module, run, guest, path_var, servers)
         r, w = os.pipe()
         machine = ["-nodefaults", "-display", "none", "-no-reboot", "-accel", "tcg",
                    "-cpu", "qemu64", "-smp", "1", "-m", str(RAM_MIB), *QEMU_CLOCK]
@@ -906,6 +980,9 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
                  ("guest_packages", " ".join(packages)),
                  ("initramfs", f"sha256:{initrd_sha}"),
                  ("workload", described),
+                 ("file_service", fs if not servers else
+                  f"{fs}: /workload through {servers} bindfs server{'s' * (servers > 1)} "
+                  "over FUSE"),
                  ("date", datetime.datetime.now(datetime.timezone.utc)
                   .strftime("%Y-%m-%dT%H:%M:%SZ"))]
         if guest.inputs:

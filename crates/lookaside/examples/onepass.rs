@@ -1,5 +1,6 @@
 //! Speed of the one-pass engines: `cargo run --release --example onepass -- [TRACE]
-//! [--repeat N] [--synthetic N] [--heap-kib K] [--only stack|assoc|both]`.
+//! [--repeat N] [--synthetic N] [--heap-kib K] [--only stack|assoc|both]` (`ONEPASS_MAX=N`: the
+//! stack-distance engine tracks sizes up to N, by default 16384).
 //!
 //! Measures, on events already in memory, the stack-distance engine (every fully associative
 //! LRU size up to 16384), the all-associativity engine (1…1024 sets × 1…16 ways, 176
@@ -65,10 +66,14 @@ fn measure(label: &str, events: &[Event], repeat: usize, only: Option<&str>) {
     if only.is_some_and(|o| o != "stack") {
         return measure_assoc(events, repeat, only);
     }
-    let (r, c, sd) = time(StackDistance::new(16384), events, repeat);
+    let max: usize = std::env::var("ONEPASS_MAX")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(16384);
+    let (r, c, sd) = time(StackDistance::new(max), events, repeat);
     let s = sd.result();
     println!(
-        "  stack distance, FA LRU 1..16384: {:6.1} M refs/s ({:6.1} per CPU s)  misses at 64 entries: {}",
+        "  stack distance, FA LRU 1..{max}: {:6.1} M refs/s ({:6.1} per CPU s)  misses at 64 entries: {}",
         r / 1e6,
         c / 1e6,
         s.misses(64).unwrap_or(0)
