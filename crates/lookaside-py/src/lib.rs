@@ -301,7 +301,7 @@ fn convert(
         ..Default::default()
     };
     with_progress(py, progress, |cb| {
-        lookaside::trace::convert_watched(&src, sf, &dst, df, &meta, cb)
+        lookaside::run::convert_watched(&src, sf, &dst, df, &meta, cb)
     })?
     .map(|c| (c.written, c.left_out()))
     .map_err(to_py)

@@ -10,17 +10,11 @@ use crate::machine::Machine;
 use crate::report::TraceInfo;
 use crate::trace::compress::Input;
 use crate::trace::native::NativeReader;
+pub use crate::trace::stream::{drain, read_ahead, Progress, Watched};
 use crate::trace::{Format, TraceSource};
 
 /// How often (in batches) the progress callback is called.
 const PROGRESS_EVERY: u64 = 256;
-
-/// Progress of a run: events simulated and bytes of the trace file consumed.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Progress {
-    pub events: u64,
-    pub bytes: u64,
-}
 
 /// Simulate every event of `source` on `machine`, reading and simulating on this thread.
 /// `progress` is called every few hundred batches; returning `false` from it stops the run
@@ -68,9 +62,6 @@ pub fn run_native(
     Ok(p)
 }
 
-/// Batches in flight between the reader thread and the simulating one.
-const IN_FLIGHT: usize = 4;
-
 /// [`run`] with the reading (decompression, parsing) on a second thread, overlapped with the
 /// simulation. Batches keep their order, so results are identical to [`run`]'s.
 pub fn run_pipelined(
@@ -89,48 +80,6 @@ pub fn run_pipelined(
     Ok(p)
 }
 
-/// Read `source` on a second thread, handing each batch — with the bytes of the file
-/// consumed when it was read — to `consume` on this one, in order. Batches are recycled, so
-/// memory stays bounded by a few of them. Ends at the end of the source, on a read error, or
-/// when `consume` fails (the reader then stops too).
-pub fn read_ahead<S: TraceSource + Send + ?Sized>(
-    source: &mut S,
-    mut consume: impl FnMut(&[Event], u64) -> Result<()>,
-) -> Result<()> {
-    use std::sync::mpsc::sync_channel;
-    std::thread::scope(|scope| {
-        // The channels live inside the scope: when this side returns (done, failed or
-        // interrupted) its ends are dropped before the scope joins the reader, so a reader
-        // blocked on either channel wakes up and ends instead of deadlocking.
-        let (full_tx, full_rx) = sync_channel::<Result<(Vec<Event>, u64)>>(IN_FLIGHT);
-        let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 2);
-        let reader = &mut *source;
-        scope.spawn(move || {
-            // Ends when the trace does, on an error, or when the consuming side hangs up.
-            while let Ok(mut batch) = empty_rx.recv() {
-                let item = match reader.next_batch(&mut batch) {
-                    Ok(true) => Ok((batch, reader.bytes_read())),
-                    Ok(false) => return,
-                    Err(e) => Err(e),
-                };
-                let failed = item.is_err();
-                if full_tx.send(item).is_err() || failed {
-                    return;
-                }
-            }
-        });
-        for _ in 0..IN_FLIGHT + 2 {
-            let _ = empty_tx.send(Vec::with_capacity(BATCH));
-        }
-        for item in full_rx.iter() {
-            let (batch, bytes) = item?;
-            consume(&batch, bytes)?;
-            let _ = empty_tx.send(batch);
-        }
-        Ok(())
-    })
-}
-
 /// Call `progress` about every [`PROGRESS_EVERY`] batches' worth of events.
 #[inline]
 fn tick(p: &mut Progress, len: usize, progress: &mut dyn FnMut(Progress) -> bool) -> Result<()> {
@@ -141,69 +90,28 @@ fn tick(p: &mut Progress, len: usize, progress: &mut dyn FnMut(Progress) -> bool
     Ok(())
 }
 
-/// How often a [`Watched`] source calls its progress callback.
-const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// A trace source that reports [`Progress`] about ten times a second and ends in an
-/// "interrupted" error as soon as the callback returns `false`. The commands that only read
-/// a trace (info, convert, access maps, one-pass answers) wrap their source in it, so that
-/// each is watched and can be stopped without a check in its own loop. The cadence is by
-/// time, not by events: those loops run from a few to hundreds of millions of events a
-/// second (xz output against plain counting), and a stop must be prompt in all of them.
-pub struct Watched<'a, S: TraceSource + ?Sized> {
-    source: &'a mut S,
-    progress: &'a mut dyn FnMut(Progress) -> bool,
-    p: Progress,
-    last: std::time::Instant,
-}
-
-impl<'a, S: TraceSource + ?Sized> Watched<'a, S> {
-    pub fn new(source: &'a mut S, progress: &'a mut dyn FnMut(Progress) -> bool) -> Self {
-        Watched {
-            source,
-            progress,
-            p: Progress::default(),
-            last: std::time::Instant::now(),
-        }
+/// Converts the trace file at `src` — or the stream a `workload:` spec makes — to `dst`
+/// (see [`crate::trace::convert_source`]), calling `progress` now and then (see
+/// [`Watched`]); returning `false` from it stops the conversion, and the output is then not
+/// written.
+pub fn convert_watched(
+    src: &Path,
+    src_format: Option<Format>,
+    dst: &Path,
+    dst_format: Option<Format>,
+    meta: &crate::trace::Metadata,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<crate::trace::Converted> {
+    let (mut source, src_format) = open_source(src, src_format)?;
+    // The caller's fields first, then the source's provenance.
+    let mut meta = meta.clone();
+    if src_format == "workload" {
+        meta.extra
+            .entry("workload".into())
+            .or_insert(src.display().to_string());
     }
-}
-
-impl<S: TraceSource + ?Sized> TraceSource for Watched<'_, S> {
-    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
-        let more = self.source.next_batch(out)?;
-        self.p.events += out.len() as u64;
-        let now = std::time::Instant::now();
-        if !more || now.duration_since(self.last) >= WATCH_EVERY {
-            self.last = now;
-            self.p.bytes = self.source.bytes_read();
-            if !(self.progress)(self.p) && more {
-                return Err(crate::Error::Usage("interrupted".into()));
-            }
-        }
-        Ok(more)
-    }
-
-    fn bytes_read(&self) -> u64 {
-        self.source.bytes_read()
-    }
-
-    fn skipped(&self) -> u64 {
-        self.source.skipped()
-    }
-
-    fn metadata(&self) -> Option<&crate::trace::Metadata> {
-        self.source.metadata()
-    }
-}
-
-/// Read every event of `source` without simulating (parsing speed alone).
-pub fn drain(source: &mut dyn TraceSource) -> Result<u64> {
-    let mut batch: Vec<Event> = Vec::with_capacity(BATCH);
-    let mut n = 0u64;
-    while source.next_batch(&mut batch)? {
-        n += batch.len() as u64;
-    }
-    Ok(n)
+    let mut watched = Watched::new(source.as_mut(), progress);
+    crate::trace::convert_source(&mut watched, src_format, dst, dst_format, &meta)
 }
 
 /// The events of a trace file (format detected unless given) or of the workload a
@@ -660,7 +568,7 @@ mod tests {
         let t0 = std::time::Instant::now();
         let e = crate::trace::summarize(&mut Watched::new(&mut endless, &mut |_| false));
         assert_eq!(e.unwrap_err().to_string(), "interrupted");
-        assert!(t0.elapsed() < WATCH_EVERY * 20);
+        assert!(t0.elapsed() < crate::trace::stream::WATCH_EVERY * 20);
     }
 
     #[test]

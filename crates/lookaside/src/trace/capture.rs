@@ -51,7 +51,7 @@ use super::{create_with, Format, Metadata, Process, TraceSource, WriteOptions};
 use crate::error::{Error, Location, Result};
 use crate::event::{Event, Kind, Mode, BATCH, SYSCALL_NR};
 
-use crate::run::Progress;
+use super::stream::Progress;
 
 /// The first bytes of a capture stream.
 pub const MAGIC: &[u8; 8] = b"LKSCAPTR";
@@ -701,7 +701,7 @@ fn pump<S: TraceSource + Send + ?Sized>(
     let mut r = Recorded::default();
     let mut counted = [0u64; 3];
     let mut batches = 0u64;
-    crate::run::read_ahead(source, |batch, bytes| {
+    super::stream::read_ahead(source, |batch, bytes| {
         if counts.is_none() {
             for e in batch {
                 counted[(e.kind as usize).min(2)] += 1;
@@ -1157,7 +1157,7 @@ mod tests {
             back.metadata().unwrap().command.as_deref(),
             Some("prog arg")
         );
-        assert_eq!(crate::run::drain(back.as_mut()).unwrap(), 50_000);
+        assert_eq!(crate::trace::stream::drain(back.as_mut()).unwrap(), 50_000);
         std::fs::remove_file(&dst).unwrap();
         // Truncated, or abandoned: no output at all.
         let bytes = stream(&events, 16384, None);

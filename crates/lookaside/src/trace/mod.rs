@@ -29,6 +29,7 @@ pub mod din;
 pub mod format;
 pub mod lackey;
 pub mod native;
+pub mod stream;
 pub mod summary;
 pub mod textio;
 pub mod xdin;
@@ -253,33 +254,22 @@ pub fn convert_counted(
     dst_format: Option<Format>,
     meta: &Metadata,
 ) -> Result<Converted> {
-    convert_watched(src, src_format, dst, dst_format, meta, &mut |_| true)
+    let (input, f) = open_input(src, src_format)?;
+    convert_source(reader(input, f)?.as_mut(), f.name(), dst, dst_format, meta)
 }
 
-/// [`convert_counted`], calling `progress` now and then (see [`crate::run::Watched`]);
-/// returning `false` from it stops the conversion, and the output is then not written.
-pub fn convert_watched(
-    src: &Path,
-    src_format: Option<Format>,
+/// Writes every event of `source`, whose format is named `src_format` (it goes into the
+/// output's metadata when `meta` does not say), to `dst` in `dst_format` or the format its
+/// extension names, with `meta` and the source's own provenance; the tool is always this
+/// one.
+pub fn convert_source(
+    source: &mut dyn TraceSource,
+    src_format: &str,
     dst: &Path,
     dst_format: Option<Format>,
     meta: &Metadata,
-    progress: &mut dyn FnMut(crate::run::Progress) -> bool,
 ) -> Result<Converted> {
-    // A `workload:` spec is a source too: converting it writes the stream it makes.
-    let spec = src.display().to_string();
-    let (mut source, src_format) = match crate::workload::from_spec(&spec)? {
-        Some(w) => (w, "workload"),
-        None => {
-            let (input, f) = open_input(src, src_format)?;
-            (reader(input, f)?, f.name())
-        }
-    };
-    // The caller's fields first, then the source's provenance; the tool is always this one.
     let mut meta = meta.clone();
-    if src_format == "workload" {
-        meta.extra.entry("workload".into()).or_insert(spec);
-    }
     if let Some(m) = source.metadata() {
         let tool = meta.tool.take();
         meta = meta.or(m);
@@ -289,8 +279,5 @@ pub fn convert_watched(
         meta.source_format = Some(src_format.to_string());
     }
     let sink = create(dst, dst_format, &meta)?;
-    copy_counted(
-        &mut crate::run::Watched::new(source.as_mut(), progress),
-        sink,
-    )
+    copy_counted(source, sink)
 }
