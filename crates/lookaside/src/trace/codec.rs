@@ -960,6 +960,13 @@ mod tests {
     /// The events of `data` and how it ends, decoded as the module doc describes the
     /// layout; bytes past the data read as zero (the decoder's buffer is padded with zeros).
     fn reference_decode(data: &[u8]) -> (Vec<Event>, Ending) {
+        let (events, ending, _) = reference_decode_ends(data);
+        (events, ending)
+    }
+
+    /// [`reference_decode`], with the position after the record of the last event (0 if none).
+    fn reference_decode_ends(data: &[u8]) -> (Vec<Event>, Ending, usize) {
+        let mut last_end = 0;
         let byte = |i: usize| data.get(i).copied().unwrap_or(0);
         // At most 10 bytes, 7 bits each, least significant first; the value fits 64 bits.
         let varint = |mut i: usize| -> Option<(u64, usize)> {
@@ -990,6 +997,7 @@ mod tests {
                     return (
                         events,
                         bad(format!("reserved bit set in record header 0x{h:02x}")),
+                        last_end,
                     )
                 }
                 0 => (Kind::Fetch, 0, Some((h >> 2) & 15).filter(|&s| s != 0)),
@@ -1011,7 +1019,7 @@ mod tests {
                                 count: u64::from_le_bytes(le[..8].try_into().unwrap()),
                                 crc: u32::from_le_bytes(le[8..].try_into().unwrap()),
                             };
-                            return (events, Ending::End(t, pos + 13));
+                            return (events, Ending::End(t, pos + 13), last_end);
                         }
                         1 => match varint(pos + 1) {
                             Some((v, next)) if v <= u32::MAX as u64 => {
@@ -1020,7 +1028,7 @@ mod tests {
                             }
                             _ => {
                                 let m = "malformed or too large address-space id";
-                                return (events, bad(m.into()));
+                                return (events, bad(m.into()), last_end);
                             }
                         },
                         2 | 3 => {
@@ -1032,16 +1040,16 @@ mod tests {
                             if flags > 7 {
                                 let m =
                                     format!("reserved flag set in control record 0x{flags:02x}");
-                                return (events, bad(m));
+                                return (events, bad(m), last_end);
                             }
                             let Some((addr, mut next)) = varint(pos + 2) else {
-                                return (events, bad("malformed address varint".into()));
+                                return (events, bad("malformed address varint".into()), last_end);
                             };
                             let mut paddr = NO_PADDR;
                             if flags & 2 != 0 {
                                 let Some((p, n)) = varint(next) else {
                                     let m = "malformed physical address varint";
-                                    return (events, bad(m.into()));
+                                    return (events, bad(m.into()), last_end);
                                 };
                                 (paddr, next) = (p, n);
                             }
@@ -1053,7 +1061,7 @@ mod tests {
                                     }
                                     _ => {
                                         let m = "malformed or too large size";
-                                        return (events, bad(m.into()));
+                                        return (events, bad(m.into()), last_end);
                                     }
                                 }
                             }
@@ -1070,21 +1078,32 @@ mod tests {
                                 kind: ALL_KINDS[op as usize - 1],
                                 mode,
                             });
+                            last_end = next;
                             pos = next;
                         }
-                        _ => return (events, bad(format!("unknown record type 0x{h:02x}"))),
+                        _ => {
+                            return (
+                                events,
+                                bad(format!("unknown record type 0x{h:02x}")),
+                                last_end,
+                            )
+                        }
                     }
                     continue;
                 }
             };
             let Some((delta, mut next)) = varint(pos + 1) else {
-                return (events, bad("malformed address varint".into()));
+                return (events, bad("malformed address varint".into()), last_end);
             };
             regs[reg] = regs[reg].wrapping_add(signed(delta));
             let mut paddr = NO_PADDR;
             if h & 0x80 != 0 {
                 let Some((delta, n)) = varint(next) else {
-                    return (events, bad("malformed physical address varint".into()));
+                    return (
+                        events,
+                        bad("malformed physical address varint".into()),
+                        last_end,
+                    );
                 };
                 pregs[reg] = pregs[reg].wrapping_add(signed(delta));
                 (paddr, next) = (pregs[reg], n);
@@ -1096,7 +1115,7 @@ mod tests {
                         next = n;
                         s as u16
                     }
-                    _ => return (events, bad("malformed or too large size".into())),
+                    _ => return (events, bad("malformed or too large size".into()), last_end),
                 },
             };
             let mode = if kernel { Mode::Kernel } else { Mode::User };
@@ -1108,9 +1127,10 @@ mod tests {
                 kind,
                 mode,
             });
+            last_end = next;
             pos = next;
         }
-        (events, Ending::Out(pos))
+        (events, Ending::Out(pos), last_end)
     }
 
     /// `data` decoded by [`decode`] in pieces: each call takes the next of `maxes` (cycled;
@@ -1296,7 +1316,7 @@ mod tests {
         records: &[u8],
         records_at: u64,
     ) -> Result<Vec<Event>, String> {
-        let (events, ending) = reference_decode(records);
+        let (events, ending, last_end) = reference_decode_ends(records);
         let at = |pos: usize| records_at + pos as u64;
         let n = events.len() as u64;
         let ending = match ending {
@@ -1307,13 +1327,17 @@ mod tests {
         match ending {
             Ending::Bad(pos, m) => Err(format!("{path}: byte offset {}: record: {m}", at(pos))),
             // The count is of the events in the batches handed over before the one that
-            // found the end (each `BATCH` events; a batch is handed over once a record
-            // follows it).
+            // found the end (each `BATCH` events): a full batch is handed over once data
+            // (a whole record or part of one) follows its last event's record.
             Ending::Out(_) => Err(format!(
                 "{path}: byte offset {}: stream: truncated: the records end without an END \
                  record after {} events",
                 at(records.len()),
-                n.saturating_sub(1) / BATCH as u64 * BATCH as u64
+                if n.is_multiple_of(BATCH as u64) && last_end < records.len() {
+                    n
+                } else {
+                    n.saturating_sub(1) / BATCH as u64 * BATCH as u64
+                }
             )),
             Ending::End(t, pos) => {
                 let end_at = at(pos - END_LEN);
