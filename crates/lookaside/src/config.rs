@@ -1069,37 +1069,102 @@ pub struct RefillConfig {
     pub dynamic: Option<DynamicConfig>,
 }
 
+/// How a page table is organised (Huck & Hays 1993; see [`crate::pagetable`]).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Organisation {
+    /// Forward-mapped: a tree of tables indexed by the page number's bit fields.
+    Radix,
+    /// One entry per frame, found through a hash anchor table (HAT).
+    Inverted,
+    /// A hashed page table (HPT): buckets of entries by a hash of the page number.
+    Hashed,
+    /// An HPT cache in front of a forward-mapped table.
+    Hybrid,
+    /// PA-RISC's software TLB in front of another organisation.
+    Swtlb,
+}
+
+impl Organisation {
+    /// The name a config gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Organisation::Radix => "radix",
+            Organisation::Inverted => "inverted",
+            Organisation::Hashed => "hashed",
+            Organisation::Hybrid => "hybrid",
+            Organisation::Swtlb => "swtlb",
+        }
+    }
+}
+
+/// Who refills the TLB from the page table.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RefillBy {
+    #[default]
+    Hardware,
+    Software,
+}
+
+/// How addresses name pages in a page table.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Addresses {
+    /// (address space, address): sharing by aliases, one entry per alias.
+    #[default]
+    PerProcess,
+    /// The upper 32 bits are the space id: one address per shared page.
+    Global,
+}
+
+/// How an address space's number becomes its space id.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SpaceIds {
+    /// Scrambled, as HP-UX allocates space ids (pseudo-randomly).
+    #[default]
+    Random,
+    /// The number itself.
+    Asid,
+}
+
+/// How a hashed bucket's second way is compared.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Compare {
+    /// After the first (costing `second_way` cycles when it is needed).
+    #[default]
+    Serial,
+    /// With the first.
+    Parallel,
+}
+
 /// A page table and the walker that refills the TLBs from it (see [`crate::mmu::Walker`]).
 /// Validated by [`crate::mmu::Walker::from_config`], whose errors name the key.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
-    /// `radix`, `inverted`, `hashed`, `hybrid` or `swtlb`.
-    pub organisation: String,
+    pub organisation: Organisation,
     /// Physical memory in bytes (`"32M"`): one frame per 4 KiB page.
     #[serde(default = "default_pt_memory")]
     pub memory: Bytes,
-    /// `hardware` or `software`.
-    #[serde(default = "default_refill")]
-    pub refill: String,
-    /// `per-process` or `global`.
-    #[serde(default = "default_addresses")]
-    pub addresses: String,
-    /// `random` or `asid`.
-    #[serde(default = "default_space_ids")]
-    pub space_ids: String,
+    #[serde(default)]
+    pub refill: RefillBy,
+    #[serde(default)]
+    pub addresses: Addresses,
+    #[serde(default)]
+    pub space_ids: SpaceIds,
     /// Hashed: head buckets per frame; inverted: HAT anchors per frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
     /// Hashed, hybrid: entries per head bucket (default 1); swtlb: ways (default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ways: Option<usize>,
-    /// `serial` or `parallel`.
-    #[serde(default = "default_compare")]
-    pub compare: String,
-    /// `free` or `overflow`.
-    #[serde(default = "default_chaining")]
-    pub chaining: String,
+    #[serde(default)]
+    pub compare: Compare,
+    #[serde(default)]
+    pub chaining: crate::pagetable::Chaining,
     #[serde(default)]
     pub move_to_head: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1113,9 +1178,9 @@ pub struct PageTableConfig {
     /// Hybrid: HPT-cache entries; swtlb: software-TLB entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entries: Option<usize>,
-    /// Swtlb: the organisation behind it.
+    /// Swtlb: the organisation behind it (radix, inverted or hashed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub behind: Option<String>,
+    pub behind: Option<Organisation>,
     #[serde(default = "default_walk_costs")]
     pub costs: String,
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -1172,21 +1237,6 @@ fn default_walk_cache() -> Bytes {
 }
 fn default_walk_line() -> u32 {
     32
-}
-fn default_refill() -> String {
-    "hardware".into()
-}
-fn default_addresses() -> String {
-    "per-process".into()
-}
-fn default_space_ids() -> String {
-    "random".into()
-}
-fn default_compare() -> String {
-    "serial".into()
-}
-fn default_chaining() -> String {
-    "free".into()
 }
 fn default_walk_costs() -> String {
     "huck93".into()

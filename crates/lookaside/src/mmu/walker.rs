@@ -55,13 +55,13 @@ use serde_json::{json, Value};
 
 use crate::cache::system::{Activity, At, MemorySystem};
 use crate::cache::{Cache, CacheParams, WritePolicy};
-use crate::config::PageTableConfig;
+use crate::config::{Compare, Organisation, PageTableConfig, SpaceIds};
 use crate::error::{Error, Result};
 use crate::event::{Kind, NO_PADDR};
 use crate::pagetable::{
-    scramble_space, Chaining, Frames, Front, FrontKind, FrontParams, Hashed, HashedParams,
-    InsertError, Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, Usage, Walk,
-    PAGE_SHIFT, TABLE_BASE,
+    scramble_space, Frames, Front, FrontKind, FrontParams, Hashed, HashedParams, InsertError,
+    Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, Usage, Walk, PAGE_SHIFT,
+    TABLE_BASE,
 };
 use crate::tlb::Policy;
 
@@ -176,21 +176,7 @@ impl WalkCosts {
     }
 }
 
-/// Who refills the TLB.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RefillBy {
-    Hardware,
-    Software,
-}
-
-/// How addresses name pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Addresses {
-    /// (address space, address): sharing by aliases, one entry per alias.
-    PerProcess,
-    /// The upper 32 bits are the space id: one address per shared page.
-    Global,
-}
+pub use crate::config::{Addresses, RefillBy};
 
 /// Longest chain length counted on its own in the histogram (longer ones share the last bin).
 pub const CHAIN_BINS: usize = 16;
@@ -256,7 +242,7 @@ pub struct Walker {
 /// Build a table of organisation `org` from the config (`behind` for a swTLB's inner).
 fn build_table(
     c: &PageTableConfig,
-    org: &str,
+    org: Organisation,
     frames: u64,
     base: u64,
     src: &str,
@@ -274,7 +260,7 @@ fn build_table(
         Ok(n as usize)
     };
     Ok(match org {
-        "radix" => {
+        Organisation::Radix => {
             let mut p = match (c.bits.is_empty(), c.levels) {
                 (false, _) => RadixParams {
                     bits: c.bits.clone(),
@@ -323,7 +309,7 @@ fn build_table(
                     .map_err(|m| err(if c.bits.is_empty() { "psc" } else { "bits" }, m))?,
             )
         }
-        "inverted" => PageTable::Inverted(
+        Organisation::Inverted => PageTable::Inverted(
             Inverted::new(InvertedParams {
                 frames,
                 hat: ratio_size(2.0)?,
@@ -331,12 +317,8 @@ fn build_table(
             })
             .map_err(|m| err("ratio", m))?,
         ),
-        "hashed" => {
-            let chaining = match c.chaining.as_str() {
-                "free" => Chaining::Free,
-                "overflow" => Chaining::Overflow,
-                o => return Err(err("chaining", format!("'{o}' is not free or overflow"))),
-            };
+        Organisation::Hashed => {
+            let chaining = c.chaining;
             PageTable::Hashed(
                 Hashed::new(HashedParams {
                     buckets: ratio_size(2.0)?,
@@ -348,20 +330,20 @@ fn build_table(
                 .map_err(|m| err("ways", m))?,
             )
         }
-        "hybrid" | "swtlb" => {
-            let (kind, inner_org, default_entries) = if org == "hybrid" {
-                (FrontKind::Hybrid, "radix", 8192)
+        Organisation::Hybrid | Organisation::Swtlb => {
+            let (kind, inner_org, default_entries) = if org == Organisation::Hybrid {
+                (FrontKind::Hybrid, Organisation::Radix, 8192)
             } else {
-                let b = c.behind.as_deref().unwrap_or("inverted");
-                if !matches!(b, "radix" | "inverted" | "hashed") {
+                let b = c.behind.unwrap_or(Organisation::Inverted);
+                if matches!(b, Organisation::Hybrid | Organisation::Swtlb) {
                     return Err(err(
                         "behind",
-                        format!("'{b}' is not radix, inverted or hashed"),
+                        format!("'{}' is not radix, inverted or hashed", b.name()),
                     ));
                 }
                 (FrontKind::SwTlb, b, 2048)
             };
-            if org == "hybrid" && c.behind.as_deref().is_some_and(|b| b != "radix") {
+            if org == Organisation::Hybrid && c.behind.is_some_and(|b| b != Organisation::Radix) {
                 return Err(err(
                     "behind",
                     "a hybrid's HPT cache fronts a forward-mapped (radix) table".into(),
@@ -393,12 +375,6 @@ fn build_table(
             let inner = build_table(&behind, inner_org, frames, base + front_bytes, src)?;
             PageTable::Front(Box::new(
                 Front::new(p, inner).map_err(|m| err("entries", m))?,
-            ))
-        }
-        o => {
-            return Err(err(
-                "organisation",
-                format!("'{o}' is not radix, inverted, hashed, hybrid or swtlb"),
             ))
         }
     })
@@ -447,42 +423,32 @@ impl Walker {
                 format!("{} bytes: between one 4 KiB frame and 1 TiB", c.memory.0),
             ));
         }
-        let refill = match c.refill.as_str() {
-            "hardware" => RefillBy::Hardware,
-            "software" => RefillBy::Software,
-            o => return Err(err("refill", format!("'{o}' is not hardware or software"))),
-        };
-        let addresses = match c.addresses.as_str() {
-            "per-process" => Addresses::PerProcess,
-            "global" => Addresses::Global,
-            o => {
-                return Err(err(
-                    "addresses",
-                    format!("'{o}' is not per-process or global"),
-                ))
-            }
-        };
-        let random_ids = match c.space_ids.as_str() {
-            "random" => true,
-            "asid" => false,
-            o => return Err(err("space_ids", format!("'{o}' is not random or asid"))),
-        };
-        let serial = match c.compare.as_str() {
-            "serial" => true,
-            "parallel" => false,
-            o => return Err(err("compare", format!("'{o}' is not serial or parallel"))),
-        };
-        let org = c.organisation.as_str();
-        if refill == RefillBy::Hardware && matches!(org, "inverted" | "swtlb") {
+        let (refill, addresses) = (c.refill, c.addresses);
+        let random_ids = c.space_ids == SpaceIds::Random;
+        let serial = c.compare == Compare::Serial;
+        let org = c.organisation;
+        if refill == RefillBy::Hardware
+            && matches!(org, Organisation::Inverted | Organisation::Swtlb)
+        {
             return Err(err(
                 "refill",
-                format!("the {org} table is searched by software only (refill = \"software\")"),
+                format!(
+                    "the {} table is searched by software only (refill = \"software\")",
+                    org.name()
+                ),
             ));
         }
-        if !matches!(org, "hashed" | "hybrid" | "swtlb") && c.ways.is_some_and(|w| w != 1) {
+        let ways_apply = matches!(
+            org,
+            Organisation::Hashed | Organisation::Hybrid | Organisation::Swtlb
+        );
+        if !ways_apply && c.ways.is_some_and(|w| w != 1) {
             return Err(err(
                 "ways",
-                format!("only hashed, hybrid and swtlb tables have ways, not {org}"),
+                format!(
+                    "only hashed, hybrid and swtlb tables have ways, not {}",
+                    org.name()
+                ),
             ));
         }
         let table = build_table(c, org, frames, TABLE_BASE, src)?;
