@@ -327,6 +327,9 @@ pub struct Machine {
     /// The kernel classes of `[pages]` as resolved for the trace (see
     /// [`Machine::bind_trace`]).
     kernel: KernelBinding,
+    /// References the synthesised miss handlers made (all kernel-mode, in the ledger beside
+    /// the trace's own).
+    handler_refs: u64,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it, nor does an [`entry_key`].
@@ -1077,6 +1080,7 @@ impl Machine {
                 classes: kernel_classes,
                 ..KernelBinding::default()
             },
+            handler_refs: 0,
         })
     }
 
@@ -1314,12 +1318,14 @@ impl Machine {
         Ok(())
     }
 
-    /// References the trace made in kernel mode.
+    /// References the trace made in kernel mode (the ledger's, less the synthesised
+    /// handlers').
     fn kernel_references(&self) -> u64 {
         let l = &self.ledger;
-        (0..l.asids().len())
+        let all: u64 = (0..l.asids().len())
             .flat_map(|a| Kind::REFS.map(|k| l.refs(a, Mode::Kernel, k)))
-            .sum()
+            .sum();
+        all.saturating_sub(self.handler_refs)
     }
 
     /// What a result must say about the kernel classes and the pricing of the trace's
@@ -1339,7 +1345,7 @@ impl Machine {
         let unresolved = named(&mut k.classes.iter().filter(|c| c.1.is_none()).map(|c| c.0));
         if !k.classes.is_empty() && source == LayoutSource::X86_64Nokaslr {
             w.push(format!(
-                "the trace records no kernel layout (kernel_layout metadata: traces captured before it was recorded); as its metadata names a capture of x86-64 Linux booted with nokaslr, the kernel classes of pages.regions ({}) take the documented x86-64 nokaslr layout",
+                "the trace records no kernel layout (kernel_layout metadata: traces captured before it was recorded); as its metadata names a capture of x86-64 Linux by lookaside trace --system, which boots with nokaslr, the kernel classes of pages.regions ({}) take the documented x86-64 nokaslr layout",
                 named(&mut k.classes.iter().map(|c| c.0))
             ));
         }
@@ -1347,7 +1353,7 @@ impl Machine {
             w.push(format!(
                 "pages.regions names kernel classes ({unresolved}) that the trace's kernel layout does not give ({}): they resolve to no addresses, and its kernel references there are translated as mapped memory",
                 match source {
-                    LayoutSource::Unknown => "the trace records no kernel_layout metadata, and its metadata does not name a capture of x86-64 Linux booted with nokaslr",
+                    LayoutSource::Unknown => "the trace records no kernel_layout metadata, and its metadata does not name a capture of x86-64 Linux booted with nokaslr by lookaside trace --system",
                     _ => "absent from its kernel_layout",
                 }
             ));
@@ -1540,6 +1546,7 @@ impl Machine {
     /// program's references, which take [`Feed`]'s path.
     fn memory_event(&mut self, e: &Event) {
         self.ledger.add_references(e.mode, e.kind, 1);
+        self.handler_refs += 1;
         let (mapped, walked) = if self.translated.get(e.kind as usize) == Some(&true) {
             self.reference(*e)
         } else {

@@ -78,10 +78,11 @@ impl KernelClass {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct KernelLayout(pub BTreeMap<KernelClass, (u64, u64)>);
 
-/// Linux x86-64 with 4-level paging and no KASLR (`nokaslr`), as Debian's kernels lay it out
-/// (`Documentation/arch/x86/x86_64/mm.rst`; a 1 GiB kernel image, since they are built with
-/// `CONFIG_RANDOMIZE_BASE`): what a whole-system capture recorded before traces carried
-/// their layout.
+/// Linux x86-64 with 4-level paging and no KASLR (`nokaslr`), as Debian 12's cloud kernel
+/// (6.1) lays it out and its capture module reports it (the windows of
+/// `Documentation/arch/x86/x86_64/mm.rst`, with a 1 GiB kernel image since Debian builds
+/// with `CONFIG_RANDOMIZE_BASE`; fixmap and CPU entry area as that build sizes them): what
+/// is assumed for a whole-system capture made before traces carried their layout.
 pub const X86_64_NOKASLR: [(KernelClass, u64, u64); 7] = [
     (
         KernelClass::DirectMap,
@@ -116,7 +117,7 @@ pub const X86_64_NOKASLR: [(KernelClass, u64, u64); 7] = [
     (
         KernelClass::CpuEntryArea,
         0xffff_fe00_0000_0000,
-        0xffff_fe80_0000_0000,
+        0xffff_fe00_7600_1000,
     ),
 ];
 
@@ -183,8 +184,9 @@ impl KernelLayout {
     }
 
     /// The kernel layout of a trace with `meta`: its `kernel_layout`, else, for a capture of
-    /// x86-64 Linux booted with `nokaslr` made before traces recorded it,
-    /// [`X86_64_NOKASLR`]; else none. A `kernel_layout` that does not parse is an error.
+    /// x86-64 Linux made before traces recorded it (`capture` "qemu-system plugin" on a
+    /// `qemu-system-x86_64` machine, with `nokaslr` on the kernel command line if it is
+    /// recorded), [`X86_64_NOKASLR`]; else none. A `kernel_layout` that does not parse is an error.
     pub fn of_trace(
         meta: Option<&Metadata>,
     ) -> std::result::Result<(Option<KernelLayout>, LayoutSource), String> {
@@ -197,11 +199,13 @@ impl KernelLayout {
                 .map_err(|e| format!("metadata {METADATA_KEY}: {e}"));
         }
         let get = |k: &str| m.extra.get(k).map(String::as_str).unwrap_or("");
+        // `lookaside trace --system` has booted with nokaslr from the start; a command line
+        // recorded without it (a capture made otherwise) leaves the layout unknown.
         let x86_64_linux = get("capture") == "qemu-system plugin"
             && get("machine").starts_with("qemu-system-x86_64")
-            && get("kernel_command_line")
-                .split_whitespace()
-                .any(|w| w == "nokaslr");
+            && m.extra
+                .get("kernel_command_line")
+                .is_none_or(|c| c.split_whitespace().any(|w| w == "nokaslr"));
         Ok(if x86_64_linux {
             (
                 Some(KernelLayout::of(&X86_64_NOKASLR)),
@@ -276,6 +280,15 @@ mod tests {
         assert_eq!(
             l.unwrap().range(KernelClass::Text),
             Some((0xffff_ffff_8000_0000, 0xffff_ffff_c000_0000))
+        );
+        // Captured before the command line was recorded: always with nokaslr.
+        let older = meta(&[
+            ("capture", "qemu-system plugin"),
+            ("machine", "qemu-system-x86_64"),
+        ]);
+        assert_eq!(
+            KernelLayout::of_trace(Some(&older)).unwrap().1,
+            LayoutSource::X86_64Nokaslr
         );
         // KASLR on, a user-level capture, no metadata: nothing is guessed.
         for m in [
