@@ -2218,6 +2218,10 @@ fn wire(
     Ok((roots, next, translated))
 }
 
+/// A kernel-class region of `[pages]`: its class and the range it resolved to (none: the
+/// trace's layout does not give it).
+type ResolvedClass = (KernelClass, Option<(u64, u64)>);
+
 /// The page map of `config`'s `[pages]`, with the regions that name a kernel class
 /// ([`KernelClass`]) resolved in `layout` (a class the layout lacks, or no layout: no
 /// region). Returns the map and, per kernel-class region, its class and the range it got.
@@ -2225,7 +2229,7 @@ fn page_map(
     config: &MachineConfig,
     source_name: &str,
     layout: Option<&KernelLayout>,
-) -> Result<(PageMap, Vec<(KernelClass, Option<(u64, u64)>)>)> {
+) -> Result<(PageMap, Vec<ResolvedClass>)> {
     let err = |k: String, m: &str| Error::config(source_name, k, m);
     let mut regions = Vec::new();
     let mut classes = Vec::new();
@@ -2300,8 +2304,8 @@ fn page_map(
 struct KernelBinding {
     /// Where the trace's layout came from (none: the source is not a trace file).
     source: Option<LayoutSource>,
-    /// Each kernel-class region of `[pages]`: its class and the range it resolved to.
-    classes: Vec<(KernelClass, Option<(u64, u64)>)>,
+    /// Each kernel-class region of `[pages]`.
+    classes: Vec<ResolvedClass>,
     /// The trace's direct map and kernel text ranges this machine translates although it
     /// models an unmapped kernel: its result prices them as mapped memory.
     mispriced: Vec<(KernelClass, u64, u64)>,

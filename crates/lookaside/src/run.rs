@@ -568,6 +568,8 @@ mod tests {
                 Machine::assemble(text, "t", &flags, &sets).unwrap()
             };
             let mut expect = build();
+            // A trace file binds the machine to its metadata (here: no kernel layout).
+            expect.bind_trace(None, "mixed.lks").unwrap();
             expect.run_batch(&events);
             let info = TraceInfo::default();
             let want = crate::report::result_json(&expect, &info);
