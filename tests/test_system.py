@@ -122,6 +122,72 @@ def test_user_references_agree_with_a_user_level_capture(pipe, tmp_path):
     assert abs(guest - host) <= TOLERANCE * host, (guest, host)
 
 
+def _layout(text: str) -> dict[str, tuple[int, int]]:
+    """A trace's ``kernel_layout`` metadata as {class: (start, end)}."""
+    out = {}
+    for item in text.split("; "):
+        name, rng = item.split()
+        lo, hi = rng.split("-")
+        out[name] = (int(lo, 16), int(hi, 16))
+    return out
+
+
+def _old_decstation(tmp_path: Path) -> Path:
+    """The DECstation 5000/200 preset as it was before it named kernel classes: kseg0 and
+    x86-64's kernel text unmapped by number, the direct map translated."""
+    text = lookaside.preset_path("decstation5000-200").read_text()
+    old = re.sub(r',\s*\{ kernel = "direct_map", size = "unmapped" \},\s*'
+                 r'\{ kernel = "text", size = "unmapped" \} \]', " ]", text)
+    assert old != text and "kernel =" not in old
+    path = tmp_path / "decstation-old.toml"
+    path.write_text(old)
+    return path
+
+
+def _mispriced(r: lookaside.Result) -> list[str]:
+    return [w for w in r.data["warnings"] if "priced as mapped memory" in w]
+
+
+@needs_system
+def test_a_system_trace_records_the_kernels_address_layout(pipe, cli):
+    """The guest's module reads the kernel's layout from the running kernel; booted with
+    nokaslr, its direct map and text are where x86-64's documentation puts them, and the
+    kernel's references fall in its classes."""
+    out, s = pipe
+    meta = lookaside.info(out)["metadata"]["extra"]
+    assert s["kernel_layout"] == meta["kernel_layout"]
+    layout = _layout(meta["kernel_layout"])
+    assert list(layout) == ["direct_map", "text", "modules", "vmalloc", "vmemmap", "fixmap",
+                            "cpu_entry_area"]
+    assert layout["direct_map"] == (0xffff888000000000, 0xffffc88000000000)
+    assert layout["text"] == (0xffffffff80000000, 0xffffffffc0000000)
+    assert layout["modules"][0] == layout["text"][1]
+    # The kernel's data pages lie in its classes, most of them in the direct map.
+    pages = lookaside.access_map(out, page="4k", interval=10**12, select="data")
+    kernel = pages[pages.address >= 1 << 63].address.unique()
+    inside = {c: sum(lo <= a < hi for a in kernel) for c, (lo, hi) in layout.items()}
+    assert sum(inside.values()) == len(kernel), (inside, len(kernel))
+    assert inside["direct_map"] > len(kernel) // 2, inside
+    p = cli("info", str(out))
+    assert "kernel_layout" in p.stdout and "direct_map 0xffff888000000000-" in p.stdout
+
+
+@needs_system
+def test_an_unmapped_kernel_machine_says_when_it_would_misprice_a_system_trace(pipe, tmp_path):
+    """The DECstation's kseg0 holds what x86-64 reaches through its direct map: the preset
+    that translated the direct map (priced as mapped, synthesised handlers and all) warns;
+    the preset that takes the direct map and text from the trace does not."""
+    out, _ = pipe
+    with pytest.warns(lookaside.LookasideWarning, match="priced as mapped memory"):
+        old = lookaside.simulate(out, _old_decstation(tmp_path))
+    assert "direct_map 0xffff888000000000-0xffffc88000000000" in _mispriced(old)[0]
+    new = lookaside.simulate(out, "decstation5000-200")
+    assert new.data["warnings"] == []
+    assert new.data["machine"]["kernel_regions"]["layout"] == "trace"
+    ktlb = [r.data["memory"]["tlb_handlers"]["ktlb"]["mcpi"] for r in (old, new)]
+    assert ktlb[0] > 0.3 and ktlb[1] < 0.02, ktlb
+
+
 @needs_system
 def test_a_system_trace_simulates_per_address_space(pipe, tmp_path):
     out, _ = pipe
@@ -542,3 +608,23 @@ def test_a_user_level_file_service_is_recorded_as_address_spaces_and_repeats(tmp
     assert re.search(r"(^| )bindfs=\S+", extra["guest_packages"])
     # The servers did work while the workload ran: user references in their address spaces.
     assert all(info[0]["by_asid"][str(a)]["user"] > 0 for a in servers)
+
+
+def test_an_old_system_trace_takes_the_documented_x86_64_layout(tmp_path):
+    """A whole-system trace captured before traces recorded their kernel layout (the shipped
+    gzip capture): the DECstation's kernel classes take x86-64's documented nokaslr layout,
+    and say so; the old preset warns that it prices the direct map as mapped."""
+    trace = lookaside._data_dir("data") / "gzip-system.lks"
+    assert "kernel_layout" not in lookaside.info(trace)["metadata"]["extra"]
+    with pytest.warns(lookaside.LookasideWarning, match="documented x86-64 nokaslr layout"):
+        new = lookaside.simulate(trace, "decstation5000-200")
+    assert _mispriced(new) == []
+    assert new.data["machine"]["kernel_regions"]["layout"] == "x86_64_nokaslr"
+    with pytest.warns(lookaside.LookasideWarning, match="priced as mapped memory"):
+        old = lookaside.simulate(trace, _old_decstation(tmp_path))
+    assert "the documented x86-64 nokaslr layout: the trace records none" in _mispriced(old)[0]
+    ktlb = [r.data["memory"]["tlb_handlers"]["ktlb"]["misses"] for r in (old, new)]
+    assert ktlb[1] * 10 < ktlb[0], ktlb
+    # A user-level trace has no kernel to price: nothing to say.
+    user = lookaside.simulate(lookaside._data_dir("data") / "mawk.lks", "decstation5000-200")
+    assert user.data["warnings"] == []

@@ -16,7 +16,10 @@
 //! [pages]
 //! size = "4k"              # the page size that backs every address unless a region says otherwise
 //! regions = [ { start = "0x7f0000000000", end = "0x7f0040000000", size = "2M" },
-//!             { start = "0x80000000", end = "0xc0000000", size = "unmapped" } ]
+//!             { start = "0x80000000", end = "0xc0000000", size = "unmapped" },
+//!             { kernel = "direct_map", size = "unmapped" } ]   # a class of the trace's
+//!                          # kernel layout (direct_map, text, modules, vmalloc, vmemmap,
+//!                          # fixmap, cpu_entry_area): see crate::trace::kernel
 //!
 //! [[tlb]]
 //! name = "dtlb"
@@ -92,6 +95,7 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::trace::kernel::KernelClass;
 
 /// A whole machine.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -196,14 +200,32 @@ impl Default for PageSection {
     }
 }
 
-/// A virtual-address range `[start, end)` backed by pages of `size` (or not translated).
+/// A virtual-address range `[start, end)` backed by pages of `size` (or not translated); or,
+/// instead of `start` and `end`, a class of the traced kernel's addresses (`kernel =
+/// "direct_map"`, see [`KernelClass`]), whose range the trace's `kernel_layout` metadata
+/// gives when the machine runs it (`size = "unmapped"` only: a machine like the MIPS
+/// R3000, whose kernel reaches kseg0 outside the TLB, says which x86-64 kernel ranges play
+/// that part, whatever numbers the trace's kernel gave them).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Region {
-    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
-    pub start: u64,
-    #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
-    pub end: u64,
+    #[serde(
+        default,
+        deserialize_with = "opt_addr",
+        serialize_with = "ser_opt_addr",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub start: Option<u64>,
+    #[serde(
+        default,
+        deserialize_with = "opt_addr",
+        serialize_with = "ser_opt_addr",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub end: Option<u64>,
+    /// A class of kernel addresses, in place of `start` and `end`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelClass>,
     pub size: PageSize,
     /// Only this address space (default: all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2179,7 +2201,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.machine.global_above, Some(0xffff_8000_0000_0000));
-        assert_eq!(m.pages.regions[0].end, 0xc000_0000);
+        assert_eq!(m.pages.regions[0].end, Some(0xc000_0000));
         assert_eq!(m.tlbs[0].ways, Ways::N(4));
         assert_eq!(m.tlbs[1].ways, Ways::N(12));
         assert_eq!(

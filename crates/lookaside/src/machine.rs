@@ -45,6 +45,8 @@ use crate::mmu::layout::{self, Segment};
 use crate::mmu::{HandlerStep, SoftwareManagedTlb, Trap, Walker};
 use crate::threec::Shadow;
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
+use crate::trace::kernel::{KernelClass, KernelLayout, LayoutSource};
+use crate::trace::Metadata;
 
 /// Context-tag bit of a global entry.
 const GLOBAL: u64 = 1 << 40;
@@ -211,6 +213,22 @@ impl PageMap {
         (lo, hi)
     }
 
+    /// Whether some address of `[start, end)` is translated (backed by pages) in an address
+    /// space no region singles out.
+    fn translates_any(&self, start: u64, end: u64) -> bool {
+        let mut a = start;
+        while a < end {
+            if self.backing(a, u32::MAX).is_some() {
+                return true;
+            }
+            match self.span(a, u32::MAX).1.checked_add(1) {
+                Some(next) => a = next,
+                None => return false,
+            }
+        }
+        false
+    }
+
     /// Every shift some address can be backed by.
     fn shifts(&self) -> impl Iterator<Item = u32> + '_ {
         self.default
@@ -306,6 +324,12 @@ pub struct Machine {
     /// The `[[cache]]` hierarchy, when the config has caches: every reference goes to it
     /// after translation (by its virtual address).
     caches: Option<Box<Hierarchy>>,
+    /// The kernel classes of `[pages]` as resolved for the trace (see
+    /// [`Machine::bind_trace`]).
+    kernel: KernelBinding,
+    /// References the synthesised miss handlers made (all kernel-mode, in the ledger beside
+    /// the trace's own).
+    handler_refs: u64,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it, nor does an [`entry_key`].
@@ -663,6 +687,30 @@ enum Step {
     Full,
 }
 
+/// Whether the page map is uniform, and per reference kind what the fast path does and
+/// whether its root stands alone (see [`Machine::uniform`], [`Machine::fast`] and
+/// [`Machine::alone`]): all derived from the page map and the wiring.
+fn fast_paths(
+    pages: &PageMap,
+    roots: &Route,
+    translated: [bool; 3],
+    next: &[Route],
+    default_shift: &[u32],
+) -> (bool, [Fast; 3], [bool; 3]) {
+    // Uniform apart from unmapped holes: the fast path checks the holes first.
+    let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
+    let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
+        _ if !translated[kind as usize] => Fast::Untranslated,
+        Some(r) if uniform => Fast::Root(r, default_shift[r]),
+        _ => Fast::Slow,
+    });
+    let alone = Kind::REFS.map(|kind| match (fast[kind as usize], pages.default) {
+        (Fast::Root(r, _), Some(d)) => next[r].at(kind, d).is_none(),
+        _ => false,
+    });
+    (uniform, fast, alone)
+}
+
 /// What the fast path of [`EventSink::event`] does with a reference of one kind.
 #[derive(Clone, Copy, Debug)]
 enum Fast {
@@ -730,7 +778,7 @@ impl Machine {
                 )));
             }
         }
-        let pages = page_map(&config, source_name)?;
+        let (pages, kernel_classes) = page_map(&config, source_name, None)?;
         // Everything is checked before anything big is allocated: the structures' parameters
         // and page sizes first, then how they are wired and the sections' cross-checks, then
         // the machine's memory against the limit; only then are the structures built.
@@ -922,17 +970,7 @@ impl Machine {
             u.ctx_now = u.ctx(0, s, false);
             u.ctx_global = u.ctx(0, s, true);
         }
-        // Uniform apart from unmapped holes: the fast path checks the holes first.
-        let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
-        let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
-            _ if !translated[kind as usize] => Fast::Untranslated,
-            Some(r) if uniform => Fast::Root(r, default_shift[r]),
-            _ => Fast::Slow,
-        });
-        let alone = Kind::REFS.map(|kind| match (fast[kind as usize], pages.default) {
-            (Fast::Root(r, _), Some(d)) => next[r].at(kind, d).is_none(),
-            _ => false,
-        });
+        let (uniform, fast, alone) = fast_paths(&pages, &roots, translated, &next, &default_shift);
         let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,
@@ -1038,6 +1076,11 @@ impl Machine {
             config,
             steps: Vec::new(),
             caches,
+            kernel: KernelBinding {
+                classes: kernel_classes,
+                ..KernelBinding::default()
+            },
+            handler_refs: 0,
         })
     }
 
@@ -1226,7 +1269,131 @@ impl Machine {
     /// What a result must say about references the machine did not simulate (see
     /// [`unsimulated_warnings`]).
     pub fn warnings(&self) -> Vec<String> {
-        unsimulated_warnings(self.dropped(), self.translations())
+        let mut w = unsimulated_warnings(self.dropped(), self.translations());
+        w.extend(self.kernel_warnings());
+        w
+    }
+
+    /// Resolves the kernel classes of `[pages]` (`{ kernel = "direct_map", size =
+    /// "unmapped" }`) against the kernel layout of the trace this machine is about to run,
+    /// given its metadata (see [`KernelLayout::of_trace`]), and notes whether the machine,
+    /// which models a kernel that runs (partly) unmapped, would translate what the trace
+    /// calls its direct map or kernel text. Called once a trace file is open, before its
+    /// first event; a metadata `kernel_layout` that does not parse is an error naming
+    /// `trace`. A machine never bound (a generated workload, whose kernel addresses are the
+    /// model's own MIPS segments) warns about neither.
+    pub fn bind_trace(&mut self, meta: Option<&Metadata>, trace: &str) -> Result<()> {
+        let (layout, source) = KernelLayout::of_trace(meta)
+            .map_err(|m| Error::trace(trace, crate::error::Location::Whole, "metadata", m))?;
+        if !self.kernel.classes.is_empty() {
+            let name = self.config.machine.name.clone();
+            let (pages, classes) = page_map(&self.config, &name, layout.as_ref())?;
+            (self.uniform, self.fast, self.alone) = fast_paths(
+                &pages,
+                &self.roots,
+                self.translated,
+                &self.next,
+                &self.default_shift,
+            );
+            self.pages = pages;
+            self.kernel.classes = classes;
+        }
+        self.kernel.source = Some(source);
+        let unmapped_kernel = self.refill.is_none()
+            && (self.handler.is_some()
+                || self
+                    .config
+                    .pages
+                    .regions
+                    .iter()
+                    .any(|r| r.size == PageSize::Unmapped));
+        self.kernel.mispriced = match &layout {
+            Some(l) if unmapped_kernel => [KernelClass::DirectMap, KernelClass::Text]
+                .into_iter()
+                .filter_map(|c| l.range(c).map(|(s, e)| (c, s, e)))
+                .filter(|&(_, s, e)| self.pages.translates_any(s, e))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(())
+    }
+
+    /// References the trace made in kernel mode (the ledger's, less the synthesised
+    /// handlers').
+    fn kernel_references(&self) -> u64 {
+        let l = &self.ledger;
+        let all: u64 = (0..l.asids().len())
+            .flat_map(|a| Kind::REFS.map(|k| l.refs(a, Mode::Kernel, k)))
+            .sum();
+        all.saturating_sub(self.handler_refs)
+    }
+
+    /// What a result must say about the kernel classes and the pricing of the trace's
+    /// kernel (see [`Machine::bind_trace`]): nothing for a trace without kernel references.
+    fn kernel_warnings(&self) -> Vec<String> {
+        let k = &self.kernel;
+        let Some(source) = k.source else {
+            return Vec::new();
+        };
+        if self.kernel_references() == 0 {
+            return Vec::new();
+        }
+        let named = |classes: &mut dyn Iterator<Item = KernelClass>| {
+            classes.map(|c| c.name()).collect::<Vec<_>>().join(", ")
+        };
+        let mut w = Vec::new();
+        let unresolved = named(&mut k.classes.iter().filter(|c| c.1.is_none()).map(|c| c.0));
+        if !k.classes.is_empty() && source == LayoutSource::X86_64Nokaslr {
+            w.push(format!(
+                "the trace records no kernel layout (kernel_layout metadata: traces captured before it was recorded); as its metadata names a capture of x86-64 Linux by lookaside trace --system, which boots with nokaslr, the kernel classes of pages.regions ({}) take the documented x86-64 nokaslr layout",
+                named(&mut k.classes.iter().map(|c| c.0))
+            ));
+        }
+        if !unresolved.is_empty() {
+            w.push(format!(
+                "pages.regions names kernel classes ({unresolved}) that the trace's kernel layout does not give ({}): they resolve to no addresses, and its kernel references there are translated as mapped memory",
+                match source {
+                    LayoutSource::Unknown => "the trace records no kernel_layout metadata, and its metadata does not name a capture of x86-64 Linux booted with nokaslr by lookaside trace --system",
+                    _ => "absent from its kernel_layout",
+                }
+            ));
+        }
+        if !k.mispriced.is_empty() {
+            let ranges = k
+                .mispriced
+                .iter()
+                .map(|(c, s, e)| format!("{} {s:#x}-{e:#x}", c.name()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            w.push(format!(
+                "this machine models a kernel that runs unmapped (unmapped regions in [pages]{}) but translates what the trace calls its {ranges}{}: its kernel references there are priced as mapped memory (TLB misses{}), which a kernel segment like MIPS kseg0 never takes; declare them unmapped in [pages]: regions = [{{ kernel = \"direct_map\", size = \"unmapped\" }}, {{ kernel = \"text\", size = \"unmapped\" }}]",
+                if self.handler.is_some() { ", synthesised TLB miss handlers" } else { "" },
+                if source == LayoutSource::X86_64Nokaslr {
+                    " (the documented x86-64 nokaslr layout: the trace records none)"
+                } else {
+                    ""
+                },
+                if self.handler.is_some() { " and handler work" } else { "" },
+            ));
+        }
+        w
+    }
+
+    /// The kernel classes of `[pages]` as resolved for the trace, for the result (none:
+    /// the machine names no kernel class).
+    pub fn kernel_regions_json(&self) -> Option<serde_json::Value> {
+        let k = &self.kernel;
+        if k.classes.is_empty() {
+            return None;
+        }
+        Some(serde_json::json!({
+            "layout": k.source,
+            "regions": k.classes.iter().map(|(c, r)| serde_json::json!({
+                "kernel": c.name(),
+                "start": r.map(|r| format!("{:#x}", r.0)),
+                "end": r.map(|r| format!("{:#x}", r.1)),
+            })).collect::<Vec<_>>(),
+        }))
     }
 
     /// The error when this machine cannot follow the trace `name` at all: a MIPS
@@ -1379,6 +1546,7 @@ impl Machine {
     /// program's references, which take [`Feed`]'s path.
     fn memory_event(&mut self, e: &Event) {
         self.ledger.add_references(e.mode, e.kind, 1);
+        self.handler_refs += 1;
         let (mapped, walked) = if self.translated.get(e.kind as usize) == Some(&true) {
             self.reference(*e)
         } else {
@@ -2050,19 +2218,64 @@ fn wire(
     Ok((roots, next, translated))
 }
 
-fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
+/// A kernel-class region of `[pages]`: its class and the range it resolved to (none: the
+/// trace's layout does not give it).
+type ResolvedClass = (KernelClass, Option<(u64, u64)>);
+
+/// The page map of `config`'s `[pages]`, with the regions that name a kernel class
+/// ([`KernelClass`]) resolved in `layout` (a class the layout lacks, or no layout: no
+/// region). Returns the map and, per kernel-class region, its class and the range it got.
+fn page_map(
+    config: &MachineConfig,
+    source_name: &str,
+    layout: Option<&KernelLayout>,
+) -> Result<(PageMap, Vec<ResolvedClass>)> {
+    let err = |k: String, m: &str| Error::config(source_name, k, m);
     let mut regions = Vec::new();
+    let mut classes = Vec::new();
     for (i, r) in config.pages.regions.iter().enumerate() {
-        if r.end <= r.start {
-            return Err(Error::config(
-                source_name,
+        let (start, end) = match (r.kernel, r.start, r.end) {
+            (Some(class), None, None) => {
+                if r.size != PageSize::Unmapped {
+                    return Err(err(
+                        format!("pages.regions[{i}].size"),
+                        "a kernel class can only be declared unmapped (size = \"unmapped\"): its range comes from the trace, and may not be aligned to any page size",
+                    ));
+                }
+                let range = layout.and_then(|l| l.range(class));
+                classes.push((class, range));
+                match range {
+                    Some(range) => range,
+                    None => continue,
+                }
+            }
+            (Some(_), _, _) => {
+                return Err(err(
+                    format!("pages.regions[{i}]"),
+                    "give start and end, or kernel (a class of the trace's kernel layout), not both",
+                ))
+            }
+            (None, Some(start), Some(end)) => (start, end),
+            (None, _, _) => {
+                return Err(Error::config(
+                    source_name,
+                    format!("pages.regions[{i}]"),
+                    format!(
+                        "give start and end, or kernel = one of the trace's kernel address classes ({})",
+                        crate::trace::kernel::class_names()
+                    ),
+                ))
+            }
+        };
+        if end <= start {
+            return Err(err(
                 format!("pages.regions[{i}].end"),
                 "end must be above start",
             ));
         }
         if let Some(s) = r.size.shift() {
             let mask = (1u64 << s) - 1;
-            if r.start & mask != 0 || (r.end & mask != 0 && r.end != u64::MAX) {
+            if start & mask != 0 || (end & mask != 0 && end != u64::MAX) {
                 return Err(Error::config(
                     source_name,
                     format!("pages.regions[{i}]"),
@@ -2073,13 +2286,29 @@ fn page_map(config: &MachineConfig, source_name: &str) -> Result<PageMap> {
                 ));
             }
         }
-        regions.push((r.start, r.end, r.asid, r.size.shift()));
+        regions.push((start, end, r.asid, r.size.shift()));
     }
-    Ok(PageMap {
-        default: config.pages.size.shift(),
-        has_holes: !regions.is_empty() && regions.iter().all(|r| r.3.is_none()),
-        regions,
-    })
+    Ok((
+        PageMap {
+            default: config.pages.size.shift(),
+            has_holes: !regions.is_empty() && regions.iter().all(|r| r.3.is_none()),
+            regions,
+        },
+        classes,
+    ))
+}
+
+/// How a machine that names kernel classes in `[pages]` resolved them for the trace it runs,
+/// and what it must say about pricing that trace's kernel (see [`Machine::bind_trace`]).
+#[derive(Clone, Debug, Default)]
+struct KernelBinding {
+    /// Where the trace's layout came from (none: the source is not a trace file).
+    source: Option<LayoutSource>,
+    /// Each kernel-class region of `[pages]`.
+    classes: Vec<ResolvedClass>,
+    /// The trace's direct map and kernel text ranges this machine translates although it
+    /// models an unmapped kernel: its result prices them as mapped memory.
+    mispriced: Vec<(KernelClass, u64, u64)>,
 }
 
 #[cfg(test)]
@@ -2098,6 +2327,174 @@ mod tests {
 
     fn load(addr: u64) -> Event {
         Event::reference(Kind::Load, addr, 8)
+    }
+
+    /// Metadata of a whole-system trace: its `kernel_layout`, or (none) an x86-64 Linux
+    /// capture booted with nokaslr that recorded none.
+    fn system_meta(layout: Option<&str>) -> Metadata {
+        let mut m = Metadata::default();
+        let mut set = |k: &str, v: &str| m.extra.insert(k.into(), v.into());
+        set("capture", "qemu-system plugin");
+        set(
+            "machine",
+            "qemu-system-x86_64 -cpu qemu64 -smp 1 -m 512M (TCG)",
+        );
+        set("kernel_command_line", "console=ttyS0 nokaslr pti=off");
+        if let Some(l) = layout {
+            set("kernel_layout", l);
+        }
+        m
+    }
+
+    const TLB: &str = "[[tlb]]\nname='t'\nentries=8\nways='full'\nserves='unified'\n";
+    const CLASSES: &str = "[pages]\nregions = [{ kernel = 'direct_map', size = 'unmapped' },\n  { kernel = 'text', size = 'unmapped' }]\n";
+    /// A layout unlike x86-64's, so that a resolution from it is told from the fallback.
+    const LAYOUT: &str =
+        "direct_map 0x100000-0x200000; text 0x300000-0x301000; vmalloc 0x400000-0x500000";
+
+    fn kload(addr: u64) -> Event {
+        load(addr).with_mode(Mode::Kernel)
+    }
+
+    #[test]
+    fn kernel_class_regions_resolve_against_the_trace_layout() {
+        let mut m = build(&format!("{CLASSES}{TLB}")).unwrap();
+        // Before a trace is bound, a class is no region at all.
+        assert_eq!(m.pages.backing(0x100000, 0), Some(12));
+        m.bind_trace(Some(&system_meta(Some(LAYOUT))), "sys.lks")
+            .unwrap();
+        // Direct map and text unmapped; vmalloc and the rest translated.
+        m.run_batch(&[
+            kload(0x100008),
+            kload(0x1ff000),
+            kload(0x300000),
+            kload(0x400000),
+            load(0x1000),
+        ]);
+        assert_eq!(m.ledger().unmapped, 3);
+        assert_eq!(misses(&m, 0), (2, 2));
+        assert!(m.warnings().is_empty(), "{:?}", m.warnings());
+        let j = m.kernel_regions_json().unwrap();
+        assert_eq!(j["layout"], "trace");
+        assert_eq!(
+            j["regions"][0],
+            serde_json::json!({"kernel": "direct_map", "start": "0x100000", "end": "0x200000"})
+        );
+        // Regions keep their order, numbered ones and classes alike: the first match wins.
+        let mixed = "[pages]\nregions = [{ start = 0x100000, end = 0x180000, size = '512k' },\n  { kernel = 'direct_map', size = 'unmapped' }]\n";
+        let mut m = build(&format!(
+            "{mixed}[[tlb]]\nname='t'\nentries=8\npage=['4k','512k']\n"
+        ))
+        .unwrap();
+        m.bind_trace(Some(&system_meta(Some(LAYOUT))), "sys.lks")
+            .unwrap();
+        assert_eq!(m.pages.backing(0x100000, 0), Some(19));
+        assert_eq!(m.pages.backing(0x180000, 0), None);
+    }
+
+    #[test]
+    fn kernel_classes_fall_back_only_for_x86_64_nokaslr_captures() {
+        let direct = 0xffff_8880_0000_1000;
+        // An old capture of x86-64 Linux with nokaslr: the documented layout, said so.
+        let mut m = build(&format!("{CLASSES}{TLB}")).unwrap();
+        m.bind_trace(Some(&system_meta(None)), "old.lks").unwrap();
+        m.run_batch(&[kload(direct), kload(0xffff_ffff_8100_0000)]);
+        assert_eq!(m.ledger().unmapped, 2);
+        let w = m.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("take the documented x86-64 nokaslr layout"),
+            "{w:?}"
+        );
+        assert_eq!(m.kernel_regions_json().unwrap()["layout"], "x86_64_nokaslr");
+        // Anything else: the classes resolve to nothing, and a trace with kernel references
+        // is told so.
+        let mut kaslr = system_meta(None);
+        kaslr
+            .extra
+            .insert("kernel_command_line".into(), "console=ttyS0".into());
+        for meta in [Some(kaslr), None] {
+            let mut m = build(&format!("{CLASSES}{TLB}")).unwrap();
+            m.bind_trace(meta.as_ref(), "t.lks").unwrap();
+            m.run_batch(&[kload(direct)]);
+            assert_eq!(m.ledger().unmapped, 0);
+            let w = m.warnings();
+            // No layout either to resolve the classes or to check the pricing against.
+            assert!(w.len() == 1 && w[0].contains("pages.regions names kernel classes (direct_map, text) that the trace's kernel layout does not give (the trace records no kernel_layout metadata"), "{w:?}");
+        }
+        // A user-level trace: nothing to say.
+        let mut m = build(&format!("{CLASSES}{TLB}")).unwrap();
+        m.bind_trace(None, "user.lks").unwrap();
+        m.run_batch(&[load(0x1000)]);
+        assert!(m.warnings().is_empty());
+        // A bad kernel_layout is an error naming the trace.
+        let e = build(&format!("{CLASSES}{TLB}"))
+            .unwrap()
+            .bind_trace(Some(&system_meta(Some("heap 0x1-0x2"))), "bad.lks")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("bad.lks")
+                && e.contains("metadata kernel_layout: 'heap' is not a kernel address class"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn kernel_class_regions_are_checked() {
+        let err = |regions: &str| {
+            build(&format!("[pages]\nregions = [{regions}]\n{TLB}"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err("{ kernel = 'text', size = '4k' }")
+            .contains("pages.regions[0].size: a kernel class can only be declared unmapped"));
+        assert!(err("{ kernel = 'text', start = 0, end = 4096, size = 'unmapped' }").contains("pages.regions[0]: give start and end, or kernel (a class of the trace's kernel layout), not both"));
+        assert!(err("{ start = 0, size = 'unmapped' }").contains("pages.regions[0]: give start and end, or kernel = one of the trace's kernel address classes (direct_map, text, modules, vmalloc, vmemmap, fixmap, cpu_entry_area)"));
+        let e = err("{ kernel = 'heap', size = 'unmapped' }");
+        assert!(e.contains("line 2, column 23: pages.regions[0].kernel: 'heap' is not one of: direct_map, text,"), "{e}");
+    }
+
+    #[test]
+    fn an_unmapped_kernel_model_warns_when_it_would_translate_the_direct_map() {
+        // Chen's DECstation as it was: MIPS kseg0 and x86-64's kernel text unmapped by
+        // number, the direct map translated, handlers synthesised for its misses.
+        let old = "[pages]\nregions = [{ start = 0x80000000, end = 0xc0000000, size = 'unmapped' },\n  { start = '0xffffffff80000000', end = '0xffffffffc0000000', size = 'unmapped' }]\n";
+        let fixed = format!("{old}  \n").replace("size = 'unmapped' }]", "size = 'unmapped' },\n  { kernel = 'direct_map', size = 'unmapped' }, { kernel = 'text', size = 'unmapped' }]");
+        let meta = system_meta(Some(
+            &crate::trace::kernel::KernelLayout::of(&crate::trace::kernel::X86_64_NOKASLR)
+                .describe(),
+        ));
+        let refs = [
+            kload(0xffff_8880_0000_1000),
+            kload(0xffff_ffff_8100_0000),
+            load(0x1000),
+        ];
+        let mut m = build(&format!("{old}{TLB}")).unwrap();
+        m.bind_trace(Some(&meta), "pipe.lks").unwrap();
+        m.run_batch(&refs);
+        let w = m.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("translates what the trace calls its direct_map 0xffff888000000000-0xffffc88000000000: its kernel references there are priced as mapped memory"), "{w:?}");
+        assert!(
+            !w[0].contains("text 0x"),
+            "the text is unmapped by number: {w:?}"
+        );
+        let mut m = build(&format!("{fixed}{TLB}")).unwrap();
+        m.bind_trace(Some(&meta), "pipe.lks").unwrap();
+        m.run_batch(&refs);
+        assert!(m.warnings().is_empty(), "{:?}", m.warnings());
+        assert_eq!(m.ledger().unmapped, 2);
+        // No unmapped kernel at all (a modern x86 TLB): the direct map is mapped there too.
+        let mut m = build(TLB).unwrap();
+        m.bind_trace(Some(&meta), "pipe.lks").unwrap();
+        m.run_batch(&refs);
+        assert!(m.warnings().is_empty());
+        // Without kernel references, nothing to say.
+        let mut m = build(&format!("{old}{TLB}")).unwrap();
+        m.bind_trace(Some(&meta), "pipe.lks").unwrap();
+        m.run_batch(&[load(0x1000)]);
+        assert!(m.warnings().is_empty());
     }
 
     #[test]

@@ -279,6 +279,9 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
         "rows": rows,
         "warnings": machine.warnings(),
     });
+    if let Some(k) = machine.kernel_regions_json() {
+        result["machine"]["kernel_regions"] = k;
+    }
     if let Some(r) = machine.refill() {
         result["traps"] = crate::mmu::report::traps_json(r);
     }

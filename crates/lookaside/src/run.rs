@@ -163,26 +163,32 @@ impl Reading {
     }
 }
 
-/// Simulate the trace read from `input` in `format` on `machine`, reading as `reading` says.
+/// Simulate the trace `name` read from `input` in `format` on `machine` (bound to the
+/// trace's metadata first: see [`Machine::bind_trace`]), reading as `reading` says.
 pub fn run_input(
     input: Input,
     format: Format,
+    name: &str,
     machine: &mut Machine,
     reading: Reading,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Progress> {
     match (reading, format) {
-        (Reading::Pipelined, _) => {
-            run_pipelined(crate::trace::reader(input, format)?, machine, progress)
-        }
         (Reading::OneThread, Format::Native) if !machine.fed_in_batches() => {
-            run_native(&mut NativeReader::new(input)?, machine, progress)
+            let mut source = NativeReader::new(input)?;
+            machine.bind_trace(Some(source.metadata()), name)?;
+            run_native(&mut source, machine, progress)
         }
-        (Reading::OneThread, _) => run(
-            crate::trace::reader(input, format)?.as_mut(),
-            machine,
-            progress,
-        ),
+        (Reading::Pipelined, _) => {
+            let source = crate::trace::reader(input, format)?;
+            machine.bind_trace(source.metadata(), name)?;
+            run_pipelined(source, machine, progress)
+        }
+        (Reading::OneThread, _) => {
+            let mut source = crate::trace::reader(input, format)?;
+            machine.bind_trace(source.metadata(), name)?;
+            run(source.as_mut(), machine, progress)
+        }
     }
 }
 
@@ -196,8 +202,9 @@ pub fn run_path(
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<(Progress, Format)> {
     let (input, format) = crate::trace::open_input(path, format)?;
+    let name = crate::trace::compress::display(path);
     Ok((
-        run_input(input, format, machine, reading, progress)?,
+        run_input(input, format, &name, machine, reading, progress)?,
         format,
     ))
 }
@@ -248,6 +255,12 @@ pub fn simulate_many(
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Vec<serde_json::Value>> {
     let (mut opened, format) = open_source(path, format)?;
+    if format != "workload" {
+        let name = crate::trace::compress::display(path);
+        for m in machines.iter_mut() {
+            m.bind_trace(opened.metadata(), &name)?;
+        }
+    }
     // Watched by time, not by events: a batch costs as many simulations as there are
     // machines, and a stop must be prompt however many there are.
     let mut source = Watched::new(opened.as_mut(), progress);
@@ -463,6 +476,8 @@ mod tests {
                 Machine::assemble(text, "t", &flags, &sets).unwrap()
             };
             let mut expect = build();
+            // A trace file binds the machine to its metadata (here: no kernel layout).
+            expect.bind_trace(None, "mixed.lks").unwrap();
             expect.run_batch(&events);
             let info = TraceInfo::default();
             let want = crate::report::result_json(&expect, &info);

@@ -127,10 +127,13 @@ def chapter_4_workloads(d: Path, say: Callable[[str], None]) -> list[dict]:
 
 
 #: The DECstation's unmapped kernel segments (kseg0, kseg1; and the sign-extended range
-#: where x86-64 keeps its kernel text), for Chapter 7's TLB-only runs with system activity.
+#: where x86-64 keeps its kernel text; and what a whole-system trace calls its kernel's
+#: direct map and text), for Chapter 7's TLB-only runs with system activity.
 UNMAPPED = ('regions = [ { start = "0x80000000", end = "0xc0000000", size = "unmapped" },\n'
             '            { start = "0xffffffff80000000", end = "0xffffffffc0000000", '
-            'size = "unmapped" } ]\n')
+            'size = "unmapped" },\n'
+            '            { kernel = "direct_map", size = "unmapped" },\n'
+            '            { kernel = "text", size = "unmapped" } ]\n')
 
 
 def tlbs_with_system(spec: str, seeds: Sequence[int]) -> dict:

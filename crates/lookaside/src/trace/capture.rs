@@ -34,6 +34,10 @@
 //!                  tracing's own work (the guest module's probes and marker loads). 40
 //!                  bytes follow: u64 start and end of the module's code, and u64 fetches,
 //!                  loads and stores of that code, which are not among the records
+//!   tag 6 LAYOUT   (version 2, at most once) the guest kernel's address layout, read by its
+//!                  module from the running kernel: 112 bytes follow, u64 start and end
+//!                  (exclusive) of each class of [`KernelClass::ALL`] in that order (both 0:
+//!                  the kernel has no such class); stored as the `kernel_layout` metadata
 //! ```
 //!
 //! Records of one thread keep their order; records of different threads interleave block by
@@ -47,6 +51,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::kernel::{KernelClass, KernelLayout};
 use super::{create_with, Format, Metadata, Process, TraceSource, WriteOptions};
 use crate::error::{Error, Location, Result};
 use crate::event::{Event, Kind, Mode, BATCH, SYSCALL_NR};
@@ -76,8 +81,11 @@ pub const TAG_EXEC: u32 = 2;
 pub const TAG_END: u32 = 3;
 pub const TAG_PROC: u32 = 4;
 pub const TAG_EXCLUDED: u32 = 5;
+pub const TAG_LAYOUT: u32 = 6;
 /// Bytes after an EXCLUDED block's header.
 const EXCLUDED: usize = 40;
+/// Bytes after a LAYOUT block's header: a start and an end per kernel address class.
+const LAYOUT: usize = 16 * KernelClass::ALL.len();
 /// Bytes read from the stream at a time.
 const CHUNK: usize = 1 << 20;
 
@@ -141,6 +149,7 @@ pub struct CaptureReader<R> {
     syscalls: u64,
     processes: Vec<Process>,
     excluded: Option<Excluded>,
+    layout: Option<KernelLayout>,
 }
 
 impl<R: Read> CaptureReader<R> {
@@ -165,6 +174,7 @@ impl<R: Read> CaptureReader<R> {
             syscalls: 0,
             processes: Vec::new(),
             excluded: None,
+            layout: None,
         };
         r.want(HEAD)?;
         if r.filled == 0 {
@@ -257,6 +267,11 @@ impl<R: Read> CaptureReader<R> {
     /// What the capture left out (whole-system captures, from the EXCLUDED block).
     pub fn excluded(&self) -> Option<Excluded> {
         self.excluded
+    }
+
+    /// The guest kernel's address layout (whole-system captures, from the LAYOUT block).
+    pub fn layout(&self) -> Option<&KernelLayout> {
+        self.layout.as_ref()
     }
 
     fn err(&self, at: u64, field: &str, message: impl Into<String>) -> Error {
@@ -428,6 +443,40 @@ impl<R: Read> CaptureReader<R> {
                     counts: [word(2), word(3), word(4)],
                 });
                 self.pos += EXCLUDED;
+                Ok(true)
+            }
+            TAG_LAYOUT if self.is_system() => {
+                if self.layout.is_some() {
+                    return Err(self.err(at, "block", "a second LAYOUT block"));
+                }
+                self.want(LAYOUT)?;
+                if self.filled - self.pos < LAYOUT {
+                    return Err(self.truncated("inside a LAYOUT block"));
+                }
+                let raw = &self.buf[self.pos..self.pos + LAYOUT];
+                let word = |i: usize| {
+                    u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().unwrap_or_default())
+                };
+                let mut classes = Vec::new();
+                for (i, &class) in KernelClass::ALL.iter().enumerate() {
+                    let (start, end) = (word(2 * i), word(2 * i + 1));
+                    if (start, end) == (0, 0) {
+                        continue;
+                    }
+                    if end <= start {
+                        return Err(self.err(
+                            at,
+                            "LAYOUT",
+                            format!(
+                                "{}: end {end:#x} is not above start {start:#x}",
+                                class.name()
+                            ),
+                        ));
+                    }
+                    classes.push((class, start, end));
+                }
+                self.layout = Some(KernelLayout::of(&classes));
+                self.pos += LAYOUT;
                 Ok(true)
             }
             TAG_EXEC | TAG_END => {
@@ -622,6 +671,10 @@ pub struct Recorded {
     /// What the capture left out (whole-system captures), also in the metadata (`excluded`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub excluded: Option<Excluded>,
+    /// The guest kernel's address layout (whole-system captures), also in the metadata
+    /// (`kernel_layout`, see [`KernelLayout::describe`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_layout: Option<String>,
     /// Bytes of the stream read.
     pub stream_bytes: u64,
 }
@@ -656,9 +709,10 @@ pub fn record(
             r.syscalls = reader.syscalls();
             r.processes = reader.processes().to_vec();
             r.excluded = reader.excluded();
+            r.kernel_layout = reader.layout().map(KernelLayout::describe);
             // Only known now: the header is rewritten with them (as many as fit). A stream
             // (a FIFO read by a simulation) cannot be rewritten: its reader never sees them.
-            if (!r.processes.is_empty() || r.excluded.is_some())
+            if (!r.processes.is_empty() || r.excluded.is_some() || r.kernel_layout.is_some())
                 && format == Format::Native
                 && !super::compress::is_stream(dst)
             {
@@ -668,6 +722,10 @@ pub fn record(
                 };
                 if let Some(x) = r.excluded {
                     meta.extra.insert("excluded".into(), x.describe());
+                }
+                if let Some(l) = &r.kernel_layout {
+                    meta.extra
+                        .insert(super::kernel::METADATA_KEY.into(), l.clone());
                 }
                 if meta.processes.len() > MAX_PROCESSES {
                     meta.processes.truncate(MAX_PROCESSES);
@@ -1119,6 +1177,59 @@ mod tests {
         let mut s = stream(&sample(2), 4, Some(TAG_END));
         s[HEAD] = TAG_EXCLUDED as u8;
         assert!(error_of(s).contains("block: unknown block tag 5"));
+    }
+
+    /// `stream` (a whole system's, ending with END) with a LAYOUT block of `ranges` (a start
+    /// and an end per class of [`KernelClass::ALL`]) before its END.
+    fn with_layout(stream: &[u8], ranges: &[(u64, u64); 7]) -> Vec<u8> {
+        let (body, end) = stream.split_at(stream.len() - HEAD);
+        let mut s = body.to_vec();
+        s.extend_from_slice(&TAG_LAYOUT.to_le_bytes());
+        s.extend_from_slice(&[0; 12]);
+        for (a, b) in ranges {
+            s.extend_from_slice(&a.to_le_bytes());
+            s.extend_from_slice(&b.to_le_bytes());
+        }
+        s.extend_from_slice(end);
+        s
+    }
+
+    #[test]
+    fn the_kernel_layout_goes_into_the_metadata() {
+        let mut ranges = [(0u64, 0u64); 7];
+        for (i, &(_, a, b)) in super::super::kernel::X86_64_NOKASLR.iter().enumerate() {
+            ranges[i] = (a, b);
+        }
+        ranges[6] = (0, 0); // no CPU entry area: left out
+        let events = system_sample();
+        let full = with_layout(&system_stream(&events, &[(1, 80, "sh")]), &ranges);
+        let (got, r) = read_all(full.clone()).unwrap();
+        assert_eq!(got, events);
+        let layout = r.layout().unwrap().clone();
+        assert_eq!(
+            layout.range(KernelClass::DirectMap),
+            Some((0xffff_8880_0000_0000, 0xffff_c880_0000_0000))
+        );
+        assert_eq!(layout.range(KernelClass::CpuEntryArea), None);
+        let dir = std::env::temp_dir().join(format!("lookaside-layout-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, dst) = (dir.join("stream"), dir.join("sys.lks"));
+        std::fs::write(&src, &full).unwrap();
+        record_with(&src, Via::Qemu, &dst, &Metadata::default(), true).unwrap();
+        let back = super::super::open(&dst, None).unwrap();
+        let stored = &back.metadata().unwrap().extra["kernel_layout"];
+        assert_eq!(KernelLayout::parse(stored), Ok(layout));
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Malformed: twice, cut short, an empty range, or in a program's stream.
+        assert!(error_of(with_layout(&full, &ranges)).contains("block: a second LAYOUT block"));
+        let cut = &full[..full.len() - HEAD - 10];
+        assert!(error_of(cut.to_vec()).contains("inside a LAYOUT block"));
+        ranges[1] = (0x2000, 0x1000);
+        let bad = with_layout(&system_stream(&events, &[]), &ranges);
+        assert!(error_of(bad).contains("LAYOUT: text: end 0x1000 is not above start 0x2000"));
+        let mut s = stream(&sample(2), 4, Some(TAG_END));
+        s[HEAD] = TAG_LAYOUT as u8;
+        assert!(error_of(s).contains("block: unknown block tag 6"));
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod codec;
 pub mod compress;
 pub mod din;
 pub mod format;
+pub mod kernel;
 pub mod lackey;
 pub mod native;
 pub mod stream;

@@ -18,7 +18,7 @@
 
 #include "qemu-plugin-v1.h"
 
-enum { TAG_RECORDS = 1, TAG_EXEC = 2, TAG_END = 3, TAG_PROC = 4, TAG_EXCLUDED = 5 };
+enum { TAG_RECORDS = 1, TAG_EXEC = 2, TAG_END = 3, TAG_PROC = 4, TAG_EXCLUDED = 5, TAG_LAYOUT = 6 };
 
 #define PIPE_BYTES (1 << 20)
 

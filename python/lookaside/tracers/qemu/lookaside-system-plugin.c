@@ -42,6 +42,8 @@
  *   guest-physical 0, which the module's CALIB message gives (the physical address of the
  *   marker instruction, whose host address the plugin saw).
  * - PROC blocks name each (address space, pid, name) when first seen.
+ * - The LAYOUT block, at START, gives the kernel's address layout from the module's LAYOUT
+ *   message (its direct map, image, modules, vmalloc, vmemmap, fixmap, CPU entry area).
  * - The tracing's own work is left out: every instruction in the module's code (its TEXT
  *   message gives the bounds), with its loads and stores, is counted by kind instead of
  *   recorded, and the EXCLUDED block before END gives the counts. What stays is the kernel's
@@ -61,7 +63,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SWITCH = 3 };
 enum { CR3_WRITE = 1, CR3_READ = 2 };
-enum { MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP, MSG_TEXT };
+enum { MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP, MSG_TEXT, MSG_LAYOUT };
+/* Kernel address classes in a LAYOUT message and block: a start and an end each. */
+#define LAYOUT_CLASSES 7
 
 #define BUF_RECS 4096u
 #define MAX_VCPUS 64u
@@ -93,7 +97,7 @@ struct insn {
 
 /* A message being received from the module. */
 struct msg {
-    uint16_t words[32];
+    uint16_t words[64];
     int type, need, have;
 };
 
@@ -126,6 +130,10 @@ static uint64_t ram_host;
 static int calibrated;
 /* The module's code, [text_lo, text_hi): known from its TEXT message, before START. */
 static uint64_t text_lo, text_hi;
+/* The kernel's address layout, from the LAYOUT message before START; written as the
+ * LAYOUT block with the first records. */
+static uint64_t layout[2 * LAYOUT_CLASSES];
+static int have_layout;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline int upper(uint64_t a)
@@ -406,6 +414,13 @@ static void on_message(unsigned index, struct vcpu *v)
         text_lo = words_u64(w, 4);
         text_hi = words_u64(w + 4, 4);
         return;
+    case MSG_LAYOUT:
+        if (v->msg.have == 8 * LAYOUT_CLASSES) {
+            for (int i = 0; i < 2 * LAYOUT_CLASSES; i++)
+                layout[i] = words_u64(w + 4 * i, 4);
+            have_layout = 1;
+        }
+        return;
     case MSG_STOP:
         if (recording && !stopped) {
             stopped = 1;
@@ -437,6 +452,12 @@ static void on_message(unsigned index, struct vcpu *v)
         if (!recording)
             qemu_plugin_reset(plugin_id, on_reset);
         recording = 1;
+        pthread_mutex_lock(&out_lock);
+        if (have_layout && !closed) {
+            put_block(TAG_LAYOUT, 0, 0, layout, sizeof layout);
+            have_layout = 0;
+        }
+        pthread_mutex_unlock(&out_lock);
         v->asid = asid;
         v->pending = 0;
         v->n_saved = 0;

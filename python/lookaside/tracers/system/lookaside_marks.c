@@ -23,6 +23,10 @@
  *   TEXT   7  8 words: the start and the end of this module's code (sent before START): the
  *             plugin records nothing that code does, the tracing's own work (the probes,
  *             the marker loads), and counts it apart
+ *   LAYOUT 8  56 words: the kernel's address layout (sent before START), read here from the
+ *             running kernel: the start and end (exclusive) of its direct map, its image
+ *             (text), modules, vmalloc space, vmemmap, fixmap and CPU entry area, in that
+ *             order, 4 words each (see lk_layout)
  *
  * Recording spans the workload alone: /init loads the module (registering the probes
  * patches the kernel's code), starts recording, runs the workload, stops recording and
@@ -49,6 +53,9 @@
 #include <linux/moduleparam.h>
 #include <linux/version.h>
 #include <linux/vmalloc.h>
+#include <asm/cpu_entry_area.h>
+#include <asm/fixmap.h>
+#include <asm/pgtable.h>
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Marker loads for Lookaside's full-system capture");
@@ -56,7 +63,7 @@ MODULE_DESCRIPTION("Marker loads for Lookaside's full-system capture");
 #define LK_DISP 0x4c4b0000UL
 #define LK_ORDER 4 /* 16 pages: 64 KiB, naturally aligned */
 
-enum { CALIB = 1, START = 2, SWITCH = 3, EXEC = 4, RENAME = 5, STOP = 6, TEXT = 7 };
+enum { CALIB = 1, START = 2, SWITCH = 3, EXEC = 4, RENAME = 5, STOP = 6, TEXT = 7, LAYOUT = 8 };
 #define TASK_WORDS 14
 
 static unsigned long lk_buf;
@@ -143,6 +150,33 @@ static void lk_text(void)
 	local_irq_restore(flags);
 }
 
+/* The kernel's address layout, as this kernel computed it at boot (page_offset_base,
+ * vmalloc_base and vmemmap_base move under KASLR; the rest are this build's constants):
+ * what a model of a machine whose kernel runs partly unmapped (MIPS kseg0) needs to know
+ * which references are to the direct map of physical memory and which to the kernel's
+ * image. Each class is the whole window the kernel reserves for it. */
+static void lk_layout(void)
+{
+	u64 r[14] = {
+		PAGE_OFFSET, PAGE_OFFSET + (1ULL << MAX_PHYSMEM_BITS),
+		__START_KERNEL_map, __START_KERNEL_map + KERNEL_IMAGE_SIZE,
+		MODULES_VADDR, MODULES_END,
+		VMALLOC_START, VMALLOC_END + 1,
+		VMEMMAP_START,
+		VMEMMAP_START + (1ULL << (MAX_PHYSMEM_BITS - PAGE_SHIFT)) * sizeof(struct page),
+		FIXADDR_START, FIXADDR_TOP + PAGE_SIZE,
+		CPU_ENTRY_AREA_BASE, CPU_ENTRY_AREA_BASE + CPU_ENTRY_AREA_MAP_SIZE,
+	};
+	unsigned long flags;
+	int i;
+
+	local_irq_save(flags);
+	lk_mark(LAYOUT << 8 | 56);
+	for (i = 0; i < 14; i++)
+		lk_words(r[i], 4);
+	local_irq_restore(flags);
+}
+
 static void lk_stop(void)
 {
 	unsigned long flags;
@@ -163,6 +197,7 @@ static int lk_set_recording(const char *val, const struct kernel_param *kp)
 		return err;
 	if (on && !lk_recording) {
 		lk_recording = true;
+		lk_layout();
 		lk_text();
 		lk_send(START, current, current->comm);
 	} else if (!on && lk_recording) {
