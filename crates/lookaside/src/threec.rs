@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::{Policy, Tlb, TlbParams, NO_CTX};
 
 /// The classes, in report order.
 pub const CLASSES: [&str; 3] = ["compulsory", "capacity", "conflict"];
@@ -122,9 +122,8 @@ impl Shadow {
                 None => (true, true),
             };
         }
-        let before = self.fa.valid_entries();
-        let (slot, evicted) = self.fa.fill_slot(key, ctx, Part::Upper);
-        let block_miss = evicted.is_some() || self.fa.valid_entries() != before;
+        let t = self.fa.access_slot(key, ctx);
+        let (slot, block_miss) = (t.slot, !t.hit);
         if block_miss {
             self.valid[slot] = 0;
         }
@@ -209,6 +208,7 @@ impl Shadow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tlb::Part;
     use proptest::prelude::*;
     use std::collections::HashSet;
 

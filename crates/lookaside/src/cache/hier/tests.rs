@@ -122,22 +122,28 @@ const FETCH_POLICIES: bool = true;
 const SUB_BLOCKS: bool = true;
 const CLASSES: bool = true;
 
-fn spec_strategy() -> impl Strategy<Value = Spec> {
+/// A cache; `whole_blocks`: demand-fetched, without sub-blocks (a plain cache, the short
+/// path of [`Hierarchy`]'s references).
+fn spec_strategy(whole_blocks: bool) -> impl Strategy<Value = Spec> {
     (
         (2u32..7, 0u32..6, 0u32..4, 1usize..5, any::<bool>()),
         (any::<bool>(), 0u8..3, 0u8..6, 1u64..5, any::<bool>()),
     )
         .prop_map(
-            |((block_log, sub, sets_log, assoc, lru), (wb, alloc, fetch, dist, ccc))| {
+            move |((block_log, sub, sets_log, assoc, lru), (wb, alloc, fetch, dist, ccc))| {
                 // At most 32 sub-blocks per block.
-                let sub_log = if SUB_BLOCKS {
+                let sub_log = if SUB_BLOCKS && !whole_blocks {
                     block_log
                         .saturating_sub(sub)
                         .max(block_log.saturating_sub(5))
                 } else {
                     block_log
                 };
-                let fetch = if FETCH_POLICIES { fetch } else { 0 };
+                let fetch = if FETCH_POLICIES && !whole_blocks {
+                    fetch
+                } else {
+                    0
+                };
                 let ccc = ccc && CLASSES;
                 let fetch = [
                     FetchPolicy::Demand,
@@ -172,11 +178,11 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
 }
 
 /// A hierarchy: a unified first level or split I/D, then up to two unified levels.
-fn hierarchy_strategy() -> impl Strategy<Value = Vec<Spec>> {
+fn hierarchy_strategy(whole_blocks: bool) -> impl Strategy<Value = Vec<Spec>> {
     (
         any::<bool>(),
         0usize..3,
-        prop::collection::vec(spec_strategy(), 4),
+        prop::collection::vec(spec_strategy(whole_blocks), 4),
     )
         .prop_map(|(split, below, mut s)| {
             let lower = ["l2", "l3"];
@@ -363,6 +369,16 @@ fn compare(
                 );
             }
         }
+        // DineroIV counts no write-backs, only their bytes: a write-back cache of whole
+        // blocks that allocates on every write writes nothing else.
+        if s.sub_log == s.block_log && s.write_back && s.allocate == Allocate::Yes {
+            prop_assert_eq!(
+                n(&j["writebacks"]) << s.block_log,
+                c.bytes_written,
+                "write-backs {}",
+                s.name
+            );
+        }
         prop_assert_eq!(n(&j["multi_block"]), c.multiblock, "multi-block {}", s.name);
         prop_assert_eq!(n(&j["bytes_read"]), c.bytes_read, "bytes read {}", s.name);
         prop_assert_eq!(
@@ -386,7 +402,19 @@ proptest! {
     /// their first block.
     #[test]
     fn every_count_is_dinero_iv_s(
-        specs in hierarchy_strategy(),
+        specs in hierarchy_strategy(false),
+        stream in stream_strategy(),
+        first in any::<bool>(),
+    ) {
+        compare(&specs, &stream, first)?;
+    }
+
+    /// The same for hierarchies of plain caches only (whole blocks fetched on demand), whose
+    /// references take the short path (tags touched once, transfers made at once), with
+    /// every write and allocation policy and the classes of misses.
+    #[test]
+    fn plain_caches_count_as_dinero_iv(
+        specs in hierarchy_strategy(true),
         stream in stream_strategy(),
         first in any::<bool>(),
     ) {
