@@ -267,7 +267,8 @@ impl Hierarchy {
             };
             let shadow = if c.three_c {
                 Some(Box::new(
-                    Shadow::new(lines, policy, seed ^ 0x3c).map_err(|m| err(c, "3c", m))?,
+                    Shadow::new(lines, policy, seed ^ 0x3c, subs == 1)
+                        .map_err(|m| err(c, "3c", m))?,
                 ))
             } else {
                 None
@@ -385,21 +386,34 @@ impl Hierarchy {
     /// Simulate reference `e` (counted in `ledger`, under its running address space).
     #[inline]
     pub fn reference(&mut self, e: &Event, ledger: &mut Ledger) {
-        let Some(root) = self.roots[e.kind as usize & 3] else {
+        self.reference_parts(e.addr, e.size, e.kind, e.mode, ledger);
+    }
+
+    /// [`Hierarchy::reference`] of a reference given by its fields.
+    #[inline(always)]
+    pub fn reference_parts(
+        &mut self,
+        addr: u64,
+        size: u16,
+        kind: Kind,
+        mode: Mode,
+        ledger: &mut Ledger,
+    ) {
+        let Some(root) = self.roots[kind as usize & 3] else {
             return;
         };
-        self.mode = e.mode;
+        self.mode = mode;
         // An access past 2^64 ends at the top of the address space.
-        let size = (e.size.max(1) as u64).min((u64::MAX - e.addr).saturating_add(1));
+        let size = (size.max(1) as u64).min((u64::MAX - addr).saturating_add(1));
         let mut r = Ref {
-            addr: e.addr,
+            addr,
             size,
-            kind: e.kind,
+            kind,
             prefetch: false,
         };
         if self.first_only {
             let shift = self.levels[root].block_shift;
-            let to_end = (!e.addr & ((1u64 << shift) - 1)) + 1;
+            let to_end = (!addr & ((1u64 << shift) - 1)) + 1;
             r.size = r.size.min(to_end);
         }
         self.run(root, r, ledger);
