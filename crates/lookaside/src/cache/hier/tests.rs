@@ -639,3 +639,57 @@ fn the_summary_is_dinero_iv_s_output() {
     let e = super::dinero_summary(&result(&tlb_only)).unwrap_err();
     assert!(e.contains("no [[cache]]"), "{e}");
 }
+
+/// A machine of caches alone sends the running address space's references straight to the
+/// hierarchy: with switches, other address spaces, kernel references and control events in
+/// the stream, its caches count what they count beside a TLB (the general path).
+#[test]
+fn caches_alone_count_what_they_count_beside_a_tlb() {
+    use crate::event::Mode;
+    let caches = [
+        "i1:size=1k,line=32,ways=2,serves=instruction,next=l2".to_string(),
+        "d1:size=1k,line=32,ways=2,policy=fifo,serves=data,next=l2".to_string(),
+        "l2:size=4k,line=64,ways=4,3c=yes".to_string(),
+    ];
+    let mut stream = Vec::new();
+    let mut x = 7u64;
+    for i in 0..5000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let kind = [Kind::Fetch, Kind::Load, Kind::Store][(x >> 60) as usize % 3];
+        let mut e = Event::reference(kind, (x >> 40) % 16384, 1 + (x >> 30) as u16 % 8)
+            .with_asid((i / 700) as u32 % 3);
+        if (x >> 20) % 5 == 0 {
+            e = e.with_mode(Mode::Kernel);
+        }
+        if i % 700 == 0 {
+            stream.push(Event::control(Kind::ContextSwitch, 0, e.asid));
+        }
+        stream.push(e);
+    }
+    let alone = |m: &mut Machine| {
+        // One event at a time, as a native trace is decoded.
+        let mut feed = m.feed();
+        for e in &stream {
+            crate::event::EventSink::event(&mut feed, e);
+        }
+    };
+    let mut a = Machine::assemble_all(None, "t", &[], &caches, &[]).unwrap();
+    alone(&mut a);
+    let mut b = Machine::assemble_all(
+        None,
+        "t",
+        &["dtlb:entries=4,ways=full".to_string()],
+        &caches,
+        &[],
+    )
+    .unwrap();
+    b.run_batch(&stream);
+    let (ra, rb) = (result(&a), result(&b));
+    for name in ["i1", "d1", "l2"] {
+        assert_eq!(ra["structures"][name], rb["structures"][name], "{name}");
+    }
+    assert!(ra["structures"]["l2"]["accesses"].as_u64().unwrap() > 1000);
+    assert_eq!(ra["trace"]["references"], rb["trace"]["references"]);
+}
