@@ -660,10 +660,10 @@ fn caches_alone_count_what_they_count_beside_a_tlb() {
         let kind = [Kind::Fetch, Kind::Load, Kind::Store][(x >> 60) as usize % 3];
         let mut e = Event::reference(kind, (x >> 40) % 16384, 1 + (x >> 30) as u16 % 8)
             .with_asid((i / 700) as u32 % 3);
-        if (x >> 20) % 5 == 0 {
+        if (x >> 20).is_multiple_of(5) {
             e = e.with_mode(Mode::Kernel);
         }
-        if i % 700 == 0 {
+        if i.is_multiple_of(700) {
             stream.push(Event::control(Kind::ContextSwitch, 0, e.asid));
         }
         stream.push(e);
