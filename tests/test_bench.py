@@ -32,6 +32,8 @@ def test_every_configuration_on_every_trace(quick):
     assert [t["label"] for t in r["traces"]] == ["demo", "segments", "system"]
     labels = [c["label"] for c in r["configurations"]]
     assert labels == [c["label"] for c in bench.configurations()]
+    din = {c["label"] for c in r["configurations"] if c["input"] == "din"}
+    assert din == {"din text: cache 32 KiB 8-way LRU"}
     cells = {(c["mode"], c["configuration"], c["trace"]): c for c in r["cells"]}
     for t in r["traces"]:
         assert t["events"] == bench.QUICK_REFS
@@ -46,7 +48,12 @@ def test_every_configuration_on_every_trace(quick):
             assert 0 < s["min"] <= s["median"] <= s["max"]
             assert s["min"] == min(c["events_per_s_runs"])
             assert s["max"] == max(c["events_per_s_runs"])
-            assert 0 < c["references"] <= c["events"] == t["events"]
+            if conf in din:
+                # A din copy holds the trace's references, not its control events.
+                assert c["input"] == "din" and c["file_bytes"] > 0
+                assert 0 < c["references"] == c["events"] <= t["events"]
+            else:
+                assert 0 < c["references"] <= c["events"] == t["events"]
     assert not cells, f"cells nobody asked for: {list(cells)}"
     assert r["host"]["cpu"] and r["host"]["logical_cpus"] >= 1 and r["host"]["date"]
 
@@ -68,6 +75,41 @@ def test_counts_are_those_of_simulate(quick, cli):
         assert c["first_structure"] == {"name": "dtlb", "accesses": dtlb["accesses"],
                                         "misses": dtlb["misses"]}
         assert dtlb["misses"] > 0.4 * dtlb["accesses"]  # miss-heavy, as it should be
+
+
+def _cell(r, mode, conf, trace):
+    return next(c for c in r["cells"]
+                if (c["mode"], c["configuration"], c["trace"]) == (mode, conf, trace))
+
+
+def test_cache_rows_count_what_simulate_counts(quick, cli, tmp_path):
+    """The DineroIV-model cache rows are `--cache` flags: on the segments stream each counts
+    what `lookaside simulate` counts with the same flags, the din row what it counts on a
+    din text copy of the stream (whose references are 4 bytes each: other counts)."""
+    r = quick
+    seg = next(t for t in r["traces"] if t["label"] == "segments")
+    confs = {c["label"]: c for c in r["configurations"]}
+    din = tmp_path / "segments.din"
+    cli("convert", seg["path"], din)
+    for label, trace in [("cache 32 KiB 8-way LRU", seg["path"]),
+                         ("caches 32 KiB I/D + 1 MiB 16-way L2", seg["path"]),
+                         ("3C: cache 32 KiB 8-way LRU", seg["path"]),
+                         ("din text: cache 32 KiB 8-way LRU", din)]:
+        conf = confs[label]
+        assert conf["tlb"] == [] and conf["toml"] is None and conf["cache"]
+        args = [a for flag in conf["cache"] for a in ("--cache", flag)]
+        sim = json.loads(cli("simulate", trace, *args, "--json", "-q").stdout)
+        name, first = next(iter(sim["structures"].items()))
+        for mode in MODES:
+            c = _cell(r, mode, label, "segments")
+            assert c["references"] == sim["trace"]["references"] > 0
+            assert c["first_structure"] == {"name": name, "accesses": first["accesses"],
+                                            "misses": first["misses"]}, label
+        data = sim["structures"]["l1d" if "l1d" in sim["structures"] else "l1"]
+        assert data["misses"] > 0.3 * data["accesses"] > 0  # miss-heavy
+    native = _cell(r, "simulate", "cache 32 KiB 8-way LRU", "segments")["first_structure"]
+    three_c = _cell(r, "simulate", "3C: cache 32 KiB 8-way LRU", "segments")["first_structure"]
+    assert native == three_c  # classification changes no count
 
 
 def test_the_table_has_a_row_per_configuration_and_a_column_per_trace(quick):

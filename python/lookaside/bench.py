@@ -38,53 +38,34 @@ PREFIX = 2_000_000
 #: instructions), well under a million trace events per second.
 PREFIX_CHEN = 500_000
 
-#: The smallest machine with a data cache in the timed memory system (``[memory]``, behind a
-#: TLB; ``[[cache]]`` machines are DineroIV's untimed model).
-DCACHE = """\
-[machine]
-name = "tlb-dcache"
+#: A first-level cache: 32 KiB, 8-way, 64-byte lines, LRU (write-back, write-allocate).
+L1 = "size=32k,line=64,ways=8,policy=lru,write=back"
+#: DineroIV's untimed cache model (``[[cache]]``, no TLB): one unified cache.
+CACHE = [f"l1:{L1},serves=unified"]
+#: Split first-level caches and a 1 MiB 16-way second level behind them.
+CACHE_TWO_LEVEL = [f"l1i:{L1},serves=instruction,next=l2", f"l1d:{L1},serves=data,next=l2",
+                   "l2:size=1m,line=64,ways=16,policy=lru,write=back,serves=unified"]
+#: The one cache with its misses classified (compulsory, capacity, conflict).
+CACHE_3C = [f"l1:{L1},serves=unified,3c=yes"]
 
-[memory]
 
-[memory.dcache]
-size = "32KiB"
-line = 64
-ways = 8
-policy = "lru"
-write = "back"
-miss_cycles = 10
-"""
+def memory(**caches: dict[str, Any]) -> list[str]:
+    """``--set`` overrides giving a timed memory system (``[memory]``, behind a TLB) these
+    caches (``dcache={"size": "32KiB", …}``)."""
+    return [f"memory.{name}.{key}={value}" for name, fields in caches.items()
+            for key, value in fields.items()]
 
+
+def _timed(miss_cycles: int, **fields: Any) -> dict[str, Any]:
+    return {"size": "32KiB", "line": 64, "ways": 8, "policy": "lru", **fields,
+            "miss_cycles": miss_cycles}
+
+
+#: The smallest machine with a data cache in the timed memory system.
+DCACHE = memory(dcache=_timed(10, write="back"))
 #: Split 32 KiB first-level caches and a 1 MiB second level behind them.
-TWO_LEVEL_CACHE = """\
-[machine]
-name = "tlb-l1-l2"
-
-[memory]
-
-[memory.icache]
-size = "32KiB"
-line = 64
-ways = 8
-policy = "lru"
-miss_cycles = 10
-
-[memory.dcache]
-size = "32KiB"
-line = 64
-ways = 8
-policy = "lru"
-write = "back"
-miss_cycles = 10
-
-[memory.l2]
-size = "1MiB"
-line = 64
-ways = 16
-policy = "lru"
-write = "back"
-miss_cycles = 100
-"""
+TWO_LEVEL_CACHE = memory(icache=_timed(10), dcache=_timed(10, write="back"),
+                         l2=_timed(100, size="1MiB", ways=16, write="back"))
 
 DTLB64 = "dtlb:entries=64,ways=full,policy=lru,page=4k"
 
@@ -95,9 +76,11 @@ def configurations() -> list[dict[str, Any]]:
         return preset_path(name).read_text(encoding="utf-8")
 
     def machine(label: str, tlb: list[str], toml: str | None = None,
-                overrides: list[str] = (), max_refs: int | None = None) -> dict[str, Any]:
+                overrides: list[str] = (), max_refs: int | None = None, *,
+                cache: list[str] = (), din: bool = False) -> dict[str, Any]:
         return {"label": label, "engine": "machine", "toml": toml, "tlb": tlb,
-                "set": list(overrides), "max_refs": max_refs}
+                "cache": list(cache), "set": list(overrides), "max_refs": max_refs,
+                "input": "din" if din else "trace"}
 
     return [
         machine("TLB 64 FA LRU", [DTLB64]),
@@ -106,8 +89,12 @@ def configurations() -> list[dict[str, Any]]:
         machine("2-level TLB: 64 4-way + 1024 8-way",
                 ["dtlb:entries=64,ways=4,policy=lru,page=4k,next=stlb",
                  "stlb:entries=1024,ways=8,policy=lru,page=4k"]),
-        machine("TLB 64 FA + 32 KiB 8-way D-cache", [DTLB64], DCACHE, max_refs=PREFIX),
-        machine("TLB 64 FA + 32 KiB I/D + 1 MiB L2", [DTLB64], TWO_LEVEL_CACHE,
+        machine("cache 32 KiB 8-way LRU", [], cache=CACHE),
+        machine("din text: cache 32 KiB 8-way LRU", [], cache=CACHE, din=True),
+        machine("caches 32 KiB I/D + 1 MiB 16-way L2", [], cache=CACHE_TWO_LEVEL),
+        machine("3C: cache 32 KiB 8-way LRU", [], cache=CACHE_3C),
+        machine("TLB 64 FA + 32 KiB 8-way D-cache", [DTLB64], None, DCACHE, max_refs=PREFIX),
+        machine("TLB 64 FA + 32 KiB I/D + 1 MiB L2", [DTLB64], None, TWO_LEVEL_CACHE,
                 max_refs=PREFIX),
         machine("MIPS software refill (decstation3100-mach3)", [],
                 preset("decstation3100-mach3"), ["refill.fold_user_addresses=true"], PREFIX),
@@ -247,6 +234,11 @@ def table(r: dict[str, Any]) -> str:
     if prefixes:
         lines += ["", "[≤NM]: the row ran on the first N million events of each trace "
                       "(a shorter trace whole)."]
+    for c in r["configurations"]:
+        if c.get("input") == "din":
+            lines.append(f"The row '{c['label']}' reads a din text copy of each trace's "
+                         "references (DineroIV's input: a kind and an address per line, every "
+                         "reference 4 bytes), in both modes.")
     dropped = sorted({(c["configuration"], c["trace"], c["dropped_share"]) for c in r["cells"]
                       if c.get("dropped_share", 0) > 0.01 and c["mode"] == "simulate"})
     for conf, trace, share in dropped:

@@ -1,5 +1,5 @@
 //! Simulation speed alone, for profiling: `cargo run --release --example simrate -- TRACE
-//! [REPEAT] [--tlb SPEC]… [--stream]` loads the trace into memory and runs it REPEAT times;
+//! [REPEAT] [--tlb SPEC]… [--cache SPEC]… [--stream]` loads the trace into memory and runs it REPEAT times;
 //! with `--stream` it reads and simulates the file REPEAT times on one thread instead
 //! (a native trace decoded straight into the machine unless `--batched`). `--config FILE`
 //! simulates a whole machine described in TOML instead of `--tlb` structures.
@@ -63,16 +63,21 @@ fn inflate(path: &str) -> Result<u64, Box<dyn std::error::Error>> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let path = args
-        .first()
-        .ok_or("usage: simrate TRACE [REPEAT] [--tlb SPEC]… [--stream | --parse | --zstd]")?;
+    let path = args.first().ok_or(
+        "usage: simrate TRACE [REPEAT] [--tlb SPEC]… [--cache SPEC]… [--stream | --parse | --zstd]",
+    )?;
     let repeat: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
     let mut flags: Vec<String> = args
         .windows(2)
         .filter(|w| w[0] == "--tlb")
         .map(|w| w[1].clone())
         .collect();
-    if flags.is_empty() {
+    let caches: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--cache")
+        .map(|w| w[1].clone())
+        .collect();
+    if flags.is_empty() && caches.is_empty() {
         flags.push("dtlb:entries=64,ways=full,policy=lru,serves=data".into());
     }
     if args.iter().any(|a| a == "--zstd") {
@@ -105,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     if args.iter().any(|a| a == "--stream") {
-        let mut m = Machine::assemble(None, "simrate", &flags, &[])?;
+        let mut m = Machine::assemble_all(None, "simrate", &flags, &caches, &[])?;
         let t = Instant::now();
         let cpu = cpu_seconds();
         let mut events = 0;
@@ -142,20 +147,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?;
     let mut m = match &config {
         Some(text) => Machine::assemble(Some(text), "simrate", &[], &[])?,
-        None => Machine::assemble(None, "simrate", &flags, &[])?,
+        None => Machine::assemble_all(None, "simrate", &flags, &caches, &[])?,
     };
     let t = Instant::now();
+    let cpu = cpu_seconds();
     for _ in 0..repeat {
         for chunk in all.chunks(4096) {
             m.run_batch(chunk);
         }
     }
     let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu;
     let n = (all.len() * repeat) as f64;
     println!(
-        "{:.1} M events/s ({} events × {repeat})",
+        "{:.1} M events/s ({} events × {repeat}; {:.1} M/s of CPU time)",
         n / secs / 1e6,
-        all.len()
+        all.len(),
+        n / cpu / 1e6
     );
     Ok(())
 }

@@ -85,6 +85,29 @@ pub enum EngineKind {
     AllAssociativity,
 }
 
+/// Which copy of a trace a configuration reads.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputKind {
+    /// The trace as given (a `workload:` spec: its native copy).
+    #[default]
+    Trace,
+    /// A copy of the trace's events in DineroIV's din text, written once per trace in the
+    /// scratch directory: what parsing the classic cache simulators' input costs. Both modes
+    /// read its events (din keeps only the kind and the address of a reference: every
+    /// reference is 4 bytes, user mode, address space 0), so their results agree.
+    Din,
+}
+
+impl InputKind {
+    fn name(self) -> &'static str {
+        match self {
+            InputKind::Trace => "trace",
+            InputKind::Din => "din",
+        }
+    }
+}
+
 /// One configuration (a row of the table).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,11 +118,16 @@ pub struct BenchConfig {
     pub toml: Option<String>,
     #[serde(default)]
     pub tlb: Vec<String>,
+    /// `--cache` flags: DineroIV's untimed cache model (`[[cache]]` tables).
+    #[serde(default)]
+    pub cache: Vec<String>,
     #[serde(default)]
     pub set: Vec<String>,
     /// Events of each trace it runs on at most (a slow whole machine runs on a prefix).
     #[serde(default)]
     pub max_refs: Option<u64>,
+    #[serde(default)]
+    pub input: InputKind,
 }
 
 /// How often, at most, a long measurement asks the caller whether to stop.
@@ -303,10 +331,11 @@ impl Built {
     fn new(c: &BenchConfig) -> Result<Built> {
         let feeder = || Feeder::new(onepass::Options::default());
         Ok(match c.engine {
-            EngineKind::Machine => Built::Machine(Box::new(Machine::assemble(
+            EngineKind::Machine => Built::Machine(Box::new(Machine::assemble_all(
                 c.toml.as_deref(),
                 &c.label,
                 &c.tlb,
+                &c.cache,
                 &c.set,
             )?)),
             EngineKind::StackDistance => Built::Stack(
@@ -491,8 +520,10 @@ pub fn run_plan(plan: &Plan, work_dir: &Path, say: &mut Say) -> Result<Value> {
             engine: EngineKind::Machine,
             toml: None,
             tlb: vec!["dtlb:entries=64,ways=full,policy=lru,page=4k,serves=data".into()],
+            cache: vec![],
             set: vec![],
             max_refs: None,
+            input: InputKind::Trace,
         })?;
         let mut src = Synthetic::new(n, 1, 256, 64 << 10);
         let mut batch = Vec::with_capacity(BATCH);
@@ -538,7 +569,8 @@ pub fn run_plan(plan: &Plan, work_dir: &Path, say: &mut Say) -> Result<Value> {
                            "file_bytes": bytes, "events": l.events.len(),
                            "references": references(&l.events)}),
         );
-        measure_trace(plan, &l, &mut w, &mut cells)?;
+        let scratch = work_dir.join(format!("trace-{i}"));
+        measure_trace(plan, &l, &scratch, &mut w, &mut cells)?;
     }
 
     let configurations: Vec<Value> = plan
@@ -546,7 +578,8 @@ pub fn run_plan(plan: &Plan, work_dir: &Path, say: &mut Say) -> Result<Value> {
         .iter()
         .map(|c| {
             json!({"label": c.label, "engine": c.engine_name(), "toml": c.toml, "tlb": c.tlb,
-                   "set": c.set, "max_refs": c.max_refs})
+                   "cache": c.cache, "set": c.set, "max_refs": c.max_refs,
+                   "input": c.input.name()})
         })
         .collect();
     Ok(json!({
@@ -572,7 +605,50 @@ impl BenchConfig {
 
 /// Every measurement of one trace: parse alone, then each configuration simulated alone and
 /// parsed + simulated.
-fn measure_trace(plan: &Plan, t: &Loaded, w: &mut Watch, cells: &mut Vec<Value>) -> Result<()> {
+/// Write `events` to a din text file `dst` and read them back: the events a din reader
+/// gives (what din cannot say is lost), and the file.
+fn din_copy(events: &[Event], dst: &Path, w: &mut Watch) -> Result<Loaded> {
+    let mut sink = trace::create(dst, Some(Format::Din), &Metadata::default())?;
+    for chunk in events.chunks(BATCH) {
+        sink.write_batch(chunk)?;
+        w.poll()?;
+    }
+    sink.finish()?;
+    let (events, format) = load(dst, u64::MAX, w)?;
+    Ok(Loaded {
+        label: String::new(),
+        file: dst.to_path_buf(),
+        format,
+        events,
+    })
+}
+
+/// Every measurement of one trace: parse alone, then each configuration simulated alone and
+/// parsed + simulated. `scratch`: a path prefix for the copies some configurations read
+/// (din text), made once per prefix length and removed after the trace.
+fn measure_trace(
+    plan: &Plan,
+    t: &Loaded,
+    scratch: &Path,
+    w: &mut Watch,
+    cells: &mut Vec<Value>,
+) -> Result<()> {
+    let mut copies: Vec<(u64, Loaded)> = Vec::new();
+    let r = measure_trace_with(plan, t, scratch, w, cells, &mut copies);
+    for (_, c) in &copies {
+        let _ = std::fs::remove_file(&c.file);
+    }
+    r
+}
+
+fn measure_trace_with(
+    plan: &Plan,
+    t: &Loaded,
+    scratch: &Path,
+    w: &mut Watch,
+    cells: &mut Vec<Value>,
+    copies: &mut Vec<(u64, Loaded)>,
+) -> Result<()> {
     let all = t.events.len() as u64;
     w.step(&format!("{}: parse alone ({all} events)", t.label))?;
     let mut runs = Runs {
@@ -596,7 +672,24 @@ fn measure_trace(plan: &Plan, t: &Loaded, w: &mut Watch, cells: &mut Vec<Value>)
 
     for c in &plan.configurations {
         let n = all.min(c.max_refs.unwrap_or(u64::MAX));
-        let events = &t.events[..n as usize];
+        let (events, file, format) = match c.input {
+            InputKind::Trace => (&t.events[..n as usize], &t.file, t.format),
+            InputKind::Din => {
+                let at = match copies.iter().position(|(k, _)| *k == n) {
+                    Some(at) => at,
+                    None => {
+                        w.step(&format!("{}: writing {n} events as din text", t.label))?;
+                        let dst = scratch.with_extension(format!("{n}.din"));
+                        copies.push((n, din_copy(&t.events[..n as usize], &dst, w)?));
+                        copies.len() - 1
+                    }
+                };
+                let d = &copies[at].1;
+                (&d.events[..], &d.file, d.format)
+            }
+        };
+        // A din copy holds the references of the prefix, not its control events.
+        let n = events.len() as u64;
         w.step(&format!("{}: {} ({n} events)", t.label, c.label))?;
         let mut first: Option<Value> = None;
         for (mode, from_file) in [("simulate", false), ("parse+simulate", true)] {
@@ -609,7 +702,7 @@ fn measure_trace(plan: &Plan, t: &Loaded, w: &mut Watch, cells: &mut Vec<Value>)
                 let mut b = Built::new(c)?;
                 let t0 = thread_cpu_seconds();
                 let fed = if from_file {
-                    parse_and_simulate(&mut b, &t.file, t.format, n, w)?
+                    parse_and_simulate(&mut b, file, format, n, w)?
                 } else {
                     simulate_alone(&mut b, events, w)?
                 };
@@ -635,6 +728,11 @@ fn measure_trace(plan: &Plan, t: &Loaded, w: &mut Watch, cells: &mut Vec<Value>)
             let mut cell = runs.json(mode, &c.label, &t.label);
             if let (Some(o), Some(r)) = (cell.as_object_mut(), &first) {
                 o.extend(summary(r));
+                if c.input != InputKind::Trace {
+                    o.insert("input".into(), json!(c.input.name()));
+                    let bytes = std::fs::metadata(file).map(|m| m.len()).ok();
+                    o.insert("file_bytes".into(), json!(bytes));
+                }
             }
             cells.push(cell);
         }
@@ -652,9 +750,17 @@ mod tests {
             engine: EngineKind::Machine,
             toml: None,
             tlb: tlb.iter().map(|s| s.to_string()).collect(),
+            cache: vec![],
             set: vec![],
             max_refs: None,
+            input: InputKind::Trace,
         };
+        let mut l1 = machine("l1", &[]);
+        l1.cache = vec!["l1:size=4k,line=64,ways=4,policy=lru,serves=unified".into()];
+        let mut din = l1.clone();
+        din.label = "l1 from din".into();
+        din.input = InputKind::Din;
+        din.max_refs = Some(4000);
         let mut cache = machine("tlb + dcache", &["dtlb:entries=64,ways=full,policy=lru"]);
         cache.toml = Some(
             "[memory]\n[memory.dcache]\nsize = \"32KiB\"\nline = 64\nways = 8\nmiss_cycles = 10\n"
@@ -666,13 +772,17 @@ mod tests {
             configurations: vec![
                 machine("dtlb 64", &["dtlb:entries=64,ways=full,policy=lru"]),
                 cache,
+                l1,
+                din,
                 BenchConfig {
                     label: "stack".into(),
                     engine: EngineKind::StackDistance,
                     toml: None,
                     tlb: vec![],
+                    cache: vec![],
                     set: vec![],
                     max_refs: None,
+                    input: InputKind::Trace,
                 },
             ],
             runs,
@@ -714,7 +824,15 @@ mod tests {
             true
         })
         .unwrap();
+        // The din copies are scratch: gone once the bench is done with their trace.
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".din"))
+            .collect();
         let _ = std::fs::remove_dir_all(&dir);
+        assert!(left.is_empty(), "{left:?}");
+        assert!(steps.iter().any(|s| s.contains("as din text")));
         assert!(steps.iter().any(|s| s.contains("parse alone")));
         // The plan's limit cuts the 20000-reference stream; the shorter one is whole.
         assert_eq!(r["traces"][0]["events"], 10_000);
@@ -722,7 +840,7 @@ mod tests {
         for t in ["seg", "seg-small"] {
             let parse = cell(&r, "parse", "parse alone (counting)", t);
             assert_eq!(parse["cpu_seconds"].as_array().unwrap().len(), 3);
-            for conf in ["dtlb 64", "tlb + dcache", "stack"] {
+            for conf in ["dtlb 64", "tlb + dcache", "l1", "l1 from din", "stack"] {
                 for mode in ["simulate", "parse+simulate"] {
                     let c = cell(&r, mode, conf, t);
                     let s = &c["events_per_s"];
@@ -738,6 +856,29 @@ mod tests {
         }
         // The cache machine ran on its 3000-event prefix only.
         assert_eq!(cell(&r, "simulate", "tlb + dcache", "seg")["events"], 3000);
+        // The din row read a din text copy of its 4000-event prefix (the stream has no
+        // control event: each reference is one din line) in both modes; the trace's other
+        // rows read the trace itself.
+        for mode in ["simulate", "parse+simulate"] {
+            let c = cell(&r, mode, "l1 from din", "seg");
+            assert_eq!(
+                (c["events"].as_u64(), c["references"].as_u64()),
+                (Some(4000), Some(4000))
+            );
+            assert_eq!(c["input"], "din");
+            assert!(c["file_bytes"].as_u64().unwrap() > 4000 * 4, "{c}");
+            let fs = &c["first_structure"];
+            assert_eq!(fs["name"], "l1");
+            assert!(fs["accesses"].as_u64().unwrap() >= 4000, "{c}");
+            assert!(fs["misses"].as_u64().unwrap() > 0, "{c}");
+            assert!(cell(&r, mode, "l1", "seg").get("input").is_none());
+        }
+        assert_eq!(r["configurations"][3]["input"], "din");
+        assert_eq!(
+            r["configurations"][2]["cache"][0],
+            "l1:size=4k,line=64,ways=4,policy=lru,serves=unified"
+        );
+
         assert_eq!(
             cell(&r, "parse+simulate", "dtlb 64", "seg")["events"],
             10_000
@@ -766,8 +907,10 @@ mod tests {
             engine: EngineKind::Machine,
             toml: None,
             tlb: vec!["dtlb:entries=16,ways=full,policy=lru".into()],
+            cache: vec![],
             set: vec![],
             max_refs: None,
+            input: InputKind::Trace,
         };
         let mut a = Built::new(&c).unwrap();
         let mut b = Built::new(&c).unwrap();

@@ -401,6 +401,12 @@ pub struct Feed<'m> {
     /// The running address space when `plain`, else [`NOT_PLAIN`] (which no `u32` address
     /// space equals): one compare tells a plain reference.
     plain_asid: u64,
+    /// The machine has caches and nothing else: no TLB, walker, memory system, software
+    /// refill or virtually addressed cache.
+    caches_only: bool,
+    /// The running address space when `caches_only`, else [`NOT_PLAIN`]: a reference in it
+    /// goes straight to the caches ([`Feed::cache_reference`]).
+    cache_asid: u64,
 }
 
 /// [`Feed::plain_asid`] of a machine whose references are never plain.
@@ -450,8 +456,21 @@ impl Feed<'_> {
         if INLINE_MEMORY {
             // A machine with a memory system has no plain references: `plain_asid` stays.
             self.simulate_full::<true>(e);
+        } else if e.kind.is_ref() && e.asid as u64 == self.cache_asid {
+            self.cache_reference(e.addr, e.size, e.kind, e.mode);
         } else {
             self.simulate_cold(e.addr, e.paddr, e.asid, e.size, e.kind, e.mode);
+        }
+    }
+
+    /// A reference of the running address space on a machine of caches alone: counted, then
+    /// through the hierarchy — what [`Feed::simulate_full`] does for it, without its tests.
+    #[inline(never)]
+    fn cache_reference(&mut self, addr: u64, size: u16, kind: Kind, mode: Mode) {
+        self.tally.refs[Tally::cell(mode, kind)] += 1;
+        let m = &mut *self.m;
+        if let Some(h) = m.caches.as_deref_mut() {
+            h.reference_parts(addr, size, kind, mode, &mut m.ledger);
         }
     }
 
@@ -542,6 +561,16 @@ impl Feed<'_> {
         };
         self.simulate_full::<false>(&e);
         self.plain_asid = self.plain_asid();
+        self.cache_asid = self.cache_asid();
+    }
+
+    /// What [`Feed::cache_asid`] should be now.
+    fn cache_asid(&self) -> u64 {
+        if self.caches_only {
+            self.m.cur_asid as u64
+        } else {
+            NOT_PLAIN
+        }
     }
 
     /// What [`Feed::plain_asid`] should be now.
@@ -935,7 +964,7 @@ impl Machine {
             let tlb = Tlb::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             let shadow = if t.three_c {
                 let policy = params.partition.map_or(params.policy, |p| p.upper_policy);
-                let s = Shadow::new(params.entries, policy, params.seed ^ 0x3c)
+                let s = Shadow::new(params.entries, policy, params.seed ^ 0x3c, true)
                     .map_err(|m| err(key(t, "3c"), m))?;
                 Some(Box::new(s))
             } else {
@@ -1447,7 +1476,16 @@ impl Machine {
         let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
         let cached = self.caches.is_some();
         let plain = !(refilled || memory || cached || self.walker.is_some());
+        let caches_only = cached
+            && !(refilled || memory || self.walker.is_some() || self.vac.is_some())
+            && self.fast.iter().all(|f| matches!(f, Fast::Untranslated));
         Feed {
+            caches_only,
+            cache_asid: if caches_only {
+                self.cur_asid as u64
+            } else {
+                NOT_PLAIN
+            },
             refilled,
             refilled_memory: refilled && memory,
             memory,

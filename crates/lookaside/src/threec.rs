@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::{Policy, Tlb, TlbParams, NO_CTX};
 
 /// The classes, in report order.
 pub const CLASSES: [&str; 3] = ["compulsory", "capacity", "conflict"];
@@ -79,13 +79,24 @@ pub struct Shadow {
     fa: Tlb,
     /// Per slot of `fa`, its valid sub-blocks.
     valid: Vec<u32>,
-    /// Per (block, context) ever referenced, its sub-blocks referenced.
-    seen: HashMap<(u64, u64), u32, BuildHasherDefault<Mix>>,
+    /// DineroIV's infinite cache. With sub-blocks, per (block, context) ever referenced, its
+    /// sub-blocks referenced. Without (`whole`), one bit per block, 64 neighbouring blocks to
+    /// an entry keyed by (block / 64, context): a stream over a large region then keeps its
+    /// blocks in a table a sixty-fourth as large, which the host's caches hold (one entry per
+    /// block, a miss-heavy stream waited on the host's memory at nearly every reference).
+    seen: HashMap<(u64, u64), u64, BuildHasherDefault<Mix>>,
+    whole: bool,
 }
 
 impl Shadow {
-    /// The shadow of a structure of `entries` entries (blocks) replaced by `policy`.
-    pub fn new(entries: usize, policy: Policy, seed: u64) -> Result<Shadow, String> {
+    /// The shadow of a structure of `entries` entries (blocks) replaced by `policy`;
+    /// `whole_blocks`: the structure has no sub-blocks (every reference touches the mask 1).
+    pub fn new(
+        entries: usize,
+        policy: Policy,
+        seed: u64,
+        whole_blocks: bool,
+    ) -> Result<Shadow, String> {
         let mut p = TlbParams::new(entries, entries, policy);
         p.seed = seed;
         let fa = Tlb::new(&p)?;
@@ -93,6 +104,7 @@ impl Shadow {
             valid: vec![0; fa.entries()],
             fa,
             seen: HashMap::default(),
+            whole: whole_blocks,
         })
     }
 
@@ -122,9 +134,8 @@ impl Shadow {
                 None => (true, true),
             };
         }
-        let before = self.fa.valid_entries();
-        let (slot, evicted) = self.fa.fill_slot(key, ctx, Part::Upper);
-        let block_miss = evicted.is_some() || self.fa.valid_entries() != before;
+        let t = self.fa.access_slot(key, ctx);
+        let (slot, block_miss) = (t.slot, !t.hit);
         if block_miss {
             self.valid[slot] = 0;
         }
@@ -136,6 +147,22 @@ impl Shadow {
     /// DineroIV's infinite cache: what it knew of the sub-blocks `subs` of `(key, ctx)`;
     /// they are known from now on.
     fn seen(&mut self, key: u64, ctx: u64, subs: u32) -> Seen {
+        if self.whole {
+            debug_assert_eq!(
+                subs, 1,
+                "a structure of whole blocks touches sub-block 0 only"
+            );
+            let bit = 1u64 << (key & 63);
+            let known = self.seen.entry((key >> 6, ctx)).or_insert(0);
+            let seen = if *known & bit != 0 {
+                Seen::All
+            } else {
+                Seen::Never
+            };
+            *known |= bit;
+            return seen;
+        }
+        let subs = subs as u64;
         let known = self.seen.entry((key, ctx)).or_insert(0);
         let seen = if *known & subs == subs {
             Seen::All
@@ -209,6 +236,7 @@ impl Shadow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tlb::Part;
     use proptest::prelude::*;
     use std::collections::HashSet;
 
@@ -261,7 +289,7 @@ mod tests {
 
     fn classified(entries: usize, ways: usize, stream: &[u64]) -> [u64; 4] {
         let mut tlb = Tlb::new(&TlbParams::new(entries, ways, Policy::Lru)).unwrap();
-        let mut shadow = Shadow::new(entries, Policy::Lru, 0).unwrap();
+        let mut shadow = Shadow::new(entries, Policy::Lru, 0, true).unwrap();
         let mut out = [0u64; 4];
         for &p in stream {
             let hit = tlb.access(p, 0, NO_CTX, Part::Upper);

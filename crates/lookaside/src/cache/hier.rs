@@ -64,7 +64,7 @@ use crate::error::{Error, Result};
 use crate::event::{Event, Kind, Mode};
 use crate::ledger::Ledger;
 use crate::threec::Shadow;
-use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::{Part, Policy, Tlb, TlbParams, Touch, NO_CTX};
 
 /// The one context every block is tagged with.
 const CTX: u64 = 0;
@@ -135,9 +135,12 @@ struct Level {
     /// Prefetch distance in bytes.
     distance: u64,
     next: Option<usize>,
-    /// Sub-blocks are blocks, no prefetch, no classification: a demand read or fetch that
-    /// hits is one look-up and a count.
-    simple: bool,
+    /// Sub-blocks are blocks and fetches are on demand: a reference within one block (a
+    /// write only when writes allocate) takes [`Hierarchy::access`]'s short path, with its
+    /// transfers made at once rather than through the stack.
+    plain: bool,
+    /// `allocate = "yes"`.
+    write_allocate: bool,
     shadow: Option<Box<Shadow>>,
     t: Tallies,
 }
@@ -264,7 +267,8 @@ impl Hierarchy {
             };
             let shadow = if c.three_c {
                 Some(Box::new(
-                    Shadow::new(lines, policy, seed ^ 0x3c).map_err(|m| err(c, "3c", m))?,
+                    Shadow::new(lines, policy, seed ^ 0x3c, subs == 1)
+                        .map_err(|m| err(c, "3c", m))?,
                 ))
             } else {
                 None
@@ -287,7 +291,8 @@ impl Hierarchy {
                 fetch: c.fetch,
                 distance,
                 next: None,
-                simple: subs == 1 && c.fetch == FetchPolicy::Demand && !c.three_c,
+                plain: subs == 1 && c.fetch == FetchPolicy::Demand,
+                write_allocate: c.allocate == Allocate::Yes,
                 shadow,
                 t: Tallies::default(),
             });
@@ -381,21 +386,34 @@ impl Hierarchy {
     /// Simulate reference `e` (counted in `ledger`, under its running address space).
     #[inline]
     pub fn reference(&mut self, e: &Event, ledger: &mut Ledger) {
-        let Some(root) = self.roots[e.kind as usize & 3] else {
+        self.reference_parts(e.addr, e.size, e.kind, e.mode, ledger);
+    }
+
+    /// [`Hierarchy::reference`] of a reference given by its fields.
+    #[inline(always)]
+    pub fn reference_parts(
+        &mut self,
+        addr: u64,
+        size: u16,
+        kind: Kind,
+        mode: Mode,
+        ledger: &mut Ledger,
+    ) {
+        let Some(root) = self.roots[kind as usize & 3] else {
             return;
         };
-        self.mode = e.mode;
+        self.mode = mode;
         // An access past 2^64 ends at the top of the address space.
-        let size = (e.size.max(1) as u64).min((u64::MAX - e.addr).saturating_add(1));
+        let size = (size.max(1) as u64).min((u64::MAX - addr).saturating_add(1));
         let mut r = Ref {
-            addr: e.addr,
+            addr,
             size,
-            kind: e.kind,
+            kind,
             prefetch: false,
         };
         if self.first_only {
             let shift = self.levels[root].block_shift;
-            let to_end = (!e.addr & ((1u64 << shift) - 1)) + 1;
+            let to_end = (!addr & ((1u64 << shift) - 1)) + 1;
             r.size = r.size.min(to_end);
         }
         self.run(root, r, ledger);
@@ -416,35 +434,117 @@ impl Hierarchy {
         while let Some(p) = self.pending[lv].pop() {
             if p.own {
                 self.access(lv, p.r, ledger);
-                continue;
-            }
-            let t = &mut self.levels[lv].t;
-            if p.r.kind == Kind::Store {
-                t.bytes_written += p.r.size;
             } else {
-                t.bytes_read += p.r.size;
-            }
-            if let Some(next) = self.levels[lv].next {
-                self.run(next, p.r, ledger);
+                self.transfer(lv, p.r, ledger);
             }
         }
     }
 
     /// One reference to cache `lv` (DineroIV's `d4ref`); what it leaves for later goes on
-    /// the cache's stack. A demand read that hits a simple cache is a look-up and a count.
+    /// the cache's stack. A reference within one block of a plain cache (see
+    /// [`Level::plain`]) takes the short path: one tag access (a hit on the block last used
+    /// is a compare), a count, and on a miss [`Hierarchy::plain_miss`].
     #[inline(always)]
     fn access(&mut self, lv: usize, m: Ref, ledger: &mut Ledger) {
         let c = &mut self.levels[lv];
-        if c.simple && m.kind != Kind::Store {
+        let write = m.kind == Kind::Store;
+        if c.plain && (!write || c.write_allocate) {
             let block = m.addr >> c.block_shift;
-            if (m.addr + (m.size - 1)) >> c.block_shift == block
-                && c.tags.lookup(block, CTX, NO_CTX)
-            {
+            if (m.addr + (m.size - 1)) >> c.block_shift == block {
+                let t = c.tags.access_slot(block, CTX);
+                if !t.hit || c.shadow.is_some() {
+                    return self.plain_miss(lv, m, block, t, ledger);
+                }
                 ledger.access(self.base + lv, self.mode, m.kind, false);
+                if write {
+                    if c.write_back {
+                        c.dirty[t.slot] = 1;
+                    } else {
+                        self.transfer(lv, m, ledger);
+                    }
+                }
                 return;
             }
         }
         self.access_slow(lv, m, ledger);
+    }
+
+    /// The short path's miss (and, with classification, every reference): what
+    /// [`Hierarchy::access_slow`] does for a reference within one block of a plain cache,
+    /// its transfers made at once in the order the stack would pop them (the fetch, a
+    /// write-through, the victim's write-back), each through every level below before the
+    /// next. Nothing else can come between: what a reference pushes is popped before
+    /// anything older.
+    #[inline(never)]
+    fn plain_miss(&mut self, lv: usize, m: Ref, block: u64, t: Touch, ledger: &mut Ledger) {
+        let c = &mut self.levels[lv];
+        let write = m.kind == Kind::Store;
+        let kind = m.kind as usize & 3;
+        let miss = !t.hit;
+        let block_bytes = 1u64 << c.block_shift;
+        let mut writeback = None;
+        if miss {
+            if let Some((v, _)) = t.evicted {
+                if c.valid[t.slot] & c.dirty[t.slot] != 0 {
+                    writeback = Some(v << c.block_shift);
+                    c.t.writebacks += 1;
+                }
+            }
+            c.valid[t.slot] = 1;
+            c.dirty[t.slot] = 0;
+            c.t.block_misses[kind] += 1;
+        }
+        let wback = write && c.write_back;
+        if wback {
+            c.dirty[t.slot] = 1;
+        }
+        if let Some(s) = &mut c.shadow {
+            let (class, block_class) = s.classify(block, CTX, 1, true, miss, miss);
+            if let Some(k) = class {
+                ledger.classify(self.base + lv, self.mode, m.kind, k);
+            }
+            if let Some(k) = block_class {
+                c.t.block_classes[k as usize][kind] += 1;
+            }
+        }
+        ledger.access(self.base + lv, self.mode, m.kind, miss);
+        // A write that covers its whole block fetches nothing.
+        if miss && (!write || m.size != block_bytes) {
+            let fetch = Ref {
+                addr: block << c.block_shift,
+                size: block_bytes,
+                kind: if write { Kind::Load } else { m.kind },
+                prefetch: false,
+            };
+            self.transfer(lv, fetch, ledger);
+        }
+        if write && !wback {
+            self.transfer(lv, m, ledger);
+        }
+        if let Some(addr) = writeback {
+            let r = Ref {
+                addr,
+                size: block_bytes,
+                kind: Kind::Store,
+                prefetch: false,
+            };
+            self.transfer(lv, r, ledger);
+        }
+    }
+
+    /// Reference `r` from cache `lv` to its next level (or memory): counted in its bytes,
+    /// then made there completely.
+    #[inline(never)]
+    fn transfer(&mut self, lv: usize, r: Ref, ledger: &mut Ledger) {
+        let t = &mut self.levels[lv].t;
+        if r.kind == Kind::Store {
+            t.bytes_written += r.size;
+        } else {
+            t.bytes_read += r.size;
+        }
+        if let Some(next) = self.levels[lv].next {
+            self.run(next, r, ledger);
+        }
     }
 
     /// [`Hierarchy::access`] in full.

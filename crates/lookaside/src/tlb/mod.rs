@@ -306,6 +306,8 @@ struct Tags {
     mru_vpn: u64,
     mru_ctx: u64,
     mru_query: u64,
+    /// `set * ways + way` of the MRU entry (meaningless when there is none).
+    mru_slot: usize,
     hints: Hints,
     vpn: Vec<u64>,
     /// `NO_CTX` marks an invalid way.
@@ -376,6 +378,48 @@ impl Visit for Access<'_> {
         t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx);
         false
     }
+}
+
+/// [`Tlb::access_slot`] past the MRU entry and the hints, with the policy's concrete type.
+struct AccessSlot<'a> {
+    t: &'a mut Tags,
+    rng: &'a mut SplitMix64,
+    vpn: u64,
+    ctx: u64,
+}
+
+impl Visit for AccessSlot<'_> {
+    type Out = Touch;
+
+    #[inline(always)]
+    fn visit<P: Replacement>(self, pol: &mut P) -> Touch {
+        let AccessSlot { t, rng, vpn, ctx } = self;
+        let set = t.set_of(vpn);
+        if let Some(way) = t.find(set, vpn, ctx, ctx) {
+            pol.on_hit(set, way);
+            t.hint(vpn, ctx, ctx, set, way);
+            return Touch {
+                slot: set * t.ways + way,
+                hit: true,
+                evicted: None,
+            };
+        }
+        let (way, evicted) = t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx);
+        Touch {
+            slot: set * t.ways + way,
+            hit: false,
+            evicted,
+        }
+    }
+}
+
+/// What [`Tlb::access_slot`] did: where the key now lives (`set * ways + way`), whether it
+/// was there already, and the entry its fill evicted, if a valid one was replaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Touch {
+    pub slot: usize,
+    pub hit: bool,
+    pub evicted: Option<(u64, u64)>,
 }
 
 /// A new key for one partition of one set, placed with the partition's concrete policy.
@@ -453,6 +497,7 @@ impl Tags {
         self.mru_vpn = vpn;
         self.mru_ctx = ctx;
         self.mru_query = query;
+        self.mru_slot = set * self.ways + way;
         let (p, lo) = self.part_of(way);
         self.hints.record(Hint {
             vpn,
@@ -586,6 +631,7 @@ impl Tlb {
                 mru_vpn: 0,
                 mru_ctx: NO_CTX,
                 mru_query: NO_CTX,
+                mru_slot: 0,
                 hints: Hints::new(),
                 vpn: filled(p.entries, 0)?,
                 ctx: filled(p.entries, NO_CTX)?,
@@ -655,6 +701,7 @@ impl Tlb {
             self.t.mru_vpn = vpn;
             self.t.mru_ctx = h.ctx;
             self.t.mru_query = h.query;
+            self.t.mru_slot = slot;
             return true;
         }
         false
@@ -750,6 +797,60 @@ impl Tlb {
         }
         let (way, evicted) = self.insert(set, vpn, ctx, part);
         (set * self.t.ways + way, evicted)
+    }
+
+    /// [`Tlb::fill_slot`] into the upper (or only) partition, saying whether the key was
+    /// present: the same replacement, the same slots and victims, through the MRU entry and
+    /// the hints first and then one search-and-fill path per policy, monomorphised (the
+    /// per-reference path of a cache, which keeps dirty and valid bits per slot).
+    ///
+    /// # Panics
+    /// If `ctx == NO_CTX`, which is never stored.
+    #[inline(always)]
+    pub fn access_slot(&mut self, vpn: u64, ctx: u64) -> Touch {
+        if vpn == self.t.mru_vpn && ctx == self.t.mru_ctx {
+            // A hit on the MRU entry changes no replacement state (see the module
+            // documentation).
+            return Touch {
+                slot: self.t.mru_slot,
+                hit: true,
+                evicted: None,
+            };
+        }
+        let h = *self.t.hints.get(vpn);
+        let slot = h.slot as usize;
+        if h.matches(vpn, ctx, NO_CTX) && self.t.vpn[slot] == vpn && self.t.ctx[slot] == h.ctx {
+            self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize);
+            self.t.mru_vpn = vpn;
+            self.t.mru_ctx = h.ctx;
+            self.t.mru_query = h.query;
+            self.t.mru_slot = slot;
+            return Touch {
+                slot,
+                hit: true,
+                evicted: None,
+            };
+        }
+        self.access_slot_slow(vpn, ctx)
+    }
+
+    #[inline(never)]
+    fn access_slot_slow(&mut self, vpn: u64, ctx: u64) -> Touch {
+        assert!(
+            ctx != NO_CTX,
+            "Tlb::access_slot: NO_CTX is not a storable context"
+        );
+        if self.t.split != self.t.ways {
+            let before = self.t.valid;
+            let (slot, evicted) = self.fill_slot(vpn, ctx, Part::Upper);
+            return Touch {
+                slot,
+                hit: evicted.is_none() && self.t.valid == before,
+                evicted,
+            };
+        }
+        let Tlb { t, pols, rng, .. } = self;
+        pols[0].visit(AccessSlot { t, rng, vpn, ctx })
     }
 
     /// [`Tlb::lookup`], and on a miss [`Tlb::fill`] `(vpn, ctx)` into `part`; returns hit.

@@ -700,3 +700,35 @@ proptest! {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A cache's per-reference path, [`Tlb::access_slot`], is [`Tlb::fill_slot`] into the
+    /// upper (or only) partition, with its hit said: the same slots, victims and answers to
+    /// every later operation, for every geometry, policy, partition and lookup structure,
+    /// with lookups, fills, invalidations and flushes in between.
+    #[test]
+    fn access_slot_is_fill_slot((p, lookup) in params(), raw in raw_ops(300)) {
+        let ops = expand(&raw, &p);
+        let mut fast = Tlb::with_lookup(&p, lookup).unwrap();
+        let mut slow = Tlb::with_lookup(&p, lookup).unwrap();
+        for (i, op) in ops.iter().enumerate() {
+            if let Op::Access(v, c, _, _) | Op::Fill(v, c, _) = *op {
+                if c != NO_CTX {
+                    let before = slow.valid_entries();
+                    let (slot, evicted) = slow.fill_slot(v, c, Part::Upper);
+                    let hit = evicted.is_none() && slow.valid_entries() == before;
+                    let t = fast.access_slot(v, c);
+                    prop_assert_eq!((t.slot, t.evicted, t.hit), (slot, evicted, hit), "#{} {:?}", i, op);
+                    continue;
+                }
+            }
+            prop_assert_eq!(apply(&mut fast, op), apply(&mut slow, op), "#{} {:?}", i, op);
+        }
+        prop_assert_eq!(
+            fast.entries_iter().collect::<Vec<_>>(),
+            slow.entries_iter().collect::<Vec<_>>()
+        );
+    }
+}

@@ -122,22 +122,28 @@ const FETCH_POLICIES: bool = true;
 const SUB_BLOCKS: bool = true;
 const CLASSES: bool = true;
 
-fn spec_strategy() -> impl Strategy<Value = Spec> {
+/// A cache; `whole_blocks`: demand-fetched, without sub-blocks (a plain cache, the short
+/// path of [`Hierarchy`]'s references).
+fn spec_strategy(whole_blocks: bool) -> impl Strategy<Value = Spec> {
     (
         (2u32..7, 0u32..6, 0u32..4, 1usize..5, any::<bool>()),
         (any::<bool>(), 0u8..3, 0u8..6, 1u64..5, any::<bool>()),
     )
         .prop_map(
-            |((block_log, sub, sets_log, assoc, lru), (wb, alloc, fetch, dist, ccc))| {
+            move |((block_log, sub, sets_log, assoc, lru), (wb, alloc, fetch, dist, ccc))| {
                 // At most 32 sub-blocks per block.
-                let sub_log = if SUB_BLOCKS {
+                let sub_log = if SUB_BLOCKS && !whole_blocks {
                     block_log
                         .saturating_sub(sub)
                         .max(block_log.saturating_sub(5))
                 } else {
                     block_log
                 };
-                let fetch = if FETCH_POLICIES { fetch } else { 0 };
+                let fetch = if FETCH_POLICIES && !whole_blocks {
+                    fetch
+                } else {
+                    0
+                };
                 let ccc = ccc && CLASSES;
                 let fetch = [
                     FetchPolicy::Demand,
@@ -172,11 +178,11 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
 }
 
 /// A hierarchy: a unified first level or split I/D, then up to two unified levels.
-fn hierarchy_strategy() -> impl Strategy<Value = Vec<Spec>> {
+fn hierarchy_strategy(whole_blocks: bool) -> impl Strategy<Value = Vec<Spec>> {
     (
         any::<bool>(),
         0usize..3,
-        prop::collection::vec(spec_strategy(), 4),
+        prop::collection::vec(spec_strategy(whole_blocks), 4),
     )
         .prop_map(|(split, below, mut s)| {
             let lower = ["l2", "l3"];
@@ -363,6 +369,16 @@ fn compare(
                 );
             }
         }
+        // DineroIV counts no write-backs, only their bytes: a write-back cache of whole
+        // blocks that allocates on every write writes nothing else.
+        if s.sub_log == s.block_log && s.write_back && s.allocate == Allocate::Yes {
+            prop_assert_eq!(
+                n(&j["writebacks"]) << s.block_log,
+                c.bytes_written,
+                "write-backs {}",
+                s.name
+            );
+        }
         prop_assert_eq!(n(&j["multi_block"]), c.multiblock, "multi-block {}", s.name);
         prop_assert_eq!(n(&j["bytes_read"]), c.bytes_read, "bytes read {}", s.name);
         prop_assert_eq!(
@@ -386,7 +402,19 @@ proptest! {
     /// their first block.
     #[test]
     fn every_count_is_dinero_iv_s(
-        specs in hierarchy_strategy(),
+        specs in hierarchy_strategy(false),
+        stream in stream_strategy(),
+        first in any::<bool>(),
+    ) {
+        compare(&specs, &stream, first)?;
+    }
+
+    /// The same for hierarchies of plain caches only (whole blocks fetched on demand), whose
+    /// references take the short path (tags touched once, transfers made at once), with
+    /// every write and allocation policy and the classes of misses.
+    #[test]
+    fn plain_caches_count_as_dinero_iv(
+        specs in hierarchy_strategy(true),
         stream in stream_strategy(),
         first in any::<bool>(),
     ) {
@@ -610,4 +638,58 @@ fn the_summary_is_dinero_iv_s_output() {
     let tlb_only = Machine::assemble(None, "t", &["d:entries=4".to_string()], &[]).unwrap();
     let e = super::dinero_summary(&result(&tlb_only)).unwrap_err();
     assert!(e.contains("no [[cache]]"), "{e}");
+}
+
+/// A machine of caches alone sends the running address space's references straight to the
+/// hierarchy: with switches, other address spaces, kernel references and control events in
+/// the stream, its caches count what they count beside a TLB (the general path).
+#[test]
+fn caches_alone_count_what_they_count_beside_a_tlb() {
+    use crate::event::Mode;
+    let caches = [
+        "i1:size=1k,line=32,ways=2,serves=instruction,next=l2".to_string(),
+        "d1:size=1k,line=32,ways=2,policy=fifo,serves=data,next=l2".to_string(),
+        "l2:size=4k,line=64,ways=4,3c=yes".to_string(),
+    ];
+    let mut stream = Vec::new();
+    let mut x = 7u64;
+    for i in 0..5000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let kind = [Kind::Fetch, Kind::Load, Kind::Store][(x >> 60) as usize % 3];
+        let mut e = Event::reference(kind, (x >> 40) % 16384, 1 + (x >> 30) as u16 % 8)
+            .with_asid((i / 700) as u32 % 3);
+        if (x >> 20).is_multiple_of(5) {
+            e = e.with_mode(Mode::Kernel);
+        }
+        if i.is_multiple_of(700) {
+            stream.push(Event::control(Kind::ContextSwitch, 0, e.asid));
+        }
+        stream.push(e);
+    }
+    let alone = |m: &mut Machine| {
+        // One event at a time, as a native trace is decoded.
+        let mut feed = m.feed();
+        for e in &stream {
+            crate::event::EventSink::event(&mut feed, e);
+        }
+    };
+    let mut a = Machine::assemble_all(None, "t", &[], &caches, &[]).unwrap();
+    alone(&mut a);
+    let mut b = Machine::assemble_all(
+        None,
+        "t",
+        &["dtlb:entries=4,ways=full".to_string()],
+        &caches,
+        &[],
+    )
+    .unwrap();
+    b.run_batch(&stream);
+    let (ra, rb) = (result(&a), result(&b));
+    for name in ["i1", "d1", "l2"] {
+        assert_eq!(ra["structures"][name], rb["structures"][name], "{name}");
+    }
+    assert!(ra["structures"]["l2"]["accesses"].as_u64().unwrap() > 1000);
+    assert_eq!(ra["trace"]["references"], rb["trace"]["references"]);
 }
