@@ -20,7 +20,7 @@ apply to an x86 kernel): system references have worse locality than user referen
 user/system competition for the caches is small.
 
 The captures are kept in ``OUT/linux/traces/`` and reused by later runs (delete them to
-capture afresh: a capture is not bit-reproducible).
+capture afresh; the same kernel and inputs give the same trace, bit for bit).
 """
 
 from __future__ import annotations
