@@ -309,6 +309,158 @@ def toolchain(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Pa
     return root
 
 
+#: Where a workload's Debian packages' programs lie in a package (and in the guest).
+PROGRAM_DIRS = ("bin", "sbin", "usr/bin", "usr/sbin")
+#: Where the guest's dynamic loader looks for shared libraries (Debian's multiarch paths).
+LIBRARY_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib", "usr/lib")
+
+
+def _essential(package: str) -> bool:
+    out = _run(["apt-cache", "show", "--no-all-versions", package], f"looking up {package}")
+    return re.search(r"^Essential:\s*yes", out, re.M | re.I) is not None
+
+
+def package_closure(names: list[str]) -> list[str]:
+    """``names`` and what they depend on (Depends and Pre-Depends, recursively; the first of
+    alternatives), pinned at apt's candidate versions (``name=version``), in order of
+    discovery. Essential packages other than those named are left out: every Debian system
+    has them, so packages name them for their maintainer scripts (dpkg, tar), not for
+    their programs, which need only libraries."""
+    pins: dict[str, str] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop(0)
+        if name in pins:
+            continue
+        pins[name] = _candidate(name)
+        out = _run(["apt-cache", "depends", "--important", name], f"looking up {name}")
+        alternative = False
+        for ln in out.splitlines():
+            m = re.match(r"\s*(\|?)(?:Pre)?Depends:\s*(\S+)", ln)
+            if not m:
+                continue
+            dep, first = m.group(2), not alternative
+            alternative = m.group(1) == "|"
+            if (first and not dep.startswith("<") and dep not in pins and dep not in todo
+                    and not _essential(dep)):
+                todo.append(dep)
+    return [f"{n}={v}" for n, v in pins.items()]
+
+
+def debian_packages(names: list[str], cache: Path | None = None,
+             say: Callable[[str], Any] = _say) -> list[Path]:
+    """The Debian packages ``names`` and the libraries they depend on
+    (:func:`package_closure`), each unpacked in the cache under its pinned version
+    (``system/packages/NAME=VERSION``, shared by every workload that needs it) and downloaded
+    with ``apt-get download`` unless the cache has it; returns their roots, the named
+    packages first. Each named package's root keeps its closure (``CLOSURE``), so that,
+    without apt, a single cached version of each serves with the libraries it was fetched
+    with."""
+    base = (cache or cache_dir()) / "system" / "packages"
+    closures: dict[str, list[str]] = {}
+    try:
+        for name in names:
+            closure = base / f"{name}={_candidate(name)}" / "CLOSURE"
+            closures[name] = (closure.read_text().split() if closure.is_file()
+                              else package_closure([name]))
+    except LookasideError:
+        for name in names:
+            cached = sorted(d for d in base.glob(f"{name}=*") if (d / "CLOSURE").is_file())
+            if len(cached) != 1:
+                raise
+            say(f"apt cannot name {name}'s version: using the one in the cache "
+                f"({cached[0].name})")
+            closures[name] = (cached[0] / "CLOSURE").read_text().split()
+    pins = list(dict.fromkeys(p for c in closures.values() for p in c))
+    missing = [p for p in pins if not (base / p / "VERSION").is_file()]
+    if missing:
+        say(f"fetching Debian packages for the guest ({', '.join(missing)}) (once)")
+    for pin in missing:
+        _unpack_packages(base / pin, [pin], f"the guest's package {pin}", pin + "\n")
+    for closure in closures.values():
+        f = base / closure[0] / "CLOSURE"
+        if not f.is_file():
+            tmp = f.with_name(f".CLOSURE.{os.getpid()}")
+            tmp.write_text("\n".join(closure) + "\n")
+            os.replace(tmp, f)
+    return [base / p for p in pins]
+
+
+def _elf_needs(path: Path) -> tuple[list[str], str | None]:
+    """The shared libraries (``DT_NEEDED``) and the program interpreter of an ELF file."""
+    _need("readelf", "binutils")
+    out = _run(["readelf", "-dlW", str(path)], f"reading {path}")
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    m = re.search(r"\[Requesting program interpreter: ([^\]]+)\]", out)
+    return needed, m.group(1) if m else None
+
+
+def _in_roots(roots: list[Path], path: str) -> tuple[Path, str] | None:
+    """The file at ``path`` (absolute, as the guest sees it) in the unpacked packages, and
+    the path it has in its package: under merged /usr a package may ship /lib/x or
+    /usr/lib/x."""
+    rel = path.lstrip("/")
+    names = [rel, rel[4:] if rel.startswith("usr/") else "usr/" + rel]
+    for root in roots:
+        for n in names:
+            p = root / n
+            if p.is_symlink() or p.exists():
+                return root, n
+    return None
+
+
+def package_files(roots: list[Path], names: list[str]) -> list[tuple[str, Path]]:
+    """The guest paths and host files of the named packages' programs (every file in
+    :data:`PROGRAM_DIRS` of the roots of ``names``) and of what they need to run, found
+    among ``roots``: each ELF file's shared libraries and interpreter, recursively, with
+    the symbolic links that name them. A library none of the packages has is an error."""
+    out: dict[str, Path] = {}
+    todo: list[tuple[Path, str]] = []
+
+    def add(root: Path, rel: str) -> None:
+        while rel not in out:
+            p = root / rel
+            out[rel] = p
+            if not p.is_symlink():
+                todo.append((root, rel))
+                return
+            target = os.readlink(p)
+            path = target if target.startswith("/") else os.path.normpath(
+                os.path.join("/", os.path.dirname(rel), target))
+            found = _in_roots(roots, path)
+            if found is None:
+                raise LookasideError(f"/{rel} links to {target}, which none of the guest's "
+                                     "packages has")
+            root, rel = found
+
+    heads = [r for r in roots if r.name.split("=", 1)[0] in names]
+    for root in heads:
+        for d in PROGRAM_DIRS:
+            if (root / d).is_dir() and not (root / d).is_symlink():
+                for p in sorted((root / d).iterdir()):
+                    add(root, str(p.relative_to(root)))
+    while todo:
+        root, rel = todo.pop(0)
+        if not _is_elf(root / rel):
+            continue
+        needed, interp = _elf_needs(root / rel)
+        wanted = [interp] if interp else []
+        for lib in needed:
+            where = next((f"/{d}/{lib}" for d in LIBRARY_DIRS
+                          if _in_roots(roots, f"/{d}/{lib}")), None)
+            if where is None:
+                raise LookasideError(f"/{rel} needs {lib}, which none of the guest's "
+                                     f"packages has ({', '.join(r.name for r in roots)})")
+            wanted.append(where)
+        for path in wanted:
+            found = _in_roots(roots, path)
+            if found is None:
+                raise LookasideError(f"/{rel} needs {path}, which none of the guest's "
+                                     "packages has")
+            add(*found)
+    return [(rel, p) for rel, p in out.items()]
+
+
 def toolchain_files(root: Path) -> list[tuple[str, Path]]:
     """The guest paths and host files of the toolchain's part in the guest
     (:data:`TOOLCHAIN_FILES`)."""
@@ -744,17 +896,38 @@ def _needs(script: str) -> list[str]:
     return [w for m in re.finditer(r"^#\s*needs:(.*)$", script, re.M) for w in m.group(1).split()]
 
 
-def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workload:
-    """A shipped workload: its script, the programs it needs, built from their C source
-    (``NAME.c`` beside it) with ``gcc -static``, and what its ``# needs:`` line names: ``tcc``,
-    the guest's C toolchain (:func:`toolchain`), or a directory beside it, copied into
-    /workload."""
+def _script(name: str) -> str:
+    """The script of the shipped workload ``name``: ``NAME.sh``, or, for ``NAME-N``, the
+    script of ``NAME`` run with its parameter (its ``# parameter: VAR`` line) set to N
+    (``oltp-12``: 12 clients)."""
     d = workloads_dir()
     path = d / f"{name}.sh"
-    if not path.is_file():
-        raise LookasideError(f"unknown workload '{name}' (shipped: "
-                             f"{', '.join(workload_names())})")
-    script = path.read_text()
+    if path.is_file():
+        return path.read_text()
+    m = re.fullmatch(r"(.+)-([0-9]+)", name)
+    base = d / f"{m.group(1)}.sh" if m else None
+    if base is not None and base.is_file():
+        script = base.read_text()
+        var = re.search(r"^#\s*parameter:\s*([A-Za-z_][A-Za-z0-9_]*)\b", script, re.M)
+        if var is None:
+            raise LookasideError(f"unknown workload '{name}': {m.group(1)} takes no "
+                                 "parameter")
+        if int(m.group(2)) < 1:
+            raise LookasideError(f"workload '{name}': {var.group(1)} must be at least 1")
+        return f"{var.group(1)}={int(m.group(2))}\n{script}"
+    raise LookasideError(f"unknown workload '{name}' (shipped: "
+                         f"{', '.join(workload_names())})")
+
+
+def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workload:
+    """A shipped workload: its script, the programs it needs, built from their C source
+    (``NAME.c`` beside it) with ``gcc -static``, and what its ``# needs:`` lines name:
+    ``tcc``, the guest's C toolchain (:func:`toolchain`); ``pkg:PACKAGE``, a Debian package
+    whose programs go into the guest at their own paths with the libraries they need
+    (:func:`debian_packages`, :func:`package_files`); or a directory beside it, copied into
+    /workload."""
+    d = workloads_dir()
+    script = _script(name)
     programs = []
     for src in sorted(d.glob("*.c")):
         h = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
@@ -770,7 +943,14 @@ def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workl
         programs.append(str(exe))
     extra: list[tuple[str, Path]] = []
     packages: list[str] = []
+    debian = [n[4:] for n in _needs(script) if n.startswith("pkg:")]
+    if debian:
+        roots = debian_packages(debian, cache, say)
+        extra += package_files(roots, debian)
+        packages += [r.name for r in roots]
     for need in _needs(script):
+        if need.startswith("pkg:"):
+            continue
         if need == "tcc":
             root = toolchain(cache, say)
             extra += toolchain_files(root)
@@ -779,8 +959,8 @@ def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workl
             extra += [(f"workload/{need}/{p.name}", p)
                       for p in sorted((d / need).iterdir()) if p.is_file()]
         else:
-            raise LookasideError(f"workload '{name}' needs '{need}', which is neither tcc nor "
-                                 "a directory beside it")
+            raise LookasideError(f"workload '{name}' needs '{need}', which is neither tcc, "
+                                 "pkg:PACKAGE nor a directory beside it")
     return Workload(script, programs, extra, packages)
 
 
