@@ -19,7 +19,9 @@ image named by ``linux-image-cloud-amd64`` (or ``--kernel``/``LOOKASIDE_KERNEL``
 such as ``6.1.0-56-cloud-amd64``, optionally ``=VERSION``: :func:`assets`), its headers and
 kbuild of the same version to build the module,
 and ``busybox-static``; for the workloads that compile, the Tiny C Compiler and the C library
-it compiles against (see :data:`TOOLCHAIN`). ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary
+it compiles against (see :data:`TOOLCHAIN`); for those that name Debian packages
+(``# needs: pkg:NAME``), those packages and the libraries they depend on
+(:func:`debian_packages`). ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary
 (default ``qemu-system-x86_64``).
 """
 
@@ -315,36 +317,59 @@ PROGRAM_DIRS = ("bin", "sbin", "usr/bin", "usr/sbin")
 LIBRARY_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib", "usr/lib")
 
 
-def _essential(package: str) -> bool:
-    out = _run(["apt-cache", "show", "--no-all-versions", package], f"looking up {package}")
-    return re.search(r"^Essential:\s*yes", out, re.M | re.I) is not None
+def _sections(out: str, key: str) -> dict[str, str]:
+    """apt-cache's output for several packages, by package: a section starts at a line
+    ``NAME`` or ``NAME:`` at the margin (``depends``, ``policy``), or ``Package: NAME``
+    (``show``, with ``key`` "Package: ")."""
+    parts: dict[str, str] = {}
+    name = None
+    for ln in out.splitlines():
+        head = (ln[len(key):].strip() if key and ln.startswith(key)
+                else ln.rstrip(":").strip() if not key and ln[:1] not in ("", " ") else None)
+        if head is not None:
+            name = head
+            parts.setdefault(name, "")
+        elif name is not None:
+            parts[name] += ln + "\n"
+    return parts
 
 
 def package_closure(names: list[str]) -> list[str]:
     """``names`` and what they depend on (Depends and Pre-Depends, recursively; the first of
     alternatives), pinned at apt's candidate versions (``name=version``), in order of
-    discovery. Essential packages other than those named are left out: every Debian system
-    has them, so packages name them for their maintainer scripts (dpkg, tar), not for
-    their programs, which need only libraries."""
-    pins: dict[str, str] = {}
-    todo = list(names)
-    while todo:
-        name = todo.pop(0)
-        if name in pins:
-            continue
-        pins[name] = _candidate(name)
-        out = _run(["apt-cache", "depends", "--important", name], f"looking up {name}")
+    discovery. Essential packages other than those named are left out with what only they
+    depend on: every Debian system has them, so packages name them for their maintainer
+    scripts (dpkg, tar), not for their programs, which need only libraries. Three
+    apt-cache calls in all (each loads apt's cache: a second or two)."""
+    graph = _sections(_run(["apt-cache", "depends", "--recurse", "--important", *names],
+                           "looking up dependencies"), "")
+    deps: dict[str, list[str]] = {}
+    for name, body in graph.items():
+        deps[name] = []
         alternative = False
-        for ln in out.splitlines():
+        for ln in body.splitlines():
             m = re.match(r"\s*(\|?)(?:Pre)?Depends:\s*(\S+)", ln)
-            if not m:
-                continue
-            dep, first = m.group(2), not alternative
-            alternative = m.group(1) == "|"
-            if (first and not dep.startswith("<") and dep not in pins and dep not in todo
-                    and not _essential(dep)):
-                todo.append(dep)
-    return [f"{n}={v}" for n, v in pins.items()]
+            if m:
+                if not alternative and not m.group(2).startswith("<"):
+                    deps[name].append(m.group(2))
+                alternative = m.group(1) == "|"
+    show = _sections(_run(["apt-cache", "show", "--no-all-versions",
+                           *[n for n in deps if n not in names]], "looking up packages"),
+                     "Package: ")
+    essential = {n for n, body in show.items()
+                 if re.search(r"^Essential:\s*yes", body, re.M | re.I)}
+    order = list(dict.fromkeys(names))
+    for name in order:  # grows as it goes: breadth first
+        order += [d for d in deps.get(name, []) if d not in order and d not in essential]
+    policy = _sections(_run(["apt-cache", "policy", *order], "looking up packages"), "")
+    pins = []
+    for name in order:
+        m = re.search(r"Candidate:\s*(\S+)", policy.get(name, ""))
+        if not m or m.group(1) == "(none)":
+            raise LookasideError(f"apt has no package {name}: run `apt-get update` (as root) "
+                                 "if its package lists are stale")
+        pins.append(f"{name}={m.group(1)}")
+    return pins
 
 
 def debian_packages(names: list[str], cache: Path | None = None,
@@ -961,7 +986,7 @@ def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workl
         else:
             raise LookasideError(f"workload '{name}' needs '{need}', which is neither tcc, "
                                  "pkg:PACKAGE nor a directory beside it")
-    return Workload(script, programs, extra, packages)
+    return Workload(script, programs, extra, list(dict.fromkeys(packages)))
 
 
 class _Console(_Tee):

@@ -194,14 +194,14 @@ int main(int argc, char **argv)
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    getpid_loop(20000 * s);
-    cswitch(2000 * s);
-    select_loop(5000 * s);
-    bcopy_loop(40 * s);
-    read_loop(200 * s);
-    open_close(5000 * s);
-    create_delete(1000 * s, 0);
-    create_delete(1000 * s, 10240);
+    getpid_loop(8000 * s);
+    cswitch(1000 * s);
+    select_loop(2000 * s);
+    bcopy_loop(16 * s);
+    read_loop(80 * s);
+    open_close(2000 * s);
+    create_delete(400 * s, 0);
+    create_delete(400 * s, 10240);
     printf("ousterhout: ok\n");
     return 0;
 }
