@@ -113,7 +113,7 @@ def test_user_references_agree_with_a_user_level_capture(pipe, tmp_path):
     guest = i["by_asid"][str(client)]["user"]
     programs = system._workload("pipe", system.cache_dir()).programs
     env = {"PATH": os.environ["PATH"], "HOME": "/workload", "TERM": "linux",
-           "QEMU_CPU": "qemu64", "LOOKASIDE_CACHE_DIR": str(system.cache_dir())}
+           "QEMU_CPU": system.CPU, "LOOKASIDE_CACHE_DIR": str(system.cache_dir())}
     host_trace = tmp_path / "client.lks"
     subprocess.run([sys.executable, "-m", "lookaside.cli", "trace", "-q", "-o",
                     str(host_trace), "--", programs[0], "2000", "64"], env=env, check=True,
