@@ -22,8 +22,8 @@ WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 4)
   INSERT INTO branches SELECT x, 0, hex(zeroblob(44)) FROM n;
 WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 40)
   INSERT INTO tellers SELECT x, (x - 1) / 10 + 1, 0, hex(zeroblob(42)) FROM n;
-WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 20000)
-  INSERT INTO accounts SELECT x, (x - 1) / 5000 + 1, 0, hex(zeroblob(42)) FROM n;
+WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 10000)
+  INSERT INTO accounts SELECT x, (x - 1) / 2500 + 1, 0, hex(zeroblob(42)) FROM n;
 COMMIT;
 SQL
 i=1
@@ -31,7 +31,7 @@ while [ $i -le $N ]; do
   awk -v seed=$i -v n=$T 'BEGIN {
     srand(seed); print ".bail on"; print ".timeout 600000"
     for (k = 0; k < n; k++) {
-      aid = int(rand() * 20000) + 1; tid = int(rand() * 40) + 1; bid = int((tid - 1) / 10) + 1
+      aid = int(rand() * 10000) + 1; tid = int(rand() * 40) + 1; bid = int((tid - 1) / 10) + 1
       d = int(rand() * 1999999) - 999999; sum += d
       print "BEGIN IMMEDIATE;"
       print "UPDATE accounts SET abalance = abalance + " d " WHERE aid = " aid ";"
