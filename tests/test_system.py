@@ -240,6 +240,14 @@ def test_a_packages_closure_is_its_libraries_pinned_at_apts_candidates():
     assert "Essential: yes" not in show
 
 
+@pytest.mark.skipif(not _apt_has("gzip"), reason="needs apt with Debian's package lists")
+def test_a_package_apt_does_not_know_is_a_clear_error(tmp_path):
+    with pytest.raises(lookaside.LookasideError,
+                       match="apt has no package no-such-package-here: run `apt-get update`"):
+        system.debian_packages(["no-such-package-here"], tmp_path, say=lambda m: None)
+    assert not (tmp_path / "system" / "packages").exists()
+
+
 def _elf_tree(tmp_path: Path) -> Path:
     """A package root holding a real dynamically linked program (built here) and a root
     holding the C library and loader it needs (this host's), laid out as Debian ships them."""
