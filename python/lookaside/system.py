@@ -379,12 +379,13 @@ def package_closure(names: list[str]) -> list[str]:
 
 
 def debian_packages(names: list[str], cache: Path | None = None,
-             say: Callable[[str], Any] = _say) -> list[Path]:
+                    say: Callable[[str], Any] = _say) -> list[Path]:
     """The Debian packages ``names`` and the libraries they depend on
     (:func:`package_closure`), each unpacked in the cache under its pinned version
     (``system/packages/NAME=VERSION``, shared by every workload that needs it) and downloaded
     with ``apt-get download`` unless the cache has it; returns their roots, the named
-    packages first. Each named package's root keeps its closure (``CLOSURE``), so that,
+    packages first. Each named package's root keeps its closure (``CLOSURE``), resolved
+    once per version of it: the same package gets the same libraries until it changes, and,
     without apt, a single cached version of each serves with the libraries it was fetched
     with."""
     base = (cache or cache_dir()) / "system" / "packages"
