@@ -111,9 +111,10 @@ def test_user_references_agree_with_a_user_level_capture(pipe, tmp_path):
                   if p["name"] == "pingpong")
     client = ping[0][1]  # the parent; the server is its forked child
     guest = i["by_asid"][str(client)]["user"]
-    programs = system._workload("pipe", system.cache_dir()).programs
+    programs = [p for p in system._workload("pipe", system.cache_dir()).programs
+                if os.path.basename(p) == "pingpong"]
     env = {"PATH": os.environ["PATH"], "HOME": "/workload", "TERM": "linux",
-           "QEMU_CPU": "qemu64", "LOOKASIDE_CACHE_DIR": str(system.cache_dir())}
+           "QEMU_CPU": system.CPU, "LOOKASIDE_CACHE_DIR": str(system.cache_dir())}
     host_trace = tmp_path / "client.lks"
     subprocess.run([sys.executable, "-m", "lookaside.cli", "trace", "-q", "-o",
                     str(host_trace), "--", programs[0], "2000", "64"], env=env, check=True,
@@ -229,7 +230,8 @@ def test_the_initramfs_is_a_valid_newc_archive(tmp_path):
     names = [ln.split()[-1] for ln in p.stdout.splitlines()]
     assert names == ["workload", "workload/run.sh", "dev/console", "odd"]
     assert p.stdout.splitlines()[2].startswith("crw")
-    assert json.dumps(system.workload_names()) == '["compile", "compress", "mix", "pipe"]'
+    assert system.workload_names() == ["andrew", "compile", "compress", "djpeg", "gzip", "mix",
+                                       "oltp", "ousterhout", "pipe", "ring", "text"]
     assert Path(system.workloads_dir() / "pingpong.c").is_file()
 
 
@@ -258,6 +260,123 @@ def test_a_workload_names_what_it_needs(tmp_path):
         "tcc", "wordfreq", "more"]
     assert system._needs(system.workloads_dir().joinpath("compile.sh").read_text()) == [
         "tcc", "wordfreq"]
+
+
+def test_debian_packages_and_parameters_are_named_in_a_workloads_script(tmp_path):
+    """`# needs: pkg:NAME` names a Debian package; `NAME-N` runs NAME's script with its
+    `# parameter:` set to N; a name that is neither is a clear error."""
+    assert system._needs(system.workloads_dir().joinpath("andrew.sh").read_text()) == [
+        "tcc", "wordfreq", "pkg:coreutils", "pkg:findutils", "pkg:grep"]
+    assert system._needs(system.workloads_dir().joinpath("oltp.sh").read_text()) == [
+        "pkg:sqlite3"]
+    oltp = system.workloads_dir().joinpath("oltp.sh").read_text()
+    assert system._script("oltp") == oltp
+    assert system._script("oltp-12") == "CLIENTS=12\n" + oltp
+    assert system._script("ring-7").startswith("PROCS=7\n")
+    with pytest.raises(lookaside.LookasideError, match="gzip takes no parameter"):
+        system._script("gzip-3")
+    with pytest.raises(lookaside.LookasideError, match="CLIENTS must be at least 1"):
+        system._script("oltp-0")
+    with pytest.raises(lookaside.LookasideError, match="unknown workload 'nope-2'"):
+        system._script("nope-2")
+    names = system.workload_names()
+    assert {"gzip", "compile", "text", "andrew", "ousterhout", "djpeg", "oltp",
+            "ring"} <= set(names)
+    for name in names:
+        for need in system._needs(system._script(name)):
+            assert need == "tcc" or need.startswith("pkg:") or (
+                system.workloads_dir() / need).is_dir(), (name, need)
+
+
+def _apt_has(package: str) -> bool:
+    if not shutil.which("apt-cache"):
+        return False
+    p = subprocess.run(["apt-cache", "policy", package], capture_output=True, text=True)
+    return p.returncode == 0 and re.search(r"Candidate:\s*(?!\(none\))\S", p.stdout) is not None
+
+
+@pytest.mark.skipif(not _apt_has("gzip"), reason="needs apt with Debian's package lists")
+def test_a_packages_closure_is_its_libraries_pinned_at_apts_candidates():
+    """gzip's closure: gzip and the C library it runs on, at apt's candidate versions;
+    dpkg, which it depends on for its maintainer scripts, is Essential and left out."""
+    pins = system.package_closure(["gzip"])
+    names = [p.split("=", 1)[0] for p in pins]
+    assert names[0] == "gzip" and "libc6" in names
+    assert "dpkg" not in names and "tar" not in names
+    assert pins[0] == f"gzip={system._candidate('gzip')}"
+    assert f"libc6={system._candidate('libc6')}" in pins
+    show = subprocess.run(["apt-cache", "show", "--no-all-versions", *names[1:]],
+                          capture_output=True, text=True, check=True).stdout
+    assert "Essential: yes" not in show
+
+
+@pytest.mark.skipif(not _apt_has("gzip"), reason="needs apt with Debian's package lists")
+def test_a_package_apt_does_not_know_is_a_clear_error(tmp_path):
+    with pytest.raises(lookaside.LookasideError,
+                       match="apt has no package no-such-package-here: run `apt-get update`"):
+        system.debian_packages(["no-such-package-here"], tmp_path, say=lambda m: None)
+    assert not (tmp_path / "system" / "packages").exists()
+
+
+def _elf_tree(tmp_path: Path) -> Path:
+    """A package root holding a real dynamically linked program (built here) and a root
+    holding the C library and loader it needs (this host's), laid out as Debian ships them."""
+    prog = tmp_path / "hello=1" / "usr" / "bin" / "hello"
+    prog.parent.mkdir(parents=True)
+    src = tmp_path / "hello.c"
+    src.write_text('#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n')
+    subprocess.run(["gcc", "-o", str(prog), str(src)], check=True)
+    libc = tmp_path / "libc6=2" / "lib" / "x86_64-linux-gnu"
+    libc.mkdir(parents=True)
+    for lib in system._libraries(str(prog)):
+        if not os.path.basename(lib).startswith("ld-"):
+            shutil.copy(lib, libc / os.path.basename(lib))
+    shutil.copy(os.path.realpath("/lib64/ld-linux-x86-64.so.2"),
+                libc / "ld-linux-x86-64.so.2")
+    (tmp_path / "libc6=2" / "lib64").mkdir()
+    (tmp_path / "libc6=2" / "lib64" / "ld-linux-x86-64.so.2").symlink_to(
+        "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
+    return tmp_path
+
+
+@pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("readelf")
+                         and os.path.exists("/lib64/ld-linux-x86-64.so.2")),
+                    reason="needs gcc, binutils and an x86-64 glibc")
+def test_a_packages_programs_go_into_the_guest_with_the_libraries_they_need(tmp_path):
+    root = _elf_tree(tmp_path)
+    roots = [root / "hello=1", root / "libc6=2"]
+    files = dict(system.package_files(roots, ["hello"]))
+    assert files["usr/bin/hello"] == root / "hello=1" / "usr" / "bin" / "hello"
+    assert files["lib/x86_64-linux-gnu/libc.so.6"].is_file()
+    # The interpreter by the path the program names (a link) and the file it links to.
+    assert files["lib64/ld-linux-x86-64.so.2"].is_symlink()
+    assert files["lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"].is_file()
+    assert not any(n.startswith("lib/") and "libc6" not in str(p) for n, p in files.items())
+    (root / "libc6=2" / "lib" / "x86_64-linux-gnu" / "libc.so.6").unlink()
+    with pytest.raises(lookaside.LookasideError,
+                       match=r"/usr/bin/hello needs libc.so.6, which none of the guest's "
+                             r"packages has \(hello=1, libc6=2\)"):
+        system.package_files(roots, ["hello"])
+
+
+def test_without_apt_the_cached_packages_serve(tmp_path, monkeypatch):
+    """Offline, the one cached version of each named package serves, with the closure it
+    was fetched with; with none cached the error is apt's."""
+    def offline(package: str) -> str:
+        raise lookaside.LookasideError(f"apt has no package {package}")
+
+    monkeypatch.setattr(system, "_candidate", offline)
+    with pytest.raises(lookaside.LookasideError, match="apt has no package sqlite3"):
+        system.debian_packages(["sqlite3"], tmp_path, say=lambda m: None)
+    base = tmp_path / "system" / "packages"
+    for pin in ("sqlite3=3.40.1-2", "libc6=2.36-9"):
+        (base / pin).mkdir(parents=True)
+        (base / pin / "VERSION").write_text(pin + "\n")
+    (base / "sqlite3=3.40.1-2" / "CLOSURE").write_text("sqlite3=3.40.1-2\nlibc6=2.36-9\n")
+    said = []
+    assert system.debian_packages(["sqlite3"], tmp_path, say=said.append) == [
+        base / "sqlite3=3.40.1-2", base / "libc6=2.36-9"]
+    assert said and "sqlite3=3.40.1-2" in said[0]
 
 
 @pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
@@ -426,6 +545,30 @@ def test_a_named_program_is_the_real_one_and_a_capture_repeats_bit_for_bit(tmp_p
     assert "-icount shift=0,sleep=off" in extra["qemu_command"]
     assert "clock=vm" in extra["qemu_command"] and "-seed" in extra["qemu_command"]
     assert extra["initramfs"].startswith("sha256:")
+
+
+@needs_system
+def test_a_workload_of_debian_packages_captures_and_repeats(tmp_path, cli):
+    """The djpeg workload end to end, twice, as a user runs it: libjpeg-turbo's cjpeg and
+    djpeg (Debian packages fetched with the libraries they need) encode and decode an image
+    in the guest, which checks the result; the two captures' `info --json` are the same but
+    for the date, and the metadata pins the packages."""
+    info = []
+    for run in (1, 2):
+        out = tmp_path / f"djpeg{run}.lks"
+        cli("trace", "--system", "-q", "--workload", "djpeg", "-o", out)
+        i = json.loads(cli("info", "--json", out).stdout)
+        del i["metadata"]["extra"]["date"], i["path"]
+        info.append(i)
+    assert info[0] == info[1]
+    extra = info[0]["metadata"]["extra"]
+    assert extra["workload"] == "workload djpeg"
+    pins = extra["guest_packages"].split()
+    for name in ("libjpeg-turbo-progs", "libjpeg62-turbo", "libc6", "busybox-static"):
+        assert any(p.startswith(f"{name}=") for p in pins), (name, pins)
+    names = {p["name"] for p in info[0]["metadata"]["processes"]}
+    assert {"cjpeg", "djpeg", "ppm"} <= names
+    assert info[0]["references"] >= 20_000_000
 
 
 def _script(tmp_path: Path) -> tuple[Path, Path]:

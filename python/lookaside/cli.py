@@ -510,8 +510,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--system", action="store_true",
                    help="record a whole system: kernel and every process (qemu-system-x86_64)")
     s.add_argument("--workload", metavar="NAME",
-                   help="with --system: a shipped workload (pipe, compress, compile, mix; "
-                        "default pipe)")
+                   help="with --system: a shipped workload (default pipe; the corpus: gzip, "
+                        "compile, text, andrew, ousterhout, djpeg, oltp[-N], ring[-N]; also "
+                        "compress, mix)")
     s.add_argument("--file", action="append", default=[], metavar="F",
                    help="with --system: copy the file or directory tree F into the guest's "
                         "working directory")

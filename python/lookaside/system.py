@@ -19,7 +19,9 @@ image named by ``linux-image-cloud-amd64`` (or ``--kernel``/``LOOKASIDE_KERNEL``
 such as ``6.1.0-56-cloud-amd64``, optionally ``=VERSION``: :func:`assets`), its headers and
 kbuild of the same version to build the module,
 and ``busybox-static``; for the workloads that compile, the Tiny C Compiler and the C library
-it compiles against (see :data:`TOOLCHAIN`). ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary
+it compiles against (see :data:`TOOLCHAIN`); for those that name Debian packages
+(``# needs: pkg:NAME``), those packages and the libraries they depend on
+(:func:`debian_packages`). ``LOOKASIDE_QEMU_SYSTEM`` names the QEMU binary
 (default ``qemu-system-x86_64``).
 """
 
@@ -50,11 +52,17 @@ KERNEL_META = "linux-image-cloud-amd64"
 RAM_MIB = 512
 #: Kernel command line: serial console, no KASLR (stable kernel addresses across runs), no
 #: page-table isolation (one CR3 per address space), power off rather than reboot on panic;
-#: the crypto self-tests skipped (0.7 s of the boot, nothing after it); no entropy credited
-#: to the CPU or the boot loader (it would not change what the kernel mixes in, which
-#: :data:`QEMU_CLOCK` makes the same every run, but says that nothing from the host counts).
+#: the crypto self-tests skipped (0.7 s of the boot, nothing after it); the CPU's RDRAND
+#: trusted to seed the random-number generator (see :data:`CPU`), the boot loader not (QEMU
+#: hands none; nothing from the host counts).
 APPEND = ("console=ttyS0 quiet loglevel=3 panic=-1 nokaslr pti=off cryptomgr.notests "
-          "random.trust_cpu=off random.trust_bootloader=off")
+          "random.trust_cpu=on random.trust_bootloader=off")
+#: The guest's CPU: QEMU's qemu64 with RDRAND, which the kernel trusts (as Debian's kernels
+#: do by default) to seed its random-number generator at boot. Without it the generator is
+#: not ready when the workload starts, and the first read of /dev/urandom (sqlite3 makes
+#: one) spins ~1.5 G references of the kernel's jitter-entropy loop. QEMU's RDRAND draws
+#: from ``-seed`` (:data:`QEMU_CLOCK`), so the numbers are the same every run.
+CPU = "qemu64,+rdrand"
 #: What makes a capture repeatable, bit for bit: time in the guest is virtual, counted in
 #: instructions (1 ns each, ``-icount shift=0``) and jumping ahead when the guest idles
 #: (``sleep=off``) instead of following the host's clock; the real-time clock starts at a
@@ -97,8 +105,9 @@ TOOLCHAIN_FILES = (
 
 #: The user-level file server of ``--fs user`` and ``user2``: bindfs, a passthrough FUSE
 #: server (every file operation of the workload on /workload becomes a request the kernel's
-#: FUSE module sends to it, which it makes on the directory underneath), with its library.
-FILE_SERVER = ("bindfs", "libfuse2")
+#: FUSE module sends to it, which it makes on the directory underneath); its package brings
+#: libfuse2.
+FILE_SERVER = "bindfs"
 #: Where the file service runs (``--fs``): in the kernel; in one user-level server (Mach's UX
 #: server); through two stacked ones (AFS's cache manager in front of it).
 FILE_SERVICES = {"kernel": 0, "user": 1, "user2": 2}
@@ -326,28 +335,194 @@ def unpacked(name: str, packages: tuple[str, ...], what: str, cache: Path | None
     return root
 
 
-def file_server_files(root: Path, a: Assets) -> list[tuple[str, Path]]:
-    """The guest paths and host files of the user-level file service: bindfs and libfuse
-    from their unpacked packages (:func:`unpacked` of :data:`FILE_SERVER`), the C library
-    they run on from this host, and the kernel's FUSE module from the kernel package."""
-    server = root / "usr" / "bin" / "bindfs"
-    libdirs = [root / d / "x86_64-linux-gnu" for d in ("lib", "usr/lib")]
-    fuse = (a.root / "lib" / "modules" / a.release / "kernel" / "fs" / "fuse" / "fuse.ko")
-    for f in (server, fuse):
+#: Where a workload's Debian packages' programs lie in a package (and in the guest).
+PROGRAM_DIRS = ("bin", "sbin", "usr/bin", "usr/sbin")
+#: Where the guest's dynamic loader looks for shared libraries (Debian's multiarch paths).
+LIBRARY_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib", "usr/lib")
+
+
+def _sections(out: str, key: str) -> dict[str, str]:
+    """apt-cache's output for several packages, by package: a section starts at a line
+    ``NAME`` or ``NAME:`` at the margin (``depends``, ``policy``), or ``Package: NAME``
+    (``show``, with ``key`` "Package: ")."""
+    parts: dict[str, str] = {}
+    name = None
+    for ln in out.splitlines():
+        head = (ln[len(key):].strip() if key and ln.startswith(key)
+                else ln.rstrip(":").strip() if not key and ln[:1] not in ("", " ") else None)
+        if head is not None:
+            name = head
+            parts.setdefault(name, "")
+        elif name is not None:
+            parts[name] += ln + "\n"
+    return parts
+
+
+def package_closure(names: list[str]) -> list[str]:
+    """``names`` and what they depend on (Depends and Pre-Depends, recursively; the first of
+    alternatives), pinned at apt's candidate versions (``name=version``), in order of
+    discovery. Essential packages other than those named are left out with what only they
+    depend on: every Debian system has them, so packages name them for their maintainer
+    scripts (dpkg, tar), not for their programs, which need only libraries. Three
+    apt-cache calls in all (each loads apt's cache: a second or two)."""
+    graph = _sections(_run(["apt-cache", "depends", "--recurse", "--important", *names],
+                           "looking up dependencies"), "")
+    deps: dict[str, list[str]] = {}
+    for name, body in graph.items():
+        deps[name] = []
+        alternative = False
+        for ln in body.splitlines():
+            m = re.match(r"\s*(\|?)(?:Pre)?Depends:\s*(\S+)", ln)
+            if m:
+                if not alternative and not m.group(2).startswith("<"):
+                    deps[name].append(m.group(2))
+                alternative = m.group(1) == "|"
+    show = _sections(_run(["apt-cache", "show", "--no-all-versions",
+                           *[n for n in deps if n not in names]], "looking up packages"),
+                     "Package: ")
+    essential = {n for n, body in show.items()
+                 if re.search(r"^Essential:\s*yes", body, re.M | re.I)}
+    order = list(dict.fromkeys(names))
+    for name in order:  # grows as it goes: breadth first
+        order += [d for d in deps.get(name, []) if d not in order and d not in essential]
+    policy = _sections(_run(["apt-cache", "policy", *order], "looking up packages"), "")
+    pins = []
+    for name in order:
+        m = re.search(r"Candidate:\s*(\S+)", policy.get(name, ""))
+        if not m or m.group(1) == "(none)":
+            raise LookasideError(f"apt has no package {name}: run `apt-get update` (as root) "
+                                 "if its package lists are stale")
+        pins.append(f"{name}={m.group(1)}")
+    return pins
+
+
+def debian_packages(names: list[str], cache: Path | None = None,
+                    say: Callable[[str], Any] = _say) -> list[Path]:
+    """The Debian packages ``names`` and the libraries they depend on
+    (:func:`package_closure`), each unpacked in the cache under its pinned version
+    (``system/packages/NAME=VERSION``, shared by every workload that needs it) and downloaded
+    with ``apt-get download`` unless the cache has it; returns their roots, the named
+    packages first. Each named package's root keeps its closure (``CLOSURE``), resolved
+    once per version of it: the same package gets the same libraries until it changes, and,
+    without apt, a single cached version of each serves with the libraries it was fetched
+    with."""
+    base = (cache or cache_dir()) / "system" / "packages"
+    closures: dict[str, list[str]] = {}
+    try:
+        for name in names:
+            closure = base / f"{name}={_candidate(name)}" / "CLOSURE"
+            closures[name] = (closure.read_text().split() if closure.is_file()
+                              else package_closure([name]))
+    except LookasideError:
+        for name in names:
+            cached = sorted(d for d in base.glob(f"{name}=*") if (d / "CLOSURE").is_file())
+            if len(cached) != 1:
+                raise
+            say(f"apt cannot name {name}'s version: using the one in the cache "
+                f"({cached[0].name})")
+            closures[name] = (cached[0] / "CLOSURE").read_text().split()
+    pins = list(dict.fromkeys(p for c in closures.values() for p in c))
+    missing = [p for p in pins if not (base / p / "VERSION").is_file()]
+    if missing:
+        say(f"fetching Debian packages for the guest ({', '.join(missing)}) (once)")
+    for pin in missing:
+        _unpack_packages(base / pin, [pin], f"the guest's package {pin}", pin + "\n")
+    for closure in closures.values():
+        f = base / closure[0] / "CLOSURE"
         if not f.is_file():
-            raise LookasideError(f"the user-level file service needs {f}, which is missing")
-    out = [(str(fuse.relative_to(a.root)), fuse), ("usr/bin/bindfs", server)]
-    out += [(str(p.relative_to(root)), p) for d in libdirs for p in sorted(d.glob("libfuse.so*"))]
-    # The rest of what bindfs links against is this host's C library (as for host programs).
-    env = {**os.environ, "LD_LIBRARY_PATH": ":".join(map(str, libdirs))}
-    p = subprocess.run(["ldd", str(server)], capture_output=True, text=True, env=env)
-    if p.returncode != 0 or "not found" in p.stdout:
-        raise LookasideError(f"{server}: ldd cannot find what it needs: {p.stdout.strip()}")
-    for m in re.finditer(r"(?:=>\s*)?(/\S+)\s+\(0x", p.stdout):
-        lib = m.group(1)
-        if not lib.startswith(str(root)):
-            out.append((lib, Path(lib)))
-    return out
+            tmp = f.with_name(f".CLOSURE.{os.getpid()}")
+            tmp.write_text("\n".join(closure) + "\n")
+            os.replace(tmp, f)
+    return [base / p for p in pins]
+
+
+def _elf_needs(path: Path) -> tuple[list[str], str | None]:
+    """The shared libraries (``DT_NEEDED``) and the program interpreter of an ELF file."""
+    _need("readelf", "binutils")
+    out = _run(["readelf", "-dlW", str(path)], f"reading {path}")
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    m = re.search(r"\[Requesting program interpreter: ([^\]]+)\]", out)
+    return needed, m.group(1) if m else None
+
+
+def _in_roots(roots: list[Path], path: str) -> tuple[Path, str] | None:
+    """The file at ``path`` (absolute, as the guest sees it) in the unpacked packages, and
+    the path it has in its package: under merged /usr a package may ship /lib/x or
+    /usr/lib/x."""
+    rel = path.lstrip("/")
+    names = [rel, rel[4:] if rel.startswith("usr/") else "usr/" + rel]
+    for root in roots:
+        for n in names:
+            p = root / n
+            if p.is_symlink() or p.exists():
+                return root, n
+    return None
+
+
+def package_files(roots: list[Path], names: list[str]) -> list[tuple[str, Path]]:
+    """The guest paths and host files of the named packages' programs (every file in
+    :data:`PROGRAM_DIRS` of the roots of ``names``) and of what they need to run, found
+    among ``roots``: each ELF file's shared libraries and interpreter, recursively, with
+    the symbolic links that name them. A library none of the packages has is an error."""
+    out: dict[str, Path] = {}
+    todo: list[tuple[Path, str]] = []
+
+    def add(root: Path, rel: str) -> None:
+        while rel not in out:
+            p = root / rel
+            out[rel] = p
+            if not p.is_symlink():
+                todo.append((root, rel))
+                return
+            target = os.readlink(p)
+            path = target if target.startswith("/") else os.path.normpath(
+                os.path.join("/", os.path.dirname(rel), target))
+            found = _in_roots(roots, path)
+            if found is None:
+                raise LookasideError(f"/{rel} links to {target}, which none of the guest's "
+                                     "packages has")
+            root, rel = found
+
+    heads = [r for r in roots if r.name.split("=", 1)[0] in names]
+    for root in heads:
+        for d in PROGRAM_DIRS:
+            if (root / d).is_dir() and not (root / d).is_symlink():
+                for p in sorted((root / d).iterdir()):
+                    add(root, str(p.relative_to(root)))
+    while todo:
+        root, rel = todo.pop(0)
+        if not _is_elf(root / rel):
+            continue
+        needed, interp = _elf_needs(root / rel)
+        wanted = [interp] if interp else []
+        for lib in needed:
+            where = next((f"/{d}/{lib}" for d in LIBRARY_DIRS
+                          if _in_roots(roots, f"/{d}/{lib}")), None)
+            if where is None:
+                raise LookasideError(f"/{rel} needs {lib}, which none of the guest's "
+                                     f"packages has ({', '.join(r.name for r in roots)})")
+            wanted.append(where)
+        for path in wanted:
+            found = _in_roots(roots, path)
+            if found is None:
+                raise LookasideError(f"/{rel} needs {path}, which none of the guest's "
+                                     "packages has")
+            add(*found)
+    return [(rel, p) for rel, p in out.items()]
+
+
+def file_server_files(a: Assets, cache: Path | None = None,
+                      say: Callable[[str], Any] = _say) -> tuple[list[tuple[str, Path]], list[str]]:
+    """The guest paths and host files of the user-level file service — bindfs
+    (:data:`FILE_SERVER`) with what it runs on, from Debian's packages
+    (:func:`debian_packages`, :func:`package_files`), and the kernel's FUSE module from the
+    kernel package — and the packages' pins."""
+    fuse = a.root / "lib" / "modules" / a.release / "kernel" / "fs" / "fuse" / "fuse.ko"
+    if not fuse.is_file():
+        raise LookasideError(f"the user-level file service needs {fuse}, which is missing")
+    roots = debian_packages([FILE_SERVER], cache, say)
+    files = package_files(roots, [FILE_SERVER])
+    return [(str(fuse.relative_to(a.root)), fuse), *files], [r.name for r in roots]
 
 
 def toolchain_files(root: Path) -> list[tuple[str, Path]]:
@@ -807,17 +982,38 @@ def _needs(script: str) -> list[str]:
     return [w for m in re.finditer(r"^#\s*needs:(.*)$", script, re.M) for w in m.group(1).split()]
 
 
-def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workload:
-    """A shipped workload: its script, the programs it needs, built from their C source
-    (``NAME.c`` beside it) with ``gcc -static``, and what its ``# needs:`` line names: ``tcc``,
-    the guest's C toolchain (:func:`toolchain`), or a directory beside it, copied into
-    /workload."""
+def _script(name: str) -> str:
+    """The script of the shipped workload ``name``: ``NAME.sh``, or, for ``NAME-N``, the
+    script of ``NAME`` run with its parameter (its ``# parameter: VAR`` line) set to N
+    (``oltp-12``: 12 clients)."""
     d = workloads_dir()
     path = d / f"{name}.sh"
-    if not path.is_file():
-        raise LookasideError(f"unknown workload '{name}' (shipped: "
-                             f"{', '.join(workload_names())})")
-    script = path.read_text()
+    if path.is_file():
+        return path.read_text()
+    m = re.fullmatch(r"(.+)-([0-9]+)", name)
+    base = d / f"{m.group(1)}.sh" if m else None
+    if base is not None and base.is_file():
+        script = base.read_text()
+        var = re.search(r"^#\s*parameter:\s*([A-Za-z_][A-Za-z0-9_]*)\b", script, re.M)
+        if var is None:
+            raise LookasideError(f"unknown workload '{name}': {m.group(1)} takes no "
+                                 "parameter")
+        if int(m.group(2)) < 1:
+            raise LookasideError(f"workload '{name}': {var.group(1)} must be at least 1")
+        return f"{var.group(1)}={int(m.group(2))}\n{script}"
+    raise LookasideError(f"unknown workload '{name}' (shipped: "
+                         f"{', '.join(workload_names())})")
+
+
+def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workload:
+    """A shipped workload: its script, the programs it needs, built from their C source
+    (``NAME.c`` beside it) with ``gcc -static``, and what its ``# needs:`` lines name:
+    ``tcc``, the guest's C toolchain (:func:`toolchain`); ``pkg:PACKAGE``, a Debian package
+    whose programs go into the guest at their own paths with the libraries they need
+    (:func:`debian_packages`, :func:`package_files`); or a directory beside it, copied into
+    /workload."""
+    d = workloads_dir()
+    script = _script(name)
     programs = []
     for src in sorted(d.glob("*.c")):
         h = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
@@ -833,7 +1029,14 @@ def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workl
         programs.append(str(exe))
     extra: list[tuple[str, Path]] = []
     packages: list[str] = []
+    debian = [n[4:] for n in _needs(script) if n.startswith("pkg:")]
+    if debian:
+        roots = debian_packages(debian, cache, say)
+        extra += package_files(roots, debian)
+        packages += [r.name for r in roots]
     for need in _needs(script):
+        if need.startswith("pkg:"):
+            continue
         if need == "tcc":
             root = toolchain(cache, say)
             extra += toolchain_files(root)
@@ -842,9 +1045,9 @@ def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workl
             extra += [(f"workload/{need}/{p.name}", p)
                       for p in sorted((d / need).iterdir()) if p.is_file()]
         else:
-            raise LookasideError(f"workload '{name}' needs '{need}', which is neither tcc nor "
-                                 "a directory beside it")
-    return Workload(script, programs, extra, packages)
+            raise LookasideError(f"workload '{name}' needs '{need}', which is neither tcc, "
+                                 "pkg:PACKAGE nor a directory beside it")
+    return Workload(script, programs, extra, list(dict.fromkeys(packages)))
 
 
 class _Console(_Tee):
@@ -924,10 +1127,10 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     packages = [busybox_version(a)]
     servers = FILE_SERVICES[fs]
     if servers:
-        root = unpacked("fileserver", FILE_SERVER, "the user-level file server", cache, say)
-        for name, host in file_server_files(root, a):
-            guest.add_file(name, host)
-        packages += (root / "VERSION").read_text().split()
+        files, pins = file_server_files(a, cache, say)
+        for name, host in files:
+            guest.add_file(name, host, link=True)
+        packages += pins
     if workload is not None:
         w = _workload(workload, cache, say)
         guest.add_bytes("workload/run.sh", w.script.encode(), 0o755)
@@ -965,7 +1168,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
         initrd_sha = build_initramfs(initrd, a, module, run, guest, path_var, servers)
         r, w = os.pipe()
         machine = ["-nodefaults", "-display", "none", "-no-reboot", "-accel", "tcg",
-                   "-cpu", "qemu64", "-smp", "1", "-m", str(RAM_MIB), *QEMU_CLOCK]
+                   "-cpu", CPU, "-smp", "1", "-m", str(RAM_MIB), *QEMU_CLOCK]
         cmd = [qemu, *machine, "-serial", "stdio", "-kernel", str(a.kernel),
                "-initrd", str(initrd), "-append", APPEND,
                "-plugin", f"{plugin},fd={w},ram={RAM_MIB << 20}"]
@@ -973,7 +1176,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
                  ("kernel", f"{a.release} ({a.version})"),
                  ("kernel_package", a.package),
                  ("kernel_command_line", APPEND),
-                 ("machine", f"qemu-system-x86_64 -cpu qemu64 -smp 1 -m {RAM_MIB}M (TCG)"),
+                 ("machine", f"qemu-system-x86_64 -cpu {CPU} -smp 1 -m {RAM_MIB}M (TCG)"),
                  ("qemu_command", shlex.join(["qemu-system-x86_64", *machine, "-kernel",
                                               f"vmlinuz-{a.release}", "-initrd",
                                               "initramfs.cpio", "-append", APPEND])),
