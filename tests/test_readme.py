@@ -5,7 +5,10 @@ lives in docs/, linked from it."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from lookaside.cli import parser
 
@@ -68,3 +71,20 @@ def test_set_up_works_on_a_stock_system():
     assert "bash .ci/run" in setup
     assert re.search(r"\[Coming from DineroIV", README)
     assert "![" in README  # one picture
+
+
+def test_no_file_holds_a_merge_conflict_marker():
+    """A merge resolved in haste can leave `<<<<<<<`/`>>>>>>>` lines in a text file that
+    nothing else reads strictly (the README, the docs): no tracked text file has one."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if files.returncode != 0:
+        pytest.skip("not a git checkout")
+    marked = []
+    for name in files.stdout.split():
+        p = ROOT / name
+        if p.suffix not in {".md", ".py", ".rs", ".toml", ".c", ".h", ".sh", ".txt"}:
+            continue
+        text = p.read_text(encoding="utf-8", errors="replace")
+        if re.search(r"^(<{7}|>{7}) ", text, re.M):
+            marked.append(name)
+    assert marked == []
