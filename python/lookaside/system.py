@@ -1127,8 +1127,8 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     packages = [busybox_version(a)]
     servers = FILE_SERVICES[fs]
     if servers:
-        files, pins = file_server_files(a, cache, say)
-        for name, host in files:
+        served, pins = file_server_files(a, cache, say)
+        for name, host in served:
             guest.add_file(name, host, link=True)
         packages += pins
     if workload is not None:
