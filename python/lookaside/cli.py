@@ -487,8 +487,8 @@ def parser() -> argparse.ArgumentParser:
                        usage="lookaside trace -o FILE [--via auto|qemu|valgrind] [--level N] "
                              "[-q] -- PROGRAM ARGS…\n"
                              "       lookaside trace --system -o FILE "
-                             "[--kernel RELEASE[=VERSION]] [--workload NAME | [--file F]… "
-                             "[--copy PATH]… -- PROGRAM ARGS…]",
+                             "[--kernel RELEASE[=VERSION]] [--fs kernel|user|user2] "
+                             "[--workload NAME | [--file F]… [--copy PATH]… -- PROGRAM ARGS…]",
                        description="Run PROGRAM under QEMU (user mode) with Lookaside's plugin "
                                    "and record every instruction fetch, load and store, of "
                                    "every thread, into a trace (native unless the output's "
