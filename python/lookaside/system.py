@@ -306,32 +306,24 @@ def _unpack_packages(root: Path, packages: list[str], what: str, version: str,
 
 
 def toolchain(cache: Path | None = None, say: Callable[[str], Any] = _say) -> Path:
-    """The guest's C toolchain (:data:`TOOLCHAIN`) unpacked in the cache (see
-    :func:`unpacked`); returns its root."""
-    return unpacked("toolchain", TOOLCHAIN, "the guest's C toolchain", cache, say)
-
-
-def unpacked(name: str, packages: tuple[str, ...], what: str, cache: Path | None = None,
-             say: Callable[[str], Any] = _say) -> Path:
-    """The Debian ``packages`` unpacked together in the cache (``system/NAME/HASH``),
-    downloaded unless the cache has the versions apt names now; returns their root, whose
-    VERSION file lists them as ``package=version``. Without apt, a single set already in the
-    cache serves."""
-    base = (cache or cache_dir()) / "system" / name
+    """The guest's C toolchain (:data:`TOOLCHAIN`) unpacked in the cache, downloaded unless
+    the cache has these versions; returns its root. Without apt, a single toolchain already
+    in the cache serves."""
+    base = (cache or cache_dir()) / "system" / "toolchain"
     try:
-        pins = [f"{p}={_candidate(p)}" for p in packages]
+        pins = [f"{p}={_candidate(p)}" for p in TOOLCHAIN]
     except LookasideError:
         cached = sorted(d for d in base.glob("*") if (d / "VERSION").is_file())
         if len(cached) != 1:
             raise
-        say(f"apt cannot name the packages of {what}: using those in the cache "
+        say(f"apt cannot name the toolchain's packages: using the one in the cache "
             f"({' '.join((cached[0] / 'VERSION').read_text().split())})")
         return cached[0]
     root = base / hashlib.sha256(" ".join(pins).encode()).hexdigest()[:16]
     if (root / "VERSION").is_file():
         return root
-    say(f"fetching {what} ({', '.join(pins)}) (once)")
-    _unpack_packages(root, pins, what, "\n".join(pins) + "\n")
+    say(f"fetching the guest's C toolchain ({', '.join(pins)}) (once)")
+    _unpack_packages(root, pins, "the guest's toolchain", "\n".join(pins) + "\n")
     return root
 
 
