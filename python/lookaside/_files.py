@@ -26,25 +26,13 @@ def write_atomically(path: str | os.PathLike[str], content: Content, *,
     Errors are ``OSError``s naming `path`."""
     path = os.fspath(path)
     if is_stream(path):
-        # A FIFO or a device: nothing to rename, nothing a reader could mistake for complete.
-        if callable(content):
-            content(path)
-            return
-        mode, encoding = ("wb", None) if isinstance(content, bytes) else ("w", "utf-8")
-        with open(path, mode, encoding=encoding) as f:
-            f.write(content)
+        # A FIFO or a device: nothing to rename, nothing a reader could mistake for complete
+        # (and nothing to sync).
+        _write(path, content, sync=False)
         return
     tmp = os.fspath(_lookaside.create_partial(path))
     try:
-        if callable(content):
-            content(tmp)
-        else:
-            mode, encoding = ("wb", None) if isinstance(content, bytes) else ("w", "utf-8")
-            with open(tmp, mode, encoding=encoding) as f:
-                f.write(content)
-                if sync:
-                    f.flush()
-                    os.fsync(f.fileno())
+        _write(tmp, content, sync)
         os.replace(tmp, path)
     except BaseException as e:
         try:
@@ -54,6 +42,19 @@ def write_atomically(path: str | os.PathLike[str], content: Content, *,
         if isinstance(e, OSError):
             raise OSError(e.errno, e.strerror, path) from None
         raise
+
+
+def _write(target: str, content: Content, sync: bool) -> None:
+    """Write `content` to the file `target` (see :func:`write_atomically`)."""
+    if callable(content):
+        content(target)
+        return
+    mode, encoding = ("wb", None) if isinstance(content, bytes) else ("w", "utf-8")
+    with open(target, mode, encoding=encoding) as f:
+        f.write(content)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def is_stream(path: str | os.PathLike[str]) -> bool:
