@@ -508,6 +508,13 @@ def _words(path: Path, n: int = 3000) -> None:
     path.write_text(" ".join(rng.choice(vocab) for _ in range(n)) + "\n")
 
 
+def _repeatable(info: dict) -> dict:
+    """A trace's `info`, less what differs between two captures of the same inputs: the
+    date of the capture and the file's path."""
+    del info["metadata"]["extra"]["date"], info["path"]
+    return info
+
+
 def _events(trace: Path) -> bytes:
     """The compressed records of a native trace: what follows its header (see native.rs)."""
     b = trace.read_bytes()
@@ -531,9 +538,7 @@ def test_a_named_program_is_the_real_one_and_a_capture_repeats_bit_for_bit(tmp_p
                                  files=[str(tmp_path / "words.txt")], quiet=True)
         assert s["command"] == f"{shutil.which('gzip')} -k -f --rsyncable words.txt"
         assert "gzip" in {p["name"] for p in s["processes"]}
-        i = lookaside.info(out)
-        del i["metadata"]["extra"]["date"], i["path"]
-        info.append(i)
+        info.append(_repeatable(lookaside.info(out)))
     assert info[0] == info[1]
     assert _events(tmp_path / "gz1.lks") == _events(tmp_path / "gz2.lks")
     extra = info[0]["metadata"]["extra"]
@@ -557,9 +562,7 @@ def test_a_workload_of_debian_packages_captures_and_repeats(tmp_path, cli):
     for run in (1, 2):
         out = tmp_path / f"djpeg{run}.lks"
         cli("trace", "--system", "-q", "--workload", "djpeg", "-o", out)
-        i = json.loads(cli("info", "--json", out).stdout)
-        del i["metadata"]["extra"]["date"], i["path"]
-        info.append(i)
+        info.append(_repeatable(json.loads(cli("info", "--json", out).stdout)))
     assert info[0] == info[1]
     extra = info[0]["metadata"]["extra"]
     assert extra["workload"] == "workload djpeg"
@@ -741,9 +744,7 @@ def test_a_user_level_file_service_is_recorded_as_address_spaces_and_repeats(tmp
                                  files=[str(tmp_path / "words.txt")], fs="user2", quiet=True)
         servers = {p["asid"] for p in s["processes"] if p["name"] == "bindfs"}
         assert len(servers) == 2, s["processes"]
-        i = lookaside.info(out)
-        del i["metadata"]["extra"]["date"], i["path"]
-        info.append(i)
+        info.append(_repeatable(lookaside.info(out)))
     assert info[0] == info[1]
     assert _events(tmp_path / "fs1.lks") == _events(tmp_path / "fs2.lks")
     extra = info[0]["metadata"]["extra"]

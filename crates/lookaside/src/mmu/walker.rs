@@ -317,19 +317,16 @@ fn build_table(
             })
             .map_err(|m| err("ratio", m))?,
         ),
-        Organisation::Hashed => {
-            let chaining = c.chaining;
-            PageTable::Hashed(
-                Hashed::new(HashedParams {
-                    buckets: ratio_size(2.0)?,
-                    ways: c.ways.unwrap_or(1),
-                    chaining,
-                    move_to_head: c.move_to_head,
-                    base,
-                })
-                .map_err(|m| err("ways", m))?,
-            )
-        }
+        Organisation::Hashed => PageTable::Hashed(
+            Hashed::new(HashedParams {
+                buckets: ratio_size(2.0)?,
+                ways: c.ways.unwrap_or(1),
+                chaining: c.chaining,
+                move_to_head: c.move_to_head,
+                base,
+            })
+            .map_err(|m| err("ways", m))?,
+        ),
         Organisation::Hybrid | Organisation::Swtlb => {
             let (kind, inner_org, default_entries) = if org == Organisation::Hybrid {
                 (FrontKind::Hybrid, Organisation::Radix, 8192)
