@@ -294,23 +294,37 @@ def check_config(
 
 def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,
             dst_format: str | None = None, command: str = "",
-            progress: Callable[[int, int], Any] | None = None) -> int:
+            progress: Callable[[int, int], Any] | None = None, phase: str | None = None,
+            skip: int = 0, take: int | None = None, level: int | None = None,
+            extra: dict[str, str] | None = None) -> int:
     """Convert a trace between formats (chosen from the extensions unless given); returns
     the number of events written (events the output format cannot represent are left out:
     :func:`convert_counts` says how many). The output appears only once it is complete.
-    ``progress(events, bytes)`` is called now and then; Ctrl-C stops the conversion."""
+    A cut keeps a window of the trace: from the start of phase ``phase`` (its first marker;
+    else from the start), ``skip`` references left out and then ``take`` kept (else all),
+    after the address space, phase and idle state the events before it set up; the output's
+    metadata says so (``cut``). ``level`` is the native output's zstd level (1-22), ``extra``
+    more metadata. ``progress(events, bytes)`` is called now and then; Ctrl-C stops the
+    conversion."""
     return convert_counts(src, dst, src_format=src_format, dst_format=dst_format,
-                          command=command, progress=progress)[0]
+                          command=command, progress=progress, phase=phase, skip=skip,
+                          take=take, level=level, extra=extra)[0]
 
 
 def convert_counts(src: PathLike, dst: PathLike, *, src_format: str | None = None,
                    dst_format: str | None = None, command: str = "",
-                   progress: Callable[[int, int], Any] | None = None) -> tuple[int, int]:
+                   progress: Callable[[int, int], Any] | None = None,
+                   phase: str | None = None, skip: int = 0, take: int | None = None,
+                   level: int | None = None,
+                   extra: dict[str, str] | None = None) -> tuple[int, int]:
     """:func:`convert`, returning ``(written, left_out)``: the events written, and the events
     read that the output format could not represent (e.g. control events in din, a fifth
     load of one instruction in ChampSim)."""
+    for name, v in (("skip", skip), ("take", take)):
+        if v is not None and v < 0:
+            raise LookasideError(f"{name}: {v} is not a count of references")
     return _lookaside.convert(os.fspath(src), os.fspath(dst), src_format, dst_format, command,
-                              progress)
+                              progress, phase, skip, take, level, extra)
 
 
 def access_map(trace: PathLike, *, page: str | int = "4k", interval: int = 100_000,

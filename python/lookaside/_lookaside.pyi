@@ -50,6 +50,11 @@ def convert(
     dst_format: str | None = ...,
     command: str = ...,
     progress: Callable[[int, int], Any] | None = ...,
+    phase: str | None = ...,
+    skip: int = ...,
+    take: int | None = ...,
+    level: int | None = ...,
+    extra: dict[str, str] | None = ...,
 ) -> tuple[int, int]: ...
 def info(
     path: str, format: str | None = ..., progress: Callable[[int, int], Any] | None = ...

@@ -148,7 +148,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
                                      dst_format=args.dst_format,
                                      command=_as_text(shlex.join(["lookaside",
                                                                   *sys.argv[1:]])),
-                                     progress=prog)
+                                     progress=prog, phase=args.phase, skip=args.skip,
+                                     take=args.take, level=args.level)
     finally:
         prog.done()
     note = (f" ({left_out} left out: the output format cannot represent them)"
@@ -396,6 +397,14 @@ def parser() -> argparse.ArgumentParser:
                                "then optionally .gz/.xz/.zst) unless --to")
     s.add_argument("--from", dest="src_format", choices=FORMATS)
     s.add_argument("--to", dest="dst_format", choices=FORMATS)
+    s.add_argument("--phase", metavar="LABEL",
+                   help="cut: start at the first marker of phase LABEL (a whole-system "
+                        "workload marks `run` where its measured part begins)")
+    s.add_argument("--skip", type=int, default=0, metavar="N",
+                   help="cut: leave out the first N references (from the phase's start)")
+    s.add_argument("--take", type=int, metavar="N", help="cut: keep N references, then stop")
+    s.add_argument("--level", type=int, metavar="N",
+                   help="zstd level of a native output (default 1; 19 for a trace to keep)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     s.set_defaults(run=cmd_convert)
 

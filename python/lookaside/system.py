@@ -837,6 +837,16 @@ poweroff -f
 """
 
 
+#: ``lookaside-phase LABEL`` in the guest (on the shipped workloads' PATH, in /lookaside/bin
+#: for any other): the workload starts phase LABEL (1-4 ASCII bytes), which the trace marks
+#: (a phase marker, see the marker module's PHASE message). A workload marks ``run`` where the
+#: part it is measured by begins, after its set-up: the stored corpus is cut from there.
+PHASE_SCRIPT = """#!/{tools}/busybox sh
+echo "$1" > /sys/module/lookaside_marks/parameters/phase || {{
+  echo "lookaside-phase: a label of 1-4 ASCII bytes: '$1'" >&2; exit 2; }}
+"""
+
+
 def file_service(servers: int) -> str:
     """/init's lines that put /workload behind ``servers`` stacked bindfs servers (none: the
     kernel serves it): its files move to /lookaside/fs0, each server serves the one below
@@ -876,6 +886,7 @@ def build_initramfs(path: Path, a: Assets, module: Path, run: str, guest: Guest,
         c.file("init", INIT.format(tools=TOOLS, path=path_var, run=run, mark=EXIT_MARK,
                                    fs=file_service(servers)).encode(), 0o755)
         c.file(f"{TOOLS}/lookaside_marks.ko", module.read_bytes())
+        c.file(f"{TOOLS}/bin/lookaside-phase", PHASE_SCRIPT.format(tools=TOOLS).encode(), 0o755)
         guest.write(c)
         c.close()
     h = hashlib.sha256()

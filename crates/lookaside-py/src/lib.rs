@@ -279,10 +279,13 @@ fn check_config(
 }
 
 /// Convert a trace between formats; returns the events written and the events left out
-/// (those the output format cannot represent). `progress(events, bytes)` is called now and
-/// then; Ctrl-C stops the conversion and nothing is written.
+/// (those the output format cannot represent). With `phase`, `skip` or `take`, only a window
+/// of it (see `lookaside::trace::cut`); `level` is the native output's zstd level; `extra`
+/// goes into the output's metadata. `progress(events, bytes)` is called now and then;
+/// Ctrl-C stops the conversion and nothing is written.
 #[pyfunction]
-#[pyo3(signature = (src, dst, src_format=None, dst_format=None, command=String::new(), progress=None))]
+#[pyo3(signature = (src, dst, src_format=None, dst_format=None, command=String::new(), progress=None, phase=None, skip=0, take=None, level=None, extra=None))]
+#[allow(clippy::too_many_arguments)]
 fn convert(
     py: Python<'_>,
     src: PathBuf,
@@ -291,17 +294,43 @@ fn convert(
     dst_format: Option<String>,
     command: String,
     progress: Option<Py<PyAny>>,
+    phase: Option<String>,
+    skip: u64,
+    take: Option<u64>,
+    level: Option<i32>,
+    extra: Option<std::collections::BTreeMap<String, String>>,
 ) -> PyResult<(u64, u64)> {
     let (sf, df) = (
         format_arg(src_format.as_deref())?,
         format_arg(dst_format.as_deref())?,
     );
-    let meta = lookaside::trace::Metadata {
-        command: Some(command).filter(|c| !c.is_empty()),
-        ..Default::default()
+    let mut options = lookaside::trace::WriteOptions::default();
+    if let Some(l) = level {
+        if !(1..=22).contains(&l) {
+            return Err(to_py(lookaside::error::Error::Usage(format!(
+                "level: {l} is not a zstd level (1-22)"
+            ))));
+        }
+        options.level = l;
+    }
+    if let Some(p) = &phase {
+        if p.is_empty() || p.len() > 4 || !p.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(to_py(lookaside::error::Error::Usage(format!(
+                "phase: '{p}' is not a phase label (1-4 printable ASCII bytes)"
+            ))));
+        }
+    }
+    let conversion = lookaside::run::Conversion {
+        meta: lookaside::trace::Metadata {
+            command: Some(command).filter(|c| !c.is_empty()),
+            extra: extra.unwrap_or_default(),
+            ..Default::default()
+        },
+        cut: lookaside::trace::cut::Cut { phase, skip, take },
+        options,
     };
     with_progress(py, progress, |cb| {
-        lookaside::run::convert_watched(&src, sf, &dst, df, &meta, cb)
+        lookaside::run::convert_watched(&src, sf, &dst, df, &conversion, cb)
     })?
     .map(|c| (c.written, c.left_out()))
     .map_err(to_py)

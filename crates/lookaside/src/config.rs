@@ -500,7 +500,7 @@ pub struct MemoryConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handler: Option<HandlerConfig>,
     /// Marker payloads that open and close the idle loop, whose instructions and stalls are
-    /// left out of MCPI.
+    /// left out of MCPI (default: the whole-system capture's, [`crate::event::IDLE_MARKERS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_markers: Option<[u64; 2]>,
 }

@@ -131,6 +131,15 @@ pub const SYSCALL_NR: u64 = 0xFFFF_FFFF;
 /// `[vac]` adds up the microseconds and primitives of each label.
 pub const PHASE_MARK: u64 = 0x5048_4153_0000_0000; // "PHAS"
 
+/// Payload tag of an idle-loop marker: a [`Kind::Marker`] whose payload is this tag or'ed
+/// with 1 opens the idle loop (the CPU has nothing to run), or'ed with 0 closes it. A
+/// whole-system capture writes them where the scheduler switches to and from the idle task,
+/// so that a model can leave the idle loop out of what it charges the system with (Chen's
+/// MCPI excludes idle instructions); a machine's `idle_markers` names other payloads.
+pub const IDLE_MARK: u64 = 0x4944_4c45_0000_0000; // "IDLE"
+/// The payloads that open and close the idle loop ([`IDLE_MARK`]).
+pub const IDLE_MARKERS: [u64; 2] = [IDLE_MARK | 1, IDLE_MARK];
+
 /// Payload tag of a VM-page marker: a [`Kind::Marker`] whose payload is this tag or'ed with a
 /// size in bytes (below 2^32) says that the stream's VM events (map, unmap, copy and zero
 /// page) are in pages of that size. A workload built for one page size says so first, and a

@@ -9,9 +9,10 @@ use crate::event::{Event, BATCH};
 use crate::machine::Machine;
 use crate::report::TraceInfo;
 use crate::trace::compress::Input;
+use crate::trace::cut::{Cut, CutSource};
 use crate::trace::native::NativeReader;
 pub use crate::trace::stream::{drain, read_ahead, Progress, Watched};
-use crate::trace::{Format, TraceSource};
+use crate::trace::{Format, TraceSource, WriteOptions};
 
 /// How often (in batches) the progress callback is called.
 const PROGRESS_EVERY: u64 = 256;
@@ -99,9 +100,10 @@ pub fn convert_watched(
     src_format: Option<Format>,
     dst: &Path,
     dst_format: Option<Format>,
-    meta: &crate::trace::Metadata,
+    conversion: &Conversion,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<crate::trace::Converted> {
+    let Conversion { meta, cut, options } = conversion;
     let (mut source, src_format) = open_source(src, src_format)?;
     // The caller's fields first, then the source's provenance.
     let mut meta = meta.clone();
@@ -111,7 +113,34 @@ pub fn convert_watched(
             .or_insert(src.display().to_string());
     }
     let mut watched = Watched::new(source.as_mut(), progress);
-    crate::trace::convert_source(&mut watched, src_format, dst, dst_format, &meta)
+    if cut.is_whole() {
+        return crate::trace::convert_source(
+            &mut watched,
+            src_format,
+            dst,
+            dst_format,
+            &meta,
+            options,
+        );
+    }
+    // A cut of a cut says both.
+    let before = watched.metadata().and_then(|m| m.extra.get("cut").cloned());
+    let kept = match before {
+        Some(b) => format!("{b}; then {}", cut.describe()),
+        None => cut.describe(),
+    };
+    meta.extra.insert("cut".into(), kept);
+    let mut window = CutSource::new(&mut watched, cut);
+    crate::trace::convert_source(&mut window, src_format, dst, dst_format, &meta, options)
+}
+
+/// What a conversion writes besides the events: metadata (the caller's fields, completed
+/// from the source's), the part of the trace kept, and how the output is written.
+#[derive(Clone, Debug, Default)]
+pub struct Conversion {
+    pub meta: crate::trace::Metadata,
+    pub cut: Cut,
+    pub options: WriteOptions,
 }
 
 /// The events of a trace file (format detected unless given) or of the workload a

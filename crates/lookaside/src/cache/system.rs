@@ -30,7 +30,7 @@ use super::wbuf::{WriteBuffer, WriteBufferParams};
 use super::{Cache, CacheParams, WritePolicy};
 use crate::config::{CacheConfig, MemoryConfig, Ways};
 use crate::error::{Error, Result};
-use crate::event::{Event, Kind, NO_PADDR};
+use crate::event::{Event, Kind, IDLE_MARKERS, NO_PADDR};
 use crate::vm::{Mapping, PageMapper};
 use serde_json::{json, Value};
 
@@ -173,7 +173,7 @@ pub struct MemorySystem {
     wbuf: Option<WriteBuffer>,
     uncached: Vec<(u64, u64)>,
     uncached_cycles: u32,
-    idle_markers: Option<[u64; 2]>,
+    idle_markers: [u64; 2],
     idle: bool,
     /// CPU cycle.
     now: u64,
@@ -334,7 +334,7 @@ impl MemorySystem {
             wbuf,
             uncached: c.uncached.iter().map(|r| (r.start, r.end)).collect(),
             uncached_cycles: c.uncached_cycles,
-            idle_markers: c.idle_markers,
+            idle_markers: c.idle_markers.unwrap_or(IDLE_MARKERS),
             idle: false,
             now: 0,
             acct: [Account::default(); 2],
@@ -405,12 +405,11 @@ impl MemorySystem {
 
     /// A marker event: opens or closes the idle loop.
     pub fn marker(&mut self, payload: u64) {
-        if let Some([open, close]) = self.idle_markers {
-            if payload == open {
-                self.idle = true;
-            } else if payload == close {
-                self.idle = false;
-            }
+        let [open, close] = self.idle_markers;
+        if payload == open {
+            self.idle = true;
+        } else if payload == close {
+            self.idle = false;
         }
     }
 

@@ -23,7 +23,9 @@
 //!                  Version 2: u64 virtual address, u64 physical address (all ones if
 //!                  unknown), u32 address space, u16 size, u8 kind (0 fetch, 1 load, 2 store,
 //!                  3 context switch: the running address space becomes this record's,
-//!                  size 0), u8 mode (0 user, 1 kernel)
+//!                  size 0; 8 marker: the payload in place of the address, size 0: an idle
+//!                  loop's bounds ([`crate::event::IDLE_MARK`]) or a phase the workload
+//!                  started ([`crate::event::PHASE_MARK`])), u8 mode (0 user, 1 kernel)
 //!   tag 2 EXEC     the program called execve (the new program runs untraced); `count` is
 //!                  the records written so far; the stream may end right after this block
 //!   tag 3 END      the program exited (the system's workload finished); `count` is the
@@ -358,12 +360,12 @@ impl<R: Read> CaptureReader<R> {
         let at = self.base + p as u64;
         let size = u16::from_le_bytes([r[20], r[21]]);
         match (r[22], r[23]) {
-            (k, _) if k > 3 => self.err(
+            (k, _) if k > 3 && k != 8 => self.err(
                 at + 22,
                 "kind",
                 format!(
                     "unknown record kind {k} (expected 0 fetch, 1 load, 2 store, 3 context \
-                     switch)"
+                     switch, 8 marker)"
                 ),
             ),
             (_, m) if m > 1 => self.err(
@@ -375,6 +377,11 @@ impl<R: Read> CaptureReader<R> {
                 at + 20,
                 "size",
                 format!("a context switch of {size} bytes (expected 0)"),
+            ),
+            (8, _) => self.err(
+                at + 20,
+                "size",
+                format!("a marker of {size} bytes (expected 0)"),
             ),
             _ => self.err(at + 20, "size", "a reference of 0 bytes"),
         }
@@ -566,6 +573,7 @@ impl<R: Read> CaptureReader<R> {
                     switches += 1;
                     Event::control(Kind::ContextSwitch, 0, asid)
                 }
+                8 if size == 0 => Event::control(Kind::Marker, addr, asid),
                 _ => {
                     bad = Some(i);
                     break;
@@ -797,6 +805,7 @@ fn pump<S: TraceSource + Send + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::IDLE_MARKERS;
     use std::io::Cursor;
 
     /// A stream as the plugin writes it: header, the records in blocks of `block`, then
@@ -1051,6 +1060,9 @@ mod tests {
             Event::reference(Kind::Fetch, 0x40_1000, 2)
                 .with_paddr(0x3000)
                 .with_asid(2),
+            Event::phase("run").with_asid(2).with_mode(Mode::Kernel),
+            Event::control(Kind::Marker, IDLE_MARKERS[0], 2).with_mode(Mode::Kernel),
+            Event::control(Kind::Marker, IDLE_MARKERS[1], 2).with_mode(Mode::Kernel),
         ]
     }
 
@@ -1119,7 +1131,7 @@ mod tests {
             ..Default::default()
         };
         let r = record_with(&src, Via::Qemu, &dst, &meta, true).unwrap();
-        assert_eq!((r.events, r.switches, r.processes.len()), (6, 2, 1));
+        assert_eq!((r.events, r.switches, r.processes.len()), (9, 2, 1));
         let mut back = super::super::open(&dst, None).unwrap();
         let m = back.metadata().unwrap().clone();
         assert_eq!(m.command.as_deref(), Some("workload pipe"));
@@ -1161,7 +1173,7 @@ mod tests {
         let (src, dst) = (dir.join("stream"), dir.join("sys.lks"));
         std::fs::write(&src, &full).unwrap();
         let r = record_with(&src, Via::Qemu, &dst, &Metadata::default(), true).unwrap();
-        assert_eq!((r.events, r.excluded), (6, Some(x)));
+        assert_eq!((r.events, r.excluded), (9, Some(x)));
         let back = super::super::open(&dst, None).unwrap();
         assert_eq!(
             back.metadata().unwrap().extra["excluded"],

@@ -25,6 +25,7 @@ pub mod capture;
 pub mod champsim;
 mod codec;
 pub mod compress;
+pub mod cut;
 pub mod din;
 pub mod format;
 pub mod kernel;
@@ -256,19 +257,27 @@ pub fn convert_counted(
     meta: &Metadata,
 ) -> Result<Converted> {
     let (input, f) = open_input(src, src_format)?;
-    convert_source(reader(input, f)?.as_mut(), f.name(), dst, dst_format, meta)
+    convert_source(
+        reader(input, f)?.as_mut(),
+        f.name(),
+        dst,
+        dst_format,
+        meta,
+        &WriteOptions::default(),
+    )
 }
 
 /// Writes every event of `source`, whose format is named `src_format` (it goes into the
 /// output's metadata when `meta` does not say), to `dst` in `dst_format` or the format its
-/// extension names, with `meta` and the source's own provenance; the tool is always this
-/// one.
+/// extension names, with `meta` and the source's own provenance, written with `options`;
+/// the tool is always this one.
 pub fn convert_source(
     source: &mut dyn TraceSource,
     src_format: &str,
     dst: &Path,
     dst_format: Option<Format>,
     meta: &Metadata,
+    options: &WriteOptions,
 ) -> Result<Converted> {
     let mut meta = meta.clone();
     if let Some(m) = source.metadata() {
@@ -279,6 +288,6 @@ pub fn convert_source(
     if meta.source_format.is_none() {
         meta.source_format = Some(src_format.to_string());
     }
-    let sink = create(dst, dst_format, &meta)?;
+    let sink = create_with(dst, dst_format, &meta, options)?;
     copy_counted(source, sink)
 }

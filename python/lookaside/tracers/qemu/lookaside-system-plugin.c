@@ -42,6 +42,9 @@
  *   guest-physical 0, which the module's CALIB message gives (the physical address of the
  *   marker instruction, whose host address the plugin saw).
  * - PROC blocks name each (address space, pid, name) when first seen.
+ * - Markers (kind 8, the payload in place of the address): the idle loop's bounds, where the
+ *   scheduler switches to the idle task (pid 0) and away from it; and each phase the
+ *   workload starts (the module's PHASE message).
  * - The LAYOUT block, at START, gives the kernel's address layout from the module's LAYOUT
  *   message (its direct map, image, modules, vmalloc, vmemmap, fixmap, CPU entry area).
  * - The tracing's own work is left out: every instruction in the module's code (its TEXT
@@ -51,7 +54,8 @@
  *   instructions).
  *
  * Records are 24 bytes {u64 vaddr, u64 paddr (all ones: unknown), u32 address space, u16
- * size, u8 kind (0 fetch, 1 load, 2 store, 3 context switch), u8 mode (0 user, 1 kernel)},
+ * size, u8 kind (0 fetch, 1 load, 2 store, 3 context switch, 8 marker), u8 mode (0 user,
+ * 1 kernel)},
  * in execution order per vCPU. The marker loads themselves are not recorded.
  */
 #define _GNU_SOURCE
@@ -61,9 +65,16 @@
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
-enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SWITCH = 3 };
+enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SWITCH = 3, KIND_MARKER = 8 };
 enum { CR3_WRITE = 1, CR3_READ = 2 };
-enum { MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP, MSG_TEXT, MSG_LAYOUT };
+enum {
+    MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP, MSG_TEXT, MSG_LAYOUT,
+    MSG_PHASE
+};
+/* Marker payloads (crates/lookaside/src/event.rs): a phase the workload starts (its label's
+ * bytes, first byte highest, in the low 32 bits), the idle loop's bounds (1 opens, 0 closes). */
+#define PHASE_MARK 0x5048415300000000ULL
+#define IDLE_MARK 0x49444c4500000000ULL
 /* Kernel address classes in a LAYOUT message and block: a start and an end each. */
 #define LAYOUT_CLASSES 7
 
@@ -107,6 +118,7 @@ struct vcpu {
     uint32_t n;
     uint32_t asid;    /* address space running */
     uint32_t pending; /* takes effect at the next CR3 write (0: none) */
+    int idle;         /* the idle task runs (pid 0) */
     /* The last CR3 read executed: where the instruction after it starts, and the register
      * it read into (a CR3 write there from that register reloads CR3). */
     uint64_t cr3_read_end;
@@ -421,6 +433,17 @@ static void on_message(unsigned index, struct vcpu *v)
             have_layout = 1;
         }
         return;
+    case MSG_PHASE:
+        if (recording && v->msg.have == 2) {
+            uint64_t label = 0;
+            for (int i = 0; i < 4; i++) {
+                uint8_t b = (uint8_t)(w[i / 2] >> (8 * (i % 2)));
+                if (b)
+                    label = label << 8 | b;
+            }
+            put(index, PHASE_MARK | label, NO_PADDR, 0, KIND_MARKER, 1);
+        }
+        return;
     case MSG_STOP:
         if (recording && !stopped) {
             stopped = 1;
@@ -462,13 +485,20 @@ static void on_message(unsigned index, struct vcpu *v)
         v->pending = 0;
         v->n_saved = 0;
         v->cr3_read_end = 0;
+        v->idle = 0;
         put(index, 0, NO_PADDR, 0, KIND_SWITCH, 1);
     } else if (v->msg.type == MSG_EXEC && asid) {
         v->asid = asid;
         v->pending = 0;
         v->n_saved = 0;
         put(index, 0, NO_PADDR, 0, KIND_SWITCH, 1);
-    } else if (v->msg.type == MSG_SWITCH && asid) {
+    }
+    if (v->msg.type == MSG_SWITCH && (pid == 0) != v->idle) {
+        /* To or from the idle task: the idle loop's bounds. */
+        v->idle = pid == 0;
+        put(index, IDLE_MARK | (uint64_t)v->idle, NO_PADDR, 0, KIND_MARKER, 1);
+    }
+    if (v->msg.type == MSG_SWITCH && asid) {
         /* A task of the address space running (a thread, or after a kernel thread that
          * borrowed it) is switched to without a CR3 write: nothing is pending, and the next
          * CR3 write (exec's, say) must not take this one for it. */

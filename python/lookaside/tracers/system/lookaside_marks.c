@@ -27,6 +27,9 @@
  *             running kernel: the start and end (exclusive) of its direct map, its image
  *             (text), modules, vmalloc space, vmemmap, fixmap and CPU entry area, in that
  *             order, 4 words each (see lk_layout)
+ *   PHASE  9  2 words: the workload starts a phase (`LABEL` written to the module's
+ *             parameter `phase`, 1-4 printable ASCII bytes, first byte in the low half of
+ *             the first word): the plugin records a phase marker there
  *
  * Recording spans the workload alone: /init loads the module (registering the probes
  * patches the kernel's code), starts recording, runs the workload, stops recording and
@@ -63,7 +66,8 @@ MODULE_DESCRIPTION("Marker loads for Lookaside's full-system capture");
 #define LK_DISP 0x4c4b0000UL
 #define LK_ORDER 4 /* 16 pages: 64 KiB, naturally aligned */
 
-enum { CALIB = 1, START = 2, SWITCH = 3, EXEC = 4, RENAME = 5, STOP = 6, TEXT = 7, LAYOUT = 8 };
+enum { CALIB = 1, START = 2, SWITCH = 3, EXEC = 4, RENAME = 5, STOP = 6, TEXT = 7, LAYOUT = 8,
+       PHASE = 9 };
 #define TASK_WORDS 14
 
 static unsigned long lk_buf;
@@ -213,6 +217,39 @@ static const struct kernel_param_ops lk_recording_ops = {
 };
 module_param_cb(recording, &lk_recording_ops, &lk_recording, 0600);
 MODULE_PARM_DESC(recording, "1: record from now on (Lookaside's plugin); 0: stop");
+
+/* `echo run > /sys/module/lookaside_marks/parameters/phase` marks the start of the phase
+ * `run` of the workload (while recording): a workload says which part of it is measured
+ * (its set-up apart), and the trace carries the mark. */
+static int lk_set_phase(const char *val, const struct kernel_param *kp)
+{
+	u8 label[4] = { 0 };
+	unsigned long flags;
+	size_t n;
+
+	/* Its own loop, as the probes' (all of its work in the module's code). */
+	for (n = 0; val[n] && val[n] != '\n'; n++) {
+		if (n == sizeof label || val[n] < 0x21 || val[n] > 0x7e)
+			return -EINVAL;
+		label[n] = val[n];
+	}
+	if (n == 0)
+		return -EINVAL;
+	if (!lk_recording)
+		return 0;
+	local_irq_save(flags);
+	lk_mark(PHASE << 8 | 2);
+	lk_mark(label[0] | (u16)label[1] << 8);
+	lk_mark(label[2] | (u16)label[3] << 8);
+	local_irq_restore(flags);
+	return 0;
+}
+
+static const struct kernel_param_ops lk_phase_ops = {
+	.set = lk_set_phase,
+};
+module_param_cb(phase, &lk_phase_ops, NULL, 0200);
+MODULE_PARM_DESC(phase, "LABEL (1-4 ASCII bytes): the workload starts phase LABEL");
 
 struct lk_probe {
 	const char *name;

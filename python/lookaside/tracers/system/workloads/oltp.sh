@@ -5,11 +5,12 @@
 # and run 240 TPC-B-like transactions between them (update an account, read it back, update
 # its teller and branch, append to the history, commit), each client its own random mix;
 # sqlite's file locks serialise the writers. The balances and the history must agree at the
-# end.
+# end. Phases: `load` (the database is built), `run` (the clients), `chk` (the audit).
 N=${CLIENTS:-4}
 T=$((240 / N))
 [ $((T * N)) -eq 240 ] || { echo "oltp: 240 transactions do not divide among $N clients"; exit 1; }
 Q=/usr/bin/sqlite3
+lookaside-phase load
 $Q bank.db <<'SQL' || exit 1
 .bail on
 CREATE TABLE branches(bid INTEGER PRIMARY KEY, bbalance INTEGER, filler TEXT);
@@ -45,6 +46,7 @@ while [ $i -le $N ]; do
   }' > client.$i.sql || exit 1
   i=$((i + 1))
 done
+lookaside-phase run
 i=1
 while [ $i -le $N ]; do
   $Q bank.db < client.$i.sql > client.$i.out &
@@ -54,6 +56,7 @@ fail=0
 for p in $(jobs -p); do wait $p || fail=1; done
 wait
 [ $fail -eq 0 ] || { echo "oltp: a client failed"; exit 1; }
+lookaside-phase chk
 want=$(cat sum.* | awk '{ s += $1 } END { print s }')
 got=$($Q bank.db "SELECT (SELECT sum(abalance) FROM accounts) || ' ' ||
   (SELECT sum(tbalance) FROM tellers) || ' ' || (SELECT sum(bbalance) FROM branches) || ' ' ||
