@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 import warnings
+from pathlib import Path
 
 from . import (
     DEFAULT_PRESET,
@@ -348,6 +349,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     for n in names:
         say = Steps(not args.quiet)
         say(f"{n}: running")
+        if args.recapture:
+            from . import corpus
+
+            corpus.use_recaptured(Path(args.out) / "corpus", say)
         o = reproduce(n, args.out, progress=say)
         print(verdict_table(o))
         print(f"\n{args.out}/{n}/report.html\n")
@@ -546,6 +551,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true", help="every recipe that is built")
     s.add_argument("--out", default="reproduce", metavar="DIR",
                    help="results go to DIR/NAME/ (default ./reproduce)")
+    s.add_argument("--recapture", action="store_true",
+                   help="capture the whole-system traces of the stored corpus anew (into "
+                        "OUT/corpus, reused by later runs) instead of reading the stored ones")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     s.set_defaults(run=cmd_reproduce)
     return p

@@ -5,9 +5,10 @@ MCPI by mode and component) and the TLB design space of Chapter 7.
 Transcriptions: Table 4-3 from Table 4-1's counts, and the thesis's other arithmetic over its
 own tables (4-1, 6-2, 7-1, 7-7). Predictions: Chapter 4's tables and assertions (locality,
 competition, TLB activity, self-interference, streaming writes) on the OS-structure model and
-tar under it, monolithic against microkernel at seeds 1-5, and on full-system Linux traces
-captured with ``lookaside trace --system`` (shared with ``reproduce linux``) where
-qemu-system-x86 is installed; page mapping and Chapter 7's user-level claims on the four
+tar under it, monolithic against microkernel at seeds 1-5, and on the stored corpus's
+whole-system Linux traces (:mod:`lookaside.corpus`): compress and pipe (shared with
+``reproduce linux``), and a compile with its file service in the kernel against one and two
+user-level servers, as Ultrix against Mach; page mapping and Chapter 7's user-level claims on the four
 shipped programs; Chapter 7's claims about system activity on the Chapter 4 workloads. Beside
 the claims, what Chen could not simulate: superpages."""
 
@@ -15,11 +16,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import _data_dir, demo_trace, preset_path
+from .. import _data_dir, corpus, demo_trace, preset_path
 from ..report import plot_access_map, plot_bars, plot_lines, subplots
 from ..sweep import run_point
 from . import RECIPES, Outcome, parallel, save_figure, watch
@@ -100,13 +100,18 @@ def os_machine(private: str, seed: int = 1) -> str:
 
 #: The OS structures of Chapter 4's pairs: Ultrix (monolithic) and Mach 3.0 (microkernel).
 STRUCTURES = {"monolithic": "Ultrix", "microkernel": "Mach"}
+#: The stored compile traces (:mod:`lookaside.corpus`) and the structure each stands for: its
+#: file service in the kernel (Ultrix-like), in one user-level server (Mach 3.0's UX server),
+#: through two (Mach 3.0 with AFS's cache manager).
+COMPILE = {"compile": "monolithic", "compile-user": "microkernel",
+           "compile-user2": "microkernel"}
 
 
 def chapter_4_workloads(d: Path, say: Callable[[str], None]) -> list[dict]:
     """Every workload of Chapter 4's claims: the OS-structure model and tar under it (each
-    under both structures, seeds 1-5) and, where qemu-system-x86 is installed, the
-    full-system Linux traces. `pair` names the user program a monolithic and a microkernel
-    run share (None: no pair)."""
+    under both structures, seeds 1-5) and the stored whole-system Linux traces. `pairs` names the pairs (a user program a monolithic
+    and a microkernel run share) the run is in; `synthetic` says the synthesised MIPS TLB
+    handlers run and the kernel's data is unmapped (the OS model)."""
     from . import linux
 
     tar = program("tarzone")
@@ -114,15 +119,23 @@ def chapter_4_workloads(d: Path, say: Callable[[str], None]) -> list[dict]:
     for seed in SEEDS:
         for structure in STRUCTURES:
             out.append({"workload": f"os model, {structure}", "structure": structure,
-                        "pair": "os model", "seed": seed,
+                        "pairs": ["os model"], "synthetic": True, "seed": seed,
                         "spec": f"workload:os,structure={structure},seed={seed}"})
             out.append({"workload": f"tar under the os model, {structure}",
-                        "structure": structure, "pair": "tar under the os model", "seed": seed,
+                        "structure": structure, "pairs": ["tar under the os model"],
+                        "synthetic": True, "seed": seed,
                         "spec": f"workload:os,structure={structure},trace={tar},seed={seed}"})
-    if shutil.which("qemu-system-x86_64"):
-        for w, path in linux.capture(d.parent / "linux", say).items():
-            out.append({"workload": f"full system, {w}", "structure": None, "pair": None,
-                        "seed": None, "spec": str(path)})
+    for w, path in linux.traces().items():
+        out.append({"workload": f"full system, {w}", "structure": None, "pairs": [],
+                    "synthetic": False, "seed": None, "spec": str(path)})
+    # The same compile with its file service in the kernel (Ultrix-like) and in one or two
+    # user-level servers (Mach 3.0; with AFS): each server run pairs with the kernel one.
+    for name, structure in COMPILE.items():
+        fs = name.partition("-")[2] or "kernel"
+        pairs = [f"compile, kernel / {s}" for s in ("user", "user2") if fs in ("kernel", s)]
+        out.append({"workload": f"full system, {name}", "structure": structure,
+                    "pairs": pairs, "synthetic": False, "seed": None,
+                    "spec": str(corpus.path(name))})
     return out
 
 
@@ -214,7 +227,7 @@ def memory_claims(claims: dict, d: Path, say: Callable[[str], None]):
         c["system-worse-locality"].add(w, seed, {
             "user": m["user_cache_cpi"], "system": m["system_cache_cpi"]})
         c["competition-not-significant"].add(w, seed, m["mcpi_none"] - m["mcpi_mode"])
-        if j["pair"] is not None:  # the synthesised MIPS TLB handlers run
+        if j["synthetic"]:  # the synthesised MIPS TLB handlers run
             c["tlb-penalties-below-cache"].add(w, seed, {
                 "tlb": m["tlb_handler_mcpi"], "cache": sum(
                     m[f"{x}_{md}"] for x in ("icache", "dcache") for md in ("user", "system"))})
@@ -233,14 +246,15 @@ def memory_claims(claims: dict, d: Path, say: Callable[[str], None]):
             if name == "itlb":
                 c["system-lowers-itlb-miss-rate"].add(w, s, {
                     k: v[k] for k in ("with system", "user only")})
-            if name == "shared" and j["pair"] is not None:
+            if name == "shared" and j["synthetic"]:  # kernel data unmapped
                 c["system-lowers-shared-tlb-miss-rate"].add(w, s, {
                     k: v[k] for k in ("with system", "user only")})
     # Ultrix against Mach: the same user program under both structures, same seed.
-    by = {(j["pair"], j["seed"], j["structure"]): (m, t) for j, (m, t) in zip(jobs, measured)
-          if j["pair"] is not None}
-    for pair, seed in sorted({(p, s) for p, s, _ in by}, key=lambda k: (k[1], k[0])):
-        (u, ut), (mk, mt) = by[(pair, seed, "monolithic")], by[(pair, seed, "microkernel")]
+    by = {(pair, j["seed"], j["structure"]): (m, t, j["synthetic"])
+          for j, (m, t) in zip(jobs, measured) for pair in j["pairs"]}
+    for pair, seed in sorted({(p, s) for p, s, _ in by}, key=lambda k: (k[1] or 0, k[0])):
+        (u, ut, synthetic), (mk, mt, _) = (by[(pair, seed, "monolithic")],
+                                           by[(pair, seed, "microkernel")])
         c = claims
 
         def both(key: str) -> dict:
@@ -271,11 +285,13 @@ def memory_claims(claims: dict, d: Path, say: Callable[[str], None]):
         c["mach-worse-micro-tlb"].add(pair, seed, {
             "Ultrix": ut[("micro", None)]["with system"],
             "Mach": mt[("micro", None)]["with system"]})
-        c["mach-worse-itlb"].add(pair, seed, {"Ultrix": ut[("itlb", seed)]["with system"],
-                                              "Mach": mt[("itlb", seed)]["with system"]})
-        c["mach-worse-shared-tlb"].add(pair, seed, {
-            "Ultrix": ut[("shared", seed)]["with system"],
-            "Mach": mt[("shared", seed)]["with system"]})
+        for s in [seed] if seed is not None else SEEDS:  # random replacement's seeds
+            c["mach-worse-itlb"].add(pair, s, {"Ultrix": ut[("itlb", s)]["with system"],
+                                               "Mach": mt[("itlb", s)]["with system"]})
+            if synthetic:  # kernel data unmapped, as system-lowers-shared-tlb-miss-rate
+                c["mach-worse-shared-tlb"].add(pair, s, {
+                    "Ultrix": ut[("shared", s)]["with system"],
+                    "Mach": mt[("shared", s)]["with system"]})
     return pd.DataFrame(rows), pd.DataFrame(tlb_rows)
 
 

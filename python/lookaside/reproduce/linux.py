@@ -19,8 +19,8 @@ traces' own physical addresses, and without its synthesised MIPS TLB handlers, w
 apply to an x86 kernel): system references have worse locality than user references, and
 user/system competition for the caches is small.
 
-The captures are kept in ``OUT/linux/traces/`` and reused by later runs (delete them to
-capture afresh; the same kernel and inputs give the same trace, bit for bit).
+The traces are the stored corpus's cuts (:mod:`lookaside.corpus`; ``--recapture`` captures
+them anew, bit for bit the same).
 """
 
 from __future__ import annotations
@@ -98,10 +98,11 @@ def memory(path: Path | str, machine: Callable[[str], str] | None = None,
     out["tlb_handler_mcpi"] = (sum(h["mcpi"] for h in handlers.values()) if handlers
                                else float("nan"))
     walks = [r for r in shared["rows"] if r["structure"] == "walk"]
+    served = servers(path)
     out["system_tlb_misses"] = sum(r["misses"] for r in walks
-                                   if r["mode"] == "kernel" or r["asid"] > 1)
+                                   if r["mode"] == "kernel" or served(r["asid"]))
     out["application_tlb_misses"] = sum(r["misses"] for r in walks
-                                        if r["mode"] == "user" and r["asid"] == 1)
+                                        if r["mode"] == "user" and not served(r["asid"]))
     if two_way:
         tc = {c["name"]: c for c in two_way[0]["memory"]["caches"]}
         for c in ("icache", "dcache"):
@@ -113,20 +114,29 @@ def memory(path: Path | str, machine: Callable[[str], str] | None = None,
     return out
 
 
-def capture(d: Path, say: Callable[[str], None]) -> dict[str, Path]:
-    from ..system import record_system
+#: Processes of a whole-system trace that serve the others: the user-level file servers of
+#: ``--fs user`` and ``user2``. The thesis counts Mach's UNIX server as system.
+SERVERS = ("bindfs",)
 
-    out = {}
-    for w in WORKLOADS:
-        path = d / "traces" / f"{w}.lks"
-        if path.is_file():
-            say(f"{w}: reusing {path}")
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            say(f"{w}: capturing a whole system (boots Linux under QEMU, ~1 min)")
-            record_system(w, path, quiet=True)
-        out[w] = path
-    return out
+
+def servers(path: Path | str) -> Callable[[int], bool]:
+    """Which address spaces of the trace (or ``workload:`` spec) at ``path`` are servers: the
+    OS-structure model's above 1 (its application is 1), a whole-system trace's those of
+    :data:`SERVERS`."""
+    from .. import info
+
+    if str(path).startswith("workload:"):
+        return lambda asid: asid > 1
+    procs = info(path)["metadata"].get("processes", [])
+    asids = {p["asid"] for p in procs if p["name"] in SERVERS}
+    return asids.__contains__
+
+
+def traces() -> dict[str, Path]:
+    """The stored whole-system traces of the workloads (:mod:`lookaside.corpus`)."""
+    from .. import corpus
+
+    return {w: corpus.path(w) for w in WORKLOADS}
 
 
 def memory_checks(df) -> list[Check]:
@@ -198,7 +208,7 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
 
     o = Outcome("linux", RECIPES["linux"][0])
     totals, per_as = [], []
-    for w, path in capture(d, say).items():
+    for w, path in traces().items():
         t, rows = measure(w, path)
         totals.append(t)
         per_as += rows
