@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
-from lookaside import LookasideError, corpus
 from lookaside.reproduce.claims import load
 
 
@@ -81,20 +79,8 @@ def test_uhlig94_and_bala94_reproduce(cli, tmp_path: Path):
     assert (pc.inserted.diff().dropna() > 0).all()
 
 
-def stored_traces(names: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """The stored corpus traces of `names` there are, and those not stored (yet)."""
-    there, missing = [], []
-    for name in names:
-        try:
-            corpus.path(name)
-            there.append(name)
-        except LookasideError:
-            missing.append(name)
-    return there, missing
-
-
 def test_huck93_reproduces(cli, tmp_path: Path):
-    oltp, not_stored = stored_traces(("oltp-1", "oltp-4", "oltp-12"))
+    oltp = ["oltp-1", "oltp-4", "oltp-12"]  # the stored corpus's
     p = cli("reproduce", "huck93", "--out", tmp_path)
     assert "22 predictions: " in p.stdout
     d = tmp_path / "huck93"
@@ -134,7 +120,7 @@ def test_huck93_reproduces(cli, tmp_path: Path):
     assert list(vs.hpt_cache) == ["1×", "2×", "4×", "8×", "16×"]
     assert ((vs.break_even_hw_fmpt - (vs.hybrid_total - vs.walker_penalty)).abs() < 1e-6).all()
     html = (d / "report.html").read_text()
-    assert "<svg" in html and len(list((d / "plots").glob("*.png"))) == 6 + bool(oltp)
+    assert "<svg" in html and len(list((d / "plots").glob("*.png"))) == 7
     # The OLTP whole-system traces, once each (seed none), take the claims the claims file
     # maps to them: every client count the single-process claims the programs take, 4 and
     # 12 clients the multi-user ones on the HP-UX configurations; none the ASM's (its
@@ -150,18 +136,14 @@ def test_huck93_reproduces(cli, tmp_path: Path):
         assert on == want, name
         assert all(r["seed"] is None for cid in on for r in claims[cid]["results"]
                    if r["workload"].split(";")[0] == name)
-    if oltp:
-        t = pd.read_csv(d / "oltp.csv")
-        assert sorted(set(t.trace)) == sorted(oltp)
-        ux = {"UX-SW-IPT4x-1w", "UX-SW-HPT4x-1w", "UX-HW-HPT4x-1w", "UX-HW-HPT2x-2w"}
-        ix = {"iX-SW-IPT2x-1w", "iX-SW-HPT2x-1w", "iX-HW-HPT2x-1w"}
-        for name, rows in t.groupby("trace"):
-            assert set(rows.config) == ux | (ix if name != "oltp-1" else set()), name
-        assert ((t.basic + t.cache_penalty - t.total).abs() < 1e-9).all()
-        assert "<h2>oltp</h2>" in html and (d / "plots" / "oltp.png").is_file()
-    if not_stored:
-        pytest.skip(f"the stored traces {', '.join(not_stored)} are not there yet: their "
-                    "runs not checked")
+    t = pd.read_csv(d / "oltp.csv")
+    assert sorted(set(t.trace)) == sorted(oltp)
+    ux = {"UX-SW-IPT4x-1w", "UX-SW-HPT4x-1w", "UX-HW-HPT4x-1w", "UX-HW-HPT2x-2w"}
+    ix = {"iX-SW-IPT2x-1w", "iX-SW-HPT2x-1w", "iX-HW-HPT2x-1w"}
+    for name, rows in t.groupby("trace"):
+        assert set(rows.config) == ux | (ix if name != "oltp-1" else set()), name
+    assert ((t.basic + t.cache_penalty - t.total).abs() < 1e-9).all()
+    assert "<h2>oltp</h2>" in html and (d / "plots" / "oltp.png").is_file()
 
 
 def test_chen94_reproduces_table_4_3_and_reports_the_memory_system(cli, tmp_path: Path):

@@ -5,10 +5,10 @@ MCPI by mode and component) and the TLB design space of Chapter 7.
 Transcriptions: Table 4-3 from Table 4-1's counts, and the thesis's other arithmetic over its
 own tables (4-1, 6-2, 7-1, 7-7). Predictions: Chapter 4's tables and assertions (locality,
 competition, TLB activity, self-interference, streaming writes) on the OS-structure model and
-tar under it, monolithic against microkernel at seeds 1-5, and on the stored corpus's
-whole-system Linux traces (:mod:`lookaside.corpus`): compress and pipe (shared with
-``reproduce linux``), and a compile with its file service in the kernel against one and two
-user-level servers, as Ultrix against Mach; page mapping and Chapter 7's user-level claims on the four
+tar under it, monolithic against microkernel at seeds 1-5, and on the stored corpus's whole-
+system Linux traces (:mod:`lookaside.corpus`): compress and pipe (shared with ``reproduce
+linux``), and a compile with its file service in the kernel against one and two user-level
+servers, as Ultrix against Mach; page mapping and Chapter 7's user-level claims on the four
 shipped programs; Chapter 7's claims about system activity on the Chapter 4 workloads. Beside
 the claims, what Chen could not simulate: superpages."""
 
@@ -108,10 +108,11 @@ COMPILE = {"compile": "monolithic", "compile-user": "microkernel",
 
 
 def chapter_4_workloads(d: Path, say: Callable[[str], None]) -> list[dict]:
-    """Every workload of Chapter 4's claims: the OS-structure model and tar under it (each
-    under both structures, seeds 1-5) and the stored whole-system Linux traces. `pairs` names the pairs (a user program a monolithic
-    and a microkernel run share) the run is in; `synthetic` says the synthesised MIPS TLB
-    handlers run and the kernel's data is unmapped (the OS model)."""
+    """Every workload of Chapter 4's claims: the OS-structure model and tar under it (each under
+    both structures, seeds 1-5) and the stored whole-system Linux traces. `pairs` names the
+    pairs (a user program a monolithic and a microkernel run share) the run is in;
+    `synthetic` says the synthesised MIPS TLB handlers run and the kernel's data is unmapped
+    (the OS model)."""
     from . import linux
 
     tar = program("tarzone")
