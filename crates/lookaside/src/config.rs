@@ -470,9 +470,9 @@ pub struct MemoryConfig {
         serialize_with = "ser_addr"
     )]
     pub unmapped_mask: u64,
-    /// `none`: one set of caches; `mode`: private caches for user and kernel (competition).
-    #[serde(default = "default_private")]
-    pub private: String,
+    /// Which references share one set of caches (`none`: all of them).
+    #[serde(default)]
+    pub private: Private,
     /// Split first-level caches...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icache: Option<CacheConfig>,
@@ -505,6 +505,19 @@ pub struct MemoryConfig {
     pub idle_markers: Option<[u64; 2]>,
 }
 
+/// Which references of a memory system share one set of caches.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Private {
+    /// Everyone.
+    #[default]
+    None,
+    /// Each mode (user, kernel) has its own: Chen's competition is the difference.
+    Mode,
+    /// Each address space has its own.
+    AddressSpace,
+}
+
 /// Where the memory system's first-level write-backs go (see [`MemoryConfig::writebacks`]).
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -532,9 +545,6 @@ fn default_memory() -> Bytes {
 }
 fn default_unmapped_mask() -> u64 {
     0x1fff_ffff
-}
-fn default_private() -> String {
-    "none".into()
 }
 fn default_uncached_cycles() -> u32 {
     15

@@ -2016,7 +2016,13 @@ pub fn memory_estimate(config: &MachineConfig) -> u64 {
         add(tlb(t.entries, of_ways(t.ways, t.entries)));
     }
     if let Some(m) = &config.memory {
-        let sides = if m.private == "mode" { 2 } else { 1 };
+        // Private per address space: one set per space, made as spaces appear (counted as
+        // one here: how many there will be is the trace's).
+        let sides = if m.private == crate::config::Private::Mode {
+            2
+        } else {
+            1
+        };
         for c in [&m.icache, &m.dcache, &m.cache, &m.l2]
             .into_iter()
             .flatten()

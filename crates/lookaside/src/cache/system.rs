@@ -28,7 +28,7 @@
 
 use super::wbuf::{WriteBuffer, WriteBufferParams};
 use super::{Cache, CacheParams, WritePolicy};
-use crate::config::{CacheConfig, MemoryConfig, Ways};
+use crate::config::{CacheConfig, MemoryConfig, Private, Ways};
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, IDLE_MARKERS, NO_PADDR};
 use crate::vm::{Mapping, PageMapper};
@@ -108,17 +108,6 @@ struct Side {
     i: Option<usize>,
     d: Option<usize>,
     l2: Option<usize>,
-}
-
-/// Which references share a set of caches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Private {
-    /// Everyone.
-    None,
-    /// Each mode (user, kernel) has its own.
-    Mode,
-    /// Each address space has its own.
-    Space,
 }
 
 const NO_SIDE: Side = Side {
@@ -227,17 +216,7 @@ impl MemorySystem {
             });
             Ok::<usize, Error>(levels.len() - 1)
         };
-        let private = match c.private.as_str() {
-            "none" => Private::None,
-            "mode" => Private::Mode,
-            "address-space" => Private::Space,
-            other => {
-                return Err(err(
-                    "private",
-                    format!("'{other}' is not one of: none, mode, address-space"),
-                ))
-            }
-        };
+        let private = c.private;
         if c.cache.is_some() && (c.icache.is_some() || c.dcache.is_some()) {
             return Err(err(
                 "cache",
@@ -283,7 +262,7 @@ impl MemorySystem {
             .unwrap_or(1 << page_shift);
         let mapper = PageMapper::new(mapping, page_shift, c.memory.0, span, seed)
             .map_err(|e| err(e.field, e.message))?;
-        let template = (private == Private::Space)
+        let template = (private == Private::AddressSpace)
             .then(|| (std::mem::take(&mut levels), sides.pop().unwrap_or(NO_SIDE)));
         if c.frames_base & ((span.max(1 << page_shift)) - 1) != 0 {
             return Err(err(
@@ -469,7 +448,7 @@ impl MemorySystem {
             let side = match self.private {
                 Private::None => self.sides[0],
                 Private::Mode => self.sides[mode],
-                Private::Space => {
+                Private::AddressSpace => {
                     let i = self.side_of_space(e.asid);
                     self.sides[i]
                 }
@@ -1235,10 +1214,13 @@ root_table = "0xffffffff80100000"
     fn bad_memory_config_names_the_key() {
         let bad = |extra: &str, key: &str| {
             let text = format!("[[tlb]]\nname = \"t\"\nentries = 4\n[memory]\n{extra}\n");
-            let Err(e) =
-                Machine::build(MachineConfig::from_toml(&text, "t.toml").unwrap(), "t.toml")
-            else {
-                panic!("{extra} was accepted")
+            // Closed choices are refused as the text is read, the rest as the machine is built.
+            let e = match MachineConfig::from_toml(&text, "t.toml") {
+                Err(e) => e,
+                Ok(c) => match Machine::build(c, "t.toml") {
+                    Err(e) => e,
+                    Ok(_) => panic!("{extra} was accepted"),
+                },
             };
             let e = e.to_string();
             assert!(e.contains(key), "{e} should name {key}");
