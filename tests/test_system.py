@@ -425,7 +425,11 @@ def test_the_linux_recipe_runs_on_the_stored_whole_system_traces(tmp_path):
     w = o.tables["workloads"].set_index("workload")
     assert set(w.index) == {"compress", "pipe"}
     assert (w.references > 1_000_000).all() and (w.walks_tagged > 0).all()
-    assert (w.walks_untagged >= w.walks_tagged).all(), "untagged TLBs never miss less"
+    # Flushing at every switch costs the switch-heavy pipe many walks; compress switches 8
+    # times in its cut, and a flush that frees the slots other address spaces held can even
+    # save a few (4 of 1,186 here): within 1% either way.
+    assert w.loc["pipe", "walks_untagged"] > 2 * w.loc["pipe", "walks_tagged"]
+    assert abs(w.loc["compress", "untagged_over_tagged"] - 1) < 0.01
     per = o.tables["per_address_space"]
     assert "pingpong" in set(", ".join(per.processes).split(", "))
     assert (tmp_path / "linux" / "report.html").is_file()
