@@ -409,6 +409,15 @@ fn addresses_outside_the_mips_space() {
     let mut f = SoftwareManagedTlb::new(p).unwrap();
     run(&mut f, &mut l, &[load(0x7fff_0040_0000, 1)]);
     assert_eq!((f.address_errors(), f.counts().of(Trap::L1U)), (0, 1));
+    // A page whose low 31 bits are the same is another page, not an alias: it misses too,
+    // then both hit.
+    run(&mut f, &mut l, &[load(0x40_0000, 1)]);
+    run(
+        &mut f,
+        &mut l,
+        &[load(0x7fff_0040_0000, 1), load(0x40_0000, 1)],
+    );
+    assert_eq!(f.counts().of(Trap::L1U), 2);
 }
 
 #[test]
