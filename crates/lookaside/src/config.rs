@@ -45,6 +45,11 @@
 //! read_fault_maps = "clean"         # clean | dirty: a page first read is mapped clean, so its
 //!                                   # first write raises a Modify trap
 //! fold_user_addresses = false       # fold user addresses above kuseg into it (64-bit traces)
+//! addresses = "mips"       # what the trace's addresses are: "mips" (the MIPS segments) or
+//!                          # "x86-64": a 64-bit whole-system trace mapped onto them (user
+//!                          # pages fold into kuseg; the kernel classes [pages] declares
+//!                          # unmapped are kseg0, every other class of the trace's
+//!                          # kernel_layout is mapped kernel data in kseg2: crate::mmu::addresses)
 //! [refill.stlb]            # Bala's software TLB of kernel translations (unmapped memory)
 //! entries = 1024
 //! ways = 1                 # 1 or 2
@@ -1085,11 +1090,18 @@ pub struct RefillConfig {
     pub invalid_on_first_touch: FirstTouch,
     #[serde(default)]
     pub read_fault_maps: ReadFaultMaps,
-    /// Fold user references above kuseg (2 GB) into it by keeping the low 31 bits, so that a
-    /// 64-bit trace can drive the 32-bit model (pages may then alias); otherwise they are
-    /// counted as address errors and not translated.
+    /// Fold every user-mode reference, and every reference below 2 GB, into kuseg by 4 MB
+    /// blocks, each trace block of an address space on a kuseg block of its own (never
+    /// aliasing: [`crate::mmu::addresses`]), so that a 64-bit user trace can drive the 32-bit
+    /// model; kernel references keep the MIPS segments. Without it, user references outside
+    /// kuseg are counted as address errors and not translated. `addresses = "x86-64"`
+    /// folds the user half this way too.
     #[serde(default)]
     pub fold_user_addresses: bool,
+    /// What the trace's addresses are: the MIPS segments themselves, or a 64-bit x86-64
+    /// whole-system trace to map onto them ([`RefillAddresses`]).
+    #[serde(default)]
+    pub addresses: RefillAddresses,
     /// A software TLB of kernel translations in unmapped memory (Bala et al. 1994).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stlb: Option<StlbConfig>,
@@ -1382,6 +1394,7 @@ impl Default for RefillConfig {
             invalid_on_first_touch: FirstTouch::default(),
             read_fault_maps: ReadFaultMaps::default(),
             fold_user_addresses: false,
+            addresses: RefillAddresses::default(),
             stlb: None,
             prefetch: None,
             dynamic: None,
@@ -1414,6 +1427,36 @@ pub enum FirstTouch {
     All,
     /// None: every page is mapped before the trace starts.
     None,
+}
+
+/// What a trace's addresses are to the software-refill model (see
+/// [`crate::mmu::addresses`], where the mapping lives).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub enum RefillAddresses {
+    /// MIPS addresses: kuseg below 2 GB, kseg0/kseg1 unmapped, kseg2 mapped; anything at or
+    /// above 4 GB (and a user reference outside kuseg, unless `fold_user_addresses`) is an
+    /// address error.
+    #[default]
+    #[serde(rename = "mips")]
+    Mips,
+    /// A 64-bit x86-64 trace with its kernel: the lower half (user space, of the running
+    /// address space whatever the mode) folds into kuseg by 4 MB blocks without aliasing;
+    /// the kernel classes `[pages]` declares unmapped (`{ kernel = "direct_map", size =
+    /// "unmapped" }`) are kseg0; every other class of the trace's `kernel_layout` is mapped
+    /// kernel data, folded into kseg2's 128 MB the same way; any other address is an
+    /// address error.
+    #[serde(rename = "x86-64")]
+    X86_64,
+}
+
+impl RefillAddresses {
+    /// The name a config gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RefillAddresses::Mips => "mips",
+            RefillAddresses::X86_64 => "x86-64",
+        }
+    }
 }
 
 /// How a page is mapped by a fault taken on a read (a write fault always maps it dirty).

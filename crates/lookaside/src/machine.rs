@@ -41,6 +41,7 @@ use crate::config::{
 use crate::error::{Error, Result};
 use crate::event::{Event, EventSink, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
+use crate::mmu::addresses::Place;
 use crate::mmu::layout::{self, Segment};
 use crate::mmu::{HandlerStep, SoftwareManagedTlb, Trap, Walker};
 use crate::threec::Shadow;
@@ -1328,14 +1329,29 @@ impl Machine {
             self.kernel.classes = classes;
         }
         self.kernel.source = Some(source);
-        let unmapped_kernel = self.refill.is_none()
-            && (self.handler.is_some()
-                || self
-                    .config
-                    .pages
-                    .regions
-                    .iter()
-                    .any(|r| r.size == PageSize::Unmapped));
+        // An x86-64 trace on the MIPS refill model: the classes [pages] declares unmapped are
+        // kseg0, every other class of the layout is mapped kernel data in kseg2.
+        let x86_64 = self.refill.as_deref().is_some_and(|r| r.maps_x86_64());
+        if let (Some(r), true) = (self.refill.as_deref_mut(), x86_64) {
+            let unmapped: Vec<(u64, u64)> =
+                self.kernel.classes.iter().filter_map(|c| c.1).collect();
+            let mapped: Vec<(u64, u64)> = layout
+                .iter()
+                .flat_map(|l| l.0.iter())
+                .filter(|(c, _)| !self.kernel.classes.iter().any(|k| k.0 == **c))
+                .map(|(_, &range)| range)
+                .collect();
+            r.bind_kernel_classes(&unmapped, &mapped);
+        }
+        let unmapped_kernel = x86_64
+            || self.refill.is_none()
+                && (self.handler.is_some()
+                    || self
+                        .config
+                        .pages
+                        .regions
+                        .iter()
+                        .any(|r| r.size == PageSize::Unmapped));
         self.kernel.mispriced = match &layout {
             Some(l) if unmapped_kernel => [KernelClass::DirectMap, KernelClass::Text]
                 .into_iter()
@@ -1395,8 +1411,14 @@ impl Machine {
                 .collect::<Vec<_>>()
                 .join(", ");
             w.push(format!(
-                "this machine models a kernel that runs unmapped (unmapped regions in [pages]{}) but translates what the trace calls its {ranges}{}: its kernel references there are priced as mapped memory (TLB misses{}), which a kernel segment like MIPS kseg0 never takes; declare them unmapped in [pages]: regions = [{{ kernel = \"direct_map\", size = \"unmapped\" }}, {{ kernel = \"text\", size = \"unmapped\" }}]",
-                if self.handler.is_some() { ", synthesised TLB miss handlers" } else { "" },
+                "this machine models a kernel that runs unmapped ({}) but translates what the trace calls its {ranges}{}: its kernel references there are priced as mapped memory (TLB misses{}), which a kernel segment like MIPS kseg0 never takes; declare them unmapped in [pages]: regions = [{{ kernel = \"direct_map\", size = \"unmapped\" }}, {{ kernel = \"text\", size = \"unmapped\" }}]",
+                if self.refill.is_some() {
+                    "MIPS kseg0: refill.addresses = \"x86-64\" maps every kernel class [pages] does not declare unmapped into kseg2"
+                } else if self.handler.is_some() {
+                    "unmapped regions in [pages], synthesised TLB miss handlers"
+                } else {
+                    "unmapped regions in [pages]"
+                },
                 if source == LayoutSource::X86_64Nokaslr {
                     " (the documented x86-64 nokaslr layout: the trace records none)"
                 } else {
@@ -1432,7 +1454,22 @@ impl Machine {
     /// applied: folding changes the addresses (pages above 2 GB alias those below).
     pub fn cannot_follow(&self, name: &str) -> Option<Error> {
         let r = self.refill.as_deref()?;
-        if r.params().fold_user_addresses {
+        if let Some(why) = r.unplaceable() {
+            return Some(Error::trace(
+                name,
+                crate::error::Location::Whole,
+                "refill.addresses",
+                why,
+            ));
+        }
+        if r.maps_x86_64() && self.kernel.source.is_none() {
+            return Some(Error::config(
+                name,
+                "refill.addresses",
+                "\"x86-64\" maps the addresses of a 64-bit trace file onto the MIPS segments; a generated workload's addresses are MIPS addresses already (leave it out)",
+            ));
+        }
+        if r.params().fold_user_addresses || r.maps_x86_64() {
             return None;
         }
         let l = &self.ledger;
@@ -1449,7 +1486,7 @@ impl Machine {
             name,
             "refill.fold_user_addresses",
             format!(
-                "{share:.1} % of the user references lie above MIPS kuseg (2 GB; a 64-bit trace?) and would be address errors, not simulated ({errors} address errors in the translations of {user} user references); fold them into kuseg with --set refill.fold_user_addresses=true (pages above 2 GB then share frames with those below)"
+                "{share:.1} % of the user references lie above MIPS kuseg (2 GB; a 64-bit trace?) and would be address errors, not simulated ({errors} address errors in the translations of {user} user references); fold them into kuseg with --set refill.fold_user_addresses=true (by 4 MB blocks, never aliasing two pages), or map a whole x86-64 system trace, its kernel too, with --set 'refill.addresses=\"x86-64\"'"
             ),
         ))
     }
@@ -1611,7 +1648,6 @@ impl Machine {
         };
         r.run_batch(std::slice::from_ref(&e), &mut self.ledger);
         r.take_handler_refs(&mut self.steps);
-        let fold = r.params().fold_user_addresses;
         // The activities the running handlers interrupted (traps nest three deep at most).
         let mut interrupted = [Activity::Program; 4];
         let mut depth = 0;
@@ -1655,17 +1691,14 @@ impl Machine {
             }
             return;
         }
-        // Where the reference lies, as the refill model translated it.
-        let kernel = e.mode == Mode::Kernel;
-        let (mapped, space) = match layout::segment(e.addr) {
-            Segment::User => (true, e.asid),
-            Segment::Unmapped if kernel => (false, e.asid),
-            Segment::KernelData | Segment::UserPageTable | Segment::KernelPageTable if kernel => {
-                (true, KSEG2_SPACE)
-            }
-            _ if !kernel && fold => (true, e.asid),
+        // Where the reference lies, as the refill model translated it (a 64-bit trace's
+        // mapped pages at their MIPS addresses).
+        let (e, mapped, space) = match r.place(e.addr, e.mode, e.asid) {
+            Place::User(addr) => (Event { addr, ..e }, true, e.asid),
+            Place::Unmapped => (e, false, e.asid),
+            Place::Kernel(addr) => (Event { addr, ..e }, true, KSEG2_SPACE),
             // An address error: no memory reference.
-            _ => return,
+            Place::Error => return,
         };
         mem.reference_in(&e, mapped, space);
     }
@@ -2850,6 +2883,68 @@ mod tests {
         few.run_batch(&evs);
         assert_eq!(few.dropped(), 1);
         assert!(few.cannot_follow("t").is_none() && few.warnings().is_empty());
+    }
+
+    /// An x86-64 layout for the MIPS model's tests: direct map, text and vmalloc only.
+    const X86_LAYOUT: &str = "direct_map 0xffff888000000000-0xffffc88000000000; text 0xffffffff80000000-0xffffffffc0000000; vmalloc 0xffffc90000000000-0xffffe90000000000";
+
+    #[test]
+    fn an_x86_64_system_trace_lands_on_the_mips_segments_by_its_kernel_layout() {
+        let classes = "[pages]\nsize = \"4k\"\nregions = [{ kernel = 'direct_map', size = 'unmapped' }, { kernel = 'text', size = 'unmapped' }]\n";
+        let text = MACH3.replace("[pages]\nsize = \"4k\"\n", classes);
+        assert_ne!(text, MACH3);
+        let x86 = ["refill.addresses=\"x86-64\"".to_string()];
+        let evs = [
+            load(0x40_1000),
+            load(0x7ffd_0000_1000),
+            kload(0xffff_8880_0000_1000),
+            kload(0xffff_ffff_8100_0000),
+            kload(0xffff_c900_0000_1000),
+            // vmemmap: not in this layout, so no class: an address error.
+            kload(0xffff_ea00_0000_0000),
+        ];
+        let mut m = Machine::assemble(Some(&text), "mach3", &[], &x86).unwrap();
+        m.bind_trace(Some(&system_meta(Some(X86_LAYOUT))), "sys.lks")
+            .unwrap();
+        m.run_batch(&evs);
+        let t = m.refill().unwrap().counts().totals();
+        assert_eq!((t[0], t[1]), (2, 1), "{t:?}");
+        assert_eq!((m.ledger().unmapped, m.dropped()), (2, 1));
+        assert!(m.cannot_follow("sys.lks").is_none());
+        let w = m.warnings();
+        assert!(w.len() == 1 && w[0].contains("(1 of 6)"), "{w:?}");
+        // The direct map and text not declared unmapped: mapped kernel data, and said so.
+        let mut bare = Machine::assemble(Some(MACH3), "mach3", &[], &x86).unwrap();
+        bare.bind_trace(Some(&system_meta(Some(X86_LAYOUT))), "sys.lks")
+            .unwrap();
+        bare.run_batch(&evs);
+        assert_eq!(bare.refill().unwrap().counts().totals()[1], 3);
+        let w = bare.warnings();
+        assert!(
+            w.iter().any(|w| w.contains("MIPS kseg0: refill.addresses")
+                && w.contains("direct_map 0xffff888000000000-0xffffc88000000000")),
+            "{w:?}"
+        );
+        // A generated workload's addresses are MIPS ones: refused.
+        let mut gen = Machine::assemble(Some(MACH3), "mach3", &[], &x86).unwrap();
+        gen.run_batch(&[load(0x40_0000)]);
+        let e = gen.cannot_follow("workload:os").unwrap().to_string();
+        assert!(
+            e.starts_with("workload:os: refill.addresses: \"x86-64\" maps"),
+            "{e}"
+        );
+        // More 4 MB blocks in one address space than kuseg holds: refused, naming the page.
+        let mut big = Machine::assemble(Some(MACH3), "mach3", &[], &x86).unwrap();
+        big.bind_trace(Some(&system_meta(Some(X86_LAYOUT))), "big.lks")
+            .unwrap();
+        let many: Vec<Event> = (0..=512u64).map(|b| load(b << 33 | 0x123)).collect();
+        big.run_batch(&many);
+        let e = big.cannot_follow("big.lks").unwrap().to_string();
+        assert!(
+            e.starts_with("big.lks: refill.addresses: address space 0 touches more than 512")
+                && e.contains("page at 0x40000000000"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -3,18 +3,21 @@ software TLB (STLB) of kernel translations in unmapped memory, under Mach 3.0.
 
 Only the paper's abstract is available. Its claims, their criteria and the workloads they run
 on are fixed in ``data/claims/bala94.toml``; this recipe only measures, on every workload
-that fits, over seeds 1-5, and the claims module judges."""
+that fits, over seeds 1-5, and once each on the stored whole-system Linux traces that fit
+(``compile-user``, ``compile-user2``, ``ring``: :mod:`lookaside.corpus`, mapped onto the MIPS
+segments), and the claims module judges."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import _data_dir
+from .. import _data_dir, _lookaside
 from ..report import plot_lines, subplots
-from . import RECIPES, Outcome, save_figure
+from . import RECIPES, Outcome, parallel, save_figure, watch
 from .claims import load, plot_ranges
-from .uhlig94 import machine, ring, traps
+from .uhlig94 import machine, on_linux_traces, on_x86_64, real_traces, ring, traps
 
 SEEDS = range(1, 6)
 SERVERS = (2, 3, 4)
@@ -28,6 +31,13 @@ STLBS = {
 PREFETCH = "\n[refill.prefetch]\n"
 #: Mach 3.0 applications: the real program under one server, and under two (AFSout).
 APPLICATIONS = {"tar, Mach 3.0": "microkernel", "tar, Mach 3.0 + AFS server": "decomposed"}
+#: The stored Linux traces run (the claims file says why), and whether each is a synthetic
+#: multi-address-space benchmark.
+REAL = {"compile-user": False, "compile-user2": False, "ring": True}
+#: The machines of one workload: none, prefetching, and each STLB alone and with it.
+CONFIGS = {"base": "", "prefetch": PREFETCH,
+           **{k: v for stlb, extra in STLBS.items()
+              for k, v in ((stlb, extra), (f"{stlb} + prefetch", extra + PREFETCH))}}
 
 
 def kernel(t: dict) -> int:
@@ -36,8 +46,8 @@ def kernel(t: dict) -> int:
     return c["L1K"] + c["L2"] + c["L3"]
 
 
-def workloads() -> list[tuple[str, str, int, bool]]:
-    """(name, workload spec, seed, synthetic) of every run."""
+def workloads() -> list[tuple[str, str, int | None, bool]]:
+    """(name, workload spec, seed, synthetic) of every generated run."""
     tar = _data_dir("data") / "tarzone.lks"
     out = []
     for seed in SEEDS:
@@ -56,6 +66,15 @@ def run_one(spec: str, seed: int, extra: str) -> dict:
     return traps(spec, machine(8, extra=extra), [f"machine.seed={seed}"])
 
 
+def run_trace(path: str) -> dict[str, dict]:
+    """The traps of a stored Linux trace on every machine of :data:`CONFIGS`, mapped onto
+    the MIPS segments, on one reading of it (once: the preset's machine seed)."""
+    machines = [(on_x86_64(machine(8, extra=extra)), "decstation3100-mach3", [], [])
+                for extra in CONFIGS.values()]
+    rs = json.loads(_lookaside.simulate_many(path, machines, None, watch, None))
+    return {k: r["traps"] for k, r in zip(CONFIGS, rs)}
+
+
 def run(d: Path, say: Callable[[str], None]) -> Outcome:
     import pandas as pd
 
@@ -63,15 +82,21 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     claims = load("bala94")
     o.claims = list(claims.values())
     rows = []
-    for name, spec, seed, synthetic in workloads():
-        base = run_one(spec, seed, "")
-        pre = run_one(spec, seed, PREFETCH)
+    traces = real_traces(list(REAL), say)
+    real = parallel(run_trace, list(traces.values()))
+    runs: list[tuple[str, int | None, bool, Callable[[str], dict]]] = [
+        (name, seed, synthetic, lambda k, s=spec, sd=seed: run_one(s, sd, CONFIGS[k]))
+        for name, spec, seed, synthetic in workloads()]
+    runs += [(f"linux {n}", None, REAL[n], got.__getitem__) for n, got in zip(traces, real)]
+    for name, seed, synthetic, result in runs:
+        base = result("base")
+        pre = result("prefetch")
         k0 = kernel(base)
         cut = 1 - kernel(pre) / k0 if k0 else float("nan")
         claims["prefetch-cuts-kernel-misses"].add(name, seed, cut)
-        for stlb, extra in STLBS.items():
-            st = run_one(spec, seed, extra)
-            both = run_one(spec, seed, extra + PREFETCH)
+        for stlb in STLBS:
+            st = result(stlb)
+            both = result(f"{stlb} + prefetch")
             k = kernel(st)
             fast = sum(st["stlb"]["hits"].values())
             where = f"{name}; {stlb}"
@@ -87,9 +112,10 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                          "with_prefetch": kernel(pre), "with_stlb": k,
                          "with_both": kernel(both), "stlb_fast_share": fast / max(k, 1),
                          "seconds": secs, **{f"saved_{k_}": v for k_, v in saved.items()}})
-        say(f"{name}, seed {seed}: done")
+        say(f"{name}, seed {seed}: done" if seed is not None else f"{name}: done")
     df = pd.DataFrame(rows)
     o.tables["bala_runs"] = df
+    o.tables["linux_traces"] = on_linux_traces(o.claims)
     o.tables["prefetch_classes"] = prefetch_classes()
     fig, ax = subplots(size=(7, 4))
     plot_ranges(ax, o.claims, "Bala 1994: the abstract's ranges (band) and every run (dots)")

@@ -2,8 +2,11 @@
 fixed in ``data/claims/uhlig94.toml``. This recipe measures each claim on every Mach 3.0
 workload of the recipe — the Mach 3.0 OS-structure model, the real program ``tar`` (the
 shipped ``tarzone.lks``, its system calls marked) under it, and the multiserver token ring
-(Fig. 9's workload) — over seeds 1-5, and the claims module judges. Tables II, VI and VII
-are recomputed from Tables III and V (transcriptions, not reproductions)."""
+(Fig. 9's workload) — over seeds 1-5, and on the stored whole-system Linux traces
+(:mod:`lookaside.corpus`: ``compile`` with its file service in the kernel, in one and in two
+user-level servers, and ``ring``) once each, mapped onto the MIPS segments
+(``refill.addresses = "x86-64"``); the claims module judges. Tables II, VI and VII are
+recomputed from Tables III and V (transcriptions, not reproductions)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import _data_dir, _lookaside, preset_path
+from .. import LookasideError, _data_dir, _lookaside, corpus, preset_path
 from ..report import plot_bars, plot_lines, subplots
 from ..sweep import run_point, run_points
 from . import RECIPES, Outcome, parallel, save_figure, watch
@@ -43,6 +46,40 @@ def machine(lower: int, placement: str = "A", upper: str = "random", extra: str 
                         f'upper_policy = "{upper}" }}')
     text = text.replace('placement = "A"', f'placement = "{placement}"')
     return text + extra
+
+
+#: The kernel classes of a Linux trace's ``kernel_layout`` that a MIPS kernel reaches through
+#: kseg0, unmapped: its direct map of memory, its image, and its page structures (vmemmap:
+#: Mach and Ultrix keep theirs in unmapped memory). Every other class (vmalloc with the
+#: kernel stacks, modules, fixmap, the CPU entry area) is mapped kernel data in kseg2.
+KSEG0_CLASSES = ("direct_map", "text", "vmemmap")
+
+
+def on_x86_64(text: str) -> str:
+    """Machine `text` (a DECstation preset) running a whole-system x86-64 trace: its
+    addresses mapped onto the MIPS segments (see ``refill.addresses`` in the machine docs)."""
+    regions = ", ".join(f'{{ kernel = "{c}", size = "unmapped" }}' for c in KSEG0_CLASSES)
+    out = text.replace('[pages]\nsize = "4k"\n', f'[pages]\nsize = "4k"\nregions = [{regions}]\n')
+    out = out.replace("[refill]\n", '[refill]\naddresses = "x86-64"\n')
+    if out.count("regions = [") != 1 or out.count('addresses = "x86-64"') != 1:
+        raise ValueError("on_x86_64: not a DECstation preset ([pages] with 4k and [refill])")
+    return out
+
+
+#: The stored Linux traces that stand for the paper's Mach 3.0 workloads (the claims file
+#: says why), and the one for Ultrix.
+REAL_MACH3 = ("compile-user", "compile-user2", "ring")
+REAL_ULTRIX = "compile"
+
+
+def real_traces(names: Sequence[str], say: Callable[[str], None]) -> dict[str, str]:
+    """The paths of the stored traces `names`, by name; none (said) when the stored corpus
+    is missing."""
+    try:
+        return {n: str(corpus.path(n)) for n in names}
+    except LookasideError as e:
+        say(f"the stored Linux traces are missing, their claims not run: {e}")
+        return {}
 
 
 def unpartitioned(entries: int, ways: int) -> str:
@@ -91,12 +128,16 @@ def s(value: object) -> str:
     return json.dumps(value)
 
 
-def measure_mach3(spec: str, seed: int) -> dict:
-    """Everything the Mach 3.0 claims need of one workload at one seed, on one reading of it
-    per machine family: partition sweeps of policies A-C (random and FIFO upper), D, Table
-    IX's static points and dynamic partitioning (policy B), Figs. 12-13's sizes, Fig. 14's
-    geometries. Returns total service times (s) by key, and the L2 times of policy A."""
-    base = preset()
+def measure_mach3(spec: str, seed: int | None, x86_64: bool = False) -> dict:
+    """Everything the Mach 3.0 claims need of one workload at one seed (None: a stored
+    trace, run once on the preset's machine seed; `x86_64`: mapped onto the MIPS segments),
+    on one reading of it per machine family: partition sweeps of policies A-C (random and
+    FIFO upper), D, Table IX's static points and dynamic partitioning (policy B), Figs.
+    12-13's sizes, Fig. 14's geometries. Returns total service times (s) by key, the L2
+    times of policy A, and the traps of the preset's own point (8 lower slots, policy A)."""
+    mapped = on_x86_64 if x86_64 else (lambda t: t)
+    seeded_by = [] if seed is None else [f"machine.seed={seed}"]
+    base = mapped(preset())
     keyed: list[tuple[tuple, list[str]]] = []
     for p in "ABC":
         for lw in (STATIC_LOWERS if p == "B" else LOWERS):
@@ -109,17 +150,19 @@ def measure_mach3(spec: str, seed: int) -> dict:
     for u in UPPER:
         keyed.append((("upper", u), [f"tlb.tlb.entries={u + 16}", "tlb.tlb.partition.lower=16",
                                      f"refill.costs={s('mach3-l1k-utlb')}"]))
-    seeded = [o + [f"machine.seed={seed}"] for _, o in keyed]
+    seeded = [o + seeded_by for _, o in keyed]
     out: dict = {"time": {}, "L2": {}, "types": {}}
     for (key, _), r in zip(keyed, run_points(spec, base, "decstation3100-mach3", [], seeded,
                                              progress=watch)):
         out["time"][key] = r["traps"]["seconds"]["total"]
         out["L2"][key] = r["traps"]["seconds"]["L2"]
+        if key == ("A", 8):
+            out["traps"] = r["traps"]
         if key[0] == "upper":
             out["types"][key[1]] = {k: r["traps"]["seconds"][k] for k in TYPES}
     geo = [(e, w) for e in ENTRIES for w in WAYS]
-    rs = run_points(spec, unpartitioned(64, 4), "decstation3100-mach3", [],
-                    [[f"tlb.tlb.entries={e}", f"tlb.tlb.ways={w}", f"machine.seed={seed}"]
+    rs = run_points(spec, mapped(unpartitioned(64, 4)), "decstation3100-mach3", [],
+                    [[f"tlb.tlb.entries={e}", f"tlb.tlb.ways={w}", *seeded_by]
                      for e, w in geo], progress=watch)
     for key, r in zip(geo, rs):
         out["time"][("geometry", key)] = r["traps"]["seconds"]["total"]
@@ -132,7 +175,7 @@ def optimum(times: dict, policy: str, lowers=LOWERS) -> tuple[int, float]:
     return best, times[(policy, best)]
 
 
-def judge_mach3(claims: dict, name: str, seed: int, m: dict) -> None:
+def judge_mach3(claims: dict, name: str, seed: int | None, m: dict) -> None:
     """Add one Mach 3.0 workload's results to every claim that runs on it."""
     t = m["time"]
     claims["l2-time-negligible-with-lower-slots"].add(
@@ -267,7 +310,8 @@ def structures(claims: dict, seed: int) -> list[dict]:
                 claims["non-l1u-majority-of-time"].add(
                     f"{system}, {wname}", seed, 1 - t["seconds"]["L1U"] / t["seconds"]["total"])
             rows.append({"workload": wname, "seed": seed, "system": system,
-                         **{k: t["counts"][k] for k in TYPES}, "seconds": secs[system]})
+                         **{k: t["counts"][k] for k in TYPES}, "seconds": secs[system],
+                         "address_errors": t["address_errors"]})
         claims["ultrix-l1u-share"].add(wname, seed, l1u)
         claims["service-time-rises-with-structure"].add(wname, seed, secs)
         opt = {}
@@ -277,6 +321,35 @@ def structures(claims: dict, seed: int) -> list[dict]:
             opt[system] = optimum({("A", lw): v for lw, v in sweep.items()}, "A")[0]
         claims["optimum-moves-right-with-address-spaces"].add(wname, seed, opt)
     return rows
+
+
+def real_structures(claims: dict, traces: dict[str, str], measured: dict[str, dict]
+                    ) -> list[dict]:
+    """The stored Linux traces as the OS structures of Table V (the claims file maps them):
+    compile (file service in the kernel) on the Ultrix machine, compile-user (one user-level
+    server) and compile-user2 (two) on Mach 3.0's, each mapped onto the MIPS segments, once
+    each; `measured` holds the Mach 3.0 ones' :func:`measure_mach3`, by workload name."""
+    rows = []
+    if REAL_ULTRIX in traces:
+        t = run_point(traces[REAL_ULTRIX], on_x86_64(preset("decstation3100-ultrix")),
+                      "decstation3100-ultrix", [], [], progress=watch)["traps"]
+        claims["ultrix-l1u-share"].add(f"linux {REAL_ULTRIX}", None,
+                                       t["counts"]["L1U"] / max(t["counts"]["total"], 1))
+        rows.append(("Ultrix", REAL_ULTRIX, t))
+    for system, name in (("Mach3", "compile-user"), ("Mach3+AFSout", "compile-user2")):
+        if f"linux {name}" in measured:
+            t = measured[f"linux {name}"]["traps"]
+            claims["non-l1u-majority-of-time"].add(
+                f"{system}, linux {name}", None, 1 - t["seconds"]["L1U"] / t["seconds"]["total"])
+            rows.append((system, name, t))
+    if {"linux compile-user", "linux compile-user2"} <= measured.keys():
+        claims["optimum-moves-right-with-address-spaces"].add("linux compile", None, {
+            system: optimum(measured[f"linux {name}"]["time"], "A")[0]
+            for system, name in (("Mach3", "compile-user"), ("Mach3+AFSout", "compile-user2"))})
+    return [{"workload": f"linux {name}", "seed": None, "system": system,
+             **{k: t["counts"][k] for k in TYPES}, "seconds": t["seconds"]["total"],
+             "address_errors": t["address_errors"]}
+            for system, name, t in rows]
 
 
 #: The Table V counts the text's ratios rest on (Sections 4 and 4.2.2).
@@ -330,9 +403,12 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     o.claims = list(claims.values())
     transcriptions(o, claims)
     say("Tables II, VI, VII: done")
-    jobs = [(name, spec, seed) for seed in SEEDS for name, spec in mach3_workloads(seed).items()]
-    measured = parallel(lambda j: measure_mach3(j[1], j[2]), jobs)
-    for (name, _, seed), m in zip(jobs, measured):
+    traces = real_traces((REAL_ULTRIX, *REAL_MACH3), say)
+    jobs = [(name, spec, seed, False) for seed in SEEDS
+            for name, spec in mach3_workloads(seed).items()]
+    jobs += [(f"linux {n}", traces[n], None, True) for n in REAL_MACH3 if n in traces]
+    measured = parallel(lambda j: measure_mach3(j[1], j[2], j[3]), jobs)
+    for (name, _, seed, _), m in zip(jobs, measured):
         judge_mach3(claims, name, seed, m)
     say("Mach 3.0 workloads: done")
     part = []
@@ -355,6 +431,7 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     rows = []
     for seed in SEEDS:
         rows += structures(claims, seed)
+    rows += real_structures(claims, traces, {j[0]: m for j, m in zip(jobs, measured) if j[3]})
     o.tables["structures"] = pd.DataFrame(rows)
     say("OS structures: done")
     knees = parallel(sizes_and_knees, list(SEEDS))
@@ -395,7 +472,23 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                       save_figure(fig, d, "partition")))
     handlers_in_the_caches(o)
     say("handlers in the caches: done")
+    o.tables["linux_traces"] = on_linux_traces(o.claims)
     return o
+
+
+def on_linux_traces(claims: list) -> Any:
+    """Every result on a stored Linux trace, one row each: the claim, the workload, the
+    value (an ordering's values joined) and whether it holds."""
+    import pandas as pd
+
+    def value(v: Any) -> str:
+        return ("; ".join(f"{k} {x:.4g}" for k, x in v.items()) if isinstance(v, dict)
+                else f"{v:.4g}")
+
+    return pd.DataFrame([{"claim": c.id, "kind": c.kind, "workload": r.workload,
+                          "value": value(r.value), "holds": r.holds}
+                         for c in claims for r in c.results if "linux" in r.workload],
+                        columns=["claim", "kind", "workload", "value", "holds"])
 
 
 def handlers_in_the_caches(o: Outcome) -> None:

@@ -5,6 +5,8 @@
 //! own cost.
 //!
 //! * [`layout`] — the MIPS segments and Mach's page-table layout: where each PTE lives.
+//! * [`addresses`] — where a 64-bit trace's addresses land on those segments (x86-64: user
+//!   pages folded into kuseg without aliasing, the kernel's classes in kseg0 or kseg2).
 //! * [`SoftwareManagedTlb`] — the TLB, the handlers, placement policies A–D, Invalid and
 //!   Modify traps, dynamic partitioning by hill climbing, IPC-path prefetching; driven by
 //!   events like a [`crate::machine::Machine`] (which delegates to it when the config has a
@@ -19,6 +21,7 @@
 //!   every table reference through a data cache, priced by Huck & Hays' cycle costs
 //!   ([`WalkCosts`]); the `pagetable` section of the result JSON.
 
+pub mod addresses;
 mod cost;
 pub mod layout;
 mod refill;

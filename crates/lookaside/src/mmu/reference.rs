@@ -1,11 +1,13 @@
 //! A brute-force reference model of the software refill, for differential testing: Mach's
 //! `tlb_miss` transcribed as plainly as possible, over the brute-force reference TLB
 //! (`tlb/reference.rs`), with page states in a `BTreeMap`, the Context register's table base
-//! recomputed from a `Vec` of address spaces on every miss, and no fast paths.
+//! recomputed from a `Vec` of address spaces on every miss, and no fast paths. A 64-bit
+//! trace's addresses are placed on the MIPS segments by the rule of `addresses.rs` read as
+//! written: a `BTreeMap` of blocks searched on every reference, the kernel classes scanned.
 
 use std::collections::BTreeMap;
 
-use crate::config::{FirstTouch, PlacementPolicy, ReadFaultMaps};
+use crate::config::{FirstTouch, PlacementPolicy, ReadFaultMaps, RefillAddresses};
 use crate::event::{Event, Kind, Mode, FLUSH_ALL};
 use crate::tlb::reference::RefTlb;
 use crate::tlb::{Part, NO_CTX};
@@ -31,6 +33,13 @@ pub struct RefModel {
     first_touch: FirstTouch,
     read_dirty: bool,
     fold: bool,
+    x86: bool,
+    /// Kernel classes (x86-64): unmapped and mapped `[start, end)` ranges.
+    unmapped_classes: Vec<(u64, u64)>,
+    mapped_classes: Vec<(u64, u64)>,
+    /// (space, trace block) → MIPS block (`None`: none was free), in order of first sight;
+    /// the kernel's space is `u32::MAX`.
+    blocks: BTreeMap<(u32, u64), Option<u64>>,
     split: bool,
     asid: u32,
     /// Address spaces in order of first appearance: the index is the page-table slot.
@@ -68,6 +77,10 @@ impl RefModel {
             first_touch: p.first_touch,
             read_dirty: p.read_fault_maps == ReadFaultMaps::Dirty,
             fold: p.fold_user_addresses,
+            x86: p.addresses == RefillAddresses::X86_64,
+            unmapped_classes: Vec::new(),
+            mapped_classes: Vec::new(),
+            blocks: BTreeMap::new(),
             split: p.split_straddles,
             asid: 0,
             spaces: vec![0],
@@ -78,6 +91,58 @@ impl RefModel {
             accesses: 0,
             misses: 0,
             unmapped: 0,
+        }
+    }
+
+    /// The trace's kernel classes (x86-64).
+    pub fn bind(&mut self, unmapped: &[(u64, u64)], mapped: &[(u64, u64)]) {
+        self.unmapped_classes = unmapped.to_vec();
+        self.mapped_classes = mapped.to_vec();
+    }
+
+    /// The MIPS block of `addr`'s 4 MB block in `space`: the first free one of `n` from the
+    /// block's low bits on, taken the first time the block is seen.
+    fn fold(&mut self, space: u32, addr: u64, n: u64) -> Option<u64> {
+        let block = addr >> 22;
+        if !self.blocks.contains_key(&(space, block)) {
+            let taken: Vec<u64> = self
+                .blocks
+                .iter()
+                .filter(|((s, _), _)| *s == space)
+                .filter_map(|(_, b)| *b)
+                .collect();
+            let b = (0..n).map(|k| (block + k) % n).find(|b| !taken.contains(b));
+            self.blocks.insert((space, block), b);
+        }
+        self.blocks[&(space, block)].map(|b| b << 22 | (addr & 0x3f_ffff))
+    }
+
+    /// Where `addr` lands: (user page, unmapped, kseg2 address); `None`: an address error.
+    fn place(&mut self, addr: u64, mode: Mode, asid: u32) -> Option<(Option<u64>, Option<u64>)> {
+        let user = |a: Option<u64>| a.map(|a| (Some(a), None));
+        let kernel = |a: u64| Some((None, Some(a)));
+        let within = |a: u64, r: &[(u64, u64)]| r.iter().any(|&(s, e)| (s..e).contains(&a));
+        if self.x86 {
+            if addr < 1 << 63 {
+                user(self.fold(asid, addr, 512))
+            } else if within(addr, &self.unmapped_classes) {
+                (mode == Mode::Kernel).then_some((None, None))
+            } else if within(addr, &self.mapped_classes) {
+                self.fold(u32::MAX, addr, 32)
+                    .map(|a| (None, Some(0xC000_0000 + a)))
+            } else {
+                None
+            }
+        } else if addr < 0x8000_0000 && !self.fold {
+            user(Some(addr))
+        } else if self.fold && (mode == Mode::User || addr < 0x8000_0000) {
+            user(self.fold(asid, addr, 512))
+        } else if mode == Mode::User || addr >= 1 << 32 {
+            None
+        } else if addr < 0xC000_0000 {
+            Some((None, None))
+        } else {
+            kernel(addr)
         }
     }
 
@@ -104,6 +169,12 @@ impl RefModel {
 
     pub fn event(&mut self, e: &Event) {
         if !e.kind.is_ref() {
+            let mut e = *e;
+            if (self.fold || self.x86) && e.kind != Kind::ContextSwitch && e.addr != FLUSH_ALL {
+                if let Some((u, k)) = self.place(e.addr, Mode::Kernel, e.asid) {
+                    e.addr = u.or(k).unwrap_or(e.addr);
+                }
+            }
             let vpn = e.addr >> 12;
             match e.kind {
                 Kind::ContextSwitch => self.switch(e.asid),
@@ -144,21 +215,24 @@ impl RefModel {
 
     fn page(&mut self, addr: u64, kind: Kind, mode: Mode) {
         let store = kind == Kind::Store;
-        let hit = if addr < 0x8000_0000 {
-            self.user(addr >> 12, store)
-        } else if mode == Mode::User && self.fold {
-            self.user((addr & 0x7FFF_FFFF) >> 12, store)
-        } else if mode == Mode::User || addr >= 1 << 32 {
-            self.address_errors += 1;
-            return;
-        } else if addr < 0xC000_0000 {
-            self.unmapped += 1;
-            return;
-        } else if self.tlb.lookup(addr >> 12, G, NO_CTX) {
-            true
-        } else {
-            self.kernel_miss(addr, 0);
-            false
+        let hit = match self.place(addr, mode, self.asid) {
+            None => {
+                self.address_errors += 1;
+                return;
+            }
+            Some((Some(a), _)) => self.user(a >> 12, store),
+            Some((None, None)) => {
+                self.unmapped += 1;
+                return;
+            }
+            Some((None, Some(a))) => {
+                if self.tlb.lookup(a >> 12, G, NO_CTX) {
+                    true
+                } else {
+                    self.kernel_miss(a, 0);
+                    false
+                }
+            }
         };
         self.accesses += 1;
         self.misses += !hit as u64;

@@ -3,7 +3,8 @@
 //!
 //! # What happens on a reference
 //!
-//! The address's segment ([`super::layout`]) decides everything. kseg0/kseg1 are unmapped.
+//! The address's segment ([`super::layout`]) decides everything (a 64-bit trace's addresses
+//! are first mapped onto the segments: [`super::addresses`]). kseg0/kseg1 are unmapped.
 //! Everything else is looked up in the TLB — kuseg pages by ASID, kseg2 pages as global
 //! entries — and a miss raises a trap that runs the handler Mach 3.0 runs (`locore.s`
 //! `TRAP_tlb_umiss`, `trap.c` `tlb_miss`, `tlb_mod`):
@@ -63,12 +64,15 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::config::{FirstTouch, MachineConfig, PlacementPolicy, ReadFaultMaps, Straddle};
+use crate::config::{
+    FirstTouch, MachineConfig, PlacementPolicy, ReadFaultMaps, RefillAddresses, Straddle,
+};
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, Mode, FLUSH_ALL, NO_PADDR};
 use crate::ledger::Ledger;
 use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 
+use super::addresses::{AddressMap, Place};
 use super::cost::{CostTable, Service, Trap, TrapCounts, Work};
 use super::layout::{self, Segment, PAGE_SHIFT};
 use super::stlb::Stlb;
@@ -263,6 +267,8 @@ pub struct RefillParams {
     pub first_touch: FirstTouch,
     pub read_fault_maps: ReadFaultMaps,
     pub fold_user_addresses: bool,
+    /// What the trace's addresses are (see [`super::addresses`]).
+    pub addresses: RefillAddresses,
     /// An access crossing a page boundary translates both pages.
     pub split_straddles: bool,
     /// Bala's software TLB of kernel translations, if any.
@@ -297,6 +303,7 @@ impl RefillParams {
             first_touch: FirstTouch::User,
             read_fault_maps: ReadFaultMaps::Clean,
             fold_user_addresses: false,
+            addresses: RefillAddresses::Mips,
             split_straddles: true,
             stlb: None,
             prefetch: PrefetchParams::default(),
@@ -365,6 +372,9 @@ pub struct SoftwareManagedTlb {
     parts: [Part; 4],
     partitioned: bool,
     params: RefillParams,
+    /// How a 64-bit trace's addresses land on the MIPS segments; `None`: they are MIPS
+    /// addresses.
+    map: Option<AddressMap>,
     cur_asid: u32,
     /// Context of the running address space's user entries (clean; or `DIRTY` for dirty).
     uctx: u64,
@@ -479,7 +489,10 @@ impl SoftwareManagedTlb {
             }
         };
         let tlb = Tlb::new(&p.tlb)?;
+        let x86_64 = p.addresses == RefillAddresses::X86_64;
+        let map = (x86_64 || p.fold_user_addresses).then(|| AddressMap::new(x86_64));
         let mut m = SoftwareManagedTlb {
+            map,
             parts: placement_parts(p.placement),
             partitioned: p.tlb.partition.is_some(),
             tlb,
@@ -547,11 +560,18 @@ impl SoftwareManagedTlb {
         if config.pages.size != crate::config::PageSize::Size(4096) {
             return Err(err("pages.size", "the R2000 has 4 KiB pages only".into()));
         }
-        if !config.pages.regions.is_empty() {
-            return Err(err(
-                "pages.regions",
-                "with [refill] the MIPS segments (kseg0/kseg1 unmapped, kseg2 mapped) come from the model; remove the regions".into(),
-            ));
+        let x86_64 = r.addresses == RefillAddresses::X86_64;
+        for (i, region) in config.pages.regions.iter().enumerate() {
+            if region.kernel.is_none() || !x86_64 {
+                return Err(err(
+                    &format!("pages.regions[{i}]"),
+                    if x86_64 {
+                        "with [refill] the MIPS segments come from the model: a region can only declare a class of the trace's kernel layout unmapped (kseg0), as { kernel = \"direct_map\", size = \"unmapped\" }".into()
+                    } else {
+                        "with [refill] the MIPS segments (kseg0/kseg1 unmapped, kseg2 mapped) come from the model; a region naming a kernel class (kseg0 for a 64-bit trace) needs refill.addresses = \"x86-64\"; remove the regions".into()
+                    },
+                ));
+            }
         }
         if let Some(g) = config.machine.global_above {
             if g != layout::KSEG2 {
@@ -631,6 +651,7 @@ impl SoftwareManagedTlb {
             first_touch: r.invalid_on_first_touch,
             read_fault_maps: r.read_fault_maps,
             fold_user_addresses: r.fold_user_addresses,
+            addresses: r.addresses,
             split_straddles: config.machine.straddle == Straddle::Split,
         };
         SoftwareManagedTlb::new(params).map_err(|m| {
@@ -679,6 +700,46 @@ impl SoftwareManagedTlb {
     /// The address errors of user-mode references: outside kuseg (above 2 GB) and not folded.
     pub fn user_address_errors(&self) -> u64 {
         self.user_address_errors
+    }
+
+    /// Whether the trace's addresses are mapped onto the MIPS segments as x86-64's
+    /// (`refill.addresses = "x86-64"`).
+    pub fn maps_x86_64(&self) -> bool {
+        self.map.as_ref().is_some_and(AddressMap::x86_64)
+    }
+
+    /// Gives an x86-64 map the trace's kernel classes: those run unmapped (kseg0) and those
+    /// mapped (kseg2), as `[start, end)` ranges (see [`AddressMap::bind`]); nothing for MIPS
+    /// addresses.
+    pub fn bind_kernel_classes(&mut self, unmapped: &[(u64, u64)], mapped: &[(u64, u64)]) {
+        if let Some(m) = self.map.as_mut().filter(|m| m.x86_64()) {
+            m.bind(unmapped, mapped);
+        }
+    }
+
+    /// Why the trace's addresses could not be mapped onto the MIPS segments without
+    /// aliasing pages (see [`AddressMap::unplaceable`]), or `None`.
+    pub fn unplaceable(&self) -> Option<String> {
+        self.map.as_ref().and_then(AddressMap::unplaceable)
+    }
+
+    /// Where a reference of `mode` to `addr` in address space `asid` lands on the MIPS
+    /// segments: as it is (MIPS addresses), or through the address map.
+    #[inline(always)]
+    pub fn place(&mut self, addr: u64, mode: Mode, asid: u32) -> Place {
+        match &mut self.map {
+            None => match layout::segment(addr) {
+                Segment::User => Place::User(addr),
+                Segment::Unmapped if mode == Mode::Kernel => Place::Unmapped,
+                Segment::KernelData | Segment::UserPageTable | Segment::KernelPageTable
+                    if mode == Mode::Kernel =>
+                {
+                    Place::Kernel(addr)
+                }
+                _ => Place::Error,
+            },
+            Some(m) => m.place(addr, mode, asid),
+        }
     }
 
     /// Slots in the lower partition (0 without a partition).
@@ -846,21 +907,14 @@ impl SoftwareManagedTlb {
     #[inline(always)]
     fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, ledger: &mut Ledger) {
         let store = kind == Kind::Store;
-        let hit = match layout::segment(addr) {
-            Segment::User => self.user_ref(addr >> PAGE_SHIFT, store),
-            Segment::Unmapped if mode == Mode::Kernel => {
+        let hit = match self.place(addr, mode, self.cur_asid) {
+            Place::User(a) => self.user_ref(a >> PAGE_SHIFT, store),
+            Place::Unmapped => {
                 ledger.unmapped += 1;
                 return;
             }
-            Segment::KernelData | Segment::UserPageTable | Segment::KernelPageTable
-                if mode == Mode::Kernel =>
-            {
-                self.kernel_ref(addr)
-            }
-            _ if mode == Mode::User && self.params.fold_user_addresses => {
-                self.user_ref((addr & (layout::KSEG0 - 1)) >> PAGE_SHIFT, store)
-            }
-            _ => {
+            Place::Kernel(a) => self.kernel_ref(a),
+            Place::Error => {
                 self.address_errors += 1;
                 self.user_address_errors += (mode == Mode::User) as u64;
                 return;
@@ -1259,19 +1313,31 @@ impl SoftwareManagedTlb {
     }
 
     fn control(&mut self, e: &Event, ledger: &mut Ledger) {
+        // The page it names, on the MIPS segments (a page that lands nowhere is left as it
+        // is: it matches no entry).
+        let addr = match e.kind {
+            Kind::TlbFlush if e.addr == FLUSH_ALL => e.addr,
+            Kind::TlbFlush | Kind::Map | Kind::Unmap | Kind::Protect if self.map.is_some() => {
+                match self.place(e.addr, Mode::Kernel, e.asid) {
+                    Place::User(a) | Place::Kernel(a) => a,
+                    Place::Unmapped | Place::Error => e.addr,
+                }
+            }
+            _ => e.addr,
+        };
         match e.kind {
             Kind::ContextSwitch => self.switch_to(e.asid, ledger),
             Kind::TlbFlush if e.addr == FLUSH_ALL => self.tlb.flush_all(),
-            Kind::TlbFlush => self.shoot_down(e.addr, e.asid),
+            Kind::TlbFlush => self.shoot_down(addr, e.asid),
             Kind::Map | Kind::Unmap | Kind::Protect => {
-                self.shoot_down(e.addr, e.asid);
+                self.shoot_down(addr, e.asid);
                 let state = match e.kind {
                     Kind::Map => PageState::Dirty,
                     Kind::Unmap => PageState::Invalid,
                     _ => PageState::Clean,
                 };
-                let vpn = e.addr >> PAGE_SHIFT;
-                match layout::segment(e.addr) {
+                let vpn = addr >> PAGE_SHIFT;
+                match layout::segment(addr) {
                     Segment::User => {
                         self.pages.insert(user_key(e.asid, vpn), state);
                     }

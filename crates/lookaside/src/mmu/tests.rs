@@ -409,6 +409,15 @@ fn addresses_outside_the_mips_space() {
     let mut f = SoftwareManagedTlb::new(p).unwrap();
     run(&mut f, &mut l, &[load(0x7fff_0040_0000, 1)]);
     assert_eq!((f.address_errors(), f.counts().of(Trap::L1U)), (0, 1));
+    // A page whose low 31 bits are the same is another page, not an alias: it misses too,
+    // then both hit.
+    run(&mut f, &mut l, &[load(0x40_0000, 1)]);
+    run(
+        &mut f,
+        &mut l,
+        &[load(0x7fff_0040_0000, 1), load(0x40_0000, 1)],
+    );
+    assert_eq!(f.counts().of(Trap::L1U), 2);
 }
 
 #[test]
@@ -471,6 +480,27 @@ fn refill_config_errors_name_the_key() {
             .contains("pages.regions")
     );
     assert!(e("[machine]\nglobal_above = 0x1000\n[refill]\n").contains("machine.global_above"));
+    // A 64-bit trace's kernel classes: only with refill.addresses = "x86-64", and only
+    // declared unmapped.
+    let class = "[pages]\nregions = [{ kernel = 'direct_map', size = 'unmapped' }]\n";
+    let mips = e(&format!("{class}[refill]\n"));
+    assert!(
+        mips.contains("pages.regions[0]") && mips.contains("refill.addresses = \"x86-64\""),
+        "{mips}"
+    );
+    machine(&format!("{class}[refill]\naddresses = 'x86-64'\n")).unwrap();
+    let range = e("[pages]\nregions = [{ start = 0, end = 4096, size = 'unmapped' }]\n[refill]\naddresses = 'x86-64'\n");
+    assert!(
+        range.contains("pages.regions[0]") && range.contains("only declare a class"),
+        "{range}"
+    );
+    let mapped = e("[pages]\nregions = [{ kernel = 'vmalloc', size = '4k' }]\n[refill]\naddresses = 'x86-64'\n");
+    assert!(mapped.contains("pages.regions[0].size"), "{mapped}");
+    let bad = e("[refill]\naddresses = 'x86'\n");
+    assert!(
+        bad.contains("refill.addresses") && bad.contains("x86-64"),
+        "{bad}"
+    );
     let two = "[[tlb]]\nname = 'b'\nentries = 8\nnext = 'tlb'\n[refill]\n";
     let two = e(two);
     assert!(two.contains(": tlb: the software-refill model"), "{two}");
@@ -513,6 +543,51 @@ fn address(sel: u8, x: u16) -> (u64, Mode) {
 }
 
 fn events(raw: &[(u8, u8, u16, u8)]) -> Vec<Event> {
+    events_at(raw, address)
+}
+
+/// An x86-64 trace's addresses, adversarial for the fold: user blocks that collide in their
+/// low bits (and so in kuseg), the top of the lower half, the ends of the kernel classes of
+/// [`X86_CLASSES`] and outside them, mapped kernel blocks that collide modulo kseg2's 32.
+fn x86_address(sel: u8, x: u16) -> (u64, Mode) {
+    let x = x as u64;
+    let mode = if x & 1 == 0 { Mode::User } else { Mode::Kernel };
+    let page = (x / 2 % 3) << 12;
+    match sel % 8 {
+        0..=2 => (
+            (x % 3) << 22 | (x / 3 % 4) << 31 | (x / 12 % 2) << 45 | page,
+            mode,
+        ),
+        3 => ((1 << 47) - 0x2000 + (x % 3) * 0x1000, mode),
+        4 => (
+            0xffff_c900_0000_0000 + (x % 3) * (32 << 22) + page,
+            Mode::Kernel,
+        ),
+        5 => (0xffff_8880_0000_0000 + (x << 12), Mode::Kernel),
+        6 => (0xffff_ffff_c000_0000 - 0x2000 + (x % 4) * 0x1000, mode),
+        _ => (
+            [1u64 << 63, 0xffff_c880_0000_0000, u64::MAX - 0xfff][x as usize % 3],
+            mode,
+        ),
+    }
+}
+
+/// `[start, end)` ranges of kernel classes.
+type Ranges = [(u64, u64); 2];
+
+/// Kernel classes of an x86-64 layout: (kseg0, kseg2) ranges.
+const X86_CLASSES: (Ranges, Ranges) = (
+    [
+        (0xffff_8880_0000_0000, 0xffff_c880_0000_0000),
+        (0xffff_ffff_8000_0000, 0xffff_ffff_c000_0000),
+    ],
+    [
+        (0xffff_c900_0000_0000, 0xffff_e900_0000_0000),
+        (0xffff_ffff_c000_0000, 0xffff_ffff_ff00_0000),
+    ],
+);
+
+fn events_at(raw: &[(u8, u8, u16, u8)], address: fn(u8, u16) -> (u64, Mode)) -> Vec<Event> {
     raw.iter()
         .map(|&(op, sel, x, asid)| {
             let asid = asid as u32 % 4;
@@ -627,6 +702,125 @@ proptest! {
         prop_assert_eq!(l.unmapped, r.unmapped);
         prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
     }
+
+    /// The same with a 64-bit trace mapped onto the MIPS segments: as x86-64 (its kernel
+    /// classes bound) or with folded user addresses, against the reference's placement read
+    /// as written.
+    #[test]
+    fn a_mapped_64_bit_trace_matches_the_reference_model(
+        p in params_strategy(),
+        x86 in any::<bool>(),
+        raw in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>()), 1..400),
+    ) {
+        let mut p = p;
+        if x86 {
+            p.addresses = crate::config::RefillAddresses::X86_64;
+        } else {
+            p.fold_user_addresses = true;
+        }
+        let evs = events_at(&raw, x86_address);
+        let mut m = SoftwareManagedTlb::new(p.clone()).unwrap();
+        let mut l = Ledger::new(vec!["tlb".into()]);
+        let mut r = RefModel::new(&p);
+        m.bind_kernel_classes(&X86_CLASSES.0, &X86_CLASSES.1);
+        if x86 {
+            r.bind(&X86_CLASSES.0, &X86_CLASSES.1);
+        }
+        for chunk in evs.chunks(37) {
+            m.run_batch(chunk, &mut l);
+        }
+        for e in &evs {
+            r.event(e);
+        }
+        prop_assert_eq!(m.counts().by_depth, r.traps);
+        prop_assert_eq!(*m.handler(), r.handler);
+        prop_assert_eq!(m.address_errors(), r.address_errors);
+        let t = l.total(0, |_, _, _| true);
+        prop_assert_eq!((t.accesses, t.misses), (r.accesses, r.misses));
+        prop_assert_eq!(l.unmapped, r.unmapped);
+        prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
+        prop_assert!(m.unplaceable().is_none());
+    }
+}
+
+#[test]
+fn an_x86_64_trace_lands_on_the_mips_segments() {
+    let mut p = RefillParams::r2000_mach3();
+    p.first_touch = FirstTouch::None;
+    p.addresses = crate::config::RefillAddresses::X86_64;
+    let mut m = SoftwareManagedTlb::new(p).unwrap();
+    m.bind_kernel_classes(&X86_CLASSES.0, &X86_CLASSES.1);
+    let mut l = Ledger::new(vec!["tlb".into()]);
+    // A user page and one whose block collides with it in kuseg: two pages, two L1U traps,
+    // on two L1 page-table pages (two L2 traps); the second hits after.
+    let (a, b) = (0x40_0000, 0x7f00_0040_0000);
+    assert_eq!(
+        run(
+            &mut m,
+            &mut l,
+            &[load(a, 1), load(b, 1), load(a, 1), load(b, 1)]
+        ),
+        [2, 0, 2, 1, 0, 0]
+    );
+    // The kernel reaches user space through the TLB with the running ASID: a hit.
+    run(&mut m, &mut l, &[kernel_load(a, 1)]);
+    assert_eq!(m.counts().all(), 5);
+    // The direct map and the kernel text are unmapped; vmalloc and modules are mapped kernel
+    // data: L1K traps, each nesting an L3 for the kernel-page-table page of its PTE (modules'
+    // block collides with vmalloc's modulo 32, so it takes the next kseg2 block, whose PTEs
+    // are on the next page).
+    run(
+        &mut m,
+        &mut l,
+        &[
+            kernel_load(0xffff_8880_1234_5000, 1),
+            kernel_load(0xffff_ffff_8100_0000, 1),
+        ],
+    );
+    assert_eq!((m.counts().all(), l.unmapped), (5, 2));
+    assert_eq!(
+        run(&mut m, &mut l, &[kernel_load(0xffff_c900_0000_4000, 1)]),
+        [2, 1, 2, 2, 0, 0]
+    );
+    assert_eq!(
+        run(&mut m, &mut l, &[kernel_load(0xffff_ffff_c000_1000, 2)]),
+        [2, 2, 2, 3, 0, 0]
+    );
+    // Outside every class, non-canonical, or a user-mode reference to the direct map:
+    // address errors.
+    run(
+        &mut m,
+        &mut l,
+        &[
+            kernel_load(0xffff_c880_0000_0000, 1),
+            kernel_load(1 << 63, 1),
+            load(0xffff_8880_1234_5000, 1),
+        ],
+    );
+    assert_eq!((m.address_errors(), m.user_address_errors()), (3, 1));
+    assert!(m.unplaceable().is_none());
+    // Unmapping the second user page shoots down its entry at its kuseg address only.
+    run(&mut m, &mut l, &[Event::control(Kind::Unmap, b, 1)]);
+    assert_eq!(
+        run(&mut m, &mut l, &[load(a, 1), load(b, 1)]),
+        [3, 2, 2, 3, 0, 1]
+    );
+}
+
+#[test]
+fn an_address_space_too_large_for_kuseg_is_refused() {
+    let mut p = RefillParams::r2000_mach3();
+    p.addresses = crate::config::RefillAddresses::X86_64;
+    let mut m = SoftwareManagedTlb::new(p).unwrap();
+    let mut l = Ledger::new(vec!["tlb".into()]);
+    let evs: Vec<Event> = (0..=512u64).map(|b| load(b << 33, 1)).collect();
+    m.run_batch(&evs, &mut l);
+    assert_eq!(m.address_errors(), 1);
+    let e = m.unplaceable().unwrap();
+    assert!(
+        e.contains("address space 1") && e.contains("page at 0x40000000000"),
+        "{e}"
+    );
 }
 
 /// The shipped machine presets (in the Python package) that use the model build, and run it.
