@@ -24,10 +24,12 @@
 //!
 //! Memory: the shadow's tags (as large as the structure's) and one word per (sub-)block ever
 //! touched; the hash look-up of the infinite cache is paid only on misses of the shadow.
+//!
+//! A TLB's shadow is a TLB ([`Tlb`]: blocks are pages with a context); a cache's is the
+//! caches' own tag store ([`CacheTags`]: blocks alone), so that its look-ups cost what the
+//! cache's do.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
+use crate::cache::tags::CacheTags;
 use crate::tlb::{Policy, Tlb, TlbParams, NO_CTX};
 
 /// The classes, in report order.
@@ -52,31 +54,141 @@ enum Seen {
     Never,
 }
 
-/// A multiplicative hasher for the infinite cache's integer keys (SipHash costs several
-/// times more, and the keys are not chosen by an adversary).
-#[derive(Default)]
-struct Mix(u64);
+/// DineroIV's infinite cache: per key (a block, or a group of 64 blocks) and context, a word
+/// of bits, every one set at least once. An open-addressing table (linear probing, at most
+/// half full, doubled when it would be more), its keys never removed: a look-up is one hash
+/// and usually one slot, where a general hash map (its hasher, its groups of control bytes)
+/// cost several times more per miss of the shadow.
+#[derive(Clone, Debug, Default)]
+struct Known {
+    /// `(key, ctx, bits)`; `bits == 0` marks a free slot.
+    slots: Vec<(u64, u64, u64)>,
+    len: usize,
+    /// `64 - log2(slots.len())`: a hash's top bits are its home slot.
+    shift: u32,
+}
 
-impl Hasher for Mix {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
+impl Known {
+    /// The home slot of `(key, ctx)` in a table of `64 - shift` bits.
+    #[inline(always)]
+    fn home(key: u64, ctx: u64, shift: u32) -> usize {
+        ((key ^ ctx.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
+    /// The bits of `(key, ctx)`, added (all clear) if it was not there.
+    #[inline]
+    fn bits(&mut self, key: u64, ctx: u64) -> &mut u64 {
+        if 2 * (self.len + 1) > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = Known::home(key, ctx, self.shift);
+        loop {
+            let (k, c, b) = self.slots[i];
+            if b == 0 {
+                self.len += 1;
+                self.slots[i] = (key, ctx, 0);
+                return &mut self.slots[i].2;
+            }
+            if k == key && c == ctx {
+                return &mut self.slots[i].2;
+            }
+            i = (i + 1) & mask;
         }
     }
 
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(23) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    /// Double the table (or make the first one).
+    #[cold]
+    fn grow(&mut self) {
+        let size = (2 * self.slots.len()).max(64);
+        let old = std::mem::replace(&mut self.slots, vec![(0, 0, 0); size]);
+        self.shift = 64 - size.trailing_zeros();
+        for (k, c, b) in old.into_iter().filter(|e| e.2 != 0) {
+            let mut i = Known::home(k, c, self.shift);
+            while self.slots[i].2 != 0 {
+                i = (i + 1) & (size - 1);
+            }
+            self.slots[i] = (k, c, b);
+        }
     }
 }
 
-/// The fully associative shadow and the infinite cache of one structure.
+/// The fully associative tag store of a [`Shadow`]: the structure's own kind of store, with
+/// its exact replacement.
+pub trait ShadowTags: Clone {
+    /// An empty fully associative store of `entries` entries replaced by `policy`.
+    fn fully_associative(entries: usize, policy: Policy, seed: u64) -> Result<Self, String>;
+    /// The heap bytes of [`ShadowTags::fully_associative`]'s store of `entries` entries.
+    fn heap_bytes(entries: usize) -> u64;
+    /// Entries in all (the slots of [`ShadowTags::touch`]).
+    fn slots(&self) -> usize;
+    /// Look `(key, ctx)` up and fill it when absent: its slot, and whether it was present.
+    fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool);
+    /// The slot of `(key, ctx)` if present, the hit updating replacement; a miss changes
+    /// nothing.
+    fn lookup_slot(&mut self, key: u64, ctx: u64) -> Option<usize>;
+}
+
+impl ShadowTags for Tlb {
+    fn fully_associative(entries: usize, policy: Policy, seed: u64) -> Result<Self, String> {
+        let mut p = TlbParams::new(entries, entries, policy);
+        p.seed = seed;
+        Tlb::new(&p)
+    }
+
+    fn heap_bytes(entries: usize) -> u64 {
+        TlbParams::new(entries, entries, Policy::Lru).heap_bytes()
+    }
+
+    fn slots(&self) -> usize {
+        self.entries()
+    }
+
+    #[inline]
+    fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool) {
+        let t = self.access_slot(key, ctx);
+        (t.slot, t.hit)
+    }
+
+    #[inline]
+    fn lookup_slot(&mut self, key: u64, ctx: u64) -> Option<usize> {
+        let (set, way) = self.probe(key, ctx, NO_CTX)?;
+        self.lookup(key, ctx, NO_CTX);
+        Some(set * self.ways() + way)
+    }
+}
+
+/// A cache's blocks carry no context: `ctx` is always 0.
+impl ShadowTags for CacheTags {
+    fn fully_associative(entries: usize, policy: Policy, seed: u64) -> Result<Self, String> {
+        CacheTags::new(entries, entries, policy, seed)
+    }
+
+    fn heap_bytes(entries: usize) -> u64 {
+        CacheTags::heap_bytes(entries, entries)
+    }
+
+    fn slots(&self) -> usize {
+        self.entries()
+    }
+
+    #[inline]
+    fn touch(&mut self, key: u64, _ctx: u64) -> (usize, bool) {
+        let t = self.access(key);
+        (t.slot, t.hit)
+    }
+
+    #[inline]
+    fn lookup_slot(&mut self, key: u64, _ctx: u64) -> Option<usize> {
+        self.lookup(key)
+    }
+}
+
+/// The fully associative shadow and the infinite cache of one structure, whose tags are a
+/// `T` (a TLB's: [`Tlb`]; a cache's: [`CacheTags`]).
 #[derive(Clone, Debug)]
-pub struct Shadow {
-    fa: Tlb,
+pub struct Shadow<T = Tlb> {
+    fa: T,
     /// Per slot of `fa`, its valid sub-blocks.
     valid: Vec<u32>,
     /// DineroIV's infinite cache. With sub-blocks, per (block, context) ever referenced, its
@@ -84,11 +196,11 @@ pub struct Shadow {
     /// an entry keyed by (block / 64, context): a stream over a large region then keeps its
     /// blocks in a table a sixty-fourth as large, which the host's caches hold (one entry per
     /// block, a miss-heavy stream waited on the host's memory at nearly every reference).
-    seen: HashMap<(u64, u64), u64, BuildHasherDefault<Mix>>,
+    seen: Known,
     whole: bool,
 }
 
-impl Shadow {
+impl<T: ShadowTags> Shadow<T> {
     /// The shadow of a structure of `entries` entries (blocks) replaced by `policy`;
     /// `whole_blocks`: the structure has no sub-blocks (every reference touches the mask 1).
     pub fn new(
@@ -96,23 +208,19 @@ impl Shadow {
         policy: Policy,
         seed: u64,
         whole_blocks: bool,
-    ) -> Result<Shadow, String> {
-        let mut p = TlbParams::new(entries, entries, policy);
-        p.seed = seed;
-        let fa = Tlb::new(&p)?;
+    ) -> Result<Shadow<T>, String> {
+        let fa = T::fully_associative(entries, policy, seed)?;
         Ok(Shadow {
-            valid: vec![0; fa.entries()],
+            valid: vec![0; fa.slots()],
             fa,
-            seen: HashMap::default(),
+            seen: Known::default(),
             whole: whole_blocks,
         })
     }
 
     /// Bytes a shadow of `entries` entries takes, before anything is referenced.
     pub fn heap_bytes(entries: usize) -> u64 {
-        TlbParams::new(entries.max(1), entries.max(1), Policy::Lru)
-            .heap_bytes()
-            .saturating_add(4 * entries as u64)
+        T::heap_bytes(entries.max(1)).saturating_add(4 * entries as u64)
     }
 
     /// A reference to sub-blocks `subs` (a mask; 1 for a structure without sub-blocks) of
@@ -123,10 +231,8 @@ impl Shadow {
     #[inline]
     fn access(&mut self, key: u64, ctx: u64, subs: u32, allocate: bool) -> (bool, bool) {
         if !allocate {
-            return match self.fa.probe(key, ctx, NO_CTX) {
-                Some((set, way)) => {
-                    self.fa.lookup(key, ctx, NO_CTX);
-                    let slot = set * self.fa.ways() + way;
+            return match self.fa.lookup_slot(key, ctx) {
+                Some(slot) => {
                     let miss = self.valid[slot] & subs != subs;
                     self.valid[slot] |= subs;
                     (false, miss)
@@ -134,8 +240,8 @@ impl Shadow {
                 None => (true, true),
             };
         }
-        let t = self.fa.access_slot(key, ctx);
-        let (slot, block_miss) = (t.slot, !t.hit);
+        let (slot, hit) = self.fa.touch(key, ctx);
+        let block_miss = !hit;
         if block_miss {
             self.valid[slot] = 0;
         }
@@ -153,7 +259,7 @@ impl Shadow {
                 "a structure of whole blocks touches sub-block 0 only"
             );
             let bit = 1u64 << (key & 63);
-            let known = self.seen.entry((key >> 6, ctx)).or_insert(0);
+            let known = self.seen.bits(key >> 6, ctx);
             let seen = if *known & bit != 0 {
                 Seen::All
             } else {
@@ -163,7 +269,7 @@ impl Shadow {
             return seen;
         }
         let subs = subs as u64;
-        let known = self.seen.entry((key, ctx)).or_insert(0);
+        let known = self.seen.bits(key, ctx);
         let seen = if *known & subs == subs {
             Seen::All
         } else if *known == 0 {
@@ -209,7 +315,9 @@ impl Shadow {
         });
         (Some(class), block)
     }
+}
 
+impl Shadow<Tlb> {
     /// A TLB's access to `(vpn, ctx)`, which always fills: the class of its miss, if it
     /// `missed`.
     #[inline]
@@ -289,7 +397,7 @@ mod tests {
 
     fn classified(entries: usize, ways: usize, stream: &[u64]) -> [u64; 4] {
         let mut tlb = Tlb::new(&TlbParams::new(entries, ways, Policy::Lru)).unwrap();
-        let mut shadow = Shadow::new(entries, Policy::Lru, 0, true).unwrap();
+        let mut shadow: Shadow = Shadow::new(entries, Policy::Lru, 0, true).unwrap();
         let mut out = [0u64; 4];
         for &p in stream {
             let hit = tlb.access(p, 0, NO_CTX, Part::Upper);
