@@ -189,7 +189,8 @@ impl ShadowTags for CacheTags {
 #[derive(Clone, Debug)]
 pub struct Shadow<T = Tlb> {
     fa: T,
-    /// Per slot of `fa`, its valid sub-blocks.
+    /// Per slot of `fa`, its valid sub-blocks (none kept without sub-blocks: a present
+    /// block's only sub-block is valid).
     valid: Vec<u32>,
     /// DineroIV's infinite cache. With sub-blocks, per (block, context) ever referenced, its
     /// sub-blocks referenced. Without (`whole`), one bit per block, 64 neighbouring blocks to
@@ -211,7 +212,11 @@ impl<T: ShadowTags> Shadow<T> {
     ) -> Result<Shadow<T>, String> {
         let fa = T::fully_associative(entries, policy, seed)?;
         Ok(Shadow {
-            valid: vec![0; fa.slots()],
+            valid: if whole_blocks {
+                Vec::new()
+            } else {
+                vec![0; fa.slots()]
+            },
             fa,
             seen: Known::default(),
             whole: whole_blocks,
@@ -228,8 +233,17 @@ impl<T: ShadowTags> Shadow<T> {
     /// in (false for a write miss of a cache that does not allocate on writes). Updates the
     /// shadow as the structure is updated and returns whether it missed the block and
     /// whether it missed the sub-blocks.
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, key: u64, ctx: u64, subs: u32, allocate: bool) -> (bool, bool) {
+        if self.whole {
+            // Every present block has its one sub-block valid: a miss is a block miss.
+            let hit = if allocate {
+                self.fa.touch(key, ctx).1
+            } else {
+                self.fa.lookup_slot(key, ctx).is_some()
+            };
+            return (!hit, !hit);
+        }
         if !allocate {
             return match self.fa.lookup_slot(key, ctx) {
                 Some(slot) => {
@@ -284,7 +298,7 @@ impl<T: ShadowTags> Shadow<T> {
     /// The reference of [`Shadow::access`]'s arguments went to the structure, which missed
     /// (`missed`) and found no part of the block (`block_missed`) or not: update the shadow,
     /// and classify the miss and the block miss.
-    #[inline]
+    #[inline(always)]
     pub fn classify(
         &mut self,
         key: u64,

@@ -139,7 +139,7 @@ struct Level {
     distance: u64,
     next: Option<usize>,
     /// Sub-blocks are blocks and fetches are on demand: a reference within one block (a
-    /// write only when writes allocate) takes [`Hierarchy::access`]'s short path, with its
+    /// write only when writes allocate) takes [`Hierarchy::access`]'s plain path, with its
     /// transfers made at once rather than through the stack.
     plain: bool,
     /// `allocate = "yes"`.
@@ -452,6 +452,7 @@ impl Hierarchy {
         // The short path (see [`Hierarchy::short`]): a hit is one tag look-up and a count.
         let short = self.short[kind as usize & 3];
         if short.level != NO_LEVEL {
+            self.mode = mode;
             let lv = short.level;
             let c = &mut self.levels[lv];
             if (addr & c.block_mask) + size as u64 <= short.limit {
@@ -461,14 +462,12 @@ impl Hierarchy {
                         c.dirty[slot] = 1;
                     }
                     if short.classify {
-                        self.mode = mode;
                         return self.short_hit_classified(lv, kind, block, ledger);
                     }
                     ledger.access(self.base + lv, mode, kind, false);
                     return;
                 }
-                self.mode = mode;
-                return self.short_miss(lv, addr, size, kind, block, ledger);
+                return self.short_miss(lv, addr, size, kind, ledger);
             }
         }
         self.reference_full(addr, size, kind, mode, ledger);
@@ -504,17 +503,10 @@ impl Hierarchy {
     /// A miss on the short path: what [`Hierarchy::plain_miss`] does for it (a plain first
     /// level, where a write is kept dirty), a transfer to memory only counted.
     #[inline(never)]
-    fn short_miss(
-        &mut self,
-        lv: usize,
-        addr: u64,
-        size: u16,
-        kind: Kind,
-        block: u64,
-        ledger: &mut Ledger,
-    ) {
+    fn short_miss(&mut self, lv: usize, addr: u64, size: u16, kind: Kind, ledger: &mut Ledger) {
         let write = kind == Kind::Store;
         let c = &mut self.levels[lv];
+        let block = addr >> c.block_shift;
         let (slot, evicted) = c.tags.fill(block);
         let block_bytes = c.block_mask + 1;
         let mut writeback = None;
@@ -616,8 +608,8 @@ impl Hierarchy {
 
     /// One reference to cache `lv` (DineroIV's `d4ref`); what it leaves for later goes on
     /// the cache's stack. A reference within one block of a plain cache (see
-    /// [`Level::plain`]) takes the short path: one tag access (a hit on the block last used
-    /// is a compare), a count, and on a miss [`Hierarchy::plain_miss`].
+    /// [`Level::plain`]) takes the plain path: one tag access, a count, and on a miss
+    /// [`Hierarchy::plain_miss`]. (A first level's plain path is [`Short`]'s.)
     #[inline(always)]
     fn access(&mut self, lv: usize, m: Ref, ledger: &mut Ledger) {
         let c = &mut self.levels[lv];
@@ -639,7 +631,7 @@ impl Hierarchy {
         self.access_slow(lv, m, ledger);
     }
 
-    /// The short path past its tag access, other than a hit that is only counted (a miss, a
+    /// The plain path past its tag access, other than a hit that is only counted (a miss, a
     /// write-through write, and with classification every reference): a write-through hit is
     /// counted and sent on; the rest is [`Hierarchy::plain_miss`].
     #[inline(never)]
@@ -652,7 +644,7 @@ impl Hierarchy {
         self.plain_miss(lv, m, block, t, ledger)
     }
 
-    /// The short path's miss (and, with classification, every reference): what
+    /// The plain path's miss (and, with classification, every reference): what
     /// [`Hierarchy::access_slow`] does for a reference within one block of a plain cache,
     /// its transfers made at once in the order the stack would pop them (the fetch, a
     /// write-through, the victim's write-back), each through every level below before the

@@ -428,14 +428,20 @@ impl Slots {
     /// (`LRU`: it moves to the front; else FIFO, unchanged).
     #[inline(always)]
     fn hit_ordered<const LRU: bool>(&mut self, set: usize, block: u64) -> Option<usize> {
+        let base = set * self.ways;
+        // The way at the front of the order word first (LRU: the set's most recently used,
+        // whose order a hit leaves as it is; FIFO: its last fill).
+        let m = self.meta[set];
+        let front = (m.order & 15) as usize;
+        if self.tags[base + front] == block && m.valid >> front & 1 != 0 {
+            self.remember(block, base + front);
+            return Some(front);
+        }
         let way = self.find_fp(set, block)?;
         if LRU {
-            let m = &mut self.meta[set];
-            if (m.order & 15) as usize != way {
-                m.order = to_front(m.order, way);
-            }
+            self.meta[set].order = to_front(m.order, way);
         }
-        self.remember(block, set * self.ways + way);
+        self.remember(block, base + way);
         Some(way)
     }
 
