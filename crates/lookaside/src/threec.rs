@@ -54,19 +54,39 @@ enum Seen {
     Never,
 }
 
-/// DineroIV's infinite cache: per key (a block, or a group of 64 blocks) and context, a word
-/// of bits, every one set at least once. An open-addressing table (linear probing, at most
-/// half full, doubled when it would be more), its keys never removed: a look-up is one hash
-/// and usually one slot, where a general hash map (its hasher, its groups of control bytes)
-/// cost several times more per miss of the shadow.
+/// Words of bits in each group of [`Known`].
+const GROUP_WORDS: usize = 64;
+
+/// DineroIV's infinite cache: per group of neighbouring blocks and context, the (sub-)blocks
+/// ever referenced — a bit per block without sub-blocks (4096 blocks to a group), the 32-bit
+/// sub-block mask per block with them (128 blocks to a group). A stream over a region keeps
+/// its blocks in a bitmap about as dense as one bit (mask) per block, which the host's caches
+/// hold (with an entry per block, or per 64 blocks, a miss-heavy stream over 64 MiB waited on
+/// the host's memory at most misses of the shadow). An open-addressing table of groups
+/// (linear probing, at most half full, doubled when it would be more), never removed: a
+/// look-up is one hash and usually one slot.
 #[derive(Clone, Debug, Default)]
 struct Known {
-    /// `(key, ctx, bits)`; `bits == 0` marks a free slot.
-    slots: Vec<(u64, u64, u64)>,
+    slots: Vec<Group>,
     len: usize,
     /// `64 - log2(slots.len())`: a hash's top bits are its home slot.
     shift: u32,
 }
+
+/// One group of [`Known`]; a free slot has the context [`NO_CTX`], which no structure
+/// stores.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    key: u64,
+    ctx: u64,
+    bits: [u64; GROUP_WORDS],
+}
+
+const FREE: Group = Group {
+    key: 0,
+    ctx: NO_CTX,
+    bits: [0; GROUP_WORDS],
+};
 
 impl Known {
     /// The home slot of `(key, ctx)` in a table of `64 - shift` bits.
@@ -75,23 +95,28 @@ impl Known {
         ((key ^ ctx.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
     }
 
-    /// The bits of `(key, ctx)`, added (all clear) if it was not there.
+    /// The bits of group `(key, ctx)`, added (all clear) if it was not there.
     #[inline]
-    fn bits(&mut self, key: u64, ctx: u64) -> &mut u64 {
+    fn group(&mut self, key: u64, ctx: u64) -> &mut [u64; GROUP_WORDS] {
+        debug_assert_ne!(ctx, NO_CTX, "NO_CTX marks a free slot");
         if 2 * (self.len + 1) > self.slots.len() {
             self.grow();
         }
         let mask = self.slots.len() - 1;
         let mut i = Known::home(key, ctx, self.shift);
         loop {
-            let (k, c, b) = self.slots[i];
-            if b == 0 {
+            let g = &self.slots[i];
+            if g.ctx == NO_CTX {
                 self.len += 1;
-                self.slots[i] = (key, ctx, 0);
-                return &mut self.slots[i].2;
+                self.slots[i] = Group {
+                    key,
+                    ctx,
+                    bits: [0; GROUP_WORDS],
+                };
+                return &mut self.slots[i].bits;
             }
-            if k == key && c == ctx {
-                return &mut self.slots[i].2;
+            if g.key == key && g.ctx == ctx {
+                return &mut self.slots[i].bits;
             }
             i = (i + 1) & mask;
         }
@@ -101,14 +126,14 @@ impl Known {
     #[cold]
     fn grow(&mut self) {
         let size = (2 * self.slots.len()).max(64);
-        let old = std::mem::replace(&mut self.slots, vec![(0, 0, 0); size]);
+        let old = std::mem::replace(&mut self.slots, vec![FREE; size]);
         self.shift = 64 - size.trailing_zeros();
-        for (k, c, b) in old.into_iter().filter(|e| e.2 != 0) {
-            let mut i = Known::home(k, c, self.shift);
-            while self.slots[i].2 != 0 {
+        for g in old.into_iter().filter(|g| g.ctx != NO_CTX) {
+            let mut i = Known::home(g.key, g.ctx, self.shift);
+            while self.slots[i].ctx != NO_CTX {
                 i = (i + 1) & (size - 1);
             }
-            self.slots[i] = (k, c, b);
+            self.slots[i] = g;
         }
     }
 }
@@ -172,13 +197,13 @@ impl ShadowTags for CacheTags {
         self.entries()
     }
 
-    #[inline]
+    #[inline(always)]
     fn touch(&mut self, key: u64, _ctx: u64) -> (usize, bool) {
         let t = self.access(key);
         (t.slot, t.hit)
     }
 
-    #[inline]
+    #[inline(always)]
     fn lookup_slot(&mut self, key: u64, _ctx: u64) -> Option<usize> {
         self.lookup(key)
     }
@@ -192,11 +217,7 @@ pub struct Shadow<T = Tlb> {
     /// Per slot of `fa`, its valid sub-blocks (none kept without sub-blocks: a present
     /// block's only sub-block is valid).
     valid: Vec<u32>,
-    /// DineroIV's infinite cache. With sub-blocks, per (block, context) ever referenced, its
-    /// sub-blocks referenced. Without (`whole`), one bit per block, 64 neighbouring blocks to
-    /// an entry keyed by (block / 64, context): a stream over a large region then keeps its
-    /// blocks in a table a sixty-fourth as large, which the host's caches hold (one entry per
-    /// block, a miss-heavy stream waited on the host's memory at nearly every reference).
+    /// DineroIV's infinite cache (see [`Known`]).
     seen: Known,
     whole: bool,
 }
@@ -272,26 +293,29 @@ impl<T: ShadowTags> Shadow<T> {
                 subs, 1,
                 "a structure of whole blocks touches sub-block 0 only"
             );
-            let bit = 1u64 << (key & 63);
-            let known = self.seen.bits(key >> 6, ctx);
-            let seen = if *known & bit != 0 {
+            let words = self.seen.group(key >> 12, ctx);
+            let (word, bit) = ((key >> 6) as usize & 63, 1u64 << (key & 63));
+            let seen = if words[word] & bit != 0 {
                 Seen::All
             } else {
                 Seen::Never
             };
-            *known |= bit;
+            words[word] |= bit;
             return seen;
         }
+        // Two blocks to a word, 32 bits each.
+        let words = self.seen.group(key >> 7, ctx);
+        let (word, shift) = ((key >> 1) as usize & 63, 32 * (key & 1));
+        let known = words[word] >> shift & 0xFFFF_FFFF;
         let subs = subs as u64;
-        let known = self.seen.bits(key, ctx);
-        let seen = if *known & subs == subs {
+        let seen = if known & subs == subs {
             Seen::All
-        } else if *known == 0 {
+        } else if known == 0 {
             Seen::Never
         } else {
             Seen::Part
         };
-        *known |= subs;
+        words[word] |= subs << shift;
         seen
     }
 
@@ -360,7 +384,7 @@ mod tests {
     use super::*;
     use crate::tlb::Part;
     use proptest::prelude::*;
-    use std::collections::HashSet;
+    use std::collections::{HashMap, HashSet};
 
     /// Brute force: a set-associative LRU structure and a fully associative LRU one as
     /// recency lists, and the set of pages ever touched.
@@ -450,5 +474,38 @@ mod tests {
             let distinct = stream.iter().collect::<HashSet<_>>().len() as u64;
             prop_assert_eq!(want[0], distinct);
         }
+
+        /// The infinite cache answers as a map from (block, context) to the sub-blocks ever
+        /// referenced, with and without sub-blocks, over blocks near and far apart (several
+        /// per group, groups by the thousand, so that the table grows many times) and
+        /// several contexts.
+        #[test]
+        fn the_infinite_cache_is_a_map_of_blocks(
+            whole in any::<bool>(),
+            refs in prop::collection::vec((0u64..1 << 20, 0u64..3, 0u32..32, 0u32..32), 1..3000),
+            spread in 0u32..40,
+        ) {
+            let mut s: Shadow = Shadow::new(4, Policy::Lru, 0, whole).unwrap();
+            let mut model: HashMap<(u64, u64), u32> = HashMap::new();
+            for &(b, ctx, lo, n) in &refs {
+                let key = b << spread;
+                let subs = if whole { 1 } else { sub_bits(lo, n) };
+                let known = model.entry((key, ctx)).or_insert(0);
+                let want = if *known & subs == subs {
+                    Seen::All
+                } else if *known == 0 {
+                    Seen::Never
+                } else {
+                    Seen::Part
+                };
+                *known |= subs;
+                prop_assert_eq!(s.seen(key, ctx, subs), want, "block {:#x} ctx {}", key, ctx);
+            }
+        }
+    }
+
+    /// Sub-blocks `lo..lo + n` (at least one) of 32, wrapped.
+    fn sub_bits(lo: u32, n: u32) -> u32 {
+        (0..=n % 8).fold(0, |m, i| m | 1 << ((lo + i) % 32))
     }
 }

@@ -497,7 +497,7 @@ impl Slots {
 
     /// Put the absent `block` into `set` of a wide LRU or FIFO store: the lowest invalid way,
     /// else the front of `order`. Returns the slot and the block evicted.
-    #[inline(always)]
+    #[inline(never)]
     fn place_wide(&mut self, order: &mut Lists, set: usize, block: u64) -> (usize, Option<u64>) {
         let base = set * self.ways;
         let (way, evicted) = if !self.is_full(set) {
