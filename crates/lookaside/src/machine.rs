@@ -965,7 +965,7 @@ impl Machine {
             let tlb = Tlb::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             let shadow = if t.three_c {
                 let policy = params.partition.map_or(params.policy, |p| p.upper_policy);
-                let s = Shadow::new(params.entries, policy, params.seed ^ 0x3c, true)
+                let s = Shadow::<Tlb>::new(params.entries, policy, params.seed ^ 0x3c, true)
                     .map_err(|m| err(key(t, "3c"), m))?;
                 Some(Box::new(s))
             } else {
@@ -2037,7 +2037,7 @@ pub fn memory_estimate(config: &MachineConfig) -> u64 {
         let lines = size.checked_div(line).unwrap_or(0);
         let lines = usize::try_from(lines).unwrap_or(usize::MAX);
         let ways = if ways == 0 { lines } else { ways };
-        tlb(lines, ways).saturating_add(lines as u64)
+        crate::cache::tags::CacheTags::heap_bytes(lines, ways).saturating_add(lines as u64)
     };
     /// Bytes per 4 KiB frame of a simulated physical memory (frame tables, page tables'
     /// anchors and buckets, allocation bitmaps): an upper bound.
@@ -2084,7 +2084,7 @@ pub fn memory_estimate(config: &MachineConfig) -> u64 {
         add(cache(v.size.0, v.line.0, v.ways));
     }
     for t in config.tlbs.iter().filter(|t| t.three_c) {
-        add(crate::threec::Shadow::heap_bytes(t.entries));
+        add(<crate::threec::Shadow>::heap_bytes(t.entries));
     }
     add(Hierarchy::memory_estimate(config));
     total

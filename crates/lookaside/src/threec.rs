@@ -24,10 +24,12 @@
 //!
 //! Memory: the shadow's tags (as large as the structure's) and one word per (sub-)block ever
 //! touched; the hash look-up of the infinite cache is paid only on misses of the shadow.
+//!
+//! A TLB's shadow is a TLB ([`Tlb`]: blocks are pages with a context); a cache's is the
+//! caches' own tag store ([`CacheTags`]: blocks alone), so that its look-ups cost what the
+//! cache's do.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
+use crate::cache::tags::CacheTags;
 use crate::tlb::{Policy, Tlb, TlbParams, NO_CTX};
 
 /// The classes, in report order.
@@ -52,43 +54,175 @@ enum Seen {
     Never,
 }
 
-/// A multiplicative hasher for the infinite cache's integer keys (SipHash costs several
-/// times more, and the keys are not chosen by an adversary).
-#[derive(Default)]
-struct Mix(u64);
+/// Words of bits in each group of [`Known`].
+const GROUP_WORDS: usize = 64;
 
-impl Hasher for Mix {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
+/// DineroIV's infinite cache: per group of neighbouring blocks and context, the (sub-)blocks
+/// ever referenced — a bit per block without sub-blocks (4096 blocks to a group), the 32-bit
+/// sub-block mask per block with them (128 blocks to a group). A stream over a region keeps
+/// its blocks in a bitmap about as dense as one bit (mask) per block, which the host's caches
+/// hold (with an entry per block, or per 64 blocks, a miss-heavy stream over 64 MiB waited on
+/// the host's memory at most misses of the shadow). An open-addressing table of groups
+/// (linear probing, at most half full, doubled when it would be more), never removed: a
+/// look-up is one hash and usually one slot.
+#[derive(Clone, Debug, Default)]
+struct Known {
+    slots: Vec<Group>,
+    len: usize,
+    /// `64 - log2(slots.len())`: a hash's top bits are its home slot.
+    shift: u32,
+}
+
+/// One group of [`Known`]; a free slot has the context [`NO_CTX`], which no structure
+/// stores.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    key: u64,
+    ctx: u64,
+    bits: [u64; GROUP_WORDS],
+}
+
+const FREE: Group = Group {
+    key: 0,
+    ctx: NO_CTX,
+    bits: [0; GROUP_WORDS],
+};
+
+impl Known {
+    /// The home slot of `(key, ctx)` in a table of `64 - shift` bits.
+    #[inline(always)]
+    fn home(key: u64, ctx: u64, shift: u32) -> usize {
+        ((key ^ ctx.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
+    /// The bits of group `(key, ctx)`, added (all clear) if it was not there.
+    #[inline]
+    fn group(&mut self, key: u64, ctx: u64) -> &mut [u64; GROUP_WORDS] {
+        debug_assert_ne!(ctx, NO_CTX, "NO_CTX marks a free slot");
+        if 2 * (self.len + 1) > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = Known::home(key, ctx, self.shift);
+        loop {
+            let g = &self.slots[i];
+            if g.ctx == NO_CTX {
+                self.len += 1;
+                self.slots[i] = Group {
+                    key,
+                    ctx,
+                    bits: [0; GROUP_WORDS],
+                };
+                return &mut self.slots[i].bits;
+            }
+            if g.key == key && g.ctx == ctx {
+                return &mut self.slots[i].bits;
+            }
+            i = (i + 1) & mask;
         }
     }
 
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(23) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    /// Double the table (or make the first one).
+    #[cold]
+    fn grow(&mut self) {
+        let size = (2 * self.slots.len()).max(64);
+        let old = std::mem::replace(&mut self.slots, vec![FREE; size]);
+        self.shift = 64 - size.trailing_zeros();
+        for g in old.into_iter().filter(|g| g.ctx != NO_CTX) {
+            let mut i = Known::home(g.key, g.ctx, self.shift);
+            while self.slots[i].ctx != NO_CTX {
+                i = (i + 1) & (size - 1);
+            }
+            self.slots[i] = g;
+        }
     }
 }
 
-/// The fully associative shadow and the infinite cache of one structure.
+/// The fully associative tag store of a [`Shadow`]: the structure's own kind of store, with
+/// its exact replacement.
+pub trait ShadowTags: Clone {
+    /// An empty fully associative store of `entries` entries replaced by `policy`.
+    fn fully_associative(entries: usize, policy: Policy, seed: u64) -> Result<Self, String>;
+    /// The heap bytes of [`ShadowTags::fully_associative`]'s store of `entries` entries.
+    fn heap_bytes(entries: usize) -> u64;
+    /// Entries in all (the slots of [`ShadowTags::touch`]).
+    fn slots(&self) -> usize;
+    /// Look `(key, ctx)` up and fill it when absent: its slot, and whether it was present.
+    fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool);
+    /// The slot of `(key, ctx)` if present, the hit updating replacement; a miss changes
+    /// nothing.
+    fn lookup_slot(&mut self, key: u64, ctx: u64) -> Option<usize>;
+}
+
+impl ShadowTags for Tlb {
+    fn fully_associative(entries: usize, policy: Policy, seed: u64) -> Result<Self, String> {
+        let mut p = TlbParams::new(entries, entries, policy);
+        p.seed = seed;
+        Tlb::new(&p)
+    }
+
+    fn heap_bytes(entries: usize) -> u64 {
+        TlbParams::new(entries, entries, Policy::Lru).heap_bytes()
+    }
+
+    fn slots(&self) -> usize {
+        self.entries()
+    }
+
+    #[inline]
+    fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool) {
+        let t = self.access_slot(key, ctx);
+        (t.slot, t.hit)
+    }
+
+    #[inline]
+    fn lookup_slot(&mut self, key: u64, ctx: u64) -> Option<usize> {
+        let (set, way) = self.probe(key, ctx, NO_CTX)?;
+        self.lookup(key, ctx, NO_CTX);
+        Some(set * self.ways() + way)
+    }
+}
+
+/// A cache's blocks carry no context: `ctx` is always 0.
+impl ShadowTags for CacheTags {
+    fn fully_associative(entries: usize, policy: Policy, seed: u64) -> Result<Self, String> {
+        CacheTags::new(entries, entries, policy, seed)
+    }
+
+    fn heap_bytes(entries: usize) -> u64 {
+        CacheTags::heap_bytes(entries, entries)
+    }
+
+    fn slots(&self) -> usize {
+        self.entries()
+    }
+
+    #[inline(always)]
+    fn touch(&mut self, key: u64, _ctx: u64) -> (usize, bool) {
+        let t = self.access(key);
+        (t.slot, t.hit)
+    }
+
+    #[inline(always)]
+    fn lookup_slot(&mut self, key: u64, _ctx: u64) -> Option<usize> {
+        self.lookup(key)
+    }
+}
+
+/// The fully associative shadow and the infinite cache of one structure, whose tags are a
+/// `T` (a TLB's: [`Tlb`]; a cache's: [`CacheTags`]).
 #[derive(Clone, Debug)]
-pub struct Shadow {
-    fa: Tlb,
-    /// Per slot of `fa`, its valid sub-blocks.
+pub struct Shadow<T = Tlb> {
+    fa: T,
+    /// Per slot of `fa`, its valid sub-blocks (none kept without sub-blocks: a present
+    /// block's only sub-block is valid).
     valid: Vec<u32>,
-    /// DineroIV's infinite cache. With sub-blocks, per (block, context) ever referenced, its
-    /// sub-blocks referenced. Without (`whole`), one bit per block, 64 neighbouring blocks to
-    /// an entry keyed by (block / 64, context): a stream over a large region then keeps its
-    /// blocks in a table a sixty-fourth as large, which the host's caches hold (one entry per
-    /// block, a miss-heavy stream waited on the host's memory at nearly every reference).
-    seen: HashMap<(u64, u64), u64, BuildHasherDefault<Mix>>,
+    /// DineroIV's infinite cache (see [`Known`]).
+    seen: Known,
     whole: bool,
 }
 
-impl Shadow {
+impl<T: ShadowTags> Shadow<T> {
     /// The shadow of a structure of `entries` entries (blocks) replaced by `policy`;
     /// `whole_blocks`: the structure has no sub-blocks (every reference touches the mask 1).
     pub fn new(
@@ -96,23 +230,23 @@ impl Shadow {
         policy: Policy,
         seed: u64,
         whole_blocks: bool,
-    ) -> Result<Shadow, String> {
-        let mut p = TlbParams::new(entries, entries, policy);
-        p.seed = seed;
-        let fa = Tlb::new(&p)?;
+    ) -> Result<Shadow<T>, String> {
+        let fa = T::fully_associative(entries, policy, seed)?;
         Ok(Shadow {
-            valid: vec![0; fa.entries()],
+            valid: if whole_blocks {
+                Vec::new()
+            } else {
+                vec![0; fa.slots()]
+            },
             fa,
-            seen: HashMap::default(),
+            seen: Known::default(),
             whole: whole_blocks,
         })
     }
 
     /// Bytes a shadow of `entries` entries takes, before anything is referenced.
     pub fn heap_bytes(entries: usize) -> u64 {
-        TlbParams::new(entries.max(1), entries.max(1), Policy::Lru)
-            .heap_bytes()
-            .saturating_add(4 * entries as u64)
+        T::heap_bytes(entries.max(1)).saturating_add(4 * entries as u64)
     }
 
     /// A reference to sub-blocks `subs` (a mask; 1 for a structure without sub-blocks) of
@@ -120,13 +254,20 @@ impl Shadow {
     /// in (false for a write miss of a cache that does not allocate on writes). Updates the
     /// shadow as the structure is updated and returns whether it missed the block and
     /// whether it missed the sub-blocks.
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, key: u64, ctx: u64, subs: u32, allocate: bool) -> (bool, bool) {
+        if self.whole {
+            // Every present block has its one sub-block valid: a miss is a block miss.
+            let hit = if allocate {
+                self.fa.touch(key, ctx).1
+            } else {
+                self.fa.lookup_slot(key, ctx).is_some()
+            };
+            return (!hit, !hit);
+        }
         if !allocate {
-            return match self.fa.probe(key, ctx, NO_CTX) {
-                Some((set, way)) => {
-                    self.fa.lookup(key, ctx, NO_CTX);
-                    let slot = set * self.fa.ways() + way;
+            return match self.fa.lookup_slot(key, ctx) {
+                Some(slot) => {
                     let miss = self.valid[slot] & subs != subs;
                     self.valid[slot] |= subs;
                     (false, miss)
@@ -134,8 +275,8 @@ impl Shadow {
                 None => (true, true),
             };
         }
-        let t = self.fa.access_slot(key, ctx);
-        let (slot, block_miss) = (t.slot, !t.hit);
+        let (slot, hit) = self.fa.touch(key, ctx);
+        let block_miss = !hit;
         if block_miss {
             self.valid[slot] = 0;
         }
@@ -152,33 +293,36 @@ impl Shadow {
                 subs, 1,
                 "a structure of whole blocks touches sub-block 0 only"
             );
-            let bit = 1u64 << (key & 63);
-            let known = self.seen.entry((key >> 6, ctx)).or_insert(0);
-            let seen = if *known & bit != 0 {
+            let words = self.seen.group(key >> 12, ctx);
+            let (word, bit) = ((key >> 6) as usize & 63, 1u64 << (key & 63));
+            let seen = if words[word] & bit != 0 {
                 Seen::All
             } else {
                 Seen::Never
             };
-            *known |= bit;
+            words[word] |= bit;
             return seen;
         }
+        // Two blocks to a word, 32 bits each.
+        let words = self.seen.group(key >> 7, ctx);
+        let (word, shift) = ((key >> 1) as usize & 63, 32 * (key & 1));
+        let known = words[word] >> shift & 0xFFFF_FFFF;
         let subs = subs as u64;
-        let known = self.seen.entry((key, ctx)).or_insert(0);
-        let seen = if *known & subs == subs {
+        let seen = if known & subs == subs {
             Seen::All
-        } else if *known == 0 {
+        } else if known == 0 {
             Seen::Never
         } else {
             Seen::Part
         };
-        *known |= subs;
+        words[word] |= subs << shift;
         seen
     }
 
     /// The reference of [`Shadow::access`]'s arguments went to the structure, which missed
     /// (`missed`) and found no part of the block (`block_missed`) or not: update the shadow,
     /// and classify the miss and the block miss.
-    #[inline]
+    #[inline(always)]
     pub fn classify(
         &mut self,
         key: u64,
@@ -209,7 +353,9 @@ impl Shadow {
         });
         (Some(class), block)
     }
+}
 
+impl Shadow<Tlb> {
     /// A TLB's access to `(vpn, ctx)`, which always fills: the class of its miss, if it
     /// `missed`.
     #[inline]
@@ -238,7 +384,7 @@ mod tests {
     use super::*;
     use crate::tlb::Part;
     use proptest::prelude::*;
-    use std::collections::HashSet;
+    use std::collections::{HashMap, HashSet};
 
     /// Brute force: a set-associative LRU structure and a fully associative LRU one as
     /// recency lists, and the set of pages ever touched.
@@ -289,7 +435,7 @@ mod tests {
 
     fn classified(entries: usize, ways: usize, stream: &[u64]) -> [u64; 4] {
         let mut tlb = Tlb::new(&TlbParams::new(entries, ways, Policy::Lru)).unwrap();
-        let mut shadow = Shadow::new(entries, Policy::Lru, 0, true).unwrap();
+        let mut shadow: Shadow = Shadow::new(entries, Policy::Lru, 0, true).unwrap();
         let mut out = [0u64; 4];
         for &p in stream {
             let hit = tlb.access(p, 0, NO_CTX, Part::Upper);
@@ -328,5 +474,38 @@ mod tests {
             let distinct = stream.iter().collect::<HashSet<_>>().len() as u64;
             prop_assert_eq!(want[0], distinct);
         }
+
+        /// The infinite cache answers as a map from (block, context) to the sub-blocks ever
+        /// referenced, with and without sub-blocks, over blocks near and far apart (several
+        /// per group, groups by the thousand, so that the table grows many times) and
+        /// several contexts.
+        #[test]
+        fn the_infinite_cache_is_a_map_of_blocks(
+            whole in any::<bool>(),
+            refs in prop::collection::vec((0u64..1 << 20, 0u64..3, 0u32..32, 0u32..32), 1..3000),
+            spread in 0u32..40,
+        ) {
+            let mut s: Shadow = Shadow::new(4, Policy::Lru, 0, whole).unwrap();
+            let mut model: HashMap<(u64, u64), u32> = HashMap::new();
+            for &(b, ctx, lo, n) in &refs {
+                let key = b << spread;
+                let subs = if whole { 1 } else { sub_bits(lo, n) };
+                let known = model.entry((key, ctx)).or_insert(0);
+                let want = if *known & subs == subs {
+                    Seen::All
+                } else if *known == 0 {
+                    Seen::Never
+                } else {
+                    Seen::Part
+                };
+                *known |= subs;
+                prop_assert_eq!(s.seen(key, ctx, subs), want, "block {:#x} ctx {}", key, ctx);
+            }
+        }
+    }
+
+    /// Sub-blocks `lo..lo + n` (at least one) of 32, wrapped.
+    fn sub_bits(lo: u32, n: u32) -> u32 {
+        (0..=n % 8).fold(0, |m, i| m | 1 << ((lo + i) % 32))
     }
 }

@@ -4,9 +4,9 @@
 //!
 //! Caches are addressed by the references' virtual addresses (an identity mapping, as
 //! DineroIV's): no TLB is needed, and TLBs, when the machine has some, translate the same
-//! references independently. Each cache is a [`Tlb`] of blocks (one home for set-associative
-//! state and replacement: any geometry and policy a TLB takes) with, per slot, masks of its
-//! valid, dirty and referenced sub-blocks.
+//! references independently. Each cache keeps its blocks in the caches' tag store
+//! ([`CacheTags`]: any geometry, and the TLB engine's policies with their exact semantics)
+//! with, per slot, masks of its valid, dirty and referenced sub-blocks.
 //!
 //! # One reference to one cache (DineroIV's `d4ref`)
 //!
@@ -59,14 +59,15 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::cache::tags::{CacheTags, Touch};
 use crate::config::{Allocate, CacheSpec, FetchPolicy, MachineConfig, Straddle, Ways};
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, Mode};
 use crate::ledger::Ledger;
 use crate::threec::Shadow;
-use crate::tlb::{Part, Policy, Tlb, TlbParams, Touch, NO_CTX};
+use crate::tlb::Policy;
 
-/// The one context every block is tagged with.
+/// The context of every block in the classification's infinite cache (blocks have none).
 const CTX: u64 = 0;
 
 /// Most sub-blocks per block (DineroIV: the bits of an `unsigned int`).
@@ -120,12 +121,14 @@ struct Tallies {
 /// One cache.
 #[derive(Clone, Debug)]
 struct Level {
-    tags: Tlb,
+    tags: CacheTags,
     /// Per slot of `tags`: valid, dirty and referenced sub-blocks.
     valid: Vec<u32>,
     dirty: Vec<u32>,
     referenced: Vec<u32>,
     block_shift: u32,
+    /// Block size less one.
+    block_mask: u64,
     sub_shift: u32,
     /// Sub-blocks per block, less one (sub-block numbers within a block are masked by it).
     sub_mask: u64,
@@ -136,12 +139,12 @@ struct Level {
     distance: u64,
     next: Option<usize>,
     /// Sub-blocks are blocks and fetches are on demand: a reference within one block (a
-    /// write only when writes allocate) takes [`Hierarchy::access`]'s short path, with its
+    /// write only when writes allocate) takes [`Hierarchy::access`]'s plain path, with its
     /// transfers made at once rather than through the stack.
     plain: bool,
     /// `allocate = "yes"`.
     write_allocate: bool,
-    shadow: Option<Box<Shadow>>,
+    shadow: Option<Box<Shadow<CacheTags>>>,
     t: Tallies,
 }
 
@@ -160,7 +163,30 @@ pub struct Hierarchy {
     pending: Vec<Vec<Pending>>,
     /// The mode the counts of the reference being simulated go to.
     mode: Mode,
+    /// Per reference kind (and a fourth, unused, so that the kind's two bits index it), the
+    /// short path of its references (see [`Short`]).
+    short: [Short; 4],
 }
+
+/// The *short path* of one kind of reference: its first level, when that level is plain
+/// (see [`Level::plain`]) and (for writes) allocates and keeps writes dirty. A reference of
+/// that kind within one block then takes it: a hit is a tag look-up and a count (a write
+/// marks the block dirty), a miss fills and makes its transfers at once; with classification
+/// the shadow sees each reference too.
+#[derive(Clone, Copy, Debug)]
+struct Short {
+    /// The level, or [`NO_LEVEL`].
+    level: usize,
+    /// The level classifies its misses.
+    classify: bool,
+    /// A reference of `size` bytes from `addr` takes the path when `addr`'s offset in its
+    /// block plus `size` is at most this: the block size, or with `machine.straddle =
+    /// "first"` (references cut at their first block) any offset and size.
+    limit: u64,
+}
+
+/// No level (in [`Short`]).
+const NO_LEVEL: usize = usize::MAX;
 
 /// The block mask of sub-blocks `lo..=hi`.
 #[inline(always)]
@@ -241,9 +267,7 @@ impl Hierarchy {
             }
             let policy: Policy = c.policy.parse().map_err(|e| err(c, "policy", e))?;
             let seed = config.machine.seed ^ (0x5bd1_e995u64 << 8).wrapping_mul(i as u64 + 1);
-            let mut p = TlbParams::new(lines, ways, policy);
-            p.seed = seed;
-            let tags = Tlb::new(&p).map_err(|m| err(c, "ways", m))?;
+            let tags = CacheTags::new(lines, ways, policy, seed).map_err(|m| err(c, "ways", m))?;
             let subs = line / sub;
             let distance = match (c.fetch, c.prefetch_distance) {
                 (FetchPolicy::Demand, Some(_)) => {
@@ -284,6 +308,7 @@ impl Hierarchy {
                 },
                 tags,
                 block_shift: line.trailing_zeros(),
+                block_mask: line - 1,
                 sub_shift: sub.trailing_zeros(),
                 sub_mask: subs - 1,
                 write_back: c.write == crate::config::WriteMode::Back,
@@ -362,13 +387,38 @@ impl Hierarchy {
                 roots[kind as usize] = Some(i);
             }
         }
+        let first_only = config.machine.straddle == Straddle::First;
+        let mut short = [Short {
+            level: NO_LEVEL,
+            classify: false,
+            limit: 0,
+        }; 4];
+        for kind in Kind::REFS {
+            if let Some(r) = roots[kind as usize & 3] {
+                let c: &Level = &levels[r];
+                let writes_kept = c.write_allocate && c.write_back;
+                if c.plain && (kind != Kind::Store || writes_kept) {
+                    short[kind as usize & 3] = Short {
+                        level: r,
+                        classify: c.shadow.is_some(),
+                        // A size is at most 2^16 - 1 and an offset below 2^63: no overflow.
+                        limit: if first_only {
+                            u64::MAX
+                        } else {
+                            c.block_mask + 1
+                        },
+                    };
+                }
+            }
+        }
         Ok(Some(Hierarchy {
+            short,
             pending: vec![Vec::new(); n],
             levels,
             specs: specs.clone(),
             roots,
             base,
-            first_only: config.machine.straddle == Straddle::First,
+            first_only,
             mode: Mode::User,
         }))
     }
@@ -399,10 +449,126 @@ impl Hierarchy {
         mode: Mode,
         ledger: &mut Ledger,
     ) {
+        // The short path (see [`Hierarchy::short`]): a hit is one tag look-up and a count.
+        let short = self.short[kind as usize & 3];
+        if short.level != NO_LEVEL {
+            self.mode = mode;
+            let lv = short.level;
+            let c = &mut self.levels[lv];
+            if (addr & c.block_mask) + size as u64 <= short.limit {
+                let block = addr >> c.block_shift;
+                if let Some(slot) = c.tags.lookup(block) {
+                    if kind == Kind::Store {
+                        c.dirty[slot] = 1;
+                    }
+                    if short.classify {
+                        return self.short_hit_classified(lv, kind, block, ledger);
+                    }
+                    ledger.access(self.base + lv, mode, kind, false);
+                    return;
+                }
+                return self.short_miss(lv, addr, size, kind, ledger);
+            }
+        }
+        self.reference_full(addr, size, kind, mode, ledger);
+    }
+
+    /// [`Hierarchy::reference_parts`] of a reference that does not take the short path.
+    #[inline(never)]
+    fn reference_full(
+        &mut self,
+        addr: u64,
+        size: u16,
+        kind: Kind,
+        mode: Mode,
+        ledger: &mut Ledger,
+    ) {
         let Some(root) = self.roots[kind as usize & 3] else {
             return;
         };
         self.mode = mode;
+        let r = self.first_ref(root, addr, size, kind);
+        self.run(root, r, ledger);
+    }
+
+    /// A hit on the short path of a level that classifies its misses: the shadow sees it too.
+    #[inline(never)]
+    fn short_hit_classified(&mut self, lv: usize, kind: Kind, block: u64, ledger: &mut Ledger) {
+        if let Some(s) = &mut self.levels[lv].shadow {
+            s.classify(block, CTX, 1, true, false, false);
+        }
+        ledger.access(self.base + lv, self.mode, kind, false);
+    }
+
+    /// A miss on the short path: what [`Hierarchy::plain_miss`] does for it (a plain first
+    /// level, where a write is kept dirty), a transfer to memory only counted.
+    #[inline(never)]
+    fn short_miss(&mut self, lv: usize, addr: u64, size: u16, kind: Kind, ledger: &mut Ledger) {
+        let write = kind == Kind::Store;
+        let c = &mut self.levels[lv];
+        let block = addr >> c.block_shift;
+        let (slot, evicted) = c.tags.fill(block);
+        let block_bytes = c.block_mask + 1;
+        let mut writeback = None;
+        if let Some(v) = evicted {
+            if c.valid[slot] & c.dirty[slot] != 0 {
+                writeback = Some(v << c.block_shift);
+                c.t.writebacks += 1;
+            }
+        }
+        c.valid[slot] = 1;
+        c.dirty[slot] = write as u32;
+        c.t.block_misses[kind as usize & 3] += 1;
+        if let Some(s) = &mut c.shadow {
+            let (class, block_class) = s.classify(block, CTX, 1, true, true, true);
+            if let Some(k) = class {
+                ledger.classify(self.base + lv, self.mode, kind, k);
+            }
+            if let Some(k) = block_class {
+                c.t.block_classes[k as usize][kind as usize & 3] += 1;
+            }
+        }
+        let fetch = Ref {
+            addr: block << c.block_shift,
+            size: block_bytes,
+            kind: if write { Kind::Load } else { kind },
+            prefetch: false,
+        };
+        ledger.access(self.base + lv, self.mode, kind, true);
+        // A write that covers its whole block fetches nothing.
+        if !write || self.first_ref(lv, addr, size, kind).size != block_bytes {
+            self.send(lv, fetch, ledger);
+        }
+        if let Some(addr) = writeback {
+            let r = Ref {
+                addr,
+                size: block_bytes,
+                kind: Kind::Store,
+                prefetch: false,
+            };
+            self.send(lv, r, ledger);
+        }
+    }
+
+    /// [`Hierarchy::transfer`], counted at once when cache `lv` is the last level.
+    #[inline(always)]
+    fn send(&mut self, lv: usize, r: Ref, ledger: &mut Ledger) {
+        let c = &mut self.levels[lv];
+        if c.next.is_some() {
+            return self.transfer(lv, r, ledger);
+        }
+        if r.kind == Kind::Store {
+            c.t.bytes_written += r.size;
+        } else {
+            c.t.bytes_read += r.size;
+        }
+    }
+
+    /// The reference a first level `root` sees of `size` bytes from `addr`: ending at the top
+    /// of the address space at most, and with `machine.straddle = "first"` at the end of the
+    /// block of its first byte.
+    #[inline(always)]
+    fn first_ref(&self, root: usize, addr: u64, size: u16, kind: Kind) -> Ref {
         // An access past 2^64 ends at the top of the address space.
         let size = (size.max(1) as u64).min((u64::MAX - addr).saturating_add(1));
         let mut r = Ref {
@@ -416,7 +582,7 @@ impl Hierarchy {
             let to_end = (!addr & ((1u64 << shift) - 1)) + 1;
             r.size = r.size.min(to_end);
         }
-        self.run(root, r, ledger);
+        r
     }
 
     /// Reference `r` to cache `lv`, then everything it left pending there.
@@ -442,8 +608,8 @@ impl Hierarchy {
 
     /// One reference to cache `lv` (DineroIV's `d4ref`); what it leaves for later goes on
     /// the cache's stack. A reference within one block of a plain cache (see
-    /// [`Level::plain`]) takes the short path: one tag access (a hit on the block last used
-    /// is a compare), a count, and on a miss [`Hierarchy::plain_miss`].
+    /// [`Level::plain`]) takes the plain path: one tag access, a count, and on a miss
+    /// [`Hierarchy::plain_miss`]. (A first level's plain path is [`Short`]'s.)
     #[inline(always)]
     fn access(&mut self, lv: usize, m: Ref, ledger: &mut Ledger) {
         let c = &mut self.levels[lv];
@@ -451,31 +617,40 @@ impl Hierarchy {
         if c.plain && (!write || c.write_allocate) {
             let block = m.addr >> c.block_shift;
             if (m.addr + (m.size - 1)) >> c.block_shift == block {
-                let t = c.tags.access_slot(block, CTX);
-                if !t.hit || c.shadow.is_some() {
-                    return self.plain_miss(lv, m, block, t, ledger);
-                }
-                ledger.access(self.base + lv, self.mode, m.kind, false);
-                if write {
-                    if c.write_back {
+                let t = c.tags.access(block);
+                if t.hit && c.shadow.is_none() && (!write || c.write_back) {
+                    ledger.access(self.base + lv, self.mode, m.kind, false);
+                    if write {
                         c.dirty[t.slot] = 1;
-                    } else {
-                        self.transfer(lv, m, ledger);
                     }
+                    return;
                 }
-                return;
+                return self.plain_touched(lv, m, block, t, ledger);
             }
         }
         self.access_slow(lv, m, ledger);
     }
 
-    /// The short path's miss (and, with classification, every reference): what
+    /// The plain path past its tag access, other than a hit that is only counted (a miss, a
+    /// write-through write, and with classification every reference): a write-through hit is
+    /// counted and sent on; the rest is [`Hierarchy::plain_miss`].
+    #[inline(never)]
+    fn plain_touched(&mut self, lv: usize, m: Ref, block: u64, t: Touch, ledger: &mut Ledger) {
+        let c = &self.levels[lv];
+        if t.hit && c.shadow.is_none() {
+            ledger.access(self.base + lv, self.mode, m.kind, false);
+            return self.transfer(lv, m, ledger);
+        }
+        self.plain_miss(lv, m, block, t, ledger)
+    }
+
+    /// The plain path's miss (and, with classification, every reference): what
     /// [`Hierarchy::access_slow`] does for a reference within one block of a plain cache,
     /// its transfers made at once in the order the stack would pop them (the fetch, a
     /// write-through, the victim's write-back), each through every level below before the
     /// next. Nothing else can come between: what a reference pushes is popped before
     /// anything older.
-    #[inline(never)]
+    #[inline(always)]
     fn plain_miss(&mut self, lv: usize, m: Ref, block: u64, t: Touch, ledger: &mut Ledger) {
         let c = &mut self.levels[lv];
         let write = m.kind == Kind::Store;
@@ -484,7 +659,7 @@ impl Hierarchy {
         let block_bytes = 1u64 << c.block_shift;
         let mut writeback = None;
         if miss {
-            if let Some((v, _)) = t.evicted {
+            if let Some(v) = t.evicted {
                 if c.valid[t.slot] & c.dirty[t.slot] != 0 {
                     writeback = Some(v << c.block_shift);
                     c.t.writebacks += 1;
@@ -516,10 +691,10 @@ impl Hierarchy {
                 kind: if write { Kind::Load } else { m.kind },
                 prefetch: false,
             };
-            self.transfer(lv, fetch, ledger);
+            self.send(lv, fetch, ledger);
         }
         if write && !wback {
-            self.transfer(lv, m, ledger);
+            self.send(lv, m, ledger);
         }
         if let Some(addr) = writeback {
             let r = Ref {
@@ -528,7 +703,7 @@ impl Hierarchy {
                 kind: Kind::Store,
                 prefetch: false,
             };
-            self.transfer(lv, r, ledger);
+            self.send(lv, r, ledger);
         }
     }
 
@@ -583,18 +758,13 @@ impl Hierarchy {
         // 2. Look up (and, unless a write that does not allocate misses, bring the block in:
         // the slot then holds the victim's state until it is reset below).
         let (slot, block_miss, victim) = if write && !walloc {
-            match c.tags.probe(block, CTX, NO_CTX) {
-                Some((set, way)) => {
-                    c.tags.lookup(block, CTX, NO_CTX);
-                    (set * c.tags.ways() + way, false, None)
-                }
+            match c.tags.lookup(block) {
+                Some(slot) => (slot, false, None),
                 None => (usize::MAX, true, None),
             }
         } else {
-            let before = c.tags.valid_entries();
-            let (slot, evicted) = c.tags.fill_slot(block, CTX, Part::Upper);
-            let filled = evicted.is_some() || c.tags.valid_entries() != before;
-            (slot, filled, evicted.map(|(v, _)| v))
+            let t = c.tags.access(block);
+            (t.slot, !t.hit, t.evicted)
         };
         let valid_before = if block_miss { 0 } else { c.valid[slot] };
         let miss = block_miss || valid_before & subs != subs;
@@ -721,7 +891,7 @@ impl Hierarchy {
     fn copy_back(&mut self, lv: usize, ledger: &mut Ledger) {
         let c = &mut self.levels[lv];
         if c.write_back {
-            let order = recency(&c.tags);
+            let order = c.tags.eviction_order();
             let ways = c.tags.ways();
             // DineroIV pushes sets in increasing order, each from its most recently used
             // block; the stack pops them the other way round.
@@ -876,12 +1046,12 @@ impl Hierarchy {
                 Ways::Full => lines,
                 Ways::N(n) => n.clamp(1, lines),
             };
-            let tags = TlbParams::new(lines, ways, Policy::Lru).heap_bytes();
+            let tags = CacheTags::heap_bytes(lines, ways);
             total = total
                 .saturating_add(tags)
                 .saturating_add(12u64.saturating_mul(lines as u64));
             if c.three_c {
-                total = total.saturating_add(Shadow::heap_bytes(lines));
+                total = total.saturating_add(Shadow::<CacheTags>::heap_bytes(lines));
             }
         }
         total
@@ -913,47 +1083,6 @@ fn push_writebacks(
         t.writebacks += 1;
         bits &= !(((1u64 << run) - 1) << lo) as u32;
     }
-}
-
-/// Each set's valid blocks as (way, block), least recently used first — the order of
-/// DineroIV's stack, bottom up (for FIFO: oldest fill first) — read from a copy of the tags
-/// by filling each set with as many blocks of another context as it has ways: with LRU and
-/// FIFO they evict the valid blocks in exactly that order. For other policies the blocks
-/// not evicted that way follow in way order.
-fn recency(tags: &Tlb) -> Vec<Vec<(usize, u64)>> {
-    let (sets, ways) = (tags.sets(), tags.ways());
-    let mut out: Vec<Vec<(usize, u64)>> = vec![Vec::new(); sets];
-    let mut where_: std::collections::HashMap<(usize, u64), usize> = Default::default();
-    for (set, way, vpn, _) in tags.entries_iter() {
-        out[set].push((way, vpn));
-        where_.insert((set, vpn), way);
-    }
-    if tags.valid_entries() == 0 {
-        return out;
-    }
-    let lru_like = matches!(tags.params().policy, Policy::Lru | Policy::Fifo)
-        && tags.params().partition.is_none();
-    if !lru_like {
-        return out;
-    }
-    let mut probe = tags.clone();
-    for (set, blocks) in out.iter_mut().enumerate() {
-        if blocks.is_empty() {
-            continue;
-        }
-        let mut order = Vec::with_capacity(blocks.len());
-        for k in 0..ways as u64 {
-            // `set` is a block number of this set; another context keeps it apart.
-            let (_, evicted) = probe.fill_slot(set as u64, CTX + 1 + k, Part::Upper);
-            if let Some((vpn, CTX)) = evicted {
-                order.push((where_[&(set, vpn)], vpn));
-            }
-        }
-        if order.len() == blocks.len() {
-            *blocks = order;
-        }
-    }
-    out
 }
 
 /// A cache's name must be a name, unique among caches and TLBs.

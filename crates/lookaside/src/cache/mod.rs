@@ -1,10 +1,9 @@
 //! Caches: one physically indexed, set-associative cache of lines, nothing more.
 //!
-//! A [`Cache`] is a [`Tlb`] whose keys are line numbers (`paddr >> log2(line)`, one context),
-//! with a dirty bit per slot beside the tags. Using the TLB engine as the tag store keeps one
-//! home for set-associative state and replacement: every geometry and policy a TLB accepts
-//! (any ways dividing the lines, LRU/FIFO/random/PLRU/NRU) a cache accepts too, with the same
-//! exact semantics (see [`crate::tlb`]).
+//! A [`Cache`] keeps its lines (`paddr >> log2(line)`) in the caches' tag store
+//! ([`tags::CacheTags`]), with a dirty bit per slot beside the tags: any ways dividing the
+//! lines, LRU/FIFO/random/PLRU/NRU, with the TLB engine's exact replacement (see
+//! [`crate::tlb`]).
 //!
 //! # Semantics
 //!
@@ -22,17 +21,16 @@
 //!   than the write, as in Chen's D-cache) is the memory system's business, not the cache's.
 
 pub use crate::error::ParamError;
-use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::Policy;
+use tags::CacheTags;
 
 pub mod hier;
 pub mod system;
+pub mod tags;
 #[cfg(test)]
 mod tests;
 pub mod vac;
 pub mod wbuf;
-
-/// The one context every line is tagged with.
-const LINE_CTX: u64 = 0;
 
 /// What a write does to memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,13 +81,13 @@ impl CacheParams {
         self.size / self.line.max(1) as u64
     }
 
-    /// The tag store's parameters, once [`CacheParams::check`] passed.
-    fn tags(&self) -> TlbParams {
-        let lines = self.lines() as usize;
-        let ways = if self.ways == 0 { lines } else { self.ways };
-        let mut p = TlbParams::new(lines, ways, self.policy);
-        p.seed = self.seed;
-        p
+    /// Ways per set (`ways`, or every line when fully associative).
+    fn set_ways(&self) -> usize {
+        if self.ways == 0 {
+            self.lines() as usize
+        } else {
+            self.ways
+        }
     }
 
     /// Whether these parameters describe a cache [`Cache::new`] can build.
@@ -158,7 +156,7 @@ pub struct CacheStats {
 /// A physically indexed cache (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct Cache {
-    tags: Tlb,
+    tags: CacheTags,
     /// Per slot of `tags`, whether the line there is dirty (write-back only).
     dirty: Vec<bool>,
     line_shift: u32,
@@ -176,10 +174,12 @@ pub struct Cache {
 impl Cache {
     pub fn new(p: &CacheParams) -> Result<Cache, ParamError> {
         p.check()?;
-        let tags = Tlb::new(&p.tags()).map_err(|message| ParamError {
-            field: "ways",
-            message,
-        })?;
+        let tags = CacheTags::new(p.lines() as usize, p.set_ways(), p.policy, p.seed).map_err(
+            |message| ParamError {
+                field: "ways",
+                message,
+            },
+        )?;
         let write_back = p.write == WritePolicy::Back;
         Ok(Cache {
             dirty: if write_back {
@@ -253,7 +253,7 @@ impl Cache {
     #[inline(always)]
     fn read_line(&mut self, key: u64) -> Outcome {
         self.stats.reads += 1;
-        if self.tags.lookup(key, LINE_CTX, NO_CTX) {
+        if self.tags.lookup(key).is_some() {
             return Outcome {
                 hit: true,
                 ..Outcome::default()
@@ -271,7 +271,7 @@ impl Cache {
         if self.fetch_lines > 1 {
             let first = key & !(self.fetch_lines - 1);
             for other in first..first + self.fetch_lines {
-                if other != key && self.tags.probe(other, LINE_CTX, NO_CTX).is_none() {
+                if other != key && self.tags.probe(other).is_none() {
                     self.fill(other, false, &mut o);
                 }
             }
@@ -285,7 +285,7 @@ impl Cache {
     #[inline(always)]
     fn write(&mut self, paddr: u64) -> Outcome {
         let key = paddr >> self.line_shift;
-        if !self.write_back && self.tags.lookup(key, LINE_CTX, NO_CTX) {
+        if !self.write_back && self.tags.lookup(key).is_some() {
             self.stats.writes += 1;
             return Outcome {
                 hit: true,
@@ -301,10 +301,9 @@ impl Cache {
         self.stats.writes += 1;
         self.victims.clear();
         let hit = if self.write_back {
-            match self.tags.probe(key, LINE_CTX, NO_CTX) {
-                Some((set, way)) => {
-                    self.tags.lookup(key, LINE_CTX, NO_CTX);
-                    self.dirty[set * self.tags.ways() + way] = true;
+            match self.tags.lookup(key) {
+                Some(slot) => {
+                    self.dirty[slot] = true;
                     true
                 }
                 None => false,
@@ -328,11 +327,11 @@ impl Cache {
 
     /// Put the absent line `key` in, counting the fill and any dirty line it evicts.
     fn fill(&mut self, key: u64, dirty: bool, o: &mut Outcome) {
-        let (slot, evicted) = self.tags.fill_slot(key, LINE_CTX, Part::Upper);
+        let (slot, evicted) = self.tags.fill(key);
         o.fills += 1;
         self.stats.fills += 1;
         if self.write_back {
-            if let Some((old, _)) = evicted.filter(|_| self.dirty[slot]) {
+            if let Some(old) = evicted.filter(|_| self.dirty[slot]) {
                 o.writebacks += 1;
                 self.stats.writebacks += 1;
                 self.victims.push(old << self.line_shift);
@@ -343,9 +342,7 @@ impl Cache {
 
     /// Whether the line holding `paddr` is present (changes nothing).
     pub fn contains(&self, paddr: u64) -> bool {
-        self.tags
-            .probe(paddr >> self.line_shift, LINE_CTX, NO_CTX)
-            .is_some()
+        self.tags.probe(paddr >> self.line_shift).is_some()
     }
 
     /// Remove every line of `[start, end)`; returns (lines present, of which dirty). A
@@ -358,14 +355,12 @@ impl Cache {
         }
         let (first, last) = (start >> self.line_shift, (end - 1) >> self.line_shift);
         for key in first..=last {
-            if let Some((set, way)) = self.tags.probe(key, LINE_CTX, NO_CTX) {
+            if let Some(slot) = self.tags.invalidate(key) {
                 present += 1;
-                let slot = set * self.tags.ways() + way;
                 if self.write_back && self.dirty[slot] {
                     dirty += 1;
                     self.dirty[slot] = false;
                 }
-                self.tags.invalidate(key, LINE_CTX, NO_CTX);
             }
         }
         (present, dirty)
@@ -376,9 +371,7 @@ impl Cache {
     pub fn take_dirty(&mut self) -> Vec<u64> {
         let mut out = Vec::new();
         if self.write_back {
-            let ways = self.tags.ways();
-            for (set, way, key, _) in self.tags.entries_iter() {
-                let slot = set * ways + way;
+            for (slot, key) in self.tags.blocks() {
                 if self.dirty[slot] {
                     out.push(key << self.line_shift);
                     self.dirty[slot] = false;
@@ -392,11 +385,10 @@ impl Cache {
     pub fn flush_all(&mut self) -> u64 {
         let mut dirty = 0;
         if self.write_back {
-            for (set, way, _, _) in self.tags.entries_iter() {
-                let slot = set * self.tags.ways() + way;
+            for (slot, _) in self.tags.blocks() {
                 dirty += self.dirty[slot] as u64;
-                self.dirty[slot] = false;
             }
+            self.dirty.fill(false);
         }
         self.tags.flush_all();
         dirty

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::tlb::reference::RefTlb;
+use crate::tlb::{Part, TlbParams, NO_CTX};
 use proptest::prelude::*;
 use proptest::sample::select;
 use std::collections::HashMap;
@@ -19,7 +20,11 @@ impl RefCache {
     fn new(p: &CacheParams) -> RefCache {
         RefCache {
             p: p.clone(),
-            tags: RefTlb::new(&p.tags()),
+            tags: RefTlb::new(&{
+                let mut t = TlbParams::new(p.lines() as usize, p.set_ways(), p.policy);
+                t.seed = p.seed;
+                t
+            }),
             dirty: HashMap::new(),
             victims: Vec::new(),
         }

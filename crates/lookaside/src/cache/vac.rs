@@ -23,9 +23,9 @@
 //!
 //! # The tag store
 //!
-//! The lines live in a [`Tlb`] — the engine's one set-associative structure — with one key per
-//! line: `key = pline << set_bits | vindex`, where `vindex` is the line's set (the index bits
-//! of the address the cache is indexed with) and `pline` the physical line number. The TLB's
+//! The lines live in the caches' tag store ([`CacheTags`]) with one key per line:
+//! `key = pline << set_bits | vindex`, where `vindex` is the line's set (the index bits of
+//! the address the cache is indexed with) and `pline` the physical line number. The store's
 //! set of that key is `key mod sets = vindex`, so the set comes from the index address, and
 //! within a set a match is exactly a physical tag match (the hardware's tag is the physical
 //! page number; the line-in-page bits it leaves out are equal within a set whenever a way
@@ -47,11 +47,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::tlb::{Part, Policy, Tlb, TlbParams};
-
-/// The (only) context of every line in the tag store: lines carry no address-space tag
-/// (homonyms are avoided above the cache, by a global address space or process tags).
-const CTX: u64 = 0;
+use super::tags::CacheTags;
+use crate::tlb::Policy;
 
 /// Physical addresses must be below this (2^48 bytes, 256 TB), so that a line's key fits.
 pub const MAX_PADDR: u64 = 1 << 48;
@@ -205,7 +202,9 @@ pub struct VacCounts {
 #[derive(Clone, Debug)]
 pub struct Vac {
     params: VacParams,
-    tags: Tlb,
+    /// Lines carry no address-space tag (homonyms are avoided above the cache, by a global
+    /// address space or process tags).
+    tags: CacheTags,
     /// Clean (false) or dirty (true), per `set * ways + way`; false for invalid ways.
     dirty: Vec<bool>,
     line_shift: u32,
@@ -230,7 +229,7 @@ impl Vac {
     pub fn new(params: &VacParams) -> Result<Vac, String> {
         params.check()?;
         let lines = (params.size / params.line) as usize;
-        let tags = Tlb::new(&TlbParams::new(lines, params.ways, params.policy))?;
+        let tags = CacheTags::new(lines, params.ways, params.policy, 0)?;
         let sets = (lines / params.ways) as u64;
         let set_bits = sets.trailing_zeros();
         let line_shift = params.line.trailing_zeros();
@@ -320,8 +319,7 @@ impl Vac {
     /// Where the line of `paddr` indexed by `index_addr` is cached, with its dirty bit.
     /// `index_addr` and `paddr` must agree in their page offset.
     pub fn resident(&self, index_addr: u64, paddr: u64) -> Option<(usize, bool)> {
-        let (set, way) = self.tags.probe(self.key(index_addr, paddr), CTX, CTX)?;
-        let slot = set * self.tags.ways() + way;
+        let slot = self.tags.probe(self.key(index_addr, paddr))?;
         Some((slot, self.dirty[slot]))
     }
 
@@ -360,9 +358,7 @@ impl Vac {
         debug_assert!(paddr < MAX_PADDR, "physical address beyond MAX_PADDR");
         let key = self.key(index_addr, paddr);
         let ways = self.tags.ways();
-        if self.tags.lookup(key, CTX, CTX) {
-            let (set, way) = self.tags.probe(key, CTX, CTX).expect("just hit");
-            let slot = set * ways + way;
+        if let Some(slot) = self.tags.lookup(key) {
             self.dirty[slot] |= write;
             self.counts.hits += 1;
             let value = self.data_at(slot, store);
@@ -374,11 +370,10 @@ impl Vac {
             return (a, value);
         }
         self.counts.misses += 1;
-        let evicted = self.tags.fill(key, CTX, Part::Lower);
-        let (set, way) = self.tags.probe(key, CTX, CTX).expect("just filled");
-        let slot = set * ways + way;
+        let (slot, evicted) = self.tags.fill(key);
+        let set = slot / ways;
         // A fill replaces in the way it takes: an evicted entry was in this very slot.
-        let victim = evicted.map(|(k, _)| {
+        let victim = evicted.map(|k| {
             let dirty = self.dirty[slot];
             self.counts.evictions += 1;
             self.counts.writebacks += dirty as u64;
@@ -458,8 +453,7 @@ impl Vac {
             let off = i << self.line_shift;
             n.visited += 1;
             if let Some((slot, dirty)) = self.resident(vbase + off, pbase + off) {
-                self.tags
-                    .invalidate(self.key(vbase + off, pbase + off), CTX, CTX);
+                self.tags.invalidate(self.key(vbase + off, pbase + off));
                 self.dirty[slot] = false;
                 if let (Some(d), true) = (&mut self.data, write_back && dirty) {
                     d.memory
@@ -484,9 +478,7 @@ impl Vac {
             visited: self.tags.entries() as u64,
             ..Lines::default()
         };
-        let ways = self.tags.ways();
-        for (set, way, k, _) in self.tags.entries_iter() {
-            let slot = set * ways + way;
+        for (slot, k) in self.tags.blocks() {
             n.present += 1;
             n.dirty += self.dirty[slot] as u64;
             if let (Some(d), true) = (&mut self.data, self.dirty[slot]) {
@@ -501,19 +493,14 @@ impl Vac {
 
     /// Number of valid lines.
     pub fn occupancy(&self) -> usize {
-        self.tags.valid_entries()
+        self.tags.held()
     }
 
     /// The valid lines as `(slot, physical line number, set, dirty)`, in slot order.
     pub fn lines(&self) -> impl Iterator<Item = (usize, u64, usize, bool)> + '_ {
         let ways = self.tags.ways();
-        self.tags.entries_iter().map(move |(set, way, k, _)| {
-            (
-                set * ways + way,
-                k >> self.set_bits,
-                set,
-                self.dirty[set * ways + way],
-            )
-        })
+        self.tags
+            .blocks()
+            .map(move |(slot, k)| (slot, k >> self.set_bits, slot / ways, self.dirty[slot]))
     }
 }

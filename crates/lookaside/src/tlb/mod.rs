@@ -83,7 +83,7 @@
 
 mod hint;
 mod index;
-mod policy;
+pub(crate) mod policy;
 
 #[cfg(test)]
 mod bench;

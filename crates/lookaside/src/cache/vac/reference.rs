@@ -1,6 +1,6 @@
 //! A brute-force virtually indexed, physically tagged cache for the tests: sets as vectors of
 //! lines, LRU by timestamps, tags compared by physical line number — nothing shared with the
-//! [`crate::tlb::Tlb`]-based [`super::Vac`].
+//! tag store of [`super::Vac`].
 
 use super::Lines;
 

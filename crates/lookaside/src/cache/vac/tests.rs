@@ -120,7 +120,7 @@ fn cache_step() -> impl Strategy<Value = (u8, u64, u64, u64)> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
-    /// The `Tlb`-based cache and the brute-force one agree on every hit, victim, flush and
+    /// The cache and the brute-force one agree on every hit, victim, flush and
     /// purge count and on their final content, for caches whose ways are smaller than, equal
     /// to and larger than a page.
     #[test]

@@ -24,7 +24,7 @@ pub(crate) struct Lists {
 
 impl Lists {
     /// `sets` empty lists over `ways` ways each.
-    pub(super) fn new(sets: usize, ways: usize) -> Result<Lists, String> {
+    pub(crate) fn new(sets: usize, ways: usize) -> Result<Lists, String> {
         let stride = ways + 1;
         let n = sets * stride;
         assert!(n <= u32::MAX as usize, "too many list nodes");
@@ -50,7 +50,7 @@ impl Lists {
 
     /// Take `way` out of its set's list (no-op if it is in none).
     #[inline(always)]
-    pub(super) fn unlink(&mut self, set: usize, way: usize) {
+    pub(crate) fn unlink(&mut self, set: usize, way: usize) {
         let i = self.node(set, way);
         let Link { prev: p, next: n } = self.link[i];
         self.link[p as usize].next = n;
@@ -64,7 +64,7 @@ impl Lists {
     /// Make `way` the newest node of its set's list, wherever it was (or wasn't) before.
     /// Branch-free: moving the newest node unlinks and relinks it in place.
     #[inline(always)]
-    pub(super) fn move_to_back(&mut self, set: usize, way: usize) {
+    pub(crate) fn move_to_back(&mut self, set: usize, way: usize) {
         let i = self.node(set, way);
         let s = self.sentinel(set);
         let Link { prev: p, next: n } = self.link[i];
@@ -81,7 +81,7 @@ impl Lists {
 
     /// The oldest way of the set's list, if the list is not empty.
     #[inline]
-    pub(super) fn front(&self, set: usize) -> Option<usize> {
+    pub(crate) fn front(&self, set: usize) -> Option<usize> {
         let s = self.sentinel(set);
         let f = self.link[s].next as usize;
         (f != s).then(|| f - set * self.stride)
@@ -89,7 +89,7 @@ impl Lists {
 
     /// The ways of the set's list, oldest first (for tests and debugging).
     #[cfg(test)]
-    pub(super) fn order(&self, set: usize) -> Vec<usize> {
+    pub(crate) fn order(&self, set: usize) -> Vec<usize> {
         let s = self.sentinel(set);
         let mut out = Vec::new();
         let mut i = self.link[s].next as usize;

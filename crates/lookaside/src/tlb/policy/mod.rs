@@ -11,7 +11,7 @@
 //! invocation (which generates the [`Policy`] variant, its names and the dispatch).
 
 mod fifo;
-mod list;
+pub(crate) mod list;
 mod lru;
 mod nru;
 mod plru;
