@@ -539,7 +539,20 @@ impl Hierarchy {
         if !write || self.first_ref(lv, addr, size, kind).size != block_bytes {
             self.send(lv, fetch, ledger);
         }
-        if let Some(addr) = writeback {
+        self.write_back(lv, writeback, block_bytes, ledger);
+    }
+
+    /// The victim block a miss of cache `lv` wrote back (if it had a dirty one), stored
+    /// whole to the next level.
+    #[inline(always)]
+    fn write_back(
+        &mut self,
+        lv: usize,
+        victim: Option<u64>,
+        block_bytes: u64,
+        ledger: &mut Ledger,
+    ) {
+        if let Some(addr) = victim {
             let r = Ref {
                 addr,
                 size: block_bytes,
@@ -696,15 +709,7 @@ impl Hierarchy {
         if write && !wback {
             self.send(lv, m, ledger);
         }
-        if let Some(addr) = writeback {
-            let r = Ref {
-                addr,
-                size: block_bytes,
-                kind: Kind::Store,
-                prefetch: false,
-            };
-            self.send(lv, r, ledger);
-        }
+        self.write_back(lv, writeback, block_bytes, ledger);
     }
 
     /// Reference `r` from cache `lv` to its next level (or memory): counted in its bytes,

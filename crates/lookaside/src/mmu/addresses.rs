@@ -308,6 +308,7 @@ fn claim(taken: &mut Taken, n: u64, block: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mmu::reference::PlainFold;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -456,30 +457,6 @@ mod tests {
         assert_eq!(m.place(1 << 32, Mode::Kernel, 1), Place::Error);
     }
 
-    /// The fold, brute force: each (space, block) in order of first sight takes the first
-    /// free block from its low bits on.
-    #[derive(Default)]
-    struct Plain {
-        blocks: BTreeMap<(u32, u64), Option<u64>>,
-    }
-
-    impl Plain {
-        fn fold(&mut self, space: u32, addr: u64, n: u64) -> Option<u64> {
-            let block = addr >> 22;
-            if !self.blocks.contains_key(&(space, block)) {
-                let taken: Vec<u64> = self
-                    .blocks
-                    .iter()
-                    .filter(|((s, _), _)| *s == space)
-                    .filter_map(|(_, b)| *b)
-                    .collect();
-                let b = (0..n).map(|k| (block + k) % n).find(|b| !taken.contains(b));
-                self.blocks.insert((space, block), b);
-            }
-            self.blocks[&(space, block)].map(|b| b << 22 | (addr & 0x3f_ffff))
-        }
-    }
-
     /// Adversarial addresses: blocks that collide in their low bits, the ends of the halves,
     /// of the classes and of the blocks, non-canonical ones.
     fn address(sel: u8, x: u32) -> (u64, Mode) {
@@ -512,7 +489,7 @@ mod tests {
             refs in prop::collection::vec((any::<u8>(), any::<u32>(), 0u32..3), 1..600),
         ) {
             let mut m = x86();
-            let mut plain = Plain::default();
+            let mut plain = PlainFold::default();
             let mut owner: BTreeMap<(u32, u64), u64> = BTreeMap::new();
             let within = |a: u64, r: (u64, u64)| (r.0..r.1).contains(&a);
             for (sel, x, asid) in refs {

@@ -24,6 +24,33 @@ enum St {
     Dirty,
 }
 
+/// The fold of a 64-bit trace's 4 MB blocks onto MIPS blocks, brute force: (space, trace
+/// block) → MIPS block (`None`: none was free), in order of first sight; the kernel's space
+/// is `u32::MAX`. The model of [`super::addresses`]'s fold, here and in its own tests.
+#[derive(Default)]
+pub(crate) struct PlainFold {
+    blocks: BTreeMap<(u32, u64), Option<u64>>,
+}
+
+impl PlainFold {
+    /// The MIPS block of `addr`'s 4 MB block in `space`: the first free one of `n` from the
+    /// block's low bits on, taken the first time the block is seen.
+    pub(crate) fn fold(&mut self, space: u32, addr: u64, n: u64) -> Option<u64> {
+        let block = addr >> 22;
+        if !self.blocks.contains_key(&(space, block)) {
+            let taken: Vec<u64> = self
+                .blocks
+                .iter()
+                .filter(|((s, _), _)| *s == space)
+                .filter_map(|(_, b)| *b)
+                .collect();
+            let b = (0..n).map(|k| (block + k) % n).find(|b| !taken.contains(b));
+            self.blocks.insert((space, block), b);
+        }
+        self.blocks[&(space, block)].map(|b| b << 22 | (addr & 0x3f_ffff))
+    }
+}
+
 pub struct RefModel {
     pub tlb: RefTlb,
     levels: u8,
@@ -39,7 +66,7 @@ pub struct RefModel {
     mapped_classes: Vec<(u64, u64)>,
     /// (space, trace block) → MIPS block (`None`: none was free), in order of first sight;
     /// the kernel's space is `u32::MAX`.
-    blocks: BTreeMap<(u32, u64), Option<u64>>,
+    blocks: PlainFold,
     split: bool,
     asid: u32,
     /// Address spaces in order of first appearance: the index is the page-table slot.
@@ -80,7 +107,7 @@ impl RefModel {
             x86: p.addresses == RefillAddresses::X86_64,
             unmapped_classes: Vec::new(),
             mapped_classes: Vec::new(),
-            blocks: BTreeMap::new(),
+            blocks: PlainFold::default(),
             split: p.split_straddles,
             asid: 0,
             spaces: vec![0],
@@ -100,21 +127,9 @@ impl RefModel {
         self.mapped_classes = mapped.to_vec();
     }
 
-    /// The MIPS block of `addr`'s 4 MB block in `space`: the first free one of `n` from the
-    /// block's low bits on, taken the first time the block is seen.
+    /// The MIPS block of `addr`'s 4 MB block in `space` (see [`PlainFold::fold`]).
     fn fold(&mut self, space: u32, addr: u64, n: u64) -> Option<u64> {
-        let block = addr >> 22;
-        if !self.blocks.contains_key(&(space, block)) {
-            let taken: Vec<u64> = self
-                .blocks
-                .iter()
-                .filter(|((s, _), _)| *s == space)
-                .filter_map(|(_, b)| *b)
-                .collect();
-            let b = (0..n).map(|k| (block + k) % n).find(|b| !taken.contains(b));
-            self.blocks.insert((space, block), b);
-        }
-        self.blocks[&(space, block)].map(|b| b << 22 | (addr & 0x3f_ffff))
+        self.blocks.fold(space, addr, n)
     }
 
     /// Where `addr` lands: (user page, unmapped, kseg2 address); `None`: an address error.
