@@ -673,6 +673,31 @@ fn params_strategy() -> impl Strategy<Value = RefillParams> {
         )
 }
 
+/// The model and the reference over the same events, the model in batches of uneven sizes
+/// (to cross batch boundaries anywhere): the same traps, handler work, address errors,
+/// accesses and misses, unmapped references and TLB contents.
+fn agrees(
+    m: &mut SoftwareManagedTlb,
+    r: &mut RefModel,
+    evs: &[Event],
+) -> Result<(), TestCaseError> {
+    let mut l = Ledger::new(vec!["tlb".into()]);
+    for chunk in evs.chunks(37) {
+        m.run_batch(chunk, &mut l);
+    }
+    for e in evs {
+        r.event(e);
+    }
+    prop_assert_eq!(m.counts().by_depth, r.traps);
+    prop_assert_eq!(*m.handler(), r.handler);
+    prop_assert_eq!(m.address_errors(), r.address_errors);
+    let t = l.total(0, |_, _, _| true);
+    prop_assert_eq!((t.accesses, t.misses), (r.accesses, r.misses));
+    prop_assert_eq!(l.unmapped, r.unmapped);
+    prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -685,22 +710,8 @@ proptest! {
     ) {
         let evs = events(&raw);
         let mut m = SoftwareManagedTlb::new(p.clone()).unwrap();
-        let mut l = Ledger::new(vec!["tlb".into()]);
         let mut r = RefModel::new(&p);
-        // In batches of uneven sizes, to cross batch boundaries anywhere.
-        for chunk in evs.chunks(37) {
-            m.run_batch(chunk, &mut l);
-        }
-        for e in &evs {
-            r.event(e);
-        }
-        prop_assert_eq!(m.counts().by_depth, r.traps);
-        prop_assert_eq!(*m.handler(), r.handler);
-        prop_assert_eq!(m.address_errors(), r.address_errors);
-        let t = l.total(0, |_, _, _| true);
-        prop_assert_eq!((t.accesses, t.misses), (r.accesses, r.misses));
-        prop_assert_eq!(l.unmapped, r.unmapped);
-        prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
+        agrees(&mut m, &mut r, &evs)?;
     }
 
     /// The same with a 64-bit trace mapped onto the MIPS segments: as x86-64 (its kernel
@@ -720,25 +731,12 @@ proptest! {
         }
         let evs = events_at(&raw, x86_address);
         let mut m = SoftwareManagedTlb::new(p.clone()).unwrap();
-        let mut l = Ledger::new(vec!["tlb".into()]);
         let mut r = RefModel::new(&p);
         m.bind_kernel_classes(&X86_CLASSES.0, &X86_CLASSES.1);
         if x86 {
             r.bind(&X86_CLASSES.0, &X86_CLASSES.1);
         }
-        for chunk in evs.chunks(37) {
-            m.run_batch(chunk, &mut l);
-        }
-        for e in &evs {
-            r.event(e);
-        }
-        prop_assert_eq!(m.counts().by_depth, r.traps);
-        prop_assert_eq!(*m.handler(), r.handler);
-        prop_assert_eq!(m.address_errors(), r.address_errors);
-        let t = l.total(0, |_, _, _| true);
-        prop_assert_eq!((t.accesses, t.misses), (r.accesses, r.misses));
-        prop_assert_eq!(l.unmapped, r.unmapped);
-        prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
+        agrees(&mut m, &mut r, &evs)?;
         prop_assert!(m.unplaceable().is_none());
     }
 }
