@@ -44,7 +44,9 @@
 //!   masks and a shift move it; the victim is the last nibble, and replacing it rotates the
 //!   word by one nibble. Invalidations leave the word alone: an invalid way is always refilled
 //!   (and so moved to the front) before the set is full again, which is the only time a
-//!   victim is asked, so the valid ways' order is their recency, as the engine's.
+//!   victim is asked, so the valid ways' order is their recency, as the engine's. A look-up
+//!   tries the way at the front first (with LRU the set's most recently used, which a hit
+//!   leaves in place), then the fingerprints.
 //! * **Wider LRU and FIFO sets** keep a recency (or insertion-order) list per set, the TLB
 //!   engine's ([`Lists`]: every operation O(1)).
 //! * **Every other policy** keeps the TLB engine's replacement state ([`State`]: one home for
