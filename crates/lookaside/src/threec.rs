@@ -22,8 +22,9 @@
 //! the shadow too: it is the same structure, only fully associative. A miss on an entry a
 //! flush removed is then a capacity miss (the shadow lost it as well).
 //!
-//! Memory: the shadow's tags (as large as the structure's) and one word per (sub-)block ever
-//! touched; the hash look-up of the infinite cache is paid only on misses of the shadow.
+//! Memory: the shadow's tags (as large as the structure's) and, per group of neighbouring
+//! blocks any of which was touched, a bitmap of them (a bit per block, or a 32-bit sub-block
+//! mask); the hash look-up of the infinite cache is paid only on misses of the shadow.
 //!
 //! A TLB's shadow is a TLB ([`Tlb`]: blocks are pages with a context); a cache's is the
 //! caches' own tag store ([`CacheTags`]: blocks alone), so that its look-ups cost what the

@@ -44,11 +44,17 @@
 //!   masks and a shift move it; the victim is the last nibble, and replacing it rotates the
 //!   word by one nibble. Invalidations leave the word alone: an invalid way is always refilled
 //!   (and so moved to the front) before the set is full again, which is the only time a
-//!   victim is asked, so the valid ways' order is their recency, as the engine's.
+//!   victim is asked, so the valid ways' order is their recency, as the engine's. A look-up
+//!   tries the way at the front first (with LRU the set's most recently used, which a hit
+//!   leaves in place), then the fingerprints.
 //! * **Wider LRU and FIFO sets** keep a recency (or insertion-order) list per set, the TLB
 //!   engine's ([`Lists`]: every operation O(1)).
 //! * **Every other policy** keeps the TLB engine's replacement state ([`State`]: one home for
 //!   PLRU, NRU and random), its hooks inlined into one access path per policy.
+//! * **Direct-mapped stores**, whatever their policy (the one way is the only victim, and the
+//!   random policy's draws, the only state a victim choice changes, serve this store alone),
+//!   keep nothing but the tags and a valid bit per set: a large direct-mapped cache (Chen's
+//!   64 KiB of 4-byte lines) then takes 8 bytes and a bit per set of the host's caches.
 //! * **The last block.** The block of the last access and its slot: an access repeating it is
 //!   a hit that changes no replacement state (LRU: it is already the most recent of its set;
 //!   FIFO and random: hits change nothing; PLRU: the same bits would be set again; NRU: its bit
@@ -120,6 +126,8 @@ enum Repl {
     WideFifo(Lists),
     /// Random, PLRU and NRU, any associativity: the TLB engine's state.
     Policy(State),
+    /// One way per set, whatever the policy: no state (see [`Slots::access_direct`]).
+    Direct,
 }
 
 /// The chained hash index of sets of more than [`FP_MAX_WAYS`] ways (see the module
@@ -315,9 +323,16 @@ impl Slots {
     #[inline(always)]
     fn find(&self, set: usize, block: u64) -> Option<usize> {
         match &self.chains {
+            None if self.fp_words == 0 => self.find_direct(set, block).then_some(0),
             None => self.find_fp(set, block),
             Some(c) => c.find(set, block, &self.tags, self.ways),
         }
+    }
+
+    /// Whether the one way of `set` (direct-mapped) holds `block`.
+    #[inline(always)]
+    fn find_direct(&self, set: usize, block: u64) -> bool {
+        self.tags[set] == block && self.wide[set / 64] >> (set % 64) & 1 != 0
     }
 
     /// [`Slots::find`] in a set of at most [`FP_MAX_WAYS`] ways: the ways whose fingerprint is
@@ -353,6 +368,7 @@ impl Slots {
     #[inline(always)]
     fn index(&mut self, set: usize, way: usize, block: u64) {
         match &mut self.chains {
+            None if self.fp_words == 0 => {}
             None => self.set_fp(set, way, fingerprint(block)),
             Some(c) => c.insert(set, way, block, self.ways),
         }
@@ -362,6 +378,7 @@ impl Slots {
     #[inline(always)]
     fn unindex(&mut self, set: usize, way: usize, block: u64) {
         match &mut self.chains {
+            None if self.fp_words == 0 => {}
             None => self.set_fp(set, way, NO_FP),
             Some(c) => c.remove(set, way, block, self.ways),
         }
@@ -370,20 +387,20 @@ impl Slots {
     /// Whether `way` of `set` is valid.
     #[inline]
     fn is_valid(&self, set: usize, way: usize) -> bool {
-        if self.words == 1 {
-            self.meta[set].valid >> way & 1 != 0
-        } else {
-            self.wide[set * self.words + way / 64] >> (way % 64) & 1 != 0
+        match self.words {
+            0 => self.wide[set / 64] >> (set % 64) & 1 != 0,
+            1 => self.meta[set].valid >> way & 1 != 0,
+            _ => self.wide[set * self.words + way / 64] >> (way % 64) & 1 != 0,
         }
     }
 
     /// Whether every way of `set` is valid.
     #[inline(always)]
     fn is_full(&self, set: usize) -> bool {
-        if self.words == 1 {
-            self.meta[set].valid == self.full
-        } else {
-            self.count[set] as usize == self.ways
+        match self.words {
+            0 => self.is_valid(set, 0),
+            1 => self.meta[set].valid == self.full,
+            _ => self.count[set] as usize == self.ways,
         }
     }
 
@@ -391,6 +408,10 @@ impl Slots {
     #[inline(always)]
     fn take_invalid(&mut self, set: usize) -> usize {
         self.held += 1;
+        if self.words == 0 {
+            self.wide[set / 64] |= 1 << (set % 64);
+            return 0;
+        }
         if self.words == 1 {
             let v = &mut self.meta[set].valid;
             let way = (!*v).trailing_zeros() as usize;
@@ -409,11 +430,39 @@ impl Slots {
     #[inline]
     fn clear_valid(&mut self, set: usize, way: usize) {
         self.held -= 1;
-        if self.words == 1 {
+        if self.words == 0 {
+            self.wide[set / 64] &= !(1 << (set % 64));
+        } else if self.words == 1 {
             self.meta[set].valid &= !(1 << way);
         } else {
             self.wide[set * self.words + way / 64] &= !(1 << (way % 64));
             self.count[set] -= 1;
+        }
+    }
+
+    /// [`CacheTags::access`] of `block` in `set` of a direct-mapped store (any policy: the
+    /// one way is the only victim, and no policy's state changes what it chooses).
+    #[inline(always)]
+    fn access_direct(&mut self, set: usize, block: u64) -> Touch {
+        let valid = self.wide[set / 64] >> (set % 64) & 1 != 0;
+        let old = self.tags[set];
+        self.remember(block, set);
+        if valid && old == block {
+            return Touch {
+                slot: set,
+                hit: true,
+                evicted: None,
+            };
+        }
+        if !valid {
+            self.wide[set / 64] |= 1 << (set % 64);
+            self.held += 1;
+        }
+        self.tags[set] = block;
+        Touch {
+            slot: set,
+            hit: false,
+            evicted: valid.then_some(old),
         }
     }
 
@@ -612,9 +661,13 @@ impl CacheTags {
             return Err(format!("{ways} ways do not divide {blocks} blocks"));
         }
         let sets = blocks / ways;
-        let words = ways.div_ceil(64);
+        let direct = ways == 1;
+        // Valid bits: a bit per set when direct-mapped (`words == 0`), else a word per 64
+        // ways, in the set's record up to 64 ways.
+        let words = if direct { 0 } else { ways.div_ceil(64) };
         let ordered = ways <= ORDER_MAX_WAYS;
         let repl = match policy {
+            _ if direct => Repl::Direct,
             Policy::Lru if ordered => Repl::Lru,
             Policy::Fifo if ordered => Repl::Fifo,
             Policy::Lru => Repl::WideLru(Lists::new(sets, ways)?),
@@ -633,11 +686,15 @@ impl CacheTags {
             s: Slots {
                 tags: filled(blocks + PAD, 0)?,
                 slots: blocks,
-                meta: filled(sets, meta)?,
-                wide: if words > 1 {
-                    filled(sets * words, 0)?
-                } else {
+                meta: if direct {
                     Vec::new()
+                } else {
+                    filled(sets, meta)?
+                },
+                wide: match words {
+                    0 => filled(sets.div_ceil(64), 0)?,
+                    1 => Vec::new(),
+                    _ => filled(sets * words, 0)?,
                 },
                 count: if words > 1 {
                     filled(sets, 0)?
@@ -645,7 +702,7 @@ impl CacheTags {
                     Vec::new()
                 },
                 words,
-                fp_words: if ways <= FP_MAX_WAYS {
+                fp_words: if ways <= FP_MAX_WAYS && !direct {
                     ways.div_ceil(8)
                 } else {
                     0
@@ -740,6 +797,7 @@ impl CacheTags {
             Repl::WideLru(order) => return s.access_wide::<true>(order, set, block),
             Repl::WideFifo(order) => return s.access_wide::<false>(order, set, block),
             Repl::Policy(_) => return self.access_policy(set, block),
+            Repl::Direct => return s.access_direct(set, block),
         };
         if let Some(way) = way {
             return Touch {
@@ -783,6 +841,13 @@ impl CacheTags {
         let way = match self.repl {
             Repl::Lru => s.hit_ordered::<true>(set, block),
             Repl::Fifo => s.hit_ordered::<false>(set, block),
+            Repl::Direct => {
+                if !s.find_direct(set, block) {
+                    return None;
+                }
+                s.remember(block, set);
+                return Some(set);
+            }
             Repl::WideLru(_) | Repl::WideFifo(_) | Repl::Policy(_) => {
                 return self.lookup_policy(set, block)
             }
@@ -797,7 +862,7 @@ impl CacheTags {
         match &mut self.repl {
             Repl::WideLru(order) => order.move_to_back(set, way),
             Repl::Policy(state) => state.on_hit(set, way),
-            Repl::Lru | Repl::Fifo | Repl::WideFifo(_) => {}
+            Repl::Lru | Repl::Fifo | Repl::WideFifo(_) | Repl::Direct => {}
         }
         let slot = set * self.s.ways + way;
         self.s.remember(block, slot);
@@ -820,6 +885,10 @@ impl CacheTags {
             Repl::Lru | Repl::Fifo => self.s.place_ordered(set, block),
             Repl::WideLru(order) | Repl::WideFifo(order) => self.s.place_wide(order, set, block),
             Repl::Policy(_) => self.fill_policy(set, block),
+            Repl::Direct => {
+                let t = self.s.access_direct(set, block);
+                (t.slot, t.evicted)
+            }
         }
     }
 
@@ -848,7 +917,7 @@ impl CacheTags {
         match &mut self.repl {
             Repl::WideLru(order) | Repl::WideFifo(order) => order.unlink(set, way),
             Repl::Policy(state) => state.on_invalidate(set, way),
-            Repl::Lru | Repl::Fifo => {}
+            Repl::Lru | Repl::Fifo | Repl::Direct => {}
         }
         Some(set * s.ways + way)
     }
@@ -865,13 +934,14 @@ impl CacheTags {
                     match &mut self.repl {
                         Repl::WideLru(order) | Repl::WideFifo(order) => order.unlink(set, way),
                         Repl::Policy(state) => state.on_invalidate(set, way),
-                        Repl::Lru | Repl::Fifo => {}
+                        Repl::Lru | Repl::Fifo | Repl::Direct => {}
                     }
                 }
             }
-            let m = &mut self.s.meta[set];
-            m.valid = 0;
-            m.fp = [NO_FP * BYTES; 2];
+            if let Some(m) = self.s.meta.get_mut(set) {
+                m.valid = 0;
+                m.fp = [NO_FP * BYTES; 2];
+            }
             if let Some(c) = &mut self.s.chains {
                 c.clear_set(set);
             }

@@ -89,7 +89,7 @@ impl Lists {
 
     /// The ways of the set's list, oldest first (for tests and debugging).
     #[cfg(test)]
-    pub(crate) fn order(&self, set: usize) -> Vec<usize> {
+    pub(super) fn order(&self, set: usize) -> Vec<usize> {
         let s = self.sentinel(set);
         let mut out = Vec::new();
         let mut i = self.link[s].next as usize;
