@@ -36,3 +36,16 @@ def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def _repeatable(info: dict) -> dict:
+    """A trace's `info`, less what differs between two captures of the same inputs: the
+    date of the capture and the file's path."""
+    del info["metadata"]["extra"]["date"], info["path"]
+    return info
+
+
+@pytest.fixture
+def repeatable():
+    """`info` of a trace less its capture date and path (see `_repeatable`)."""
+    return _repeatable

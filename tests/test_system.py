@@ -506,13 +506,6 @@ def _words(path: Path, n: int = 3000) -> None:
     path.write_text(" ".join(rng.choice(vocab) for _ in range(n)) + "\n")
 
 
-def _repeatable(info: dict) -> dict:
-    """A trace's `info`, less what differs between two captures of the same inputs: the
-    date of the capture and the file's path."""
-    del info["metadata"]["extra"]["date"], info["path"]
-    return info
-
-
 def _events(trace: Path) -> bytes:
     """The compressed records of a native trace: what follows its header (see native.rs)."""
     b = trace.read_bytes()
@@ -520,7 +513,8 @@ def _events(trace: Path) -> bytes:
 
 
 @needs_system
-def test_a_named_program_is_the_real_one_and_a_capture_repeats_bit_for_bit(tmp_path):
+def test_a_named_program_is_the_real_one_and_a_capture_repeats_bit_for_bit(
+        tmp_path, repeatable):
     """`-- gzip …` is Debian's gzip, run by its absolute path (busybox's shell would run its
     own gzip applet for the bare name, which has no --rsyncable and exits 1); captured twice,
     the same inputs give the same events and the same summary, and the metadata names what
@@ -536,7 +530,7 @@ def test_a_named_program_is_the_real_one_and_a_capture_repeats_bit_for_bit(tmp_p
                                  files=[str(tmp_path / "words.txt")], quiet=True)
         assert s["command"] == f"{shutil.which('gzip')} -k -f --rsyncable words.txt"
         assert "gzip" in {p["name"] for p in s["processes"]}
-        info.append(_repeatable(lookaside.info(out)))
+        info.append(repeatable(lookaside.info(out)))
     assert info[0] == info[1]
     assert _events(tmp_path / "gz1.lks") == _events(tmp_path / "gz2.lks")
     extra = info[0]["metadata"]["extra"]
@@ -551,7 +545,7 @@ def test_a_named_program_is_the_real_one_and_a_capture_repeats_bit_for_bit(tmp_p
 
 
 @needs_system
-def test_a_workload_of_debian_packages_captures_and_repeats(tmp_path, cli):
+def test_a_workload_of_debian_packages_captures_and_repeats(tmp_path, cli, repeatable):
     """The djpeg workload end to end, twice, as a user runs it: libjpeg-turbo's cjpeg and
     djpeg (Debian packages fetched with the libraries they need) encode and decode an image
     in the guest, which checks the result; the two captures' `info --json` are the same but
@@ -560,7 +554,7 @@ def test_a_workload_of_debian_packages_captures_and_repeats(tmp_path, cli):
     for run in (1, 2):
         out = tmp_path / f"djpeg{run}.lks"
         cli("trace", "--system", "-q", "--workload", "djpeg", "-o", out)
-        info.append(_repeatable(json.loads(cli("info", "--json", out).stdout)))
+        info.append(repeatable(json.loads(cli("info", "--json", out).stdout)))
     assert info[0] == info[1]
     extra = info[0]["metadata"]["extra"]
     assert extra["workload"] == "workload djpeg"
@@ -729,7 +723,8 @@ def test_the_file_service_runs_through_stacked_user_level_servers():
 
 
 @needs_system
-def test_a_user_level_file_service_is_recorded_as_address_spaces_and_repeats(tmp_path):
+def test_a_user_level_file_service_is_recorded_as_address_spaces_and_repeats(
+        tmp_path, repeatable):
     """With `--fs user2` the workload's file operations go through two bindfs processes over
     FUSE, each an address space of its own in the trace, which repeats bit for bit."""
     if not shutil.which("gzip"):
@@ -742,7 +737,7 @@ def test_a_user_level_file_service_is_recorded_as_address_spaces_and_repeats(tmp
                                  files=[str(tmp_path / "words.txt")], fs="user2", quiet=True)
         servers = {p["asid"] for p in s["processes"] if p["name"] == "bindfs"}
         assert len(servers) == 2, s["processes"]
-        info.append(_repeatable(lookaside.info(out)))
+        info.append(repeatable(lookaside.info(out)))
     assert info[0] == info[1]
     assert _events(tmp_path / "fs1.lks") == _events(tmp_path / "fs2.lks")
     extra = info[0]["metadata"]["extra"]
