@@ -99,8 +99,12 @@
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
+use crate::cache::vac::{drive::FirstTouch as VacFirstTouch, Indexing};
+use crate::cache::WritePolicy;
 use crate::error::{Error, Result};
+use crate::tlb::Policy;
 use crate::trace::kernel::KernelClass;
+use crate::vm::Mapping;
 
 /// A whole machine.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -405,22 +409,24 @@ pub struct VacConfig {
     /// The VM page (2 KiB on the HP 9000/834): the unit of mapping, copy and zero.
     #[serde(default = "default_vac_page")]
     pub page: Bytes,
-    /// Replacement within a set: lru | fifo | random.
-    #[serde(default = "default_vac_replacement")]
-    pub replacement: String,
+    /// Replacement within a set.
+    #[serde(default = "default_policy")]
+    pub replacement: Policy,
     /// virtual | physical.
-    #[serde(default = "default_vac_indexing")]
-    pub indexing: String,
+    #[serde(default)]
+    pub indexing: Indexing,
     /// The alias policy: `none`, or `pseudo-aliasing` with any of `+purge`, `+read-only`,
-    /// `+equivalent`.
+    /// `+equivalent` (a string: its options combine, checked by
+    /// [`crate::cache::vac::AliasPolicy::parse`]).
     #[serde(default = "default_vac_policy")]
     pub policy: String,
-    /// The timing preset pricing the primitives.
+    /// The timing preset pricing the primitives (a name of
+    /// [`crate::cache::vac::Timing::preset`]).
     #[serde(default = "default_vac_timing")]
     pub timing: String,
     /// The frame a page gets on its first touch: trace | any | colour.
-    #[serde(default = "default_vac_mapping")]
-    pub mapping: String,
+    #[serde(default)]
+    pub mapping: VacFirstTouch,
 }
 
 fn default_vac_size() -> Bytes {
@@ -435,20 +441,11 @@ fn default_vac_line() -> Bytes {
 fn default_vac_page() -> Bytes {
     Bytes(2 << 10)
 }
-fn default_vac_replacement() -> String {
-    "lru".into()
-}
-fn default_vac_indexing() -> String {
-    "virtual".into()
-}
 fn default_vac_policy() -> String {
     "pseudo-aliasing".into()
 }
 fn default_vac_timing() -> String {
     "hp9000-834".into()
-}
-fn default_vac_mapping() -> String {
-    "any".into()
 }
 
 /// The memory system behind translation (Chen's DECstation 5000/200 model is the shipped
@@ -459,8 +456,8 @@ fn default_vac_mapping() -> String {
 pub struct MemoryConfig {
     /// Page-mapping policy ([`crate::vm::Mapping`]): deterministic | random | bin-hopping |
     /// sequential | identity | trace.
-    #[serde(default = "default_mapping")]
-    pub mapping: String,
+    #[serde(default)]
+    pub mapping: Mapping,
     /// Physical memory the mapping hands out.
     #[serde(default = "default_memory")]
     pub memory: Bytes,
@@ -542,9 +539,6 @@ impl WritebackTarget {
     }
 }
 
-fn default_mapping() -> String {
-    "deterministic".into()
-}
 fn default_memory() -> Bytes {
     Bytes(64 << 20)
 }
@@ -575,10 +569,9 @@ pub struct CacheConfig {
     #[serde(default = "direct_mapped")]
     pub ways: Ways,
     #[serde(default = "default_policy")]
-    pub policy: String,
-    /// "back" or "through".
-    #[serde(default = "default_write")]
-    pub write: String,
+    pub policy: Policy,
+    #[serde(default)]
+    pub write: WritePolicy,
     #[serde(default = "yes")]
     pub write_allocate: bool,
     /// Bytes fetched on a read miss (default: the line).
@@ -590,9 +583,6 @@ pub struct CacheConfig {
 
 fn direct_mapped() -> Ways {
     Ways::N(1)
-}
-fn default_write() -> String {
-    "back".into()
 }
 
 /// The write buffer of a write-through cache ([`crate::cache::wbuf`]).
@@ -707,7 +697,7 @@ pub struct TlbConfig {
     #[serde(default)]
     pub ways: Ways,
     #[serde(default = "default_policy")]
-    pub policy: String,
+    pub policy: Policy,
     /// Page sizes held; empty means `[pages.size]`.
     #[serde(
         default,
@@ -742,8 +732,8 @@ pub struct TlbConfig {
     pub three_c: bool,
 }
 
-fn default_policy() -> String {
-    "lru".into()
+fn default_policy() -> Policy {
+    Policy::Lru
 }
 
 fn yes() -> bool {
@@ -795,7 +785,7 @@ pub struct CacheSpec {
     #[serde(default = "direct_mapped")]
     pub ways: Ways,
     #[serde(default = "default_policy")]
-    pub policy: String,
+    pub policy: Policy,
     /// Default: from the name, as for a TLB (`i…` instruction, `d…` data, else unified).
     #[serde(default)]
     pub serves: Serves,
@@ -803,7 +793,7 @@ pub struct CacheSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
     #[serde(default)]
-    pub write: WriteMode,
+    pub write: WritePolicy,
     #[serde(default)]
     pub allocate: Allocate,
     /// When a read brings in more than it asked for (DineroIV's fetch policies).
@@ -824,17 +814,6 @@ pub struct CacheSpec {
         skip_serializing_if = "is_false"
     )]
     pub three_c: bool,
-}
-
-/// What a cache does with a write that it holds (or allocates).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum WriteMode {
-    /// The line is marked dirty; the next level sees it when it is evicted or flushed.
-    #[default]
-    Back,
-    /// Every write goes on to the next level; lines are never dirty.
-    Through,
 }
 
 /// Whether a write miss brings the block in.
@@ -1049,9 +1028,9 @@ pub struct PartitionConfig {
     /// Ways of each set (slots of a fully associative TLB) in the lower partition.
     pub lower: usize,
     #[serde(default = "default_policy")]
-    pub lower_policy: String,
+    pub lower_policy: Policy,
     #[serde(default = "default_policy")]
-    pub upper_policy: String,
+    pub upper_policy: Policy,
 }
 
 /// Which partition a miss fills. The software-managed-TLB study adds its policies A–D here.
@@ -1259,7 +1238,7 @@ pub struct WalkCacheConfig {
     #[serde(default = "one")]
     pub ways: usize,
     #[serde(default = "default_policy")]
-    pub policy: String,
+    pub policy: Policy,
 }
 
 impl Default for WalkCacheConfig {
@@ -1331,14 +1310,30 @@ pub struct StlbConfig {
     pub ways: usize,
     /// PTE classes it caches, of L1K, L2, L3.
     #[serde(default = "default_stlb_classes")]
-    pub classes: Vec<String>,
-    /// How a page number picks its set: `low` (its low bits) or `hash`.
-    #[serde(default = "default_stlb_index")]
-    pub index: String,
+    pub classes: Vec<KernelPte>,
+    /// How a page number picks its set.
+    #[serde(default)]
+    pub index: StlbIndex,
 }
 
-fn default_stlb_index() -> String {
-    "low".into()
+/// A class of kernel PTE that a software TLB can hold (Bala's, Uhlig's names): the PTEs of
+/// kernel data pages (L1K), of the user page tables (L2), of the kernel's page tables (L3).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub enum KernelPte {
+    L1K,
+    L2,
+    L3,
+}
+
+/// How a page number picks its set of a software TLB.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StlbIndex {
+    /// Its low bits.
+    #[default]
+    Low,
+    /// A hash of all its bits.
+    Hash,
 }
 
 fn default_stlb_entries() -> usize {
@@ -1349,8 +1344,8 @@ fn one() -> usize {
     1
 }
 
-fn default_stlb_classes() -> Vec<String> {
-    vec!["L1K".into(), "L2".into(), "L3".into()]
+fn default_stlb_classes() -> Vec<KernelPte> {
+    vec![KernelPte::L1K, KernelPte::L2, KernelPte::L3]
 }
 
 /// Bala's IPC-path prefetching: when the running address space changes (the IPC hand-off),
@@ -2261,7 +2256,10 @@ mod tests {
             m.tlbs[0].page,
             vec![PageSize::Size(4096), PageSize::Size(2 << 20)]
         );
-        assert_eq!(m.tlbs[1].partition.as_ref().unwrap().lower_policy, "lru");
+        assert_eq!(
+            m.tlbs[1].partition.as_ref().unwrap().lower_policy,
+            Policy::Lru
+        );
         // Round trip through TOML keeps the machine.
         assert_eq!(MachineConfig::from_toml(&m.to_toml(), "again").unwrap(), m);
     }
@@ -2411,7 +2409,7 @@ mod tests {
         .unwrap();
         let m = MachineConfig::from_table(t.clone(), "x").unwrap();
         assert_eq!(m.tlbs[1].entries, 128);
-        assert_eq!(m.tlbs[0].policy, "fifo");
+        assert_eq!(m.tlbs[0].policy, Policy::Fifo);
         assert_eq!(m.machine.seed, 7);
         let e = apply_overrides(&mut t, &["tlb.l2.entries=1".into()]).unwrap_err();
         assert_eq!(
@@ -2465,7 +2463,7 @@ mod tests {
         assert_eq!((d.serves, d.next.as_deref()), (Serves::Data, Some("l2")));
         assert_eq!(
             (d.write, d.allocate, d.three_c),
-            (WriteMode::Through, Allocate::No, false)
+            (WritePolicy::Through, Allocate::No, false)
         );
         assert_eq!(
             (l2.serves, l2.ways, l2.three_c),

@@ -6,6 +6,27 @@
 //! turns the counts into JSON and tables. [`run`] drives the loop. The [`onepass`] engines
 //! consume the same batches and answer a whole sweep of LRU structures in one pass.
 
+/// A closed choice that a configuration names by a string (`"lru"`, `"bin-hopping"` …):
+/// serialised as its [`Display`](std::fmt::Display) name and read through its
+/// [`FromStr`](std::str::FromStr), whose message says what the choices are. One place for
+/// the pattern, so that every such field of the schema reads and errors alike.
+macro_rules! serde_by_name {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 pub mod bench;
 pub mod cache;
 pub mod config;

@@ -828,10 +828,7 @@ impl Machine {
             if config.tlbs[..i].iter().any(|o| o.name == t.name) {
                 return Err(err(key(t, "name"), "two TLBs have this name".into()));
             }
-            let policy: Policy = t
-                .policy
-                .parse()
-                .map_err(|e: String| err(key(t, "policy"), e))?;
+            let policy = t.policy;
             let ways = match t.ways {
                 Ways::Full => t.entries,
                 Ways::N(n) => n,
@@ -840,14 +837,8 @@ impl Machine {
                 None => None,
                 Some(p) => Some(Partition {
                     lower_ways: p.lower,
-                    lower_policy: p
-                        .lower_policy
-                        .parse()
-                        .map_err(|e: String| err(key(t, "partition.lower_policy"), e))?,
-                    upper_policy: p
-                        .upper_policy
-                        .parse()
-                        .map_err(|e: String| err(key(t, "partition.upper_policy"), e))?,
+                    lower_policy: p.lower_policy,
+                    upper_policy: p.upper_policy,
                 }),
             };
             if t.placement != Placement::Upper && partition.is_none() {

@@ -65,7 +65,6 @@ use crate::error::{Error, Result};
 use crate::event::{Event, Kind, Mode};
 use crate::ledger::Ledger;
 use crate::threec::Shadow;
-use crate::tlb::Policy;
 
 /// The context of every block in the classification's infinite cache (blocks have none).
 const CTX: u64 = 0;
@@ -265,7 +264,7 @@ impl Hierarchy {
                     format!("{ways} does not divide the {lines} lines"),
                 ));
             }
-            let policy: Policy = c.policy.parse().map_err(|e| err(c, "policy", e))?;
+            let policy = c.policy;
             let seed = config.machine.seed ^ (0x5bd1_e995u64 << 8).wrapping_mul(i as u64 + 1);
             let tags = CacheTags::new(lines, ways, policy, seed).map_err(|m| err(c, "ways", m))?;
             let subs = line / sub;
@@ -311,7 +310,7 @@ impl Hierarchy {
                 block_mask: line - 1,
                 sub_shift: sub.trailing_zeros(),
                 sub_mask: subs - 1,
-                write_back: c.write == crate::config::WriteMode::Back,
+                write_back: c.write == super::WritePolicy::Back,
                 allocate: c.allocate,
                 fetch: c.fetch,
                 distance,

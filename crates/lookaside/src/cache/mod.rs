@@ -32,12 +32,18 @@ mod tests;
 pub mod vac;
 pub mod wbuf;
 
-/// What a write does to memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// What a cache does with a write that it holds (or allocates); `write = "back" | "through"`
+/// in a configuration.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum WritePolicy {
-    /// Writes update the line and mark it dirty; memory sees dirty lines when evicted.
+    /// Writes update the line and mark it dirty; the next level (or memory) sees dirty lines
+    /// when they are evicted or flushed.
+    #[default]
     Back,
-    /// Every write goes on to memory; lines are never dirty.
+    /// Every write goes on to the next level (or memory); lines are never dirty.
     Through,
 }
 

@@ -31,7 +31,7 @@ use super::{Cache, CacheParams, WritePolicy};
 use crate::config::{CacheConfig, MemoryConfig, Private, Ways};
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, IDLE_MARKERS, NO_PADDR};
-use crate::vm::{Mapping, PageMapper};
+use crate::vm::PageMapper;
 use serde_json::{json, Value};
 
 /// Stall components, in report order.
@@ -198,7 +198,7 @@ impl MemorySystem {
         source_name: &str,
     ) -> Result<MemorySystem> {
         let err = |k: &str, m: String| Error::config(source_name, format!("memory.{k}"), m);
-        let mapping: Mapping = c.mapping.parse().map_err(|e| err("mapping", e))?;
+        let mapping = c.mapping;
         let mut levels = Vec::new();
         let level = |name: &str, cc: &CacheConfig, levels: &mut Vec<Level>| {
             let p = cache_params(cc, seed ^ levels.len() as u64)
@@ -853,12 +853,8 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// The cache parameters a `[memory.*]` cache table describes; errors name the field.
 fn cache_params(c: &CacheConfig, seed: u64) -> std::result::Result<CacheParams, (&str, String)> {
-    let policy = c.policy.parse().map_err(|e| ("policy", e))?;
-    let write = match c.write.as_str() {
-        "back" => WritePolicy::Back,
-        "through" => WritePolicy::Through,
-        other => return Err(("write", format!("'{other}' is not one of: back, through"))),
-    };
+    let policy = c.policy;
+    let write = c.write;
     Ok(CacheParams {
         size: c.size.0,
         line: c.line,

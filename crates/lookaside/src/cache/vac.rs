@@ -45,7 +45,7 @@ mod tests;
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::tags::CacheTags;
 use crate::tlb::Policy;
@@ -54,12 +54,13 @@ use crate::tlb::Policy;
 pub const MAX_PADDR: u64 = 1 << 48;
 
 /// How a [`Vac`] picks a line's set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Indexing {
     /// From the virtual address of the access (physical accesses use their physical address,
     /// as on PA-RISC with translation off): aliases of different colours occupy different
     /// lines.
+    #[default]
     Virtual,
     /// Always from the physical address: a physically addressed cache, where aliases cannot
     /// arise (Mach's case 1).
@@ -78,13 +79,8 @@ pub struct VacParams {
     /// Page size in bytes (a power of two, at least one line).
     pub page: u64,
     /// Replacement policy within a set.
-    #[serde(serialize_with = "policy_name")]
     pub policy: Policy,
     pub indexing: Indexing,
-}
-
-fn policy_name<S: serde::Serializer>(p: &Policy, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(p.name())
 }
 
 impl VacParams {

@@ -65,7 +65,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::config::{
-    FirstTouch, MachineConfig, PlacementPolicy, ReadFaultMaps, RefillAddresses, Straddle,
+    FirstTouch, KernelPte, MachineConfig, PlacementPolicy, ReadFaultMaps, RefillAddresses,
+    StlbIndex, Straddle,
 };
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, Mode, FLUSH_ALL, NO_PADDR};
@@ -596,34 +597,17 @@ impl SoftwareManagedTlb {
             Some(s) => {
                 let mut classes = [false; 4];
                 for c in &s.classes {
-                    let i = match c.as_str() {
-                        "L1K" => 1,
-                        "L2" => 2,
-                        "L3" => 3,
-                        _ => {
-                            return Err(err(
-                                "refill.stlb.classes",
-                                format!("'{c}' is not a kernel PTE class (L1K, L2, L3)"),
-                            ))
-                        }
-                    };
-                    classes[i] = true;
+                    classes[match c {
+                        KernelPte::L1K => 1,
+                        KernelPte::L2 => 2,
+                        KernelPte::L3 => 3,
+                    }] = true;
                 }
-                let hashed = match s.index.as_str() {
-                    "low" => false,
-                    "hash" => true,
-                    other => {
-                        return Err(err(
-                            "refill.stlb.index",
-                            format!("'{other}' is not an index (low, hash)"),
-                        ))
-                    }
-                };
                 Some(StlbParams {
                     entries: s.entries,
                     ways: s.ways,
                     classes,
-                    hashed,
+                    hashed: s.index == StlbIndex::Hash,
                 })
             }
         };

@@ -63,7 +63,6 @@ use crate::pagetable::{
     Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, Usage, Walk, PAGE_SHIFT,
     TABLE_BASE,
 };
-use crate::tlb::Policy;
 
 /// Cycle costs of the refill handlers (see the module documentation for how they combine).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -458,11 +457,7 @@ impl Walker {
         let cache = if c.cache.size.0 == 0 {
             None
         } else {
-            let policy: Policy = c
-                .cache
-                .policy
-                .parse()
-                .map_err(|m: String| err("cache.policy", m))?;
+            let policy = c.cache.policy;
             let p = CacheParams {
                 size: c.cache.size.0,
                 line: c.cache.line,

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::event::{Kind, BATCH};
 use crate::ledger::Counter;
 use crate::report::Figures;
+use crate::tlb::Policy;
 use crate::trace::Format;
 
 /// Largest set count answered by the all-associativity engine here.
@@ -55,7 +56,7 @@ impl Options {
                 config.tlbs.len()
             ));
         };
-        if t.policy != "lru" {
+        if t.policy != Policy::Lru {
             return Err(format!("tlb.{}.policy: '{}' is not lru", t.name, t.policy));
         }
         if t.three_c {

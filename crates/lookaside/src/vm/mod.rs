@@ -22,12 +22,13 @@ mod tests;
 const RECENT: usize = 16;
 
 /// How a frame is chosen for a page touched for the first time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mapping {
     /// Colour-preserving and a function of (VPN, ASID), as Chen's simulator and Ultrix: the
     /// frame has the page's colour, and its place within the colour is a hash of the ASID
     /// and the VPN (the next free frame of that colour on a collision). No two pages within
     /// one cache span of virtual addresses of one space conflict.
+    #[default]
     Deterministic,
     /// A uniformly random free frame, seeded (Mach after its free list is shuffled).
     Random,
@@ -64,6 +65,8 @@ impl Mapping {
         }
     }
 }
+
+serde_by_name!(Mapping);
 
 impl fmt::Display for Mapping {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

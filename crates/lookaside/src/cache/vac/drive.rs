@@ -41,26 +41,28 @@ use serde_json::{json, Value};
 
 use super::alias::{AliasPolicy, At, VacVm, VmCounts, PHYS};
 use super::timing::Timing;
-use super::{Indexing, VacParams};
+use super::VacParams;
 use crate::config::VacConfig;
 use crate::error::{Error, Result};
 use crate::event::{flags, CopySource, Event, Kind, NO_PADDR, PHYSICAL};
 
 /// Which frame a page gets when it is first touched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FirstTouch {
     /// The frame of the physical address the reference carries (full-system traces); a
     /// reference without one is an error.
     Trace,
     /// The lowest free frame.
+    #[default]
     Any,
     /// The lowest free frame of the page's colour (equivalent mapping).
     Colour,
 }
 
-impl FirstTouch {
-    pub fn parse(name: &str) -> Result<FirstTouch, String> {
+impl std::str::FromStr for FirstTouch {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<FirstTouch, String> {
         match name {
             "trace" => Ok(FirstTouch::Trace),
             "any" => Ok(FirstTouch::Any),
@@ -69,6 +71,18 @@ impl FirstTouch {
         }
     }
 }
+
+impl std::fmt::Display for FirstTouch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FirstTouch::Trace => "trace",
+            FirstTouch::Any => "any",
+            FirstTouch::Colour => "colour",
+        })
+    }
+}
+
+serde_by_name!(FirstTouch);
 
 /// What the stream asked of the driver, beyond the primitives' own counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -147,20 +161,8 @@ impl VacDriver {
             ways: c.ways,
             line: c.line.0,
             page: c.page.0,
-            policy: c
-                .replacement
-                .parse()
-                .map_err(|m: String| err("replacement", m))?,
-            indexing: match c.indexing.as_str() {
-                "virtual" => Indexing::Virtual,
-                "physical" => Indexing::Physical,
-                other => {
-                    return Err(err(
-                        "indexing",
-                        format!("'{other}' is not virtual or physical"),
-                    ))
-                }
-            },
+            policy: c.replacement,
+            indexing: c.indexing,
         };
         params.check().map_err(|m| {
             let (field, msg) = m.split_once(": ").unwrap_or(("size", &m));
@@ -170,8 +172,7 @@ impl VacDriver {
         let policy = AliasPolicy::parse(&c.policy)
             .map_err(|m| err("policy", m.trim_start_matches("alias policy: ").into()))?;
         let timing = Timing::preset(&c.timing).map_err(|m| err("timing", m))?;
-        let mapping = FirstTouch::parse(&c.mapping).map_err(|m| err("mapping", m))?;
-        VacDriver::new(&params, policy, timing, mapping).map_err(|m| err("size", m))
+        VacDriver::new(&params, policy, timing, c.mapping).map_err(|m| err("size", m))
     }
 
     pub fn vm(&self) -> &VacVm {
