@@ -833,14 +833,11 @@ impl Machine {
                 Ways::Full => t.entries,
                 Ways::N(n) => n,
             };
-            let partition = match &t.partition {
-                None => None,
-                Some(p) => Some(Partition {
-                    lower_ways: p.lower,
-                    lower_policy: p.lower_policy,
-                    upper_policy: p.upper_policy,
-                }),
-            };
+            let partition = t.partition.as_ref().map(|p| Partition {
+                lower_ways: p.lower,
+                lower_policy: p.lower_policy,
+                upper_policy: p.upper_policy,
+            });
             if t.placement != Placement::Upper && partition.is_none() {
                 return Err(err(
                     key(t, "placement"),
