@@ -107,3 +107,30 @@ def test_errors_are_typed(demo, tmp_path):
     bad.write_text("0 1000\n1 2000\nxyz\n")
     with pytest.raises(lookaside.TraceError, match="line 3"):
         lookaside.simulate(bad, None, tlb=["dtlb:entries=4"])
+
+
+def test_every_shipped_machine_validates_against_the_exported_schema(cli):
+    """The JSON Schema comes from the engine's own types: every preset and a machine made
+    from flags, as the engine normalises them, validate; a closed choice outside its names
+    and a key the engine does not know are refused, as the engine refuses them."""
+    import jsonschema
+    import tomllib
+
+    schema = lookaside.config_schema()
+    assert json.loads(cli("config", "--schema").stdout) == schema
+    jsonschema.Draft202012Validator.check_schema(schema)
+    machines = [lookaside.check_config(name) for name in lookaside.preset_names()]
+    machines.append(lookaside.check_config(
+        None, tlb=["dtlb:entries=64,ways=full,policy=clock,page=4k"],
+        cache=["l1:size=32k,line=64,ways=8,policy=plru,serves=unified,3c=yes"]))
+    for text in machines:
+        jsonschema.validate(tomllib.loads(text), schema)
+    m = tomllib.loads(machines[-1])
+    assert m["tlb"][0]["policy"] == "nru"  # "clock" is NRU's other name
+    for bad in ({"policy": "mru"}, {"entres": 64}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**m, "tlb": [{**m["tlb"][0], **bad}]}, schema)
+        with pytest.raises(lookaside.ConfigError):
+            key, value = next(iter(bad.items()))
+            lookaside.check_config(None, [f"tlb.dtlb.{key}={value!r}".replace("'", '"')],
+                                   tlb=["dtlb:entries=64,ways=full,policy=lru,page=4k"])

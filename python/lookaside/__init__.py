@@ -38,6 +38,7 @@ __all__ = [
     "TraceError",
     "access_map",
     "check_config",
+    "config_schema",
     "convert",
     "convert_counts",
     "demo_trace",
@@ -290,6 +291,13 @@ def check_config(
     return _lookaside.check_config(text, name, _utf8("--tlb", tlb),
                                    _utf8("--set", _overrides(overrides, kwargs)),
                                    _size(max_memory), _utf8("--cache", cache))
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of a machine description (every section, key, default and closed
+    choice), generated from the engine's own types: check a machine against it before a
+    long sweep, or let an editor complete its keys."""
+    return json.loads(_lookaside.config_schema())
 
 
 def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,

@@ -43,6 +43,7 @@ def check_config(
     max_memory: str | None = ...,
     cache: list[str] = ...,
 ) -> str: ...
+def config_schema() -> str: ...
 def convert(
     src: str,
     dst: str,

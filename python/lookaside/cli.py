@@ -27,6 +27,7 @@ from . import (
     _as_text,
     _lookaside,
     check_config,
+    config_schema,
     convert_counts,
     demo_trace,
     info,
@@ -244,6 +245,9 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    if args.schema:
+        emit(json.dumps(config_schema(), indent=2), args.output)
+        return 0
     emit(check_config(machine_of(args), args.set, tlb=args.tlb, cache=args.cache), args.output)
     return 0
 
@@ -438,6 +442,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("config", help="validate a machine and print it with defaults filled in")
     add_machine_args(s)
+    s.add_argument("--schema", action="store_true",
+                   help="print the JSON Schema of every machine description instead")
     s.add_argument("-o", "--output", metavar="FILE")
     s.set_defaults(run=cmd_config)
 

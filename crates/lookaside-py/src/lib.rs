@@ -278,6 +278,12 @@ fn check_config(
     Ok(m.config().to_toml())
 }
 
+/// The machine description's JSON Schema (`lookaside::config::json_schema`), as JSON text.
+#[pyfunction]
+fn config_schema() -> String {
+    lookaside::config::json_schema().to_string()
+}
+
 /// Convert a trace between formats; returns the events written and the events left out
 /// (those the output format cannot represent). With `phase`, `skip` or `take`, only a window
 /// of it (see `lookaside::trace::cut`); `level` is the native output's zstd level; `extra`
@@ -561,6 +567,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate_many, m)?)?;
     m.add_function(wrap_pyfunction!(check_machines, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(config_schema, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;

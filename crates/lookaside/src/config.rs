@@ -96,6 +96,7 @@
 //! policy = "lru"
 //! ```
 
+use schemars::JsonSchema;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
@@ -107,7 +108,7 @@ use crate::trace::kernel::KernelClass;
 use crate::vm::Mapping;
 
 /// A whole machine.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MachineConfig {
     #[serde(default)]
@@ -139,7 +140,7 @@ pub struct MachineConfig {
     pub vac: Option<VacConfig>,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MachineSection {
     #[serde(default)]
@@ -157,6 +158,7 @@ pub struct MachineSection {
         serialize_with = "ser_opt_addr",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(schema_with = "schema::address")]
     pub global_above: Option<u64>,
 }
 
@@ -177,7 +179,7 @@ impl Default for MachineSection {
 }
 
 /// What an access that crosses a page boundary does.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Straddle {
     /// Translate both pages (two TLB accesses), as hardware does.
@@ -187,7 +189,7 @@ pub enum Straddle {
     First,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PageSection {
     #[serde(default = "default_page")]
@@ -215,7 +217,7 @@ impl Default for PageSection {
 /// gives when the machine runs it (`size = "unmapped"` only: a machine like the MIPS
 /// R3000, whose kernel reaches kseg0 outside the TLB, says which x86-64 kernel ranges play
 /// that part, whatever numbers the trace's kernel gave them).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Region {
     #[serde(
@@ -224,6 +226,7 @@ pub struct Region {
         serialize_with = "ser_opt_addr",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(schema_with = "schema::address")]
     pub start: Option<u64>,
     #[serde(
         default,
@@ -231,6 +234,7 @@ pub struct Region {
         serialize_with = "ser_opt_addr",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(schema_with = "schema::address")]
     pub end: Option<u64>,
     /// A class of kernel addresses, in place of `start` and `end`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -397,7 +401,7 @@ impl<'de> Deserialize<'de> for Bytes {
 /// A virtually indexed, physically tagged, write-back data cache and the consistency
 /// policy of its OS. Every default is the HP 9000/834 of Inouye et al. Validated in
 /// [`crate::cache::vac::drive::VacDriver::from_config`], whose errors name the key.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VacConfig {
     #[serde(default = "default_vac_size")]
@@ -451,7 +455,7 @@ fn default_vac_timing() -> String {
 /// The memory system behind translation (Chen's DECstation 5000/200 model is the shipped
 /// example): physical page mapping, caches, write buffer, uncached addresses, the TLB miss
 /// handlers' own work, and MCPI accounting. Validated in [`crate::cache::system`].
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryConfig {
     /// Page-mapping policy ([`crate::vm::Mapping`]): deterministic | random | bin-hopping |
@@ -463,6 +467,7 @@ pub struct MemoryConfig {
     pub memory: Bytes,
     /// Physical address of the first frame handed out (below it: the unmapped kernel).
     #[serde(default, deserialize_with = "addr", serialize_with = "ser_addr")]
+    #[schemars(schema_with = "schema::address")]
     pub frames_base: u64,
     /// Physical address of an unmapped reference (a `pages.regions` entry of size
     /// "unmapped"): its virtual address with this mask (MIPS kseg0/kseg1: 0x1fffffff).
@@ -471,6 +476,7 @@ pub struct MemoryConfig {
         deserialize_with = "addr",
         serialize_with = "ser_addr"
     )]
+    #[schemars(schema_with = "schema::address")]
     pub unmapped_mask: u64,
     /// Which references share one set of caches (`none`: all of them).
     #[serde(default)]
@@ -508,7 +514,7 @@ pub struct MemoryConfig {
 }
 
 /// Which references of a memory system share one set of caches.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Private {
     /// Everyone.
@@ -521,7 +527,7 @@ pub enum Private {
 }
 
 /// Where the memory system's first-level write-backs go (see [`MemoryConfig::writebacks`]).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WritebackTarget {
     /// Into the second level, as writes (DineroIV's behaviour, and a real hierarchy's): the
@@ -550,17 +556,19 @@ fn default_uncached_cycles() -> u32 {
 }
 
 /// A virtual address range `[start, end)`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddrRange {
     #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    #[schemars(schema_with = "schema::address")]
     pub start: u64,
     #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    #[schemars(schema_with = "schema::address")]
     pub end: u64,
 }
 
 /// One cache of the memory system.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
     pub size: Bytes,
@@ -586,7 +594,7 @@ fn direct_mapped() -> Ways {
 }
 
 /// The write buffer of a write-through cache ([`crate::cache::wbuf`]).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteBufferConfig {
     #[serde(default = "wb_entries")]
@@ -618,7 +626,7 @@ fn wb_partial_cycles() -> u32 {
 }
 
 /// The software TLB miss handlers' work, synthesised as kernel references (MIPS R3000).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandlerConfig {
     /// Instructions of the user-TLB-miss (UTLB) handler; it loads one PTE.
@@ -630,13 +638,16 @@ pub struct HandlerConfig {
     pub ktlb_instructions: u32,
     /// Virtual address of the handlers' code (unmapped kernel text).
     #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    #[schemars(schema_with = "schema::address")]
     pub code: u64,
     /// Virtual base of each address space's linear page table (mapped kernel memory): the PTE
     /// of page `vpn` is at `page_table + vpn * pte_bytes`.
     #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    #[schemars(schema_with = "schema::address")]
     pub page_table: u64,
     /// Virtual base of the root table mapping the page tables (unmapped kernel memory).
     #[serde(deserialize_with = "addr", serialize_with = "ser_addr")]
+    #[schemars(schema_with = "schema::address")]
     pub root_table: u64,
     #[serde(default = "pte_bytes")]
     pub pte_bytes: u32,
@@ -689,7 +700,7 @@ fn opt_addr<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>,
 }
 
 /// One TLB structure.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlbConfig {
     pub name: String,
@@ -704,6 +715,7 @@ pub struct TlbConfig {
         deserialize_with = "one_or_many",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(schema_with = "schema::page_sizes")]
     pub page: Vec<PageSize>,
     #[serde(default)]
     pub serves: Serves,
@@ -715,6 +727,7 @@ pub struct TlbConfig {
         serialize_with = "ser_names",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(schema_with = "schema::names")]
     pub next: Vec<String>,
     #[serde(default = "yes")]
     pub asid: bool,
@@ -729,6 +742,7 @@ pub struct TlbConfig {
         deserialize_with = "yes_no",
         skip_serializing_if = "is_false"
     )]
+    #[schemars(schema_with = "schema::switch")]
     pub three_c: bool,
 }
 
@@ -773,7 +787,7 @@ fn yes_no<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error
 /// [`crate::cache::hier`] for the exact semantics). A reference of a kind enters the cache
 /// serving it that no other cache names as `next`; what a cache sends on (the blocks it
 /// fetches, write-throughs, write-backs) goes to its `next`, or to memory.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheSpec {
     pub name: String,
@@ -813,6 +827,7 @@ pub struct CacheSpec {
         deserialize_with = "yes_no",
         skip_serializing_if = "is_false"
     )]
+    #[schemars(schema_with = "schema::switch")]
     pub three_c: bool,
 }
 
@@ -859,7 +874,7 @@ impl<'de> Deserialize<'de> for Allocate {
 /// DineroIV's fetch policies: what a demand read or instruction fetch prefetches (writes and
 /// prefetches never do). A prefetch reads the sub-block `prefetch_distance` sub-blocks past
 /// the one referenced.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FetchPolicy {
     /// Nothing: only what is referenced is fetched.
@@ -989,7 +1004,7 @@ impl<'de> Deserialize<'de> for Ways {
 }
 
 /// Which references a structure translates.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Serves {
     Instruction,
@@ -1022,7 +1037,7 @@ impl Serves {
 }
 
 /// Lower (wired) and upper partitions of each set, each with its own replacement policy.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PartitionConfig {
     /// Ways of each set (slots of a fully associative TLB) in the lower partition.
@@ -1034,7 +1049,7 @@ pub struct PartitionConfig {
 }
 
 /// Which partition a miss fills. The software-managed-TLB study adds its policies A–D here.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
     /// Every fill goes to the upper partition (the lower one holds only what is wired).
@@ -1046,7 +1061,7 @@ pub enum Placement {
 
 /// The software refill of a MIPS R2000-style TLB (see [`crate::mmu`]): page-table structure,
 /// PTE placement policy, cost model and the OS behaviour that raises Invalid and Modify traps.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RefillConfig {
     /// Page-table levels: 3 (Mach 3.0, OSF/1: L1 and L2 tables mapped, L3 root unmapped) or 2
@@ -1093,7 +1108,7 @@ pub struct RefillConfig {
 }
 
 /// How a page table is organised (Huck & Hays 1993; see [`crate::pagetable`]).
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Organisation {
     /// Forward-mapped: a tree of tables indexed by the page number's bit fields.
@@ -1122,7 +1137,7 @@ impl Organisation {
 }
 
 /// Who refills the TLB from the page table.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RefillBy {
     #[default]
@@ -1131,7 +1146,7 @@ pub enum RefillBy {
 }
 
 /// How addresses name pages in a page table.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Addresses {
     /// (address space, address): sharing by aliases, one entry per alias.
@@ -1142,7 +1157,7 @@ pub enum Addresses {
 }
 
 /// How an address space's number becomes its space id.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SpaceIds {
     /// Scrambled, as HP-UX allocates space ids (pseudo-randomly).
@@ -1153,7 +1168,7 @@ pub enum SpaceIds {
 }
 
 /// How a hashed bucket's second way is compared.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Compare {
     /// After the first (costing `second_way` cycles when it is needed).
@@ -1165,7 +1180,7 @@ pub enum Compare {
 
 /// A page table and the walker that refills the TLBs from it (see [`crate::mmu::Walker`]).
 /// Validated by [`crate::mmu::Walker::from_config`], whose errors name the key.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
     pub organisation: Organisation,
@@ -1218,7 +1233,7 @@ pub struct PageTableConfig {
 }
 
 /// One paging-structure cache: the entries of radix level `level` (0 = root).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PscConfig {
     pub level: usize,
@@ -1228,7 +1243,7 @@ pub struct PscConfig {
 }
 
 /// The data cache a walker's references go through (Huck & Hays: 256 KB direct-mapped).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WalkCacheConfig {
     #[serde(default = "default_walk_cache")]
@@ -1269,7 +1284,7 @@ fn default_walk_costs() -> String {
 /// interval with the one before; a significant fall keeps the partition point moving the
 /// same way, a significant rise reverses it, anything else leaves it. The paper gives no
 /// values for these parameters.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DynamicConfig {
     /// Traps (of every type) between decisions.
@@ -1299,7 +1314,7 @@ fn default_threshold() -> f64 {
 /// Bala's software TLB: kernel translations cached in unmapped memory, looked up at the start
 /// of the generic miss handler (hit: a fast path with no nested traps; miss: the normal
 /// handler, then a fill).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StlbConfig {
     /// Entries in all (indexed by the low bits of the page number).
@@ -1318,7 +1333,7 @@ pub struct StlbConfig {
 
 /// A class of kernel PTE that a software TLB can hold (Bala's, Uhlig's names): the PTEs of
 /// kernel data pages (L1K), of the user page tables (L2), of the kernel's page tables (L3).
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 pub enum KernelPte {
     L1K,
     L2,
@@ -1326,7 +1341,7 @@ pub enum KernelPte {
 }
 
 /// How a page number picks its set of a software TLB.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StlbIndex {
     /// Its low bits.
@@ -1352,7 +1367,7 @@ fn default_stlb_classes() -> Vec<KernelPte> {
 /// probe the TLB for the receiver's most recently missed entries and insert those that are
 /// absent: by default the L2 PTEs of its L1 page-table pages; optionally its user pages
 /// (L1U) and the kernel data pages (L1K) it missed on.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrefetchConfig {
     /// L2 PTEs prefetched per switch (the receiver's text, data and stack: 3), at most 8.
@@ -1398,7 +1413,7 @@ impl Default for RefillConfig {
 }
 
 /// PTE placement policies of Uhlig et al., Table VIII: which partition each PTE class fills.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash, JsonSchema)]
 pub enum PlacementPolicy {
     /// L2 PTEs in the lower partition, all others in the upper (the baseline).
     #[default]
@@ -1412,7 +1427,7 @@ pub enum PlacementPolicy {
 }
 
 /// Which pages raise an Invalid trap (a page fault) on their first reference.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FirstTouch {
     /// User pages (demand paging); mapped kernel data is mapped when allocated.
@@ -1426,7 +1441,7 @@ pub enum FirstTouch {
 
 /// What a trace's addresses are to the software-refill model (see
 /// [`crate::mmu::addresses`], where the mapping lives).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 pub enum RefillAddresses {
     /// MIPS addresses: kuseg below 2 GB, kseg0/kseg1 unmapped, kseg2 mapped; anything at or
     /// above 4 GB (and a user reference outside kuseg, unless `fold_user_addresses`) is an
@@ -1455,7 +1470,7 @@ impl RefillAddresses {
 }
 
 /// How a page is mapped by a fault taken on a read (a write fault always maps it dirty).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReadFaultMaps {
     /// Clean (dirty bit off): the first write to the page raises a Modify trap.
@@ -1466,7 +1481,7 @@ pub enum ReadFaultMaps {
 }
 
 /// Cycles per trap type, each optional (absent: not given).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrapCycles {
     #[serde(rename = "L1U", default, skip_serializing_if = "Option::is_none")]
@@ -2204,6 +2219,116 @@ pub fn cache_from_flag(flag: &str) -> Result<toml::Table> {
     }
     Ok(t)
 }
+
+/// The machine description's JSON Schema (draft 2020-12): every section, key, default and
+/// closed choice, generated from the types that read it, so that editors, the Python layer
+/// and the docs check a machine against what the engine accepts, not against a copy.
+pub fn json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(MachineConfig)).expect("a schema is JSON")
+}
+
+/// Schemas of the values written more than one way (sizes as `32k` or 32768, addresses as
+/// `"0x…"` or integers, switches as `yes`/`true`): what [`json_schema`] says of them.
+mod schema {
+    use schemars::{json_schema, Schema, SchemaGenerator};
+
+    /// A byte count: an integer, or digits with `k`, `M`, `G` (binary; `KiB`, `KB` too).
+    pub fn size() -> Schema {
+        json_schema!({
+            "description": "bytes: an integer or a string such as \"32k\", \"64KiB\", \"2M\"",
+            "anyOf": [
+                { "type": "integer", "minimum": 0 },
+                { "type": "string", "pattern": "^\\s*[0-9]+\\s*([kKmMgG]([iI]?[bB])?|[bB])?\\s*$" }
+            ]
+        })
+    }
+
+    /// A page size: a power of two of bytes (as [`size`]), or `unmapped`.
+    pub fn page_size() -> Schema {
+        json_schema!({
+            "description": "a page size: a power of two of bytes (4096, \"4k\", \"2M\", \"1G\"), or \"unmapped\"",
+            "anyOf": [
+                { "type": "integer", "minimum": 2 },
+                { "type": "string" }
+            ]
+        })
+    }
+
+    /// An address: an integer or a decimal or `0x…` string (`_` allowed).
+    pub fn address(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "an address: an integer or a \"0x…\" string",
+            "anyOf": [
+                { "type": "integer", "minimum": 0 },
+                { "type": "string", "pattern": "^\\s*(0[xX][0-9a-fA-F_]+|[0-9_]+)\\s*$" }
+            ]
+        })
+    }
+
+    /// A switch: `true`/`false` or, as in a flag, `yes`/`no`.
+    pub fn switch(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "anyOf": [
+                { "type": "boolean" },
+                { "type": "string", "enum": ["yes", "no", "true", "false"] }
+            ]
+        })
+    }
+
+    /// One page size or a list of them.
+    pub fn page_sizes(_: &mut SchemaGenerator) -> Schema {
+        let one = page_size();
+        json_schema!({ "anyOf": [one.clone(), { "type": "array", "items": one }] })
+    }
+
+    /// One name or a list of them.
+    pub fn names(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "anyOf": [
+                { "type": "string" },
+                { "type": "array", "items": { "type": "string" } }
+            ]
+        })
+    }
+}
+
+/// Implements [`schemars::JsonSchema`] for a type read by hand, from a function of
+/// [`schema`].
+macro_rules! schema_from {
+    ($t:ty, $f:expr) => {
+        impl JsonSchema for $t {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($t).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                $f
+            }
+        }
+    };
+}
+
+schema_from!(Bytes, schema::size());
+schema_from!(PageSize, schema::page_size());
+schema_from!(
+    Ways,
+    schemars::json_schema!({
+        "description": "a number of ways, or \"full\" (ways = entries)",
+        "anyOf": [
+            { "type": "integer", "minimum": 1 },
+            { "type": "string", "enum": ["full", "fa"] }
+        ]
+    })
+);
+schema_from!(
+    Allocate,
+    schemars::json_schema!({
+        "anyOf": [
+            { "type": "boolean" },
+            { "type": "string", "enum": ["yes", "no", "no-fetch", "true", "false", "always", "never", "nofetch"] }
+        ]
+    })
+);
 
 #[cfg(test)]
 mod tests {

@@ -8,10 +8,22 @@
 
 /// A closed choice that a configuration names by a string (`"lru"`, `"bin-hopping"` …):
 /// serialised as its [`Display`](std::fmt::Display) name and read through its
-/// [`FromStr`](std::str::FromStr), whose message says what the choices are. One place for
-/// the pattern, so that every such field of the schema reads and errors alike.
+/// [`FromStr`](std::str::FromStr), whose message says what the choices are; in the JSON
+/// Schema, a string of the `names` given (an iterator of `&str`). One place for the
+/// pattern, so that every such field of the schema reads, errors and documents alike.
 macro_rules! serde_by_name {
-    ($t:ty) => {
+    ($t:ty, $names:expr) => {
+        impl schemars::JsonSchema for $t {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($t).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                let names: Vec<&str> = $names.collect();
+                schemars::json_schema!({ "type": "string", "enum": names })
+            }
+        }
+
         impl serde::Serialize for $t {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.collect_str(self)

@@ -35,7 +35,16 @@ pub mod wbuf;
 /// What a cache does with a write that it holds (or allocates); `write = "back" | "through"`
 /// in a configuration.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum WritePolicy {

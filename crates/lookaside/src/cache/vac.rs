@@ -54,7 +54,9 @@ use crate::tlb::Policy;
 pub const MAX_PADDR: u64 = 1 << 48;
 
 /// How a [`Vac`] picks a line's set.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Indexing {
     /// From the virtual address of the access (physical accesses use their physical address,

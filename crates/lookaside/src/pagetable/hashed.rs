@@ -25,7 +25,17 @@ use super::{xor_hash, Refs, TableRef, Usage, Walk, NIL, PAGE_SHIFT, TABLE_BASE};
 pub const HPT_ENTRY: u64 = 16;
 
 /// Where a page whose head bucket is full goes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Chaining {
     /// Into an unused entry of the table (the highest free one); the overflow area only when

@@ -25,7 +25,19 @@ use super::Metadata;
 pub const METADATA_KEY: &str = "kernel_layout";
 
 /// A class of kernel virtual addresses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Deserialize,
+    Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelClass {
     /// The direct map of all physical memory (x86-64 `page_offset_base`; MIPS kseg0).

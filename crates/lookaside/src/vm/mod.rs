@@ -66,7 +66,7 @@ impl Mapping {
     }
 }
 
-serde_by_name!(Mapping);
+serde_by_name!(Mapping, Mapping::ALL.iter().map(|m| m.name()));
 
 impl fmt::Display for Mapping {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

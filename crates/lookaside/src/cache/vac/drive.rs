@@ -82,7 +82,7 @@ impl std::fmt::Display for FirstTouch {
     }
 }
 
-serde_by_name!(FirstTouch);
+serde_by_name!(FirstTouch, ["trace", "any", "colour", "color"].into_iter());
 
 /// What the stream asked of the driver, beyond the primitives' own counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -164,4 +164,7 @@ impl FromStr for Policy {
 
 // In a configuration a policy is its name (any case); written back as its first name, so
 // `"clock"` reads as `nru`.
-serde_by_name!(Policy);
+serde_by_name!(
+    Policy,
+    Policy::ALL.iter().flat_map(|p| p.names().iter().copied())
+);
