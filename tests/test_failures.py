@@ -305,6 +305,14 @@ def start(*args: str | os.PathLike[str], cwd: Path) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+def prompt(seconds: float) -> float:
+    """How long stopping may take: `seconds` on an idle machine, stretched by the load per
+    CPU (on a shared machine at load 12 on 2 CPUs a process gets a sixth of one), so that
+    the tests tell a prompt stop from a late one and not a busy machine from an idle one.
+    A command that ignores the signal runs on: `interrupt` gives up after a minute."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 def interrupt(p: subprocess.Popen, sig: int, after: float = 1.5) -> tuple[str, float]:
     """Send `sig` to `p` once it has run `after` seconds; returns its stderr and how long
     it took to end after the signal."""
@@ -313,7 +321,7 @@ def interrupt(p: subprocess.Popen, sig: int, after: float = 1.5) -> tuple[str, f
     p.send_signal(sig)
     t0 = time.monotonic()
     try:
-        _, err = p.communicate(timeout=15)
+        _, err = p.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         p.kill()
         p.communicate()
@@ -356,7 +364,7 @@ def test_a_signal_stops_a_long_command_within_a_second(tmp_path: Path, command: 
     assert err.strip().splitlines()[-1] == \
         f"lookaside: interrupted ({signal.Signals(sig).name})", err
     assert "Traceback" not in err
-    assert took < 1.5, f"{command} took {took:.1f} s to stop"
+    assert took < prompt(1.5), f"{command} took {took:.1f} s to stop"
     # Nothing written: no output, no partial file (only what was there, and an empty
     # sweep's directory of points).
     left = {p.relative_to(out) for p in out.rglob("*")} - before
@@ -372,7 +380,7 @@ def test_a_trace_capture_stops_on_sigterm(tmp_path: Path):
               "/bin/sh", "-c", "while :; do :; done", cwd=tmp_path)
     err, took = interrupt(p, signal.SIGTERM, after=3)
     assert p.returncode == 143, err
-    assert "interrupted (SIGTERM)" in err and took < 3, (err, took)
+    assert "interrupted (SIGTERM)" in err and took < prompt(3), (err, took)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -400,7 +408,7 @@ def test_a_signal_stops_reproduce_within_a_second(tmp_path: Path, sig: int):
     assert p.returncode == 128 + sig, err
     assert err.strip().splitlines()[-1] == \
         f"lookaside: interrupted ({signal.Signals(sig).name})", err
-    assert took < 1.5, f"reproduce took {took:.1f} s to stop"
+    assert took < prompt(1.5), f"reproduce took {took:.1f} s to stop"
     assert not (tmp_path / "rep" / "uhlig94" / "verdict.json").exists()
     assert not [f for f in tmp_path.rglob("*") if f.name.endswith((".partial", ".tmp"))]
 
