@@ -1467,6 +1467,60 @@ mod tests {
         })
     }
 
+    /// Streams made of runs, as the decoder's runs read them ([`short_run`], [`run_of`],
+    /// [`short_run_physical`]): fetches a few bytes apart (two-byte records), sequential and
+    /// random data in regions of 16 KiB, 1 MiB and 64 MiB (three-, four- and five-byte
+    /// records), the same with physical addresses a page away (three-byte records and
+    /// longer), each run 1 to 40 records long, and between runs any event (a control event,
+    /// a change of mode or address space, an explicit size, a far address).
+    fn run_events() -> impl Strategy<Value = Vec<Event>> {
+        let segment = (0u8..8, 1usize..40, any::<u64>(), any_event());
+        prop::collection::vec(segment, 0..24).prop_map(|segments| {
+            let mut events = Vec::new();
+            let (mut fetch, mut data) = (0x40_0000u64, 0x1000_0000u64);
+            for (shape, len, seed, odd) in segments {
+                let mut x = seed;
+                let mut next = || {
+                    // SplitMix64.
+                    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = x;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^ (z >> 31)
+                };
+                let physical = shape & 4 != 0;
+                for _ in 0..len {
+                    let r = next();
+                    let e = match shape & 3 {
+                        0 => {
+                            fetch = fetch.wrapping_add(r % 7);
+                            Event::reference(Kind::Fetch, fetch, 1 + (r >> 8) as u16 % 15)
+                        }
+                        1 => {
+                            data = data.wrapping_add(8);
+                            Event::reference(Kind::Load, data, 8)
+                        }
+                        region => {
+                            let bits = [14, 20, 26][region as usize - 2 + (r as usize >> 60) % 2];
+                            let addr = 0x1000_0000 + (r & ((1 << bits) - 1) & !7);
+                            let kind = if r >> 40 & 1 == 0 { Kind::Load } else { Kind::Store };
+                            Event::reference(kind, addr, 1 << ((r >> 50) % 4))
+                        }
+                    };
+                    events.push(if physical {
+                        e.with_paddr(e.addr ^ 0x7000)
+                    } else {
+                        e
+                    });
+                }
+                if shape >= 7 {
+                    events.push(odd);
+                }
+            }
+            events
+        })
+    }
+
     /// Bytes that look like records: headers of every class, varint bytes, anything.
     fn record_soup() -> impl Strategy<Value = Vec<u8>> {
         let byte = prop_oneof![
@@ -1523,6 +1577,30 @@ mod tests {
             cut in prop_oneof![Just(1.0f64), 0.0f64..1.0],
             (cuts, maxes) in pieces(),
         ) {
+            let mut bytes = records(&events);
+            for (at, x) in flips {
+                let i = (at * bytes.len() as f64) as usize;
+                if let Some(b) = bytes.get_mut(i) {
+                    *b ^= x;
+                }
+            }
+            bytes.truncate((cut * bytes.len() as f64) as usize);
+            prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
+        }
+
+        /// The runs of short records against the reference: whole, in pieces (a cut or an
+        /// event budget anywhere in a run), corrupted and cut short.
+        #[test]
+        fn decoder_matches_the_reference_on_runs(
+            events in run_events(),
+            flips in prop::collection::vec((0.0f64..1.0, 1u8..=255), 0..3),
+            cut in prop_oneof![Just(1.0f64), 0.0f64..1.0],
+            (cuts, maxes) in pieces(),
+        ) {
+            let bytes = encode_all(&events);
+            let (got, ending) = decode_in_pieces(&bytes, &cuts, &maxes);
+            prop_assert_eq!(&got, &events);
+            prop_assert!(matches!(ending, Ending::End(_, end) if end == bytes.len()));
             let mut bytes = records(&events);
             for (at, x) in flips {
                 let i = (at * bytes.len() as f64) as usize;
