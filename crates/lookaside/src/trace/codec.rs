@@ -1621,6 +1621,36 @@ mod tests {
         }
     }
 
+    /// Every shipped native trace (user-level, whole-system with physical addresses, modes
+    /// and address spaces) decodes to the events the reference decoder reads from its
+    /// records, whole and in pieces, and re-encoding those events gives the same records.
+    #[test]
+    fn shipped_traces_decode_as_the_reference_reads_them() {
+        use crate::trace::native::{MAGIC, VERSION_UNCHECKED};
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/lookaside/data");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "lks") {
+                continue;
+            }
+            let file = std::fs::read(&path).unwrap();
+            assert_eq!(&file[..8], MAGIC);
+            let version = u16::from_le_bytes([file[8], file[9]]);
+            let len = u32::from_le_bytes([file[10], file[11], file[12], file[13]]) as usize;
+            let at = 14 + len + if version == VERSION_UNCHECKED { 0 } else { 4 };
+            let records = zstd::decode_all(&file[at..]).unwrap();
+            let want = reference_decode(&records);
+            assert!(matches!(want.1, Ending::End(..)), "{}", path.display());
+            assert_eq!(decode_in_pieces(&records, &[], &[]), want, "{}", path.display());
+            let cuts = [records.len() / 3, records.len() / 2 + 1];
+            assert_eq!(decode_in_pieces(&records, &cuts, &[1000, 4096]), want);
+            assert_eq!(encode_all(&want.0), records, "{}", path.display());
+            seen += 1;
+        }
+        assert!(seen >= 2, "shipped traces found: {seen}");
+    }
+
     /// A native trace file at `path` whose record stream is `records`, whatever they are;
     /// returns the offset of the first record.
     fn native_file(path: &std::path::Path, records: &[u8]) -> u64 {
