@@ -15,6 +15,12 @@
 //!   branches, and small records mean less for zstd to inflate.
 //! - What rarely changes is state, not repeated per reference: the address space (`ASID`
 //!   records) and the user/kernel mode (`MODE` records).
+//! - Records of one length come in runs (fetches a byte apart: two bytes; random addresses
+//!   in one region: five; whole-system references with one-byte deltas: three). After a
+//!   record of such a length the decoder reads the next ones of that length in an unrolled
+//!   run ([`RUN`]): per record one header load and test, one test of the delta's
+//!   continuation bits, no length branch and no loop test; one-byte deltas come from a
+//!   table ([`SHORT_DELTAS`]).
 //!
 //! ```text
 //! fetch   header bits 0-1 = 0   bits 2-5 size 1..=15 (0: varint size follows)
@@ -328,7 +334,8 @@ const CONTINUES: u64 = 0x8080_8080_8080_8080;
 /// (values below 2^56): its value and length, with no loop: the varint ends at the lowest
 /// clear continuation bit, and its 7-bit groups are packed in three steps (pairs into 14
 /// bits, then 28, then 56). The length is computed, not branched on, so the next record
-/// waits for it: [`short_varint`] and [`long_delta`] try the common short lengths first, by branches.
+/// waits for it: [`short_varint`] and [`long_delta`] try the common short lengths first, by
+/// branches.
 #[inline(always)]
 fn varint8(x: u64) -> Option<(u64, usize)> {
     let ends = !x & CONTINUES;
@@ -385,14 +392,14 @@ const SHORT_DELTAS: [u64; 128] = {
 /// The decoder's tables, in one static so that one base register serves both (the loops
 /// are short of registers).
 #[repr(C)]
-pub(crate) struct Tables {
+struct Tables {
     /// [`HEADERS`]: one load per record.
-    pub headers: [Header; 256],
+    headers: [Header; 256],
     /// [`SHORT_DELTAS`].
     short_deltas: [u64; 128],
 }
 
-pub(crate) static TABLES: Tables = Tables {
+static TABLES: Tables = Tables {
     headers: HEADERS,
     short_deltas: SHORT_DELTAS,
 };
@@ -702,10 +709,13 @@ fn decode_stretch<const PHYSICAL: bool>(
     (rest.len(), n, stop)
 }
 
-/// Bytes of records decoded by one run of [`run_of`] (ten records of three bytes, seven of
-/// four, six of five); the runs of [`short_run`] and [`short_run_physical`] cover the first
-/// [`SHORT_RUN`] of them (eight records of two bytes, five of three). Each run is unrolled
-/// (a loop of sixteen costs more per record than eight unrolled).
+/// Bytes of records one run may decode: [`run_of`] up to six records of five bytes; the
+/// runs of [`short_run`] and [`short_run_physical`] only the first [`SHORT_RUN`] (eight
+/// records of two bytes, five of three). A run starts only where all `RUN + WINDOW` bytes
+/// lie in the stretch, so that every record it decodes has its window. Runs are unrolled (a
+/// loop of sixteen two-byte records cost more per record than eight unrolled), and only
+/// after a two-byte record (three in whole-system traces) or a five-byte one: trying runs of
+/// other lengths cost the common records more than they saved.
 const RUN: usize = 30;
 /// See [`RUN`].
 const SHORT_RUN: usize = 16;
@@ -724,9 +734,9 @@ fn step(r: usize, d: u64, fetch: &mut u64, regs: &mut [u64; REGS]) -> u64 {
 
 /// Decodes the leading two-byte records of `run` (a plain reference and a one-byte delta:
 /// nearly every record of a user-level trace), up to eight of them, into `sink`; returns how
-/// many, 0 if the first is not one. Whether all eight delta bytes are one-byte varints is
-/// one test of the eight bytes at once, so each record costs its header's table entry, the
-/// delta's and the register: no length branches, no loop test per record.
+/// many, 0 if the first is not one. Unrolled, so each record costs a test of its header's
+/// path, one of its delta byte, the delta's table entry and the register: no length to
+/// compute, no loop test.
 #[inline(always)]
 fn short_run(
     run: &[u8; RUN + WINDOW],
@@ -758,9 +768,10 @@ fn short_run(
     SHORT_RUN / 2
 }
 
-/// [`short_run`] for records of `L` bytes (3 to 5), a plain reference and an address delta
-/// of `L - 1` bytes, up to `RUN / L` of them: one test of the header's path and one of the
-/// delta's continuation bits per record, and the delta's groups packed with no branch.
+/// [`short_run`] for records of `L` bytes (3 to 5; five are random addresses in one region),
+/// a plain reference and an address delta of `L - 1` bytes, up to `RUN / L` of them: one
+/// test of the header's path and one of the delta's continuation bits per record, and the
+/// delta's groups packed with no branch.
 #[inline(always)]
 fn run_of<const L: usize>(
     run: &[u8; RUN + WINDOW],
@@ -770,6 +781,7 @@ fn run_of<const L: usize>(
     mode: Mode,
     sink: &mut impl EventSink,
 ) -> usize {
+    const { assert!(3 <= L && L <= 5) };
     // The continuation bits of the delta's bytes, and those that must be set (all but the
     // last).
     let bits = CONTINUES & (u64::MAX >> (64 - 8 * (L - 1)));
@@ -1503,7 +1515,11 @@ mod tests {
                         region => {
                             let bits = [14, 20, 26][region as usize - 2 + (r as usize >> 60) % 2];
                             let addr = 0x1000_0000 + (r & ((1 << bits) - 1) & !7);
-                            let kind = if r >> 40 & 1 == 0 { Kind::Load } else { Kind::Store };
+                            let kind = if r >> 40 & 1 == 0 {
+                                Kind::Load
+                            } else {
+                                Kind::Store
+                            };
                             Event::reference(kind, addr, 1 << ((r >> 50) % 4))
                         }
                     };
@@ -1642,7 +1658,12 @@ mod tests {
             let records = zstd::decode_all(&file[at..]).unwrap();
             let want = reference_decode(&records);
             assert!(matches!(want.1, Ending::End(..)), "{}", path.display());
-            assert_eq!(decode_in_pieces(&records, &[], &[]), want, "{}", path.display());
+            assert_eq!(
+                decode_in_pieces(&records, &[], &[]),
+                want,
+                "{}",
+                path.display()
+            );
             let cuts = [records.len() / 3, records.len() / 2 + 1];
             assert_eq!(decode_in_pieces(&records, &cuts, &[1000, 4096]), want);
             assert_eq!(encode_all(&want.0), records, "{}", path.display());
