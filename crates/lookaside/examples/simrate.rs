@@ -6,7 +6,10 @@
 //!
 //! The floors under a native trace's simulation: `--parse` decodes the file REPEAT times into
 //! a sink that only counts the events (decoding alone, zstd and the CRC included); `--zstd`
-//! only inflates its record stream (zstd's own speed, under every decoder). Rates are per
+//! only inflates its record stream (zstd's own speed, under every decoder); `--decode`
+//! inflates it once into memory and decodes that REPEAT times (the decoder alone, no zstd
+//! and no CRC). `--write OUT` rewrites TRACE (any format, or a `workload:` spec) as a
+//! native trace at zstd level REPEAT and prints its bytes per event. Rates are per
 //! second of this process's CPU time, so that other load on the machine does not count.
 
 use std::io::Read;
@@ -40,8 +43,8 @@ fn cpu_seconds() -> f64 {
 }
 
 /// Inflates the record stream of native trace `path` (after its header) and returns its
-/// decompressed bytes; nothing is decoded.
-fn inflate(path: &str) -> Result<u64, Box<dyn std::error::Error>> {
+/// decompressed bytes, keeping them in `keep` if given; nothing is decoded.
+fn inflate(path: &str, mut keep: Option<&mut Vec<u8>>) -> Result<u64, Box<dyn std::error::Error>> {
     let mut file = std::io::BufReader::with_capacity(512 * 1024, std::fs::File::open(path)?);
     let mut pre = [0u8; 14];
     file.read_exact(&mut pre)?;
@@ -57,6 +60,9 @@ fn inflate(path: &str) -> Result<u64, Box<dyn std::error::Error>> {
         if n == 0 {
             return Ok(total);
         }
+        if let Some(keep) = keep.as_deref_mut() {
+            keep.extend_from_slice(&buf[..n]);
+        }
         total += n as u64;
     }
 }
@@ -64,7 +70,7 @@ fn inflate(path: &str) -> Result<u64, Box<dyn std::error::Error>> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let path = args.first().ok_or(
-        "usage: simrate TRACE [REPEAT] [--tlb SPEC]… [--cache SPEC]… [--stream | --parse | --zstd]",
+        "usage: simrate TRACE [REPEAT] [--tlb SPEC]… [--cache SPEC]… [--stream | --parse | --decode | --zstd | --write OUT]",
     )?;
     let repeat: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
     let mut flags: Vec<String> = args
@@ -84,12 +90,56 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = cpu_seconds();
         let mut bytes = 0;
         for _ in 0..repeat {
-            bytes += inflate(path)?;
+            bytes += inflate(path, None)?;
         }
         let secs = cpu_seconds() - t;
         println!(
             "{:.1} MB/s of records inflated ({bytes} bytes, {secs:.3} s CPU)",
             bytes as f64 / secs / 1e6
+        );
+        return Ok(());
+    }
+    if let Some(out) = args.windows(2).find(|w| w[0] == "--write").map(|w| &w[1]) {
+        // Rewrite TRACE (a file in any format, or a `workload:` spec) as a native trace at
+        // zstd level REPEAT: this build's encoder, for comparing encodings.
+        let mut src = match lookaside::workload::from_spec(path)? {
+            Some(src) => src,
+            None => trace::open(path.as_ref(), None)?,
+        };
+        let meta = src.metadata().cloned().unwrap_or_default();
+        let options = trace::WriteOptions {
+            level: repeat as i32,
+        };
+        let sink = trace::create_with(out.as_ref(), Some(trace::Format::Native), &meta, &options)?;
+        let n = trace::copy(src.as_mut(), sink)?;
+        let bytes = inflate(out, None)?;
+        println!(
+            "{n} events written to {out}: {bytes} record bytes, {:.3} bytes/event, {} bytes on disk",
+            bytes as f64 / n as f64,
+            std::fs::metadata(out)?.len()
+        );
+        return Ok(());
+    }
+    if args.iter().any(|a| a == "--decode") {
+        // Decoding alone: the records inflated once into memory, then decoded REPEAT times
+        // (no zstd, no CRC, no refills).
+        let mut records = Vec::new();
+        inflate(path, Some(&mut records))?;
+        records.resize(records.len() + trace::native::RECORD_WINDOW, 0);
+        let t = cpu_seconds();
+        let mut count = Count(0);
+        for _ in 0..repeat {
+            let (n, want) = trace::native::decode_records(&records, &mut count)?;
+            if n != want {
+                return Err(format!("decoded {n} events, the trailer counts {want}").into());
+            }
+        }
+        let secs = cpu_seconds() - t;
+        println!(
+            "{:.1} M events/s decoded from memory ({} events, {:.3} bytes/event, {secs:.3} s CPU)",
+            count.0 as f64 / secs / 1e6,
+            count.0,
+            (records.len() - trace::native::RECORD_WINDOW) as f64 * repeat as f64 / count.0 as f64
         );
         return Ok(());
     }

@@ -15,6 +15,12 @@
 //!   branches, and small records mean less for zstd to inflate.
 //! - What rarely changes is state, not repeated per reference: the address space (`ASID`
 //!   records) and the user/kernel mode (`MODE` records).
+//! - Records of one length come in runs (fetches a byte apart: two bytes; random addresses
+//!   in one region: five; whole-system references with one-byte deltas: three). After a
+//!   record of such a length the decoder reads the next ones of that length in an unrolled
+//!   run ([`RUN`]): per record one header load and test, one test of the delta's
+//!   continuation bits, no length branch and no loop test; one-byte deltas come from a
+//!   table ([`SHORT_DELTAS`]).
 //!
 //! ```text
 //! fetch   header bits 0-1 = 0   bits 2-5 size 1..=15 (0: varint size follows)
@@ -79,6 +85,15 @@ pub(crate) struct Header {
     /// What follows the address delta ([`Header::PADDR`], [`Header::SIZE`]), or
     /// [`Header::SPECIAL`]; 0 for the plain references of the fast path.
     flags: u8,
+    /// What the fast loop for references without physical addresses does with the record:
+    /// the register (0 fetch, 1-4 data) of a plain reference, [`Header::SLOW`] for the rest.
+    /// The one byte is both the test for the fast path and the register index, so the fast
+    /// path costs one compare and needs no masking.
+    path: u8,
+    /// The same for the loop that also reads physical addresses: the register, plus
+    /// [`Header::PATH_PADDR`] if a physical address delta follows; [`Header::SLOW`] for
+    /// records with a size, the other class and reserved bits.
+    path_physical: u8,
 }
 
 impl Header {
@@ -88,16 +103,33 @@ impl Header {
     const SIZE: u8 = 2;
     /// Not a reference (class 3), or a reserved bit is set: the slow path sorts it out.
     const SPECIAL: u8 = 4;
+    /// [`Header::path`] of a record the fast path leaves to the slow one (above every
+    /// register and register + [`Header::PATH_PADDR`]).
+    const SLOW: u8 = 0xff;
+    /// In [`Header::path_physical`]: a physical address delta follows.
+    const PATH_PADDR: u8 = 8;
+
+    const fn new(size: u16, kind: Kind, reg: u8, flags: u8) -> Header {
+        let path = if flags == 0 { reg } else { Header::SLOW };
+        let path_physical = match flags {
+            0 => reg,
+            Header::PADDR => reg | Header::PATH_PADDR,
+            _ => Header::SLOW,
+        };
+        Header {
+            size,
+            kind,
+            reg,
+            flags,
+            path,
+            path_physical,
+        }
+    }
 }
 
 /// The meaning of every header byte.
-pub(crate) static HEADERS: [Header; 256] = {
-    let special = Header {
-        size: 0,
-        kind: Kind::Fetch,
-        reg: 0,
-        flags: Header::SPECIAL,
-    };
+const HEADERS: [Header; 256] = {
+    let special = Header::new(0, Kind::Fetch, 0, Header::SPECIAL);
     let mut t = [special; 256];
     let mut h = 0;
     while h < 256 {
@@ -107,22 +139,18 @@ pub(crate) static HEADERS: [Header; 256] = {
             0 if b & 0x40 != 0 => special,
             0 => {
                 let size = ((b >> 2) & 15) as u16;
-                Header {
-                    size,
-                    kind: Kind::Fetch,
-                    reg: 0,
-                    flags: paddr | if size == 0 { Header::SIZE } else { 0 },
-                }
+                let flags = paddr | if size == 0 { Header::SIZE } else { 0 };
+                Header::new(size, Kind::Fetch, 0, flags)
             }
             class @ (1 | 2) => {
                 let code = (b >> 2) & 7;
                 let explicit = code == DATA_SIZE_EXPLICIT;
-                Header {
-                    size: if explicit { 0 } else { 1 << code },
-                    kind: if class == 1 { Kind::Load } else { Kind::Store },
-                    reg: 1 + ((b >> 5) & 3),
-                    flags: paddr | if explicit { Header::SIZE } else { 0 },
-                }
+                Header::new(
+                    if explicit { 0 } else { 1 << code },
+                    if class == 1 { Kind::Load } else { Kind::Store },
+                    1 + ((b >> 5) & 3),
+                    paddr | if explicit { Header::SIZE } else { 0 },
+                )
             }
             _ => special,
         };
@@ -144,7 +172,7 @@ fn zigzag(d: u64) -> u64 {
 }
 
 #[inline(always)]
-fn unzigzag(z: u64) -> u64 {
+const fn unzigzag(z: u64) -> u64 {
     (z >> 1) ^ (z & 1).wrapping_neg()
 }
 
@@ -306,7 +334,8 @@ const CONTINUES: u64 = 0x8080_8080_8080_8080;
 /// (values below 2^56): its value and length, with no loop: the varint ends at the lowest
 /// clear continuation bit, and its 7-bit groups are packed in three steps (pairs into 14
 /// bits, then 28, then 56). The length is computed, not branched on, so the next record
-/// waits for it: [`delta`] tries the common short lengths first, by branches.
+/// waits for it: [`short_varint`] and [`long_delta`] try the common short lengths first, by
+/// branches.
 #[inline(always)]
 fn varint8(x: u64) -> Option<(u64, usize)> {
     let ends = !x & CONTINUES;
@@ -348,12 +377,63 @@ fn short_varint(x: u64) -> Option<(u64, usize)> {
     }
 }
 
-/// The address delta (a zigzag varint, decoded) at the start of the eight bytes `x`, and its
-/// length, if it is at most 8 bytes long (see [`short_varint`]).
+/// The address delta of every one-byte varint (below 0x80), zigzag undone: one load instead
+/// of four operations for the commonest delta.
+const SHORT_DELTAS: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut z = 0;
+    while z < 128 {
+        t[z] = unzigzag(z as u64);
+        z += 1;
+    }
+    t
+};
+
+/// The decoder's tables, in one static so that one base register serves both (the loops
+/// are short of registers).
+#[repr(C)]
+struct Tables {
+    /// [`HEADERS`]: one load per record.
+    headers: [Header; 256],
+    /// [`SHORT_DELTAS`].
+    short_deltas: [u64; 128],
+}
+
+static TABLES: Tables = Tables {
+    headers: HEADERS,
+    short_deltas: SHORT_DELTAS,
+};
+
+/// The address delta at the start of the eight bytes `x` whose first byte continues (two
+/// bytes or more), and its length, if it is at most 8 bytes long: [`delta_at`] once the
+/// one-byte case is ruled out.
 #[inline(always)]
-fn delta(x: u64) -> Option<(u64, usize)> {
-    let (z, len) = short_varint(x)?;
+fn long_delta(x: u64) -> Option<(u64, usize)> {
+    let v = x & 0x7f | (x >> 1 & 0x3f80);
+    let (z, len) = if x & 0x8000 == 0 {
+        (v, 2)
+    } else if x & 0x80_0000 == 0 {
+        (v | (x >> 2 & 0x1f_c000), 3)
+    } else if x & 0x8000_0000 == 0 {
+        (v | (x >> 2 & 0x1f_c000) | (x >> 3 & 0xfe0_0000), 4)
+    } else {
+        varint8(x)?
+    };
     Some((unzigzag(z), len))
+}
+
+/// The address delta at `w[i..]` (`i + 8 <= WINDOW`) and the position after it, if its
+/// varint is at most 8 bytes long: one byte from [`SHORT_DELTAS`], longer ones by
+/// [`long_delta`].
+#[inline(always)]
+fn delta_at(w: &[u8; WINDOW], i: usize) -> Option<(u64, usize)> {
+    let b = w[i];
+    if b < 0x80 {
+        Some((TABLES.short_deltas[b as usize], i + 1))
+    } else {
+        let (d, len) = long_delta(le8(w, i))?;
+        Some((d, i + len))
+    }
 }
 
 /// The eight bytes of `w` from `i` as a little-endian `u64`.
@@ -495,6 +575,7 @@ fn decode_stretch<const PHYSICAL: bool>(
     let mut regs = st.regs;
     let mut fetch = regs[0];
     let mut pregs = st.pregs;
+    let mut pfetch = pregs[0];
     // The address space (low half) and kernel mode (bit 32) in one register.
     let mut space = st.asid as u64 | (st.kernel as u64) << 32;
     let mut n = 0;
@@ -502,37 +583,43 @@ fn decode_stretch<const PHYSICAL: bool>(
         let Some(w) = rest.first_chunk::<WINDOW>() else {
             break StretchStop::Done;
         };
-        let h = HEADERS[w[0] as usize];
+        let h = TABLES.headers[w[0] as usize];
         let mode = if space >> 32 != 0 {
             Mode::Kernel
         } else {
             Mode::User
         };
-        let r = h.reg as usize & (REGS - 1);
         'plain: {
             // Most records: a reference with an address delta (of up to 8 bytes) and, in
             // the `PHYSICAL` loop, maybe a physical address delta, decoded here; the rest
             // below (out of the way of this path's registers).
-            let other_flags = if PHYSICAL {
-                h.flags & !Header::PADDR
+            let path = if PHYSICAL { h.path_physical } else { h.path };
+            let last = if PHYSICAL {
+                (REGS as u8 - 1) | Header::PATH_PADDR
             } else {
-                h.flags
+                REGS as u8 - 1
             };
-            if other_flags != 0 {
+            if path > last {
                 break 'plain;
             }
-            let Some((d, len)) = delta(le8(w, 1)) else {
+            // A register index below `REGS`, so no bounds check.
+            let r = (path & (REGS as u8 - 1)) as usize;
+            let Some((d, mut end)) = delta_at(w, 1) else {
                 break 'plain;
             };
-            let mut end = 1 + len;
             let mut paddr = NO_PADDR;
-            if PHYSICAL && h.flags != 0 {
-                let Some((pd, len)) = delta(le8(w, end)) else {
+            if PHYSICAL && path & Header::PATH_PADDR != 0 {
+                let Some((pd, next)) = delta_at(w, end) else {
                     break 'plain;
                 };
-                end += len;
-                pregs[r] = pregs[r].wrapping_add(pd);
-                paddr = pregs[r];
+                end = next;
+                paddr = if r == 0 {
+                    pfetch = pfetch.wrapping_add(pd);
+                    pfetch
+                } else {
+                    pregs[r] = pregs[r].wrapping_add(pd);
+                    pregs[r]
+                };
             }
             let addr = if r == 0 {
                 fetch = fetch.wrapping_add(d);
@@ -551,6 +638,28 @@ fn decode_stretch<const PHYSICAL: bool>(
             });
             n += 1;
             rest = &rest[end..];
+            // More records of this length usually follow (fetches and neighbours with a
+            // one-byte delta, random addresses in one region with a four-byte one): a run of
+            // them (see [`RUN`]), whose windows all lie in `rest`.
+            let asid = space as u32;
+            if end == if PHYSICAL { 3 } else { 2 } {
+                if let Some(run) = rest.first_chunk::<{ RUN + WINDOW }>() {
+                    let done = if PHYSICAL {
+                        let (f, p) = (&mut fetch, &mut pfetch);
+                        short_run_physical(run, f, p, &mut regs, &mut pregs, asid, mode, sink)
+                    } else {
+                        short_run(run, &mut fetch, &mut regs, asid, mode, sink)
+                    };
+                    n += done;
+                    rest = &rest[done * end..];
+                }
+            } else if !PHYSICAL && end == 5 {
+                if let Some(run) = rest.first_chunk::<{ RUN + WINDOW }>() {
+                    let done = run_of::<5>(run, &mut fetch, &mut regs, asid, mode, sink);
+                    n += done;
+                    rest = &rest[done * 5..];
+                }
+            }
             continue 'records;
         }
         if !PHYSICAL && h.flags == Header::PADDR {
@@ -571,9 +680,9 @@ fn decode_stretch<const PHYSICAL: bool>(
                 Other::Bad(message) => break StretchStop::Bad(message),
             }
         } else {
-            regs[0] = fetch;
+            (regs[0], pregs[0]) = (fetch, pfetch);
             let got = reference(w, h, &mut regs, &mut pregs);
-            fetch = regs[0];
+            (fetch, pfetch) = (regs[0], pregs[0]);
             match got {
                 Ok((addr, paddr, size, len)) => {
                     sink.event(&Event {
@@ -592,12 +701,162 @@ fn decode_stretch<const PHYSICAL: bool>(
         };
         rest = &rest[len..];
     };
-    regs[0] = fetch;
+    (regs[0], pregs[0]) = (fetch, pfetch);
     st.regs = regs;
     st.pregs = pregs;
     st.asid = space as u32;
     st.kernel = space >> 32 != 0;
     (rest.len(), n, stop)
+}
+
+/// Bytes of records one run may decode: [`run_of`] up to six records of five bytes; the
+/// runs of [`short_run`] and [`short_run_physical`] only the first [`SHORT_RUN`] (eight
+/// records of two bytes, five of three). A run starts only where all `RUN + WINDOW` bytes
+/// lie in the stretch, so that every record it decodes has its window. Runs are unrolled (a
+/// loop of sixteen two-byte records cost more per record than eight unrolled), and only
+/// after a two-byte record (three in whole-system traces) or a five-byte one: trying runs of
+/// other lengths cost the common records more than they saved.
+const RUN: usize = 30;
+/// See [`RUN`].
+const SHORT_RUN: usize = 16;
+
+/// Adds `d` to register `r` (0: the fetch register, kept apart) and returns its new value.
+#[inline(always)]
+fn step(r: usize, d: u64, fetch: &mut u64, regs: &mut [u64; REGS]) -> u64 {
+    if r == 0 {
+        *fetch = fetch.wrapping_add(d);
+        *fetch
+    } else {
+        regs[r] = regs[r].wrapping_add(d);
+        regs[r]
+    }
+}
+
+/// Decodes the leading two-byte records of `run` (a plain reference and a one-byte delta:
+/// nearly every record of a user-level trace), up to eight of them, into `sink`; returns how
+/// many, 0 if the first is not one. Unrolled, so each record costs a test of its header's
+/// path, one of its delta byte, the delta's table entry and the register: no length to
+/// compute, no loop test.
+#[inline(always)]
+fn short_run(
+    run: &[u8; RUN + WINDOW],
+    fetch: &mut u64,
+    regs: &mut [u64; REGS],
+    asid: u32,
+    mode: Mode,
+    sink: &mut impl EventSink,
+) -> usize {
+    for k in 0..SHORT_RUN / 2 {
+        let h = TABLES.headers[run[2 * k] as usize];
+        let b = run[2 * k + 1];
+        // A plain reference (a register below `REGS`) with a one-byte delta (no
+        // continuation bit).
+        if h.path >= REGS as u8 || b >= 0x80 {
+            return k;
+        }
+        let d = TABLES.short_deltas[b as usize];
+        let addr = step(h.path as usize, d, fetch, regs);
+        sink.event(&Event {
+            addr,
+            paddr: NO_PADDR,
+            asid,
+            size: h.size,
+            kind: h.kind,
+            mode,
+        });
+    }
+    SHORT_RUN / 2
+}
+
+/// [`short_run`] for records of `L` bytes (3 to 5; five are random addresses in one region),
+/// a plain reference and an address delta of `L - 1` bytes, up to `RUN / L` of them: one
+/// test of the header's path and one of the delta's continuation bits per record, and the
+/// delta's groups packed with no branch.
+#[inline(always)]
+fn run_of<const L: usize>(
+    run: &[u8; RUN + WINDOW],
+    fetch: &mut u64,
+    regs: &mut [u64; REGS],
+    asid: u32,
+    mode: Mode,
+    sink: &mut impl EventSink,
+) -> usize {
+    const { assert!(3 <= L && L <= 5) };
+    // The continuation bits of the delta's bytes, and those that must be set (all but the
+    // last).
+    let bits = CONTINUES & (u64::MAX >> (64 - 8 * (L - 1)));
+    let set = CONTINUES & (u64::MAX >> (72 - 8 * (L - 1)));
+    for k in 0..RUN / L {
+        let h = TABLES.headers[run[k * L] as usize];
+        let x = le8_in(run, k * L + 1);
+        if h.path >= REGS as u8 || x & bits != set {
+            return k;
+        }
+        let v = x & 0x7f | (x >> 1 & 0x3f80);
+        let v = match L {
+            3 => v,
+            4 => v | (x >> 2 & 0x1f_c000),
+            _ => v | (x >> 2 & 0x1f_c000) | (x >> 3 & 0xfe0_0000),
+        };
+        let addr = step(h.path as usize, unzigzag(v), fetch, regs);
+        sink.event(&Event {
+            addr,
+            paddr: NO_PADDR,
+            asid,
+            size: h.size,
+            kind: h.kind,
+            mode,
+        });
+    }
+    RUN / L
+}
+
+/// The eight bytes of `run` from `i` as a little-endian `u64`.
+#[inline(always)]
+fn le8_in(run: &[u8; RUN + WINDOW], i: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&run[i..i + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// [`short_run`] for the three-byte records of whole-system traces: a plain reference with
+/// one-byte address and physical address deltas; up to five.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn short_run_physical(
+    run: &[u8; RUN + WINDOW],
+    fetch: &mut u64,
+    pfetch: &mut u64,
+    regs: &mut [u64; REGS],
+    pregs: &mut [u64; REGS],
+    asid: u32,
+    mode: Mode,
+    sink: &mut impl EventSink,
+) -> usize {
+    for k in 0..SHORT_RUN / 3 {
+        let h = TABLES.headers[run[3 * k] as usize];
+        let (b, pb) = (run[3 * k + 1], run[3 * k + 2]);
+        // A plain reference with a physical address (the register plus `PATH_PADDR`) and
+        // one-byte deltas: one test of all three.
+        let r = h.path_physical ^ Header::PATH_PADDR;
+        if r >= REGS as u8 || b >= 0x80 || pb >= 0x80 {
+            return k;
+        }
+        let r = r as usize;
+        let d = TABLES.short_deltas[b as usize];
+        let pd = TABLES.short_deltas[pb as usize];
+        let paddr = step(r, pd, pfetch, pregs);
+        let addr = step(r, d, fetch, regs);
+        sink.event(&Event {
+            addr,
+            paddr,
+            asid,
+            size: h.size,
+            kind: h.kind,
+            mode,
+        });
+    }
+    SHORT_RUN / 3
 }
 
 /// A reference record in window `w` with header `h`, in general (a long delta, a physical
@@ -789,25 +1048,31 @@ mod tests {
 
     #[test]
     fn header_table_matches_the_layout() {
-        let h = |size, kind, reg, flags| Header {
-            size,
-            kind,
-            reg,
-            flags,
-        };
-        assert_eq!(HEADERS[3 << 2], h(3, Kind::Fetch, 0, 0), "fetch of 3 bytes");
+        let h = Header::new;
         assert_eq!(
-            HEADERS[0],
+            TABLES.headers[3 << 2],
+            h(3, Kind::Fetch, 0, 0),
+            "fetch of 3 bytes"
+        );
+        assert_eq!(
+            TABLES.headers[0],
             h(0, Kind::Fetch, 0, Header::SIZE),
             "explicit size"
         );
-        assert_eq!(HEADERS[0x40].flags, Header::SPECIAL, "reserved fetch bit");
         assert_eq!(
-            HEADERS[1 | 3 << 2 | 2 << 5 | 0x80],
+            TABLES.headers[0x40].flags,
+            Header::SPECIAL,
+            "reserved fetch bit"
+        );
+        assert_eq!(
+            TABLES.headers[1 | 3 << 2 | 2 << 5 | 0x80],
             h(8, Kind::Load, 3, Header::PADDR)
         );
-        assert_eq!(HEADERS[2 | 7 << 2], h(0, Kind::Store, 1, Header::SIZE));
-        assert_eq!(HEADERS[3].flags, Header::SPECIAL);
+        assert_eq!(
+            TABLES.headers[2 | 7 << 2],
+            h(0, Kind::Store, 1, Header::SIZE)
+        );
+        assert_eq!(TABLES.headers[3].flags, Header::SPECIAL);
         assert_eq!(std::mem::size_of::<Header>(), 8);
     }
 
@@ -1214,6 +1479,64 @@ mod tests {
         })
     }
 
+    /// Streams made of runs, as the decoder's runs read them ([`short_run`], [`run_of`],
+    /// [`short_run_physical`]): fetches a few bytes apart (two-byte records), sequential and
+    /// random data in regions of 16 KiB, 1 MiB and 64 MiB (three-, four- and five-byte
+    /// records), the same with physical addresses a page away (three-byte records and
+    /// longer), each run 1 to 40 records long, and between runs any event (a control event,
+    /// a change of mode or address space, an explicit size, a far address).
+    fn run_events() -> impl Strategy<Value = Vec<Event>> {
+        let segment = (0u8..8, 1usize..40, any::<u64>(), any_event());
+        prop::collection::vec(segment, 0..24).prop_map(|segments| {
+            let mut events = Vec::new();
+            let (mut fetch, mut data) = (0x40_0000u64, 0x1000_0000u64);
+            for (shape, len, seed, odd) in segments {
+                let mut x = seed;
+                let mut next = || {
+                    // SplitMix64.
+                    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = x;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^ (z >> 31)
+                };
+                let physical = shape & 4 != 0;
+                for _ in 0..len {
+                    let r = next();
+                    let e = match shape & 3 {
+                        0 => {
+                            fetch = fetch.wrapping_add(r % 7);
+                            Event::reference(Kind::Fetch, fetch, 1 + (r >> 8) as u16 % 15)
+                        }
+                        1 => {
+                            data = data.wrapping_add(8);
+                            Event::reference(Kind::Load, data, 8)
+                        }
+                        region => {
+                            let bits = [14, 20, 26][region as usize - 2 + (r as usize >> 60) % 2];
+                            let addr = 0x1000_0000 + (r & ((1 << bits) - 1) & !7);
+                            let kind = if r >> 40 & 1 == 0 {
+                                Kind::Load
+                            } else {
+                                Kind::Store
+                            };
+                            Event::reference(kind, addr, 1 << ((r >> 50) % 4))
+                        }
+                    };
+                    events.push(if physical {
+                        e.with_paddr(e.addr ^ 0x7000)
+                    } else {
+                        e
+                    });
+                }
+                if shape >= 7 {
+                    events.push(odd);
+                }
+            }
+            events
+        })
+    }
+
     /// Bytes that look like records: headers of every class, varint bytes, anything.
     fn record_soup() -> impl Strategy<Value = Vec<u8>> {
         let byte = prop_oneof![
@@ -1281,6 +1604,30 @@ mod tests {
             prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
         }
 
+        /// The runs of short records against the reference: whole, in pieces (a cut or an
+        /// event budget anywhere in a run), corrupted and cut short.
+        #[test]
+        fn decoder_matches_the_reference_on_runs(
+            events in run_events(),
+            flips in prop::collection::vec((0.0f64..1.0, 1u8..=255), 0..3),
+            cut in prop_oneof![Just(1.0f64), 0.0f64..1.0],
+            (cuts, maxes) in pieces(),
+        ) {
+            let bytes = encode_all(&events);
+            let (got, ending) = decode_in_pieces(&bytes, &cuts, &maxes);
+            prop_assert_eq!(&got, &events);
+            prop_assert!(matches!(ending, Ending::End(_, end) if end == bytes.len()));
+            let mut bytes = records(&events);
+            for (at, x) in flips {
+                let i = (at * bytes.len() as f64) as usize;
+                if let Some(b) = bytes.get_mut(i) {
+                    *b ^= x;
+                }
+            }
+            bytes.truncate((cut * bytes.len() as f64) as usize);
+            prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
+        }
+
         #[test]
         fn decoder_matches_the_reference_on_record_soup(
             bytes in record_soup(),
@@ -1288,6 +1635,41 @@ mod tests {
         ) {
             prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
         }
+    }
+
+    /// Every shipped native trace (user-level, whole-system with physical addresses, modes
+    /// and address spaces) decodes to the events the reference decoder reads from its
+    /// records, whole and in pieces, and re-encoding those events gives the same records.
+    #[test]
+    fn shipped_traces_decode_as_the_reference_reads_them() {
+        use crate::trace::native::{MAGIC, VERSION_UNCHECKED};
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/lookaside/data");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "lks") {
+                continue;
+            }
+            let file = std::fs::read(&path).unwrap();
+            assert_eq!(&file[..8], MAGIC);
+            let version = u16::from_le_bytes([file[8], file[9]]);
+            let len = u32::from_le_bytes([file[10], file[11], file[12], file[13]]) as usize;
+            let at = 14 + len + if version == VERSION_UNCHECKED { 0 } else { 4 };
+            let records = zstd::decode_all(&file[at..]).unwrap();
+            let want = reference_decode(&records);
+            assert!(matches!(want.1, Ending::End(..)), "{}", path.display());
+            assert_eq!(
+                decode_in_pieces(&records, &[], &[]),
+                want,
+                "{}",
+                path.display()
+            );
+            let cuts = [records.len() / 3, records.len() / 2 + 1];
+            assert_eq!(decode_in_pieces(&records, &cuts, &[1000, 4096]), want);
+            assert_eq!(encode_all(&want.0), records, "{}", path.display());
+            seen += 1;
+        }
+        assert!(seen >= 2, "shipped traces found: {seen}");
     }
 
     /// A native trace file at `path` whose record stream is `records`, whatever they are;

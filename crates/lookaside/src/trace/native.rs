@@ -421,6 +421,32 @@ impl NativeReader {
     }
 }
 
+/// Decodes a whole record stream already inflated into memory (`records`: the records and
+/// the END record, then at least [`RECORD_WINDOW`] bytes of zero padding) into `sink`, without
+/// zstd, the CRC or the buffer refills of [`NativeReader`]: the decoder's own speed, for
+/// profiling (`examples/simrate --decode`). Returns the events decoded and the trailer's
+/// count; an error names the byte offset into `records`.
+#[doc(hidden)]
+pub fn decode_records(
+    records: &[u8],
+    sink: &mut impl EventSink,
+) -> std::result::Result<(u64, u64), String> {
+    let len = records
+        .len()
+        .checked_sub(WINDOW)
+        .ok_or("records: shorter than the padding")?;
+    let mut st = DecodeState::default();
+    match decode(records, 0, len, &mut st, usize::MAX, sink) {
+        Ok((_, n, Stop::End(t))) => Ok((n as u64, t.count)),
+        Ok((pos, n, _)) => Err(format!("byte {pos}: no END record after {n} events")),
+        Err(e) => Err(format!("byte {}: {}", e.at, e.message)),
+    }
+}
+
+/// Zero bytes [`decode_records`] needs after the records.
+#[doc(hidden)]
+pub const RECORD_WINDOW: usize = WINDOW;
+
 impl TraceSource for NativeReader {
     fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool> {
         out.clear();
