@@ -19,14 +19,23 @@
 
 use super::index::WayIndex;
 use super::policy::list::Lists;
-use super::{filled, scan, Part, Policy, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
+use super::{filled, Part, Policy, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
 
-/// An unpartitioned LRU (`LRU = true`) or FIFO (`false`) TLB looked up with exact contexts.
+/// The tags of one way: `ctx == NO_CTX` marks it invalid. Kept together, so that a check
+/// of a way is one bounds check and one cache line.
+#[derive(Clone, Copy)]
+struct Tag {
+    vpn: u64,
+    ctx: u64,
+}
+
+/// An unpartitioned LRU (`LRU = true`) or FIFO (`false`) TLB looked up with exact contexts,
+/// through a hash index (`INDEXED`: sets of at least [`INDEX_MIN_WAYS`] ways) or a scan of
+/// the set. Both choices are const parameters: each combination is compiled on its own, with
+/// no test of either per access.
 #[derive(Clone)]
-pub struct ExactTlb<const LRU: bool> {
-    vpn: Vec<u64>,
-    /// `NO_CTX` marks an invalid way.
-    ctx: Vec<u64>,
+pub struct ExactTlb<const LRU: bool, const INDEXED: bool> {
+    tags: Vec<Tag>,
     /// Per set, recency (LRU) or fill (FIFO) order of its valid ways.
     order: Lists,
     /// Valid bit per way, `words` words per set (finds the lowest invalid way fast).
@@ -35,7 +44,8 @@ pub struct ExactTlb<const LRU: bool> {
     /// Valid ways per set.
     used: Vec<u32>,
     valid: usize,
-    index: Option<WayIndex>,
+    /// With `INDEXED`; else empty.
+    index: WayIndex,
     sets: usize,
     ways: usize,
     set_mask: u64,
@@ -43,29 +53,32 @@ pub struct ExactTlb<const LRU: bool> {
     params: TlbParams,
 }
 
-impl<const LRU: bool> ExactTlb<LRU> {
-    /// An empty TLB of parameters `p`, which must be unpartitioned with the policy of `LRU`.
-    pub fn new(p: &TlbParams) -> Result<ExactTlb<LRU>, String> {
+impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
+    /// An empty TLB of parameters `p`, which must be unpartitioned with the policy of `LRU`
+    /// and, with `INDEXED`, at least [`INDEX_MIN_WAYS`] ways (fewer without).
+    pub fn new(p: &TlbParams) -> Result<ExactTlb<LRU, INDEXED>, String> {
         p.check().map_err(|e| e.to_string())?;
         let want = if LRU { Policy::Lru } else { Policy::Fifo };
         assert!(
-            p.partition.is_none() && p.policy == want,
-            "ExactTlb: unpartitioned {want} only"
+            p.partition.is_none() && p.policy == want && INDEXED == (p.ways >= INDEX_MIN_WAYS),
+            "ExactTlb: unpartitioned {want}, indexed from {INDEX_MIN_WAYS} ways"
         );
         let (ways, sets) = (p.ways, p.entries / p.ways);
         let words = ways.div_ceil(64);
         Ok(ExactTlb {
-            vpn: filled(p.entries, 0)?,
-            ctx: filled(p.entries, NO_CTX)?,
+            tags: filled(
+                p.entries,
+                Tag {
+                    vpn: 0,
+                    ctx: NO_CTX,
+                },
+            )?,
             order: Lists::new(sets, ways)?,
             valid_bits: filled(sets * words, 0)?,
             words,
             used: filled(sets, 0)?,
             valid: 0,
-            index: match ways >= INDEX_MIN_WAYS {
-                true => Some(WayIndex::new(sets, ways)?),
-                false => None,
-            },
+            index: WayIndex::new(if INDEXED { sets } else { 0 }, ways)?,
             sets,
             ways,
             set_mask: (sets as u64).wrapping_sub(1),
@@ -84,18 +97,21 @@ impl<const LRU: bool> ExactTlb<LRU> {
         }
     }
 
-    /// The way of `set` holding `(vpn, ctx)`, and with a hash index the key's chain in it.
+    /// The way of `set` holding `(vpn, ctx)`, and with the hash index the key's chain in it.
     #[inline(always)]
     fn find(&self, set: usize, vpn: u64, ctx: u64) -> (Option<usize>, usize) {
         let base = set * self.ways;
-        let vs = &self.vpn[base..base + self.ways];
-        let cs = &self.ctx[base..base + self.ways];
-        match &self.index {
-            None => (scan(vs, cs, vpn, ctx, ctx), 0),
-            Some(ix) => {
-                let chain = ix.chain(set, vpn, ctx);
-                (ix.find_in(chain, set, vpn, ctx, vs, cs), chain)
-            }
+        if INDEXED {
+            let chain = self.index.chain(set, vpn, ctx);
+            let tags = &self.tags;
+            let holds = |w: usize| {
+                let t = tags[base + w];
+                t.vpn == vpn && t.ctx == ctx
+            };
+            (self.index.find_by(chain, set, holds), chain)
+        } else {
+            let tags = &self.tags[base..base + self.ways];
+            (tags.iter().position(|t| t.vpn == vpn && t.ctx == ctx), 0)
         }
     }
 
@@ -136,31 +152,36 @@ impl<const LRU: bool> ExactTlb<LRU> {
             bits[wi] |= 1 << bit;
             self.used[set] += 1;
             self.valid += 1;
-            wi * 64 + bit
-        } else {
-            // Every way is valid, so the list holds every way.
-            let w = self.order.front(set).unwrap_or(0);
-            if let Some(ix) = &mut self.index {
-                ix.remove(set, w, self.vpn[base + w], self.ctx[base + w]);
-            }
+            let w = wi * 64 + bit;
+            self.order.move_to_back(set, w);
             w
+        } else {
+            // Every way is valid, so the list holds every way: the front is the victim, and
+            // refilled it becomes the back (LRU: the most recent; FIFO: the newest).
+            let w = self.order.rotate(set).unwrap_or(0);
+            let old = std::mem::replace(&mut self.tags[base + w], Tag { vpn, ctx });
+            if INDEXED {
+                self.index.replace(set, w, old.vpn, old.ctx, chain);
+            }
+            return;
         };
-        self.vpn[base + way] = vpn;
-        self.ctx[base + way] = ctx;
-        if let Some(ix) = &mut self.index {
-            ix.insert_in(chain, set, way);
+        self.tags[base + way] = Tag { vpn, ctx };
+        if INDEXED {
+            self.index.insert_in(chain, set, way);
         }
-        self.order.move_to_back(set, way);
     }
 
     /// Make the valid `way` of `set` invalid.
     fn remove(&mut self, set: usize, way: usize) {
         let slot = set * self.ways + way;
-        if let Some(ix) = &mut self.index {
-            ix.remove(set, way, self.vpn[slot], self.ctx[slot]);
+        if INDEXED {
+            let old = self.tags[slot];
+            self.index.remove(set, way, old.vpn, old.ctx);
         }
-        self.vpn[slot] = 0;
-        self.ctx[slot] = NO_CTX;
+        self.tags[slot] = Tag {
+            vpn: 0,
+            ctx: NO_CTX,
+        };
         self.valid_bits[set * self.words + way / 64] &= !(1 << (way % 64));
         self.used[set] -= 1;
         self.valid -= 1;
@@ -188,9 +209,8 @@ impl<const LRU: bool> ExactTlb<LRU> {
                 continue;
             }
             for way in 0..self.ways {
-                let slot = set * self.ways + way;
-                let (v, c) = (self.vpn[slot], self.ctx[slot]);
-                if c != NO_CTX && pred(v, c) {
+                let t = self.tags[set * self.ways + way];
+                if t.ctx != NO_CTX && pred(t.vpn, t.ctx) {
                     self.remove(set, way);
                     n += 1;
                 }
@@ -212,12 +232,11 @@ impl<const LRU: bool> ExactTlb<LRU> {
     /// The valid entries as `(set, way, vpn, ctx)`, in (set, way) order.
     pub fn entries_iter(&self) -> impl Iterator<Item = (usize, usize, u64, u64)> + '_ {
         let ways = self.ways;
-        self.vpn
+        self.tags
             .iter()
-            .zip(&self.ctx)
             .enumerate()
-            .filter(|&(_, (_, &c))| c != NO_CTX)
-            .map(move |(i, (&v, &c))| (i / ways, i % ways, v, c))
+            .filter(|&(_, t)| t.ctx != NO_CTX)
+            .map(move |(i, t)| (i / ways, i % ways, t.vpn, t.ctx))
     }
 }
 
@@ -226,20 +245,30 @@ impl<const LRU: bool> ExactTlb<LRU> {
 /// machine looks up one exact context per access (`gctx = NO_CTX`), which both answer alike.
 #[derive(Clone)]
 pub enum Engine {
-    Lru(ExactTlb<true>),
-    Fifo(ExactTlb<false>),
+    LruScan(ExactTlb<true, false>),
+    LruIndexed(ExactTlb<true, true>),
+    FifoScan(ExactTlb<false, false>),
+    FifoIndexed(ExactTlb<false, true>),
     General(Tlb),
+}
+
+/// Runs `$e` with `$t` bound to the TLB of engine `$engine`, whichever its type.
+macro_rules! each_engine {
+    ($engine:expr, $t:ident => $e:expr) => {
+        match $engine {
+            Engine::LruScan($t) => $e,
+            Engine::LruIndexed($t) => $e,
+            Engine::FifoScan($t) => $e,
+            Engine::FifoIndexed($t) => $e,
+            Engine::General($t) => $e,
+        }
+    };
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self {
-            Engine::Lru(_) => "lru",
-            Engine::Fifo(_) => "fifo",
-            Engine::General(_) => "general",
-        };
         f.debug_struct("Engine")
-            .field("kind", &kind)
+            .field("exact", &!matches!(self, Engine::General(_)))
             .field("params", self.params())
             .finish_non_exhaustive()
     }
@@ -248,9 +277,12 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// The engine for parameters `p`; the error names the bad field.
     pub fn new(p: &TlbParams) -> Result<Engine, String> {
-        Ok(match (p.partition, p.policy) {
-            (None, Policy::Lru) => Engine::Lru(ExactTlb::new(p)?),
-            (None, Policy::Fifo) => Engine::Fifo(ExactTlb::new(p)?),
+        let indexed = p.ways >= INDEX_MIN_WAYS;
+        Ok(match (p.partition, p.policy, indexed) {
+            (None, Policy::Lru, false) => Engine::LruScan(ExactTlb::new(p)?),
+            (None, Policy::Lru, true) => Engine::LruIndexed(ExactTlb::new(p)?),
+            (None, Policy::Fifo, false) => Engine::FifoScan(ExactTlb::new(p)?),
+            (None, Policy::Fifo, true) => Engine::FifoIndexed(ExactTlb::new(p)?),
             _ => Engine::General(Tlb::new(p)?),
         })
     }
@@ -260,8 +292,10 @@ impl Engine {
     #[inline(always)]
     pub fn access(&mut self, vpn: u64, ctx: u64, part: Part) -> bool {
         match self {
-            Engine::Lru(t) => t.access(vpn, ctx),
-            Engine::Fifo(t) => t.access(vpn, ctx),
+            Engine::LruScan(t) => t.access(vpn, ctx),
+            Engine::LruIndexed(t) => t.access(vpn, ctx),
+            Engine::FifoScan(t) => t.access(vpn, ctx),
+            Engine::FifoIndexed(t) => t.access(vpn, ctx),
             Engine::General(t) => t.access(vpn, ctx, NO_CTX, part),
         }
     }
@@ -269,36 +303,32 @@ impl Engine {
     /// [`Tlb::invalidate`] with `gctx = NO_CTX`.
     pub fn invalidate(&mut self, vpn: u64, ctx: u64) -> bool {
         match self {
-            Engine::Lru(t) => t.invalidate(vpn, ctx),
-            Engine::Fifo(t) => t.invalidate(vpn, ctx),
             Engine::General(t) => t.invalidate(vpn, ctx, NO_CTX),
+            Engine::LruScan(t) => t.invalidate(vpn, ctx),
+            Engine::LruIndexed(t) => t.invalidate(vpn, ctx),
+            Engine::FifoScan(t) => t.invalidate(vpn, ctx),
+            Engine::FifoIndexed(t) => t.invalidate(vpn, ctx),
         }
     }
 
     /// [`Tlb::flush_if`].
     pub fn flush_if(&mut self, pred: impl FnMut(u64, u64) -> bool) -> usize {
-        match self {
-            Engine::Lru(t) => t.flush_if(pred),
-            Engine::Fifo(t) => t.flush_if(pred),
-            Engine::General(t) => t.flush_if(pred),
-        }
+        each_engine!(self, t => t.flush_if(pred))
     }
 
     /// [`Tlb::flush_all`].
     pub fn flush_all(&mut self) {
-        match self {
-            Engine::Lru(t) => t.flush_all(),
-            Engine::Fifo(t) => t.flush_all(),
-            Engine::General(t) => t.flush_all(),
-        }
+        each_engine!(self, t => t.flush_all())
     }
 
     /// The parameters it was built from.
     pub fn params(&self) -> &TlbParams {
         match self {
-            Engine::Lru(t) => &t.params,
-            Engine::Fifo(t) => &t.params,
             Engine::General(t) => t.params(),
+            Engine::LruScan(t) => &t.params,
+            Engine::LruIndexed(t) => &t.params,
+            Engine::FifoScan(t) => &t.params,
+            Engine::FifoIndexed(t) => &t.params,
         }
     }
 
@@ -315,19 +345,11 @@ impl Engine {
 
     /// Number of valid entries.
     pub fn valid_entries(&self) -> usize {
-        match self {
-            Engine::Lru(t) => t.valid_entries(),
-            Engine::Fifo(t) => t.valid_entries(),
-            Engine::General(t) => t.valid_entries(),
-        }
+        each_engine!(self, t => t.valid_entries())
     }
 
     /// The valid entries as `(set, way, vpn, ctx)`, in (set, way) order.
     pub fn entries(&self) -> Vec<(usize, usize, u64, u64)> {
-        match self {
-            Engine::Lru(t) => t.entries_iter().collect(),
-            Engine::Fifo(t) => t.entries_iter().collect(),
-            Engine::General(t) => t.entries_iter().collect(),
-        }
+        each_engine!(self, t => t.entries_iter().collect())
     }
 }

@@ -85,11 +85,23 @@ impl WayIndex {
         vpns: &[u64],
         ctxs: &[u64],
     ) -> Option<usize> {
+        self.find_by(chain, set, |i| vpns[i] == vpn && ctxs[i] == ctx)
+    }
+
+    /// The first way of `chain` (of `set`) for which `holds(way)` is true: the caller's own
+    /// tag check, for tags kept in any layout.
+    #[inline(always)]
+    pub(crate) fn find_by(
+        &self,
+        chain: usize,
+        set: usize,
+        holds: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         let base = set * self.ways;
         let mut w = self.head[chain];
         while w != NIL {
             let i = w as usize;
-            if vpns[i] == vpn && ctxs[i] == ctx {
+            if holds(i) {
                 return Some(i);
             }
             w = self.next[base + i];
@@ -132,6 +144,33 @@ impl WayIndex {
             }
             w = n;
         }
+    }
+
+    /// `way` of `set`, which held (vpn, ctx), now holds a new key whose chain is `chain`:
+    /// [`WayIndex::remove`] then [`WayIndex::insert_in`] (a miss's victim refilled), with
+    /// the arrays' places loaded once for both.
+    #[inline(always)]
+    pub(crate) fn replace(&mut self, set: usize, way: usize, vpn: u64, ctx: u64, chain: usize) {
+        let old = self.chain(set, vpn, ctx);
+        let next = &mut self.next[set * self.ways..(set + 1) * self.ways];
+        let head = &mut self.head[..];
+        let after = next[way];
+        let mut w = head[old];
+        if w == way as u32 {
+            head[old] = after;
+        } else {
+            loop {
+                debug_assert!(w != NIL, "removing a way that is not indexed");
+                let n = next[w as usize];
+                if n == way as u32 {
+                    next[w as usize] = after;
+                    break;
+                }
+                w = n;
+            }
+        }
+        next[way] = head[chain];
+        head[chain] = way as u32;
     }
 
     /// Forget every way of `set`.

@@ -80,6 +80,11 @@
 //! branch-free pass over at most 16 timestamps for smaller LRU sets, O(log ways) for PLRU and
 //! amortised O(1) for NRU — so a 1024-entry fully associative TLB costs about what a 64-entry
 //! one does (`bench.rs`).
+//!
+//! The machine's TLBs, looked up with one exact context each, go through [`Engine`]: an
+//! unpartitioned LRU or FIFO TLB there is an [`ExactTlb`] (`exact.rs`), the same semantics on
+//! a short path without the MRU entry, hints, second context or partitions, which a miss
+//! would otherwise pay for; every other TLB is a [`Tlb`].
 
 mod exact;
 mod hint;
