@@ -243,6 +243,10 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
 /// A TLB as the machine holds it: the short path of [`ExactTlb`] when its parameters allow
 /// (unpartitioned LRU or FIFO), else the general [`Tlb`]; chosen once, when it is built. The
 /// machine looks up one exact context per access (`gctx = NO_CTX`), which both answer alike.
+///
+/// One per structure of a machine, so its size does not matter; boxing the general engine
+/// would add a dependent load to every one of its accesses.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Engine {
     LruScan(ExactTlb<true, false>),
