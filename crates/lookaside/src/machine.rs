@@ -45,7 +45,7 @@ use crate::mmu::addresses::Place;
 use crate::mmu::layout::{self, Segment};
 use crate::mmu::{HandlerStep, SoftwareManagedTlb, Trap, Walker};
 use crate::threec::Shadow;
-use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::{Engine, Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 use crate::trace::kernel::{KernelClass, KernelLayout, LayoutSource};
 use crate::trace::Metadata;
 
@@ -59,7 +59,7 @@ pub const KSEG2_SPACE: u32 = u32::MAX;
 /// A structure and how it is wired.
 #[derive(Debug)]
 struct Unit {
-    tlb: Tlb,
+    tlb: Engine,
     /// Page shifts held, largest first.
     shifts: Vec<u32>,
     tagged: bool,
@@ -512,7 +512,7 @@ impl Feed<'_> {
         } else {
             u.ctx_now
         };
-        let hit = u.tlb.access(page, ctx, NO_CTX, u.part(mode));
+        let hit = u.tlb.access(page, ctx, u.part(mode));
         if u.shadow.is_some() {
             m.classify(r, page, ctx, hit, mode, kind);
         }
@@ -678,7 +678,7 @@ impl Feed<'_> {
                     } else {
                         u.ctx_now
                     };
-                    let hit = u.tlb.access(page, ctx, NO_CTX, u.part(e.mode));
+                    let hit = u.tlb.access(page, ctx, u.part(e.mode));
                     if u.shadow.is_some() {
                         m.classify(r, page, ctx, hit, e.mode, e.kind);
                     }
@@ -950,7 +950,7 @@ impl Machine {
         }
         let mut units = Vec::with_capacity(planned.len());
         for ((params, shifts), t) in planned.into_iter().zip(&config.tlbs) {
-            let tlb = Tlb::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
+            let tlb = Engine::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             let shadow = if t.three_c {
                 let policy = params.partition.map_or(params.policy, |p| p.upper_policy);
                 let s = Shadow::<Tlb>::new(params.entries, policy, params.seed ^ 0x3c, true)
@@ -1808,7 +1808,7 @@ impl Machine {
                 u.shift_for(shift)
             };
             let ctx = u.ctx(self.cur_asid, s, global);
-            let hit = u.tlb.access(addr >> s, ctx, NO_CTX, u.part(mode));
+            let hit = u.tlb.access(addr >> s, ctx, u.part(mode));
             if u.shadow.is_some() {
                 self.classify(i, addr >> s, ctx, hit, mode, kind);
             }
@@ -1922,7 +1922,7 @@ impl Machine {
                     for i in 0..u.shifts.len() {
                         let s = u.shifts[i];
                         let ctx = u.ctx(e.asid, s, global);
-                        u.tlb.invalidate(e.addr >> s, ctx, NO_CTX);
+                        u.tlb.invalidate(e.addr >> s, ctx);
                         if let Some(sh) = u.shadow.as_deref_mut() {
                             sh.invalidate(e.addr >> s, ctx);
                         }

@@ -1,45 +1,37 @@
 //! A per-set hash index from (vpn, ctx) to way, for highly associative TLBs.
 //!
 //! Scanning the ways of a set costs O(ways) per lookup; beyond a few tens of ways (a 1024-entry
-//! fully associative TLB) that dominates the simulator. This index makes a lookup O(1): each
-//! set has an open-addressing table, a power of two at least [`LOAD`] times the way count, so
-//! it is never more than `1 / LOAD` full. A slot holds a way number and a 32-bit fingerprint of
-//! its key (the high half of the key's hash, whose top bits are also its home slot): a probe
-//! compares fingerprints and reads the TLB's tags, which the caller passes in, only on a
-//! fingerprint match, and moving a slot needs no tags at all. Collisions are resolved by
-//! linear probing; deletion uses backward shifting, so there are no tombstones and probe
-//! lengths never degrade, whatever the mix of fills and invalidations. Each way's slot is
-//! kept (`slot_of`), so a way is removed without a search — on a miss-heavy stream every
-//! fill removes its victim.
+//! fully associative TLB) that dominates the simulator. This index makes every operation O(1):
+//! each set has a table of chain heads, a power of two at least [`LOAD`] times the way count,
+//! and each way a link to the next way of its chain (way numbers within the set, `u32`). A
+//! key's bucket is the top bits of its Fibonacci hash. A lookup walks one chain (on average
+//! less than `1 / LOAD` other ways long) comparing the TLB's tags, which the caller passes in;
+//! an insertion pushes the way on the front of its chain; a removal unlinks it (the caller
+//! passes the key it held, so its chain is found without a search of the table). There are
+//! no tombstones and nothing ever moves, whatever the mix of fills and invalidations — on a
+//! miss-heavy stream every fill removes its victim, and with open addressing that removal's
+//! backward shift was the most expensive step of a miss.
 //!
 //! The index holds exactly the valid ways of each set, and the TLB guarantees keys are unique
 //! within a set.
 
-/// Table size is the next power of two `>= LOAD * ways`. 4 rather than 2 halves the
-/// mispredicted probe-loop exits (measured with `tlb/bench.rs` under callgrind) for 4 bytes
-/// more per way.
+/// Table size is the next power of two `>= LOAD * ways`: most misses find an empty chain.
 pub(crate) const LOAD: usize = 4;
 
-/// A free slot. A used slot is `fingerprint << 32 | way`, and no way is `u32::MAX`.
-const EMPTY: u64 = u64::MAX;
+/// The end of a chain. No way is `u32::MAX` (at most [`super::MAX_ENTRIES`] ways).
+const NIL: u32 = u32::MAX;
 
 #[derive(Clone)]
 pub(crate) struct WayIndex {
-    table: Vec<u64>,
-    /// Per way (`set * ways + way`), its slot in its set's table while it is indexed.
-    slot_of: Vec<u32>,
+    /// Per set, `size` chain heads (a way number or [`NIL`]).
+    head: Vec<u32>,
+    /// Per way (`set * ways + way`), the next way of its chain, or [`NIL`].
+    next: Vec<u32>,
     ways: usize,
-    /// Slots per set, a power of two.
+    /// Heads per set, a power of two.
     size: usize,
-    /// `32 - log2(size)`: a fingerprint's top `log2(size)` bits are its home slot.
+    /// `64 - log2(size)`: a hash's top `log2(size)` bits are its bucket.
     shift: u32,
-}
-
-/// The fingerprint of a key: the high half of its Fibonacci hash, the context rotated out of
-/// the way of typical page numbers.
-#[inline(always)]
-fn fingerprint(vpn: u64, ctx: u64) -> u32 {
-    ((vpn ^ ctx.rotate_left(44)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
 }
 
 impl WayIndex {
@@ -47,23 +39,26 @@ impl WayIndex {
     pub(crate) fn new(sets: usize, ways: usize) -> Result<WayIndex, String> {
         let size = (LOAD * ways).next_power_of_two().max(2);
         Ok(WayIndex {
-            table: super::filled(sets * size, EMPTY)?,
-            slot_of: super::filled(sets * ways, 0)?,
+            head: super::filled(sets * size, NIL)?,
+            next: super::filled(sets * ways, NIL)?,
             ways,
             size,
-            shift: 32 - size.trailing_zeros(),
+            shift: 64 - size.trailing_zeros(),
         })
     }
 
     /// The heap bytes of an index of `sets` sets of `ways` ways (see [`WayIndex::new`]).
     pub(crate) fn heap_bytes(sets: u64, ways: u64) -> u64 {
         let size = (LOAD as u64 * ways).next_power_of_two().max(2);
-        sets * (size * 8 + ways * 4)
+        sets * (size + ways) * 4
     }
 
+    /// The position in `head` of the chain of (vpn, ctx) in `set`: the context rotated out of
+    /// the way of typical page numbers, then a Fibonacci hash.
     #[inline(always)]
-    fn home(&self, fp: u32) -> usize {
-        (fp >> self.shift) as usize
+    pub(crate) fn chain(&self, set: usize, vpn: u64, ctx: u64) -> usize {
+        let h = (vpn ^ ctx.rotate_left(44)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift;
+        set * self.size + h as usize
     }
 
     /// The way of `set` holding (vpn, ctx); `vpns`/`ctxs` are the set's tag arrays.
@@ -76,73 +71,111 @@ impl WayIndex {
         vpns: &[u64],
         ctxs: &[u64],
     ) -> Option<usize> {
-        let base = set * self.size;
-        let mask = self.size - 1;
-        let fp = fingerprint(vpn, ctx);
-        let mut i = self.home(fp);
-        loop {
-            let e = self.table[base + i];
-            if e == EMPTY {
-                return None;
+        self.find_in(self.chain(set, vpn, ctx), set, vpn, ctx, vpns, ctxs)
+    }
+
+    /// [`WayIndex::find`] with the chain already computed.
+    #[inline(always)]
+    pub(crate) fn find_in(
+        &self,
+        chain: usize,
+        set: usize,
+        vpn: u64,
+        ctx: u64,
+        vpns: &[u64],
+        ctxs: &[u64],
+    ) -> Option<usize> {
+        self.find_by(chain, set, |i| vpns[i] == vpn && ctxs[i] == ctx)
+    }
+
+    /// The first way of `chain` (of `set`) for which `holds(way)` is true: the caller's own
+    /// tag check, for tags kept in any layout.
+    #[inline(always)]
+    pub(crate) fn find_by(
+        &self,
+        chain: usize,
+        set: usize,
+        holds: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let base = set * self.ways;
+        let mut w = self.head[chain];
+        while w != NIL {
+            let i = w as usize;
+            if holds(i) {
+                return Some(i);
             }
-            if (e >> 32) as u32 == fp {
-                let w = e as u32 as usize;
-                if vpns[w] == vpn && ctxs[w] == ctx {
-                    return Some(w);
-                }
-            }
-            i = (i + 1) & mask;
+            w = self.next[base + i];
         }
+        None
     }
 
     /// Record that `way` of `set` now holds (vpn, ctx), a key not already in the set.
     #[inline(always)]
     pub(crate) fn insert(&mut self, set: usize, way: usize, vpn: u64, ctx: u64) {
-        let base = set * self.size;
-        let mask = self.size - 1;
-        let fp = fingerprint(vpn, ctx);
-        let mut i = self.home(fp);
-        while self.table[base + i] != EMPTY {
-            i = (i + 1) & mask;
-        }
-        self.table[base + i] = (fp as u64) << 32 | way as u64;
-        self.slot_of[set * self.ways + way] = i as u32;
+        let chain = self.chain(set, vpn, ctx);
+        self.insert_in(chain, set, way);
     }
 
-    /// Forget `way` of `set`, which is indexed.
+    /// [`WayIndex::insert`] with the chain already computed.
     #[inline(always)]
-    pub(crate) fn remove(&mut self, set: usize, way: usize) {
-        let mask = self.size - 1;
-        let shift = self.shift;
-        let ways = &mut self.slot_of[set * self.ways..(set + 1) * self.ways];
-        let t = &mut self.table[set * self.size..(set + 1) * self.size];
-        let mut hole = ways[way] as usize;
-        debug_assert_eq!(
-            t[hole] as u32 as usize, way,
-            "removing a way that is not indexed"
-        );
-        // Backward shift: move later members of the cluster into the hole when their home
-        // position allows it, so every key stays reachable from its home without tombstones.
-        let mut j = hole;
+    pub(crate) fn insert_in(&mut self, chain: usize, set: usize, way: usize) {
+        self.next[set * self.ways + way] = self.head[chain];
+        self.head[chain] = way as u32;
+    }
+
+    /// Forget `way` of `set`, which is indexed and holds (vpn, ctx).
+    #[inline(always)]
+    pub(crate) fn remove(&mut self, set: usize, way: usize, vpn: u64, ctx: u64) {
+        let chain = self.chain(set, vpn, ctx);
+        let base = set * self.ways;
+        let after = self.next[base + way];
+        let mut w = self.head[chain];
+        if w == way as u32 {
+            self.head[chain] = after;
+            return;
+        }
+        // Not first: find the way before it (the chain holds it, so the walk ends).
         loop {
-            j = (j + 1) & mask;
-            let e = t[j];
-            if e == EMPTY {
-                break;
+            debug_assert!(w != NIL, "removing a way that is not indexed");
+            let n = self.next[base + w as usize];
+            if n == way as u32 {
+                self.next[base + w as usize] = after;
+                return;
             }
-            let h = ((e >> 32) as u32 >> shift) as usize;
-            if (j.wrapping_sub(h) & mask) >= (j.wrapping_sub(hole) & mask) {
-                t[hole] = e;
-                ways[e as u32 as usize] = hole as u32;
-                hole = j;
+            w = n;
+        }
+    }
+
+    /// `way` of `set`, which held (vpn, ctx), now holds a new key whose chain is `chain`:
+    /// [`WayIndex::remove`] then [`WayIndex::insert_in`] (a miss's victim refilled), with
+    /// the arrays' places loaded once for both.
+    #[inline(always)]
+    pub(crate) fn replace(&mut self, set: usize, way: usize, vpn: u64, ctx: u64, chain: usize) {
+        let old = self.chain(set, vpn, ctx);
+        let next = &mut self.next[set * self.ways..(set + 1) * self.ways];
+        let head = &mut self.head[..];
+        let after = next[way];
+        let mut w = head[old];
+        if w == way as u32 {
+            head[old] = after;
+        } else {
+            loop {
+                debug_assert!(w != NIL, "removing a way that is not indexed");
+                let n = next[w as usize];
+                if n == way as u32 {
+                    next[w as usize] = after;
+                    break;
+                }
+                w = n;
             }
         }
-        t[hole] = EMPTY;
+        next[way] = head[chain];
+        head[chain] = way as u32;
     }
 
     /// Forget every way of `set`.
     pub(crate) fn clear_set(&mut self, set: usize) {
-        self.table[set * self.size..(set + 1) * self.size].fill(EMPTY);
+        self.head[set * self.size..(set + 1) * self.size].fill(NIL);
     }
 }
 
@@ -152,16 +185,16 @@ mod tests {
 
     #[test]
     fn insert_find_remove_with_collisions() {
-        // 8 ways, 16 slots; keys chosen so that many share a home.
+        // 8 ways, 32 chains; keys chosen so that many share a chain.
         let ways = 8;
         let mut ix = WayIndex::new(2, ways).unwrap();
         let mut vpns = vec![0u64; ways];
         let ctxs = vec![5u64; ways];
-        let home0 = ix.home(fingerprint(0, 5));
+        let home0 = ix.chain(1, 0, 5);
         let mut k = 0u64;
         let mut w = 0;
         while w < ways {
-            if ix.home(fingerprint(k, 5)) == home0 || w >= 5 {
+            if ix.chain(1, k, 5) == home0 || w >= 5 {
                 vpns[w] = k;
                 ix.insert(1, w, k, 5);
                 w += 1;
@@ -172,12 +205,13 @@ mod tests {
             assert_eq!(ix.find(1, v, 5, &vpns, &ctxs), Some(w));
             assert_eq!(ix.find(0, v, 5, &vpns, &ctxs), None);
         }
-        for gone in [0, 3, 6, 1] {
-            ix.remove(1, gone);
+        // The middle, the front, the back of the shared chain, then one alone.
+        for gone in [2, 4, 0, 6, 1] {
+            ix.remove(1, gone, vpns[gone], 5);
             assert_eq!(ix.find(1, vpns[gone], 5, &vpns, &ctxs), None);
         }
         for (w, &v) in vpns.iter().enumerate() {
-            let expect = if [0, 3, 6, 1].contains(&w) {
+            let expect = if [2, 4, 0, 6, 1].contains(&w) {
                 None
             } else {
                 Some(w)
@@ -185,6 +219,6 @@ mod tests {
             assert_eq!(ix.find(1, v, 5, &vpns, &ctxs), expect);
         }
         ix.clear_set(1);
-        assert_eq!(ix.find(1, vpns[2], 5, &vpns, &ctxs), None);
+        assert_eq!(ix.find(1, vpns[3], 5, &vpns, &ctxs), None);
     }
 }

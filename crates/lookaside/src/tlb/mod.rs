@@ -80,7 +80,13 @@
 //! branch-free pass over at most 16 timestamps for smaller LRU sets, O(log ways) for PLRU and
 //! amortised O(1) for NRU — so a 1024-entry fully associative TLB costs about what a 64-entry
 //! one does (`bench.rs`).
+//!
+//! The machine's TLBs, looked up with one exact context each, go through [`Engine`]: an
+//! unpartitioned LRU or FIFO TLB there is an [`ExactTlb`] (`exact.rs`), the same semantics on
+//! a short path without the MRU entry, hints, second context or partitions, which a miss
+//! would otherwise pay for; every other TLB is a [`Tlb`].
 
+mod exact;
 mod hint;
 mod index;
 pub(crate) mod policy;
@@ -92,6 +98,7 @@ pub(crate) mod reference;
 #[cfg(test)]
 mod tests;
 
+pub use exact::{Engine, ExactTlb};
 pub use policy::{Policy, SplitMix64};
 
 use hint::{Hint, Hints};
@@ -362,20 +369,24 @@ impl Visit for Access<'_> {
             gctx,
         } = self;
         let set = t.set_of(vpn);
+        let mut chain = None;
         if let Some((c, g)) = contexts(ctx, gctx) {
-            if let Some(way) = t.find(set, vpn, c, g) {
+            let (found, ch) = t.find_chained(set, vpn, c, g);
+            if let Some(way) = found {
                 pol.on_hit(set, way);
                 let slot = set * t.ways + way;
                 t.hint(t.vpn[slot], t.ctx[slot], c, set, way);
                 return true;
             }
+            // With `ctx != NO_CTX` (asserted below), `c == ctx`: the chain of the new key.
+            chain = ch;
         }
         assert!(
             ctx != NO_CTX,
             "Tlb::access: NO_CTX is not a storable context"
         );
         // The search missed (vpn, ctx), so the key is new.
-        t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx);
+        t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx, chain);
         false
     }
 }
@@ -404,7 +415,7 @@ impl Visit for AccessSlot<'_> {
                 evicted: None,
             };
         }
-        let (way, evicted) = t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx);
+        let (way, evicted) = t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx, None);
         Touch {
             slot: set * t.ways + way,
             hit: false,
@@ -445,7 +456,7 @@ impl Visit for Insert<'_> {
             vpn,
             ctx,
         } = self;
-        t.insert_in(pol, rng, set, span, vpn, ctx)
+        t.insert_in(pol, rng, set, span, vpn, ctx, None)
     }
 }
 
@@ -526,6 +537,27 @@ impl Tags {
         }
     }
 
+    /// [`Tags::find`], and with a hash index the chain of `(vpn, c)` in it (where a new key
+    /// `(vpn, c)` goes: computed once for the search and the fill).
+    #[inline(always)]
+    fn find_chained(&self, set: usize, vpn: u64, c: u64, g: u64) -> (Option<usize>, Option<usize>) {
+        let base = set * self.ways;
+        let vs = &self.vpn[base..base + self.ways];
+        let cs = &self.ctx[base..base + self.ways];
+        match &self.index {
+            None => (scan(vs, cs, vpn, c, g), None),
+            Some(ix) => {
+                let chain = ix.chain(set, vpn, c);
+                let found = match ix.find_in(chain, set, vpn, c, vs, cs) {
+                    Some(w) => Some(w),
+                    None if g != c => ix.find(set, vpn, g, vs, cs),
+                    None => None,
+                };
+                (found, Some(chain))
+            }
+        }
+    }
+
     /// The lowest invalid way of `set` at or after `lo` (the caller knows there is one in
     /// the partition starting at `lo`).
     #[inline]
@@ -549,7 +581,8 @@ impl Tags {
 
     /// Put the new key `(vpn, ctx)` into partition `span` of `set`, replaced by `pol` (see the
     /// module documentation for the choice of way); returns its way and the evicted entry, if
-    /// a valid one was replaced.
+    /// a valid one was replaced. `chain`: the new key's chain in the hash index, if known.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn insert_in<P: Replacement>(
         &mut self,
@@ -559,6 +592,7 @@ impl Tags {
         span: Span,
         vpn: u64,
         ctx: u64,
+        chain: Option<usize>,
     ) -> (usize, Option<(u64, u64)>) {
         let base = set * self.ways;
         let pv = 2 * set + span.part;
@@ -572,14 +606,15 @@ impl Tags {
             let w = span.lo + pol.victim(set, rng);
             let old = (self.vpn[base + w], self.ctx[base + w]);
             if let Some(ix) = &mut self.index {
-                ix.remove(set, w);
+                ix.remove(set, w, old.0, old.1);
             }
             (w, Some(old))
         };
         self.vpn[base + way] = vpn;
         self.ctx[base + way] = ctx;
         if let Some(ix) = &mut self.index {
-            ix.insert(set, way, vpn, ctx);
+            let chain = chain.unwrap_or_else(|| ix.chain(set, vpn, ctx));
+            ix.insert_in(chain, set, way);
         }
         pol.on_fill(set, way - span.lo);
         // Overwrites the bucket of `vpn`, dropping any hint a global hit left there that the
@@ -857,7 +892,7 @@ impl Tlb {
     ///
     /// # Panics
     /// On a miss with `ctx == NO_CTX`.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, vpn: u64, ctx: u64, gctx: u64, part: Part) -> bool {
         if ctx != NO_CTX && self.fast_hit(vpn, ctx, gctx) {
             return true;
@@ -975,7 +1010,7 @@ impl Tlb {
         self.t.forget_mru();
         let base = set * self.t.ways;
         if let Some(ix) = &mut self.t.index {
-            ix.remove(set, way);
+            ix.remove(set, way, vpn, ctx);
             ix.insert(set, way, vpn, new_ctx);
         }
         // Hints naming this slot die by themselves: its context tag no longer matches them.
@@ -1036,7 +1071,7 @@ impl Tlb {
         let base = set * self.t.ways;
         let slot = base + way;
         if let Some(ix) = &mut self.t.index {
-            ix.remove(set, way);
+            ix.remove(set, way, self.t.vpn[slot], self.t.ctx[slot]);
         }
         self.t.vpn[slot] = 0;
         self.t.ctx[slot] = NO_CTX;

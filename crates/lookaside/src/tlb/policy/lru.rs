@@ -1,6 +1,7 @@
 //! True LRU: the victim is the valid way whose last hit or fill is the oldest.
 //!
-//! Two exact representations of the same order, chosen by associativity:
+//! Two exact representations of the same order, chosen by associativity (two replacement
+//! states, [`Stamps`] and [`List`], so that the choice is made once, by the state's variant):
 //!
 //! * up to [`STAMP_MAX_WAYS`] (16) ways, a timestamp per way. A hit or fill advances a counter
 //!   and stores it, with the way number in the low 6 bits, as the way's stamp — one store,
@@ -30,65 +31,85 @@ pub(crate) const STAMP_MAX_WAYS: usize = 16;
 const WAY_BITS: u32 = 6;
 const RENUMBER_AT: u64 = 1 << 62;
 
+/// LRU as a timestamp per way (sets of at most [`STAMP_MAX_WAYS`] ways).
 #[derive(Clone)]
-#[repr(u8)]
-pub(crate) enum Lru {
-    Stamps {
-        stamp: Vec<u64>,
-        now: u64,
-        ways: usize,
-    },
-    List(Lists),
+pub(crate) struct Stamps {
+    stamp: Vec<u64>,
+    now: u64,
+    ways: usize,
 }
 
-impl Replacement for Lru {
+impl Replacement for Stamps {
     fn new(sets: usize, ways: usize) -> Result<Self, String> {
-        Ok(if ways <= STAMP_MAX_WAYS {
-            Lru::Stamps {
-                stamp: filled(sets * ways, 0)?,
-                now: 0,
-                ways,
-            }
-        } else {
-            Lru::List(Lists::new(sets, ways)?)
+        Ok(Stamps {
+            stamp: filled(sets * ways, 0)?,
+            now: 0,
+            ways,
         })
     }
 
     #[inline(always)]
     fn on_hit(&mut self, set: usize, way: usize) {
-        match self {
-            Lru::Stamps { stamp, now, ways } => {
-                *now += 1 << WAY_BITS;
-                stamp[set * *ways + way] = *now | way as u64;
-            }
-            Lru::List(order) => order.move_to_back(set, way),
-        }
+        self.now += 1 << WAY_BITS;
+        self.stamp[set * self.ways + way] = self.now | way as u64;
     }
 
     #[inline(always)]
     fn on_fill(&mut self, set: usize, way: usize) {
-        if let Lru::Stamps { stamp, now, ways } = self {
-            if *now >= RENUMBER_AT {
-                *now = renumber(stamp, *ways);
-            }
+        if self.now >= RENUMBER_AT {
+            self.now = renumber(&mut self.stamp, self.ways);
         }
         self.on_hit(set, way);
     }
 
     #[inline]
+    fn on_invalidate(&mut self, _set: usize, _way: usize) {}
+
+    #[inline(always)]
+    fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
+        oldest(&self.stamp[set * self.ways..(set + 1) * self.ways])
+    }
+}
+
+/// LRU as a recency list per set (sets of more than [`STAMP_MAX_WAYS`] ways).
+#[derive(Clone)]
+pub(crate) struct List {
+    order: Lists,
+}
+
+impl List {
+    #[cfg(test)]
+    pub(crate) fn order(&self, set: usize) -> Vec<usize> {
+        self.order.order(set)
+    }
+}
+
+impl Replacement for List {
+    fn new(sets: usize, ways: usize) -> Result<Self, String> {
+        Ok(List {
+            order: Lists::new(sets, ways)?,
+        })
+    }
+
+    #[inline(always)]
+    fn on_hit(&mut self, set: usize, way: usize) {
+        self.order.move_to_back(set, way);
+    }
+
+    #[inline(always)]
+    fn on_fill(&mut self, set: usize, way: usize) {
+        self.order.move_to_back(set, way);
+    }
+
+    #[inline]
     fn on_invalidate(&mut self, set: usize, way: usize) {
-        if let Lru::List(order) = self {
-            order.unlink(set, way);
-        }
+        self.order.unlink(set, way);
     }
 
     #[inline(always)]
     fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
-        match self {
-            Lru::Stamps { stamp, ways, .. } => oldest(&stamp[set * *ways..(set + 1) * *ways]),
-            // Only asked when every way is valid, so the list holds every way.
-            Lru::List(order) => order.front(set).unwrap_or(0),
-        }
+        // Only asked when every way is valid, so the list holds every way.
+        self.order.front(set).unwrap_or(0)
     }
 }
 
@@ -131,34 +152,39 @@ fn renumber(stamp: &mut [u64], ways: usize) -> u64 {
 mod tests {
     use super::*;
 
+    /// The same calls on both representations, with the list's whole order checked.
+    fn check_agree<P: Replacement>(ways: usize, list: impl Fn(&P, usize) -> Option<Vec<usize>>) {
+        let mut rng = SplitMix64::new(0);
+        let mut l = P::new(2, ways).unwrap();
+        for w in 0..ways {
+            l.on_fill(1, w);
+        }
+        l.on_hit(1, 0);
+        l.on_hit(1, 2);
+        assert_eq!(l.victim(1, &mut rng), 1);
+        l.on_invalidate(1, 1);
+        l.on_fill(1, 1);
+        assert_eq!(l.victim(1, &mut rng), 3);
+        if let Some(order) = list(&l, 1) {
+            let mut expect: Vec<usize> = (3..ways).collect();
+            expect.extend([0, 2, 1]);
+            assert_eq!(order, expect);
+            assert!(list(&l, 0).unwrap().is_empty());
+        }
+    }
+
     #[test]
     fn both_representations_agree() {
-        let mut rng = SplitMix64::new(0);
         for ways in [4, 17, STAMP_MAX_WAYS, STAMP_MAX_WAYS + 1, 200] {
-            let mut l = Lru::new(2, ways).unwrap();
-            assert_eq!(matches!(l, Lru::Stamps { .. }), ways <= STAMP_MAX_WAYS);
-            for w in 0..ways {
-                l.on_fill(1, w);
-            }
-            l.on_hit(1, 0);
-            l.on_hit(1, 2);
-            assert_eq!(l.victim(1, &mut rng), 1);
-            l.on_invalidate(1, 1);
-            l.on_fill(1, 1);
-            assert_eq!(l.victim(1, &mut rng), 3);
-            if let Lru::List(order) = &l {
-                let mut expect: Vec<usize> = (3..ways).collect();
-                expect.extend([0, 2, 1]);
-                assert_eq!(order.order(1), expect);
-                assert!(order.order(0).is_empty());
-            }
+            check_agree::<Stamps>(ways, |_, _| None);
+            check_agree::<List>(ways, |l, set| Some(l.order(set)));
         }
     }
 
     #[test]
     fn renumbering_keeps_the_order() {
         let mut rng = SplitMix64::new(0);
-        let mut l = Lru::new(3, 20).unwrap();
+        let mut l = Stamps::new(3, 20).unwrap();
         for set in 0..3 {
             for w in (0..20).rev() {
                 l.on_fill(set, w);
@@ -167,14 +193,10 @@ mod tests {
         for w in [7, 3, 11] {
             l.on_hit(2, w);
         }
-        if let Lru::Stamps { now, .. } = &mut l {
-            *now = RENUMBER_AT;
-        }
+        l.now = RENUMBER_AT;
         // Set 2's order: 19 18 .. 0 (without 7 3 11), then 7 3 11; the fill renumbers first.
         l.on_fill(1, 5);
-        if let Lru::Stamps { now, .. } = &l {
-            assert!(*now < 1 << 20);
-        }
+        assert!(l.now < 1 << 20);
         assert_eq!(l.victim(2, &mut rng), 19);
         assert_eq!(l.victim(1, &mut rng), 19);
         for w in (12..20).rev().chain([10, 9, 8, 6, 5, 4, 2, 1, 0]) {

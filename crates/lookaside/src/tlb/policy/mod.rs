@@ -5,10 +5,11 @@
 //! tells it what happened — a hit, a fill, an invalidation — and asks it for a victim only when
 //! every way of the partition is valid (invalid ways are always filled first, lowest first).
 //!
-//! The per-access calls go through [`State`], an enum with one variant per policy and a `match`
-//! in each hook, so there is no dynamic dispatch in the hot path. Adding a policy takes one new
-//! file implementing [`Replacement`], its `mod` line below, and one line in the `policies!`
-//! invocation (which generates the [`Policy`] variant, its names and the dispatch).
+//! The per-access calls go through [`State`], an enum with one variant per policy (two for
+//! LRU) and a `match` in each hook, so there is no dynamic dispatch in the hot path. Adding a
+//! policy takes one new file implementing [`Replacement`], its `mod` line below, one line in
+//! the `policies!` invocation (which generates the [`Policy`] variant and its names), and its
+//! [`State`] variant (in the enum, `State::new` and `each_state!`).
 
 mod fifo;
 pub(crate) mod list;
@@ -46,9 +47,9 @@ pub(crate) trait Visit {
     fn visit<P: Replacement>(self, pol: &mut P) -> Self::Out;
 }
 
-/// Generates [`Policy`] (names, parsing) and [`State`] (static dispatch) from one list.
+/// Generates [`Policy`] (names, parsing) from one list.
 macro_rules! policies {
-    ($( $(#[$doc:meta])* $variant:ident($ty:ty) = [$name:literal $(, $alias:literal)*], )+) => {
+    ($( $(#[$doc:meta])* $variant:ident = [$name:literal $(, $alias:literal)*], )+) => {
         /// A replacement policy. Parses from its [`Policy::name`] or an alias
         /// (case-insensitive): `lru`, `fifo`, `random`, `plru`, `nru` (or `clock`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,64 +76,85 @@ macro_rules! policies {
             }
         }
 
-        /// The replacement state of one partition: one variant per policy. (An explicit tag
-        /// byte makes the per-hit dispatch a plain jump-table load.)
-        #[derive(Clone)]
-        #[repr(u8)]
-        pub(crate) enum State {
-            $($variant($ty),)+
-        }
-
-        impl State {
-            pub(crate) fn new(policy: Policy, sets: usize, ways: usize) -> Result<State, String> {
-                Ok(match policy {
-                    $(Policy::$variant => State::$variant(<$ty as Replacement>::new(sets, ways)?),)+
-                })
-            }
-
-            /// Run `v` with this state's concrete policy.
-            #[inline(always)]
-            pub(crate) fn visit<V: Visit>(&mut self, v: V) -> V::Out {
-                match self {
-                    $(State::$variant(s) => v.visit(s),)+
-                }
-            }
-
-            #[inline(always)]
-            pub(crate) fn on_hit(&mut self, set: usize, way: usize) {
-                match self {
-                    $(State::$variant(s) => s.on_hit(set, way),)+
-                }
-            }
-
-            #[inline(always)]
-            pub(crate) fn on_fill(&mut self, set: usize, way: usize) {
-                match self {
-                    $(State::$variant(s) => s.on_fill(set, way),)+
-                }
-            }
-
-            #[inline]
-            pub(crate) fn on_invalidate(&mut self, set: usize, way: usize) {
-                match self {
-                    $(State::$variant(s) => s.on_invalidate(set, way),)+
-                }
-            }
-        }
     };
 }
 
 policies! {
     /// True least-recently-used: the victim is the valid way hit or filled longest ago.
-    Lru(lru::Lru) = ["lru"],
+    Lru = ["lru"],
     /// First-in first-out: the victim is the valid way filled longest ago; hits change nothing.
-    Fifo(fifo::Fifo) = ["fifo"],
+    Fifo = ["fifo"],
     /// The victim is drawn uniformly among the partition's ways from the TLB's seeded PRNG.
-    Random(random::Random) = ["random"],
+    Random = ["random"],
     /// Tree pseudo-LRU (one bit per internal node of a binary tree over the ways).
-    Plru(plru::Plru) = ["plru"],
+    Plru = ["plru"],
     /// Not-recently-used with a clock hand (second chance): one reference bit per way.
-    Nru(nru::Nru) = ["nru", "clock"],
+    Nru = ["nru", "clock"],
+}
+
+/// Runs `$e` with `$s` bound to the concrete policy of state `$state`.
+macro_rules! each_state {
+    ($state:expr, $s:ident => $e:expr) => {
+        match $state {
+            State::LruStamps($s) => $e,
+            State::LruList($s) => $e,
+            State::Fifo($s) => $e,
+            State::Random($s) => $e,
+            State::Plru($s) => $e,
+            State::Nru($s) => $e,
+        }
+    };
+}
+
+/// The replacement state of one partition: one variant per policy, LRU's two representations
+/// apart (see [`lru`]), so that the one `match` of a dispatch reaches concrete code with no
+/// further choice inside. (An explicit tag byte makes the per-hit dispatch a plain jump-table
+/// load.)
+#[derive(Clone)]
+#[repr(u8)]
+pub(crate) enum State {
+    LruStamps(lru::Stamps),
+    LruList(lru::List),
+    Fifo(fifo::Fifo),
+    Random(random::Random),
+    Plru(plru::Plru),
+    Nru(nru::Nru),
+}
+
+impl State {
+    pub(crate) fn new(policy: Policy, sets: usize, ways: usize) -> Result<State, String> {
+        Ok(match policy {
+            Policy::Lru if ways <= lru::STAMP_MAX_WAYS => {
+                State::LruStamps(lru::Stamps::new(sets, ways)?)
+            }
+            Policy::Lru => State::LruList(lru::List::new(sets, ways)?),
+            Policy::Fifo => State::Fifo(fifo::Fifo::new(sets, ways)?),
+            Policy::Random => State::Random(random::Random::new(sets, ways)?),
+            Policy::Plru => State::Plru(plru::Plru::new(sets, ways)?),
+            Policy::Nru => State::Nru(nru::Nru::new(sets, ways)?),
+        })
+    }
+
+    /// Run `v` with this state's concrete policy.
+    #[inline(always)]
+    pub(crate) fn visit<V: Visit>(&mut self, v: V) -> V::Out {
+        each_state!(self, s => v.visit(s))
+    }
+
+    #[inline(always)]
+    pub(crate) fn on_hit(&mut self, set: usize, way: usize) {
+        each_state!(self, s => s.on_hit(set, way))
+    }
+
+    #[inline(always)]
+    pub(crate) fn on_fill(&mut self, set: usize, way: usize) {
+        each_state!(self, s => s.on_fill(set, way))
+    }
+
+    #[inline]
+    pub(crate) fn on_invalidate(&mut self, set: usize, way: usize) {
+        each_state!(self, s => s.on_invalidate(set, way))
+    }
 }
 
 impl fmt::Display for Policy {
