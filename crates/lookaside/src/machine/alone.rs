@@ -73,22 +73,23 @@ impl<'m, S: FirstStore> CacheFeed<'m, S> {
     }
 }
 
+impl<S: FirstStore> CacheFeed<'_, S> {
+    /// A reference of the running address space, given by its fields.
+    #[inline(always)]
+    fn reference(&mut self, addr: u64, size: u16, kind: Kind, mode: Mode) {
+        self.refs[Tally::cell(mode, kind)] += 1;
+        let Some(h) = self.h.as_deref_mut() else {
+            return;
+        };
+        h.reference_alone::<S>(addr, size, kind, mode, &mut self.short, &mut self.m.ledger);
+    }
+}
+
 impl<S: FirstStore> EventSink for CacheFeed<'_, S> {
     #[inline(always)]
     fn event(&mut self, e: &Event) {
         if e.kind.is_ref() && e.asid == self.asid {
-            self.refs[Tally::cell(e.mode, e.kind)] += 1;
-            let Some(h) = self.h.as_deref_mut() else {
-                return;
-            };
-            h.reference_alone::<S>(
-                e.addr,
-                e.size,
-                e.kind,
-                e.mode,
-                &mut self.short,
-                &mut self.m.ledger,
-            );
+            self.reference(e.addr, e.size, e.kind, e.mode);
         } else {
             self.cold(e);
         }

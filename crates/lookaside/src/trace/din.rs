@@ -314,7 +314,21 @@ mod tests {
         ];
         let sep = prop::sample::select(vec![" ", " ", " ", "  ", "\t", ""]);
         let tail = prop::sample::select(vec![
-            "", "", "", " 4", "\r", " # note", "x", "/", ":", "@", "G", "`", "g", "\u{b0}", "\u{10}",
+            "",
+            "",
+            "",
+            " 4",
+            "\r",
+            " # note",
+            "x",
+            "/",
+            ":",
+            "@",
+            "G",
+            "`",
+            "g",
+            "\u{b0}",
+            "\u{10}",
             "0123456789abcdefABCDEF",
         ]);
         (label, sep, addr, tail).prop_map(|(l, s, a, t)| format!("{l}{s}{a}{t}"))

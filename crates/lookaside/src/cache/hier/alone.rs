@@ -98,6 +98,9 @@ impl Hierarchy {
         tally: &mut ShortTally,
         ledger: &mut Ledger,
     ) {
+        // The mode of the last reference is also the one the copy-back at the end is
+        // counted in.
+        self.mode = mode;
         let short = self.short[kind as usize & 3];
         if short.level != NO_LEVEL && (addr & short.block_mask) + size as u64 <= short.limit {
             let lv = short.level;
@@ -129,7 +132,6 @@ impl Hierarchy {
                 }
                 return;
             }
-            self.mode = mode;
             return self.alone_miss(lv, addr, size, kind, t.slot, t.evicted, ledger);
         }
         self.reference_full(addr, size, kind, mode, ledger);

@@ -724,7 +724,8 @@ proptest! {
     /// classes of misses) and streams of references of several address spaces and both
     /// modes (sizes from 0, crossing blocks) among context switches, markers and flushes,
     /// run in batches cut anywhere, it reports exactly what the machine's general path
-    /// reports for the same caches beside a TLB, and what its event-at-a-time feed does.
+    /// reports for the same caches beside a TLB, what its event-at-a-time feed does, and
+    /// what it does decoding the stream from a native trace.
     #[test]
     fn the_caches_alone_loop_counts_as_the_general_path(
         specs in prop_oneof![hierarchy_strategy(true), hierarchy_strategy(false)],
@@ -732,7 +733,7 @@ proptest! {
         stream in prop::collection::vec(
             (0u8..6, 0u64..4096, 0u16..40, 0u32..3, any::<bool>()).prop_map(|m: Mixed| {
                 // Mostly references.
-                if m.0 >= 3 && m.1 % 4 != 0 { (m.0 % 3, m.1, m.2, m.3, m.4) } else { m }
+                if m.0 >= 3 && !m.1.is_multiple_of(4) { (m.0 % 3, m.1, m.2, m.3, m.4) } else { m }
             }),
             1..600,
         ),
@@ -776,11 +777,24 @@ proptest! {
                 crate::event::EventSink::event(&mut feed, e);
             }
         }
+        // Decoded from a native trace straight into the machine.
+        let dir = crate::trace::tests::scratch("caches-alone");
+        let path = dir.join("t.lks");
+        crate::trace::tests::write(&path, None, &events);
+        let mut decoded = build(&[]);
+        let (input, _) = crate::trace::open_input(&path, None).unwrap();
+        let mut source = crate::trace::native::NativeReader::new(input).unwrap();
+        crate::run::run_native(&mut source, &mut decoded, &mut |_| true).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
         let (ra, rg, rf) = (result(&alone), result(&general), result(&fed));
+        let rd = result(&decoded);
         for s in &specs {
             prop_assert_eq!(&ra["structures"][s.name], &rg["structures"][s.name], "{}", s.name);
             prop_assert_eq!(&ra["structures"][s.name], &rf["structures"][s.name], "{}", s.name);
+            prop_assert_eq!(&ra["structures"][s.name], &rd["structures"][s.name], "{}", s.name);
         }
+        prop_assert_eq!(&ra["trace"]["references"], &rd["trace"]["references"]);
+        prop_assert_eq!(&ra["trace"]["by_kind"], &rd["trace"]["by_kind"]);
         prop_assert_eq!(&ra["trace"], &rf["trace"]);
         // Beside a TLB, references crossing a page are also counted as straddles.
         let (mut ta, mut tg) = (ra["trace"].clone(), rg["trace"].clone());
