@@ -409,10 +409,7 @@ fn parse_and_simulate(
             let mut r = NativeReader::new(input)?;
             while n < limit {
                 let max = (limit - n).min(BATCH as u64) as usize;
-                let k = {
-                    let mut feed = m.feed();
-                    r.decode_with(max, &mut feed)?
-                };
+                let k = m.decode_native(&mut r, max)?;
                 if k == 0 {
                     break;
                 }

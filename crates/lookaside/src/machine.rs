@@ -32,7 +32,7 @@
 //!   walker's table reads (`[pagetable]`, instead of its private data cache). They come
 //!   before the reference that caused them.
 
-use crate::cache::hier::Hierarchy;
+use crate::cache::hier::{AnyStore, FirstStore, Hierarchy, Ordered, Stores};
 use crate::cache::system::{Activity, At, MemorySystem};
 use crate::cache::vac::drive::VacDriver;
 use crate::config::{
@@ -47,7 +47,11 @@ use crate::mmu::{HandlerStep, SoftwareManagedTlb, Trap, Walker};
 use crate::threec::Shadow;
 use crate::tlb::{Engine, Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 use crate::trace::kernel::{KernelClass, KernelLayout, LayoutSource};
+use crate::trace::native::NativeReader;
 use crate::trace::Metadata;
+
+mod alone;
+use alone::CacheFeed;
 
 /// Context-tag bit of a global entry.
 const GLOBAL: u64 = 1 << 40;
@@ -1237,10 +1241,64 @@ impl Machine {
         if self.memory.is_some() {
             return self.run_memory_batch(events);
         }
+        if self.caches_alone() {
+            return self.run_cache_batch(events);
+        }
         let mut feed = self.feed();
         for e in events {
             feed.event(e);
         }
+    }
+
+    /// [`Machine::run_batch`] of a machine of caches alone: its own loop ([`CacheFeed`]),
+    /// made for its first levels' stores.
+    fn run_cache_batch(&mut self, events: &[Event]) {
+        match self.caches.as_deref().map(Hierarchy::first_stores) {
+            Some(Stores::Lru) => self.run_cache_loop::<Ordered<true>>(events),
+            Some(Stores::Fifo) => self.run_cache_loop::<Ordered<false>>(events),
+            _ => self.run_cache_loop::<AnyStore>(events),
+        }
+    }
+
+    /// [`Machine::run_cache_batch`] through `S`.
+    #[inline(never)]
+    fn run_cache_loop<S: FirstStore>(&mut self, events: &[Event]) {
+        let mut feed = CacheFeed::<S>::new(self);
+        for e in events {
+            feed.event(e);
+        }
+    }
+
+    /// Decode up to `max` events of native trace `source` straight into the machine (each
+    /// event from the decoder's registers, never through a batch in memory); returns how
+    /// many. A machine of caches alone gets a loop of its own ([`CacheFeed`]), every other
+    /// machine one through [`Machine::feed`]. Not for a machine fed in batches
+    /// ([`Machine::fed_in_batches`]).
+    pub fn decode_native(&mut self, source: &mut NativeReader, max: usize) -> Result<usize> {
+        if self.caches_alone() {
+            return match self.caches.as_deref().map(Hierarchy::first_stores) {
+                Some(Stores::Lru) => {
+                    source.decode_with(max, &mut CacheFeed::<Ordered<true>>::new(self))
+                }
+                Some(Stores::Fifo) => {
+                    source.decode_with(max, &mut CacheFeed::<Ordered<false>>::new(self))
+                }
+                _ => source.decode_with(max, &mut CacheFeed::<AnyStore>::new(self)),
+            };
+        }
+        source.decode_with(max, &mut self.feed())
+    }
+
+    /// Whether the machine has caches and nothing else: no TLB, walker, memory system,
+    /// software refill or virtually addressed cache (every reference of the running address
+    /// space goes to the hierarchy and nowhere else).
+    fn caches_alone(&self) -> bool {
+        self.caches.is_some()
+            && self.refill.is_none()
+            && self.memory.is_none()
+            && self.walker.is_none()
+            && self.vac.is_none()
+            && self.fast.iter().all(|f| matches!(f, Fast::Untranslated))
     }
 
     /// [`Machine::run_batch`] of a machine with a memory system: its own loop, with the
@@ -1501,9 +1559,7 @@ impl Machine {
         let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
         let cached = self.caches.is_some();
         let plain = !(refilled || memory || cached || self.walker.is_some());
-        let caches_only = cached
-            && !(refilled || memory || self.walker.is_some() || self.vac.is_some())
-            && self.fast.iter().all(|f| matches!(f, Fast::Untranslated));
+        let caches_only = self.caches_alone();
         Feed {
             caches_only,
             cache_asid: if caches_only {

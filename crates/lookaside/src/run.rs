@@ -47,10 +47,7 @@ pub fn run_native(
 ) -> Result<Progress> {
     let mut p = Progress::default();
     loop {
-        let n = {
-            let mut feed = machine.feed();
-            source.decode_with(BATCH, &mut feed)?
-        };
+        let n = machine.decode_native(source, BATCH)?;
         if n == 0 {
             break;
         }

@@ -143,6 +143,10 @@ struct Level {
     plain: bool,
     /// `allocate = "yes"`.
     write_allocate: bool,
+    /// The next level is plain, allocates on writes and keeps them (write-back), classifies
+    /// nothing and sends its misses to memory: what this cache sends it takes
+    /// [`Hierarchy::transfer_quick`].
+    next_quick: bool,
     shadow: Option<Box<Shadow<CacheTags>>>,
     t: Tallies,
 }
@@ -178,10 +182,17 @@ struct Short {
     level: usize,
     /// The level classifies its misses.
     classify: bool,
+    /// The level has no shadow and no next level: its misses transfer to memory only, and
+    /// the caches-alone loop counts them in its tally ([`ShortTally`]).
+    quick: bool,
     /// A reference of `size` bytes from `addr` takes the path when `addr`'s offset in its
     /// block plus `size` is at most this: the block size, or with `machine.straddle =
     /// "first"` (references cut at their first block) any offset and size.
     limit: u64,
+    /// The level's block shift and block size less one (beside the rest, so that the path
+    /// reads one record before its tag store).
+    block_shift: u32,
+    block_mask: u64,
 }
 
 /// No level (in [`Short`]).
@@ -297,8 +308,11 @@ impl Hierarchy {
                 None
             };
             let slots = tags.entries();
+            let plain = subs == 1 && c.fetch == FetchPolicy::Demand;
             levels.push(Level {
-                valid: vec![0; slots],
+                // A plain cache's one sub-block is valid whenever its block is: set from
+                // the start, its valid bits need no store when a block is filled.
+                valid: vec![plain as u32; slots],
                 dirty: vec![0; slots],
                 referenced: if c.fetch == FetchPolicy::Tagged {
                     vec![0; slots]
@@ -315,7 +329,8 @@ impl Hierarchy {
                 fetch: c.fetch,
                 distance,
                 next: None,
-                plain: subs == 1 && c.fetch == FetchPolicy::Demand,
+                plain,
+                next_quick: false,
                 write_allocate: c.allocate == Allocate::Yes,
                 shadow,
                 t: Tallies::default(),
@@ -364,6 +379,16 @@ impl Hierarchy {
                 at = levels[j].next;
             }
         }
+        for i in 0..n {
+            if let Some(j) = levels[i].next {
+                let c = &levels[j];
+                levels[i].next_quick = c.plain
+                    && c.write_allocate
+                    && c.write_back
+                    && c.shadow.is_none()
+                    && c.next.is_none();
+            }
+        }
         let mut roots = [None; 3];
         for kind in Kind::REFS {
             for (i, c) in specs.iter().enumerate() {
@@ -390,7 +415,10 @@ impl Hierarchy {
         let mut short = [Short {
             level: NO_LEVEL,
             classify: false,
+            quick: false,
             limit: 0,
+            block_shift: 0,
+            block_mask: 0,
         }; 4];
         for kind in Kind::REFS {
             if let Some(r) = roots[kind as usize & 3] {
@@ -400,12 +428,15 @@ impl Hierarchy {
                     short[kind as usize & 3] = Short {
                         level: r,
                         classify: c.shadow.is_some(),
+                        quick: c.shadow.is_none() && c.next.is_none(),
                         // A size is at most 2^16 - 1 and an offset below 2^63: no overflow.
                         limit: if first_only {
                             u64::MAX
                         } else {
                             c.block_mask + 1
                         },
+                        block_shift: c.block_shift,
+                        block_mask: c.block_mask,
                     };
                 }
             }
@@ -503,10 +534,31 @@ impl Hierarchy {
     /// level, where a write is kept dirty), a transfer to memory only counted.
     #[inline(never)]
     fn short_miss(&mut self, lv: usize, addr: u64, size: u16, kind: Kind, ledger: &mut Ledger) {
-        let write = kind == Kind::Store;
         let c = &mut self.levels[lv];
         let block = addr >> c.block_shift;
         let (slot, evicted) = c.tags.fill(block);
+        ledger.access(self.base + lv, self.mode, kind, true);
+        self.short_filled(lv, addr, size, kind, slot, evicted, ledger);
+    }
+
+    /// A miss on the short path of cache `lv` past its fill (the block of `addr` now in
+    /// `slot`, `evicted` the victim) and its count as an access that missed: the slot's
+    /// state, the shadow, the fetch and the victim's write-back.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn short_filled(
+        &mut self,
+        lv: usize,
+        addr: u64,
+        size: u16,
+        kind: Kind,
+        slot: usize,
+        evicted: Option<u64>,
+        ledger: &mut Ledger,
+    ) {
+        let write = kind == Kind::Store;
+        let c = &mut self.levels[lv];
+        let block = addr >> c.block_shift;
         let block_bytes = c.block_mask + 1;
         let mut writeback = None;
         if let Some(v) = evicted {
@@ -533,7 +585,6 @@ impl Hierarchy {
             kind: if write { Kind::Load } else { kind },
             prefetch: false,
         };
-        ledger.access(self.base + lv, self.mode, kind, true);
         // A write that covers its whole block fetches nothing.
         if !write || self.first_ref(lv, addr, size, kind).size != block_bytes {
             self.send(lv, fetch, ledger);
@@ -566,7 +617,10 @@ impl Hierarchy {
     #[inline(always)]
     fn send(&mut self, lv: usize, r: Ref, ledger: &mut Ledger) {
         let c = &mut self.levels[lv];
-        if c.next.is_some() {
+        if let Some(next) = c.next {
+            if c.next_quick {
+                return self.transfer_quick(lv, next, r, ledger);
+            }
             return self.transfer(lv, r, ledger);
         }
         if r.kind == Kind::Store {
@@ -723,6 +777,48 @@ impl Hierarchy {
         }
         if let Some(next) = self.levels[lv].next {
             self.run(next, r, ledger);
+        }
+    }
+
+    /// [`Hierarchy::transfer`] from cache `lv` to its next level `next`, which is quick (see
+    /// [`Level::next_quick`]): a reference within one of its blocks is what the plain path
+    /// ([`Hierarchy::access`], [`Hierarchy::plain_miss`]) makes of it there — one tag
+    /// access, a count, and on a miss the slot's dirty bit and the transfers to memory,
+    /// only counted — with nothing left pending.
+    #[inline(never)]
+    fn transfer_quick(&mut self, lv: usize, next: usize, r: Ref, ledger: &mut Ledger) {
+        let write = r.kind == Kind::Store;
+        let t = &mut self.levels[lv].t;
+        if write {
+            t.bytes_written += r.size;
+        } else {
+            t.bytes_read += r.size;
+        }
+        let c = &mut self.levels[next];
+        let block = r.addr >> c.block_shift;
+        if (r.addr + (r.size - 1)) >> c.block_shift != block {
+            return self.run(next, r, ledger);
+        }
+        let t = c.tags.access(block);
+        ledger.access(self.base + next, self.mode, r.kind, !t.hit);
+        let dirty = &mut c.dirty[t.slot];
+        if t.hit {
+            if write {
+                *dirty = 1;
+            }
+            return;
+        }
+        // A plain cache's valid bit is always set; a write is kept dirty.
+        let block_bytes = c.block_mask + 1;
+        if t.evicted.is_some() && *dirty != 0 {
+            c.t.writebacks += 1;
+            c.t.bytes_written += block_bytes;
+        }
+        *dirty = write as u32;
+        c.t.block_misses[r.kind as usize & 3] += 1;
+        // A write that covers its whole block fetches nothing.
+        if !write || r.size != block_bytes {
+            c.t.bytes_read += block_bytes;
         }
     }
 
@@ -1126,7 +1222,9 @@ fn check_name(
     Ok(())
 }
 
+mod alone;
 mod summary;
+pub(crate) use alone::{AnyStore, FirstStore, Ordered, ShortTally, Stores};
 pub use summary::dinero_summary;
 
 #[cfg(test)]

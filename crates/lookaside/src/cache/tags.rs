@@ -223,6 +223,16 @@ struct Meta {
     valid: u64,
 }
 
+impl Meta {
+    /// Set the fingerprint byte of `way` (of at most [`FP_MAX_WAYS`]).
+    #[inline(always)]
+    fn set_fp(&mut self, way: usize, byte: u64) {
+        let word = &mut self.fp[(way / 8) & 1];
+        let at = 8 * (way % 8);
+        *word = (*word & !(0xFF << at)) | byte << at;
+    }
+}
+
 /// Everything of a [`CacheTags`] but its replacement state, so that an access can borrow it
 /// beside the policy's concrete type.
 #[derive(Clone)]
@@ -264,6 +274,9 @@ pub struct CacheTags {
     repl: Repl,
     rng: SplitMix64,
     policy: Policy,
+    /// [`CacheTags::ordered`] is `Some(true)`: an access goes straight to
+    /// [`CacheTags::access_ordered`].
+    lru_ordered: bool,
 }
 
 impl std::fmt::Debug for CacheTags {
@@ -309,6 +322,23 @@ fn find_in_word(fps: u64, q: u64, tags: &[u64; 8], block: u64) -> Option<usize> 
     None
 }
 
+/// The way of a set of at most [`FP_MAX_WAYS`] ways (its record `m`, `fp_words` fingerprint
+/// words, its 16 tags from its first) holding `block`: the ways whose fingerprint is the
+/// block's, lowest first, until one holds it.
+#[inline(always)]
+fn find_fp_in(m: &Meta, fp_words: usize, tags: &[u64; 16], block: u64) -> Option<usize> {
+    let q = fingerprint(block).wrapping_mul(BYTES);
+    let (low, high) = tags.split_at(8);
+    if let Some(way) = find_in_word(m.fp[0], q, low.try_into().expect("8 tags"), block) {
+        return Some(way);
+    }
+    if fp_words > 1 {
+        let high: &[u64; 8] = high.try_into().expect("8 tags");
+        return find_in_word(m.fp[1], q, high, block).map(|way| way + 8);
+    }
+    None
+}
+
 impl Slots {
     #[inline(always)]
     fn set_of(&self, block: u64) -> usize {
@@ -339,29 +369,17 @@ impl Slots {
     /// the block's, lowest first, until one holds the block.
     #[inline(always)]
     fn find_fp(&self, set: usize, block: u64) -> Option<usize> {
-        let q = fingerprint(block).wrapping_mul(BYTES);
-        let fp = self.meta[set].fp;
         let base = set * self.ways;
         // Past the last set's ways come the set's padding or the next set's tags: their
         // fingerprints are NO_FP, never candidates.
         let tags: &[u64; 16] = self.tags[base..base + 16].try_into().expect("16 tags");
-        let (low, high) = tags.split_at(8);
-        if let Some(way) = find_in_word(fp[0], q, low.try_into().expect("8 tags"), block) {
-            return Some(way);
-        }
-        if self.fp_words > 1 {
-            let high: &[u64; 8] = high.try_into().expect("8 tags");
-            return find_in_word(fp[1], q, high, block).map(|way| way + 8);
-        }
-        None
+        find_fp_in(&self.meta[set], self.fp_words, tags, block)
     }
 
     /// Set the fingerprint byte of `way` of `set` (of at most [`FP_MAX_WAYS`] ways).
     #[inline(always)]
     fn set_fp(&mut self, set: usize, way: usize, byte: u64) {
-        let word = &mut self.meta[set].fp[(way / 8) & 1];
-        let at = 8 * (way % 8);
-        *word = (*word & !(0xFF << at)) | byte << at;
+        self.meta[set].set_fp(way, byte);
     }
 
     /// Index `block`, now in `way` of `set`.
@@ -478,18 +496,22 @@ impl Slots {
     #[inline(always)]
     fn hit_ordered<const LRU: bool>(&mut self, set: usize, block: u64) -> Option<usize> {
         let base = set * self.ways;
+        // The set's ways and what follows them (see `PAD`): way numbers masked to 4 bits
+        // index them without further bounds checks.
+        let tags: &[u64; 16] = self.tags[base..base + 16].try_into().expect("16 tags");
+        let m = &mut self.meta[set];
         // The way at the front of the order word first (LRU: the set's most recently used,
         // whose order a hit leaves as it is; FIFO: its last fill).
-        let m = self.meta[set];
         let front = (m.order & 15) as usize;
-        if self.tags[base + front] == block && m.valid >> front & 1 != 0 {
-            self.remember(block, base + front);
-            return Some(front);
-        }
-        let way = self.find_fp(set, block)?;
-        if LRU {
-            self.meta[set].order = to_front(m.order, way);
-        }
+        let way = if tags[front] == block && m.valid >> front & 1 != 0 {
+            front
+        } else {
+            let way = find_fp_in(m, self.fp_words, tags, block)?;
+            if LRU {
+                m.order = to_front(m.order, way);
+            }
+            way
+        };
         self.remember(block, base + way);
         Some(way)
     }
@@ -499,23 +521,25 @@ impl Slots {
     #[inline(always)]
     fn place_ordered(&mut self, set: usize, block: u64) -> (usize, Option<u64>) {
         let base = set * self.ways;
-        let order_mask = self.order_mask;
-        let back = 4 * (self.ways as u32 - 1);
+        let tags: &mut [u64; 16] = (&mut self.tags[base..base + 16])
+            .try_into()
+            .expect("16 tags");
         let m = &mut self.meta[set];
         let (way, evicted) = if m.valid != self.full {
-            let way = (!m.valid).trailing_zeros() as usize;
+            let way = (!m.valid).trailing_zeros() as usize & 15;
             m.valid |= 1 << way;
             m.order = to_front(m.order, way);
             self.held += 1;
             (way, None)
         } else {
+            let back = 4 * (self.ways as u32 - 1);
             let way = (m.order >> back & 15) as usize;
             // The victim goes from the back to the front: a rotation of the used nibbles.
-            m.order = (m.order << 4 | way as u64) & order_mask;
-            (way, Some(self.tags[base + way]))
+            m.order = (m.order << 4 | way as u64) & self.order_mask;
+            (way, Some(tags[way]))
         };
-        self.set_fp(set, way, fingerprint(block));
-        self.tags[base + way] = block;
+        m.set_fp(way, fingerprint(block));
+        tags[way] = block;
         self.remember(block, base + way);
         (base + way, evicted)
     }
@@ -722,6 +746,7 @@ impl CacheTags {
                 last_block: 0,
                 last_slot: NONE,
             },
+            lru_ordered: matches!(repl, Repl::Lru) && sets.is_power_of_two(),
             repl,
             rng: SplitMix64::new(seed),
             policy,
@@ -782,6 +807,9 @@ impl CacheTags {
     /// places the block (evicting the policy's victim when its set is full).
     #[inline(always)]
     pub fn access(&mut self, block: u64) -> Touch {
+        if self.lru_ordered {
+            return self.access_ordered::<true>(block);
+        }
         let s = &mut self.s;
         if block == s.last_block && s.last_slot != NONE {
             return Touch {
@@ -800,6 +828,43 @@ impl CacheTags {
             Repl::Direct => return s.access_direct(set, block),
         };
         if let Some(way) = way {
+            return Touch {
+                slot: set * s.ways + way,
+                hit: true,
+                evicted: None,
+            };
+        }
+        let (slot, evicted) = s.place_ordered(set, block);
+        Touch {
+            slot,
+            hit: false,
+            evicted,
+        }
+    }
+
+    /// Whether [`CacheTags::access_ordered`] serves this store: `Some(true)` for LRU sets of
+    /// order words (at most [`ORDER_MAX_WAYS`] ways, more than one) in a power-of-two number
+    /// of sets, `Some(false)` for FIFO ones, else `None`.
+    pub fn ordered(&self) -> Option<bool> {
+        match self.repl {
+            _ if !self.s.sets_pow2 => None,
+            Repl::Lru => Some(true),
+            Repl::Fifo => Some(false),
+            _ => None,
+        }
+    }
+
+    /// [`CacheTags::access`] of a store of order words in a power-of-two number of sets
+    /// ([`CacheTags::ordered`] is `Some(LRU)`), for a caller that has chosen its path once
+    /// for all its accesses: no test of the policy or the number of sets, and no test of the
+    /// last block (for these stores the front of the set's order word, or a hit that changes
+    /// nothing) — the last block is still remembered for the other paths.
+    #[inline(always)]
+    pub fn access_ordered<const LRU: bool>(&mut self, block: u64) -> Touch {
+        debug_assert_eq!(self.ordered(), Some(LRU), "a store of order words");
+        let s = &mut self.s;
+        let set = (block & s.set_mask) as usize;
+        if let Some(way) = s.hit_ordered::<LRU>(set, block) {
             return Touch {
                 slot: set * s.ways + way,
                 hit: true,

@@ -37,7 +37,7 @@ use std::path::Path;
 
 use super::textio::{
     hex_field, line_end, push_hex, rest_is_blank, shown, LineEncoder, LineError, LineFormat,
-    TextReader, TextWriter,
+    TextReader, TextWriter, HEX, NOT_HEX,
 };
 use crate::error::Result;
 use crate::event::{Event, Kind, FLUSH_ALL};
@@ -70,6 +70,14 @@ impl LineFormat for Din {
         let mut i = 0;
         let mut lines = 0u64;
         while i < text.len() && out.len() < limit {
+            // The common line, `L hex\n` (a one-digit label of a reference, one space, 1 to 16
+            // digits without `0x`, the newline), read at once; any other goes the long way.
+            if let Some((kind, addr, next)) = plain_line(text, i) {
+                out.push(Event::reference(kind, addr, DIN_SIZE));
+                i = next;
+                lines += 1;
+                continue;
+            }
             while text[i] == b' ' || text[i] == b'\t' {
                 i += 1;
             }
@@ -122,6 +130,39 @@ impl LineFormat for Din {
     fn skipped(&self) -> u64 {
         self.skipped
     }
+}
+
+/// The line at `text[i]` (`text` ends in `'\n'`) if it is a reference in the common form
+/// `L hex\n`: a label `0`, `1` or `2`, one space, 1 to 16 hex digits not starting `0x`,
+/// the newline. Returns its kind, its address and the index after its newline. Whatever
+/// else a line may be (blanks, a `0x` prefix, more digits, a comment, a carriage return,
+/// another label or an error) is left to the general parse, which reads these the same.
+#[inline(always)]
+fn plain_line(text: &[u8], i: usize) -> Option<(Kind, u64, usize)> {
+    let kind = match text.get(i..i + 2)? {
+        [b'0', b' '] => Kind::Load,
+        [b'1', b' '] => Kind::Store,
+        [b'2', b' '] => Kind::Fetch,
+        _ => return None,
+    };
+    // `text[i + 2]` exists (the line goes on past the space), and so does the byte after it
+    // when it is a digit.
+    let start = i + 2;
+    if text[start] == b'0' && text[start + 1] | 0x20 == b'x' {
+        return None;
+    }
+    let mut j = start;
+    let mut addr = 0u64;
+    loop {
+        let d = HEX[text[j] as usize];
+        if d == NOT_HEX {
+            break;
+        }
+        addr = addr << 4 | d as u64;
+        j += 1;
+    }
+    let digits = j - start;
+    (digits != 0 && digits <= 16 && text[j] == b'\n').then_some((kind, addr, j + 1))
 }
 
 #[cold]
@@ -250,6 +291,68 @@ mod tests {
             err("0 10000000000000000").2,
             "address does not fit in 64 bits"
         );
+    }
+
+    use proptest::prelude::*;
+
+    /// A din line: common (`L hex`) or not (other labels, blanks, `0x`, long or overflowing
+    /// addresses, comments, carriage returns, blank lines, bad bytes).
+    fn line() -> impl Strategy<Value = String> {
+        let label = prop_oneof![
+            4 => (0u8..3).prop_map(|l| l.to_string()),
+            1 => prop::sample::select(vec!["3", "4", "5", "9", "00", "0x2", "r", ""])
+                .prop_map(str::to_string),
+        ];
+        let addr = prop_oneof![
+            4 => any::<u64>().prop_map(|a| format!("{a:x}")),
+            1 => (0u32..64).prop_map(|b| format!("{:X}", 1u64 << b)),
+            1 => any::<u64>().prop_map(|a| format!("0x{a:x}")),
+            1 => prop::sample::select(vec![
+                "", "0", "0x", "00000000000000000001", "10000000000000000", "12g", "ffffffffffffffff",
+            ])
+            .prop_map(str::to_string),
+        ];
+        let sep = prop::sample::select(vec![" ", " ", " ", "  ", "\t", ""]);
+        let tail = prop::sample::select(vec![
+            "",
+            "",
+            "",
+            " 4",
+            "\r",
+            " # note",
+            "x",
+            "/",
+            ":",
+            "@",
+            "G",
+            "`",
+            "g",
+            "\u{b0}",
+            "\u{10}",
+            "0123456789abcdefABCDEF",
+        ]);
+        (label, sep, addr, tail).prop_map(|(l, s, a, t)| format!("{l}{s}{a}{t}"))
+    }
+
+    proptest! {
+        /// Common lines are read at once, the others the long way: both read every text
+        /// alike (the same events and skipped records, or the same error at the same line),
+        /// as the long way alone reads it (every line indented, which it skips).
+        #[test]
+        fn the_common_lines_read_as_the_general_parse_does(
+            lines in prop::collection::vec(line(), 1..40),
+        ) {
+            let text = lines.join("\n");
+            let indented = lines.iter().map(|l| format!(" {l}")).collect::<Vec<_>>().join("\n");
+            match (parse(&text), parse(&indented)) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (Err(a), Err(b)) => {
+                    prop_assert_eq!((a.line, a.field), (b.line, b.field));
+                    prop_assert_eq!(a.message, b.message);
+                }
+                (a, b) => prop_assert!(false, "{:?} vs {:?}", a.map(|x| x.0.len()), b.map(|x| x.0.len())),
+            }
+        }
     }
 
     #[test]

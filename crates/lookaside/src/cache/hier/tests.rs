@@ -693,3 +693,113 @@ fn caches_alone_count_what_they_count_beside_a_tlb() {
     assert!(ra["structures"]["l2"]["accesses"].as_u64().unwrap() > 1000);
     assert_eq!(ra["trace"]["references"], rb["trace"]["references"]);
 }
+
+/// An event of a generated stream for [`the_caches_alone_loop_counts_as_the_general_path`]:
+/// a reference (kind 0–2, address, size, address space, kernel mode) or, kind 3–5, a
+/// context switch to the address space, a marker or a flush of everything.
+type Mixed = (u8, u64, u16, u32, bool);
+
+fn mixed_event(&(k, addr, size, asid, kernel): &Mixed) -> Event {
+    match k {
+        0..=2 => {
+            let e = Event::reference(kind_of(k), addr, size).with_asid(asid);
+            if kernel {
+                e.with_mode(crate::event::Mode::Kernel)
+            } else {
+                e
+            }
+        }
+        3 => Event::control(Kind::ContextSwitch, 0, asid),
+        4 => Event::control(Kind::Marker, addr, asid),
+        _ => Event::control(Kind::TlbFlush, crate::event::FLUSH_ALL, 0),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A machine of caches alone runs its own loop (counts kept in locals, settled before
+    /// every event that is not a reference of the running address space): for random
+    /// hierarchies (every replacement policy, plain or not, one to three levels, with the
+    /// classes of misses) and streams of references of several address spaces and both
+    /// modes (sizes from 0, crossing blocks) among context switches, markers and flushes,
+    /// run in batches cut anywhere, it reports exactly what the machine's general path
+    /// reports for the same caches beside a TLB, what its event-at-a-time feed does, and
+    /// what it does decoding the stream from a native trace.
+    #[test]
+    fn the_caches_alone_loop_counts_as_the_general_path(
+        specs in prop_oneof![hierarchy_strategy(true), hierarchy_strategy(false)],
+        policies in prop::collection::vec(0usize..5, 4),
+        stream in prop::collection::vec(
+            (0u8..6, 0u64..4096, 0u16..40, 0u32..3, any::<bool>()).prop_map(|m: Mixed| {
+                // Mostly references.
+                if m.0 >= 3 && !m.1.is_multiple_of(4) { (m.0 % 3, m.1, m.2, m.3, m.4) } else { m }
+            }),
+            1..600,
+        ),
+        cuts in prop::collection::vec(1usize..200, 1..8),
+        first in any::<bool>(),
+    ) {
+        let flags: Vec<String> = specs
+            .iter()
+            .zip(&policies)
+            .map(|(s, &p)| {
+                let policy = ["lru", "fifo", "random", "plru", "nru"][p];
+                s.flag().replace(
+                    if s.lru { "policy=lru" } else { "policy=fifo" },
+                    &format!("policy={policy}"),
+                )
+            })
+            .collect();
+        let sets: Vec<String> = if first {
+            vec!["machine.straddle=\"first\"".into()]
+        } else {
+            vec![]
+        };
+        let events: Vec<Event> = stream.iter().map(mixed_event).collect();
+        let build = |tlbs: &[String]| Machine::assemble_all(None, "t", tlbs, &flags, &sets).unwrap();
+        let mut alone = build(&[]);
+        let mut rest: &[Event] = &events;
+        for &c in cuts.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (now, later) = rest.split_at(c.min(rest.len()));
+            alone.run_batch(now);
+            rest = later;
+        }
+        let mut general = build(&["dtlb:entries=4,ways=full".to_string()]);
+        general.run_batch(&events);
+        let mut fed = build(&[]);
+        {
+            let mut feed = fed.feed();
+            for e in &events {
+                crate::event::EventSink::event(&mut feed, e);
+            }
+        }
+        // Decoded from a native trace straight into the machine.
+        let dir = crate::trace::tests::scratch("caches-alone");
+        let path = dir.join("t.lks");
+        crate::trace::tests::write(&path, None, &events);
+        let mut decoded = build(&[]);
+        let (input, _) = crate::trace::open_input(&path, None).unwrap();
+        let mut source = crate::trace::native::NativeReader::new(input).unwrap();
+        crate::run::run_native(&mut source, &mut decoded, &mut |_| true).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let (ra, rg, rf) = (result(&alone), result(&general), result(&fed));
+        let rd = result(&decoded);
+        for s in &specs {
+            prop_assert_eq!(&ra["structures"][s.name], &rg["structures"][s.name], "{}", s.name);
+            prop_assert_eq!(&ra["structures"][s.name], &rf["structures"][s.name], "{}", s.name);
+            prop_assert_eq!(&ra["structures"][s.name], &rd["structures"][s.name], "{}", s.name);
+        }
+        prop_assert_eq!(&ra["trace"]["references"], &rd["trace"]["references"]);
+        prop_assert_eq!(&ra["trace"]["by_kind"], &rd["trace"]["by_kind"]);
+        prop_assert_eq!(&ra["trace"], &rf["trace"]);
+        // Beside a TLB, references crossing a page are also counted as straddles.
+        let (mut ta, mut tg) = (ra["trace"].clone(), rg["trace"].clone());
+        ta["straddles"] = Value::Null;
+        tg["straddles"] = Value::Null;
+        prop_assert_eq!(ta, tg);
+    }
+}

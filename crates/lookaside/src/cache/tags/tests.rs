@@ -75,7 +75,12 @@ fn run(
     for (i, &op) in ops.iter().enumerate() {
         match op {
             Op::Access(b) => {
-                let got = t.access(b);
+                // Every other access of a store of order words takes its own path.
+                let got = match t.ordered() {
+                    Some(true) if i % 2 == 1 => t.access_ordered::<true>(b),
+                    Some(false) if i % 2 == 1 => t.access_ordered::<false>(b),
+                    _ => t.access(b),
+                };
                 let hit = r.lookup(b, 0, NO_CTX);
                 let evicted = if hit {
                     None
