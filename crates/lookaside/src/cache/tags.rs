@@ -111,6 +111,28 @@ pub struct Touch {
     pub evicted: Option<u64>,
 }
 
+impl Touch {
+    /// The block was in `slot`.
+    #[inline(always)]
+    fn hit(slot: usize) -> Touch {
+        Touch {
+            slot,
+            hit: true,
+            evicted: None,
+        }
+    }
+
+    /// The block was placed in `slot`, evicting `evicted`.
+    #[inline(always)]
+    fn filled((slot, evicted): (usize, Option<u64>)) -> Touch {
+        Touch {
+            slot,
+            hit: false,
+            evicted,
+        }
+    }
+}
+
 /// How a store's sets are replaced. (An explicit tag byte makes the per-access `match` one
 /// compare.)
 #[derive(Clone)]
@@ -466,22 +488,14 @@ impl Slots {
         let old = self.tags[set];
         self.remember(block, set);
         if valid && old == block {
-            return Touch {
-                slot: set,
-                hit: true,
-                evicted: None,
-            };
+            return Touch::hit(set);
         }
         if !valid {
             self.wide[set / 64] |= 1 << (set % 64);
             self.held += 1;
         }
         self.tags[set] = block;
-        Touch {
-            slot: set,
-            hit: false,
-            evicted: valid.then_some(old),
-        }
+        Touch::filled((set, valid.then_some(old)))
     }
 
     /// `block`, just touched, lives in `slot`.
@@ -554,18 +568,9 @@ impl Slots {
             }
             let slot = set * self.ways + way;
             self.remember(block, slot);
-            return Touch {
-                slot,
-                hit: true,
-                evicted: None,
-            };
+            return Touch::hit(slot);
         }
-        let (slot, evicted) = self.place_wide(order, set, block);
-        Touch {
-            slot,
-            hit: false,
-            evicted,
-        }
+        Touch::filled(self.place_wide(order, set, block))
     }
 
     /// Put the absent `block` into `set` of a wide LRU or FIFO store: the lowest invalid way,
@@ -635,18 +640,9 @@ impl Visit for Access<'_> {
             pol.on_hit(set, way);
             let slot = set * s.ways + way;
             s.remember(block, slot);
-            return Touch {
-                slot,
-                hit: true,
-                evicted: None,
-            };
+            return Touch::hit(slot);
         }
-        let (slot, evicted) = s.place(pol, rng, set, block);
-        Touch {
-            slot,
-            hit: false,
-            evicted,
-        }
+        Touch::filled(s.place(pol, rng, set, block))
     }
 }
 
@@ -812,11 +808,7 @@ impl CacheTags {
         }
         let s = &mut self.s;
         if block == s.last_block && s.last_slot != NONE {
-            return Touch {
-                slot: s.last_slot,
-                hit: true,
-                evicted: None,
-            };
+            return Touch::hit(s.last_slot);
         }
         let set = s.set_of(block);
         let way = match &mut self.repl {
@@ -828,18 +820,9 @@ impl CacheTags {
             Repl::Direct => return s.access_direct(set, block),
         };
         if let Some(way) = way {
-            return Touch {
-                slot: set * s.ways + way,
-                hit: true,
-                evicted: None,
-            };
+            return Touch::hit(set * s.ways + way);
         }
-        let (slot, evicted) = s.place_ordered(set, block);
-        Touch {
-            slot,
-            hit: false,
-            evicted,
-        }
+        Touch::filled(s.place_ordered(set, block))
     }
 
     /// Whether [`CacheTags::access_ordered`] serves this store: `Some(true)` for LRU sets of
@@ -865,18 +848,9 @@ impl CacheTags {
         let s = &mut self.s;
         let set = (block & s.set_mask) as usize;
         if let Some(way) = s.hit_ordered::<LRU>(set, block) {
-            return Touch {
-                slot: set * s.ways + way,
-                hit: true,
-                evicted: None,
-            };
+            return Touch::hit(set * s.ways + way);
         }
-        let (slot, evicted) = s.place_ordered(set, block);
-        Touch {
-            slot,
-            hit: false,
-            evicted,
-        }
+        Touch::filled(s.place_ordered(set, block))
     }
 
     /// [`CacheTags::access`] of `block` in `set`, replaced by the engine's state: one path
