@@ -1566,6 +1566,19 @@ mod tests {
         bytes
     }
 
+    /// `bytes` with each `(at, x)` of `flips` xored into the byte at fraction `at` of its
+    /// length, then cut to fraction `cut` of it.
+    fn corrupted(mut bytes: Vec<u8>, flips: &[(f64, u8)], cut: f64) -> Vec<u8> {
+        for &(at, x) in flips {
+            let i = (at * bytes.len() as f64) as usize;
+            if let Some(b) = bytes.get_mut(i) {
+                *b ^= x;
+            }
+        }
+        bytes.truncate((cut * bytes.len() as f64) as usize);
+        bytes
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
@@ -1593,14 +1606,7 @@ mod tests {
             cut in prop_oneof![Just(1.0f64), 0.0f64..1.0],
             (cuts, maxes) in pieces(),
         ) {
-            let mut bytes = records(&events);
-            for (at, x) in flips {
-                let i = (at * bytes.len() as f64) as usize;
-                if let Some(b) = bytes.get_mut(i) {
-                    *b ^= x;
-                }
-            }
-            bytes.truncate((cut * bytes.len() as f64) as usize);
+            let bytes = corrupted(records(&events), &flips, cut);
             prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
         }
 
@@ -1617,14 +1623,7 @@ mod tests {
             let (got, ending) = decode_in_pieces(&bytes, &cuts, &maxes);
             prop_assert_eq!(&got, &events);
             prop_assert!(matches!(ending, Ending::End(_, end) if end == bytes.len()));
-            let mut bytes = records(&events);
-            for (at, x) in flips {
-                let i = (at * bytes.len() as f64) as usize;
-                if let Some(b) = bytes.get_mut(i) {
-                    *b ^= x;
-                }
-            }
-            bytes.truncate((cut * bytes.len() as f64) as usize);
+            let bytes = corrupted(records(&events), &flips, cut);
             prop_assert_eq!(decode_in_pieces(&bytes, &cuts, &maxes), reference_decode(&bytes));
         }
 
