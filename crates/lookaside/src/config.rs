@@ -462,9 +462,10 @@ pub struct MemoryConfig {
     /// sequential | identity | trace.
     #[serde(default)]
     pub mapping: Mapping,
-    /// Physical memory the mapping hands out.
-    #[serde(default = "default_memory")]
-    pub memory: Bytes,
+    /// Physical memory the mapping hands out (64 MiB unless this or `pagetable.memory` says:
+    /// a machine has one physical memory, which its page table maps too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Bytes>,
     /// Physical address of the first frame handed out (below it: the unmapped kernel).
     #[serde(default, deserialize_with = "addr", serialize_with = "ser_addr")]
     #[schemars(schema_with = "schema::address")]
@@ -545,8 +546,17 @@ impl WritebackTarget {
     }
 }
 
-fn default_memory() -> Bytes {
-    Bytes(64 << 20)
+/// A memory system's physical memory when neither `[memory]` nor `[pagetable]` gives one.
+pub const DEFAULT_MEMORY: u64 = 64 << 20;
+
+impl MemoryConfig {
+    /// The machine's physical memory: this section's `memory`, else the page table's
+    /// (`pagetable`, when the machine has one), else [`DEFAULT_MEMORY`].
+    pub fn memory_bytes(&self, pagetable: Option<&PageTableConfig>) -> u64 {
+        self.memory
+            .or(pagetable.and_then(|p| p.memory))
+            .map_or(DEFAULT_MEMORY, |b| b.0)
+    }
 }
 fn default_unmapped_mask() -> u64 {
     0x1fff_ffff
@@ -1184,9 +1194,11 @@ pub enum Compare {
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
     pub organisation: Organisation,
-    /// Physical memory in bytes (`"32M"`): one frame per 4 KiB page.
-    #[serde(default = "default_pt_memory")]
-    pub memory: Bytes,
+    /// Physical memory in bytes (`"32M"`, the default): one frame per 4 KiB page. A machine
+    /// with a memory system (`[memory]`) has one physical memory, the memory system's: leave
+    /// this out there (or give the same size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Bytes>,
     #[serde(default)]
     pub refill: RefillBy,
     #[serde(default)]
@@ -1267,9 +1279,9 @@ impl Default for WalkCacheConfig {
     }
 }
 
-fn default_pt_memory() -> Bytes {
-    Bytes(32 << 20)
-}
+/// A page table's physical memory when neither `[pagetable]` nor `[memory]` gives one.
+pub const DEFAULT_PAGETABLE_MEMORY: u64 = 32 << 20;
+
 fn default_walk_cache() -> Bytes {
     Bytes(256 << 10)
 }

@@ -812,6 +812,17 @@ impl Machine {
                 )));
             }
         }
+        if config.vac.is_some() {
+            let other = [
+                ("memory", config.memory.is_some()),
+                ("pagetable", config.pagetable.is_some()),
+            ];
+            if let Some((section, _)) = other.iter().find(|o| o.1) {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: vac: [vac] together with [{section}] (the virtually addressed cache gives pages frames of its own; one physical memory for both is not built)"
+                )));
+            }
+        }
         let (pages, kernel_classes) = page_map(&config, source_name, None)?;
         // Everything is checked before anything big is allocated: the structures' parameters
         // and page sizes first, then how they are wired and the sections' cross-checks, then
@@ -996,6 +1007,7 @@ impl Machine {
         let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,
+                mc.memory_bytes(config.pagetable.as_ref()),
                 pages.shifts().min().unwrap_or(12),
                 config.machine.seed,
                 config.machine.straddle,
@@ -1030,7 +1042,21 @@ impl Machine {
         };
         let walker = match &config.pagetable {
             Some(p) => {
-                let mut w = Box::new(Walker::from_config(p, source_name)?);
+                let w = Box::new(match memory.as_deref_mut() {
+                    // One physical memory: the walker maps pages where the caches see them.
+                    Some(m) => {
+                        if config.memory.as_ref().map(|c| c.mapping)
+                            == Some(crate::vm::Mapping::Identity)
+                        {
+                            return Err(err(
+                                "memory.mapping".into(),
+                                "'identity' makes a page's frame its virtual page number, which no page table ([pagetable]) of a physical memory maps; choose another mapping".into(),
+                            ));
+                        }
+                        Walker::with_memory(p, source_name, m)?
+                    }
+                    None => Walker::from_config(p, source_name)?,
+                });
                 // Pages the table cannot hold would never be walked: refuse them here.
                 let holds = w.table().page_shifts();
                 let sizes = std::iter::once(("pages.size".to_string(), pages.default)).chain(
@@ -1055,7 +1081,6 @@ impl Machine {
                 }
                 if let Some(m) = memory.as_deref_mut() {
                     // The table references go through the memory system's caches.
-                    w.set_memory();
                     m.set_walker();
                 }
                 Some(w)
@@ -1347,6 +1372,16 @@ impl Machine {
     pub fn warnings(&self) -> Vec<String> {
         let mut w = unsimulated_warnings(self.dropped(), self.translations());
         w.extend(self.kernel_warnings());
+        if let Some(n) = self
+            .walker
+            .as_deref()
+            .map(|k| k.stats().unmappable)
+            .filter(|&n| n > 0)
+        {
+            w.push(format!(
+                "pagetable: {n} walks found a page the table cannot map (beyond the addresses, page sizes or physical memory it covers: pagetable.unmappable); those walks were not priced"
+            ));
+        }
         w
     }
 
@@ -1647,8 +1682,13 @@ impl Machine {
                     // short of u64::MAX, which stands for no `global_above` (same page).
                     let addr = end.min(last).min(u64::MAX - 1);
                     self.ledger.straddles += 1;
+                    // With a memory system, the walker maps the page where the caches find
+                    // it: they know no physical address past a reference's first page.
                     if e.paddr != crate::event::NO_PADDR {
-                        self.walk_paddr = e.paddr.wrapping_add(addr - e.addr);
+                        self.walk_paddr = match self.memory {
+                            Some(_) => crate::event::NO_PADDR,
+                            None => e.paddr.wrapping_add(addr - e.addr),
+                        };
                     }
                     walked |= self.translate(addr, e.kind, e.mode, s);
                 }
@@ -2107,7 +2147,7 @@ pub fn memory_estimate(config: &MachineConfig) -> u64 {
             let per = cache(c.size.0, c.line as u64, of_ways(c.ways, 0));
             add(per.saturating_mul(sides));
         }
-        add(frames(m.memory.0));
+        add(frames(m.memory_bytes(config.pagetable.as_ref())));
     }
     if let Some(r) = &config.refill {
         if let Some(t) = config.tlbs.first() {
@@ -2118,7 +2158,14 @@ pub fn memory_estimate(config: &MachineConfig) -> u64 {
         }
     }
     if let Some(p) = &config.pagetable {
-        add(frames(p.memory.0));
+        // With [memory], its memory is the table's too (the walker's frame table and table
+        // are sized for it).
+        add(frames(match &config.memory {
+            Some(m) => m.memory_bytes(Some(p)),
+            None => p
+                .memory
+                .map_or(crate::config::DEFAULT_PAGETABLE_MEMORY, |b| b.0),
+        }));
         add(cache(p.cache.size.0, p.cache.line as u64, p.cache.ways));
         if let Some(e) = p.entries {
             add(tlb(e, 1));

@@ -189,9 +189,11 @@ pub struct MemorySystem {
 }
 
 impl MemorySystem {
-    /// Build from `[memory]`; `page_shift` is the machine's base page size, `seed` its seed.
+    /// Build from `[memory]`; `memory` is the machine's physical memory in bytes
+    /// ([`MemoryConfig::memory_bytes`]), `page_shift` its base page size, `seed` its seed.
     pub fn build(
         c: &MemoryConfig,
+        memory: u64,
         page_shift: u32,
         seed: u64,
         straddle: crate::config::Straddle,
@@ -260,7 +262,7 @@ impl MemorySystem {
             .map(|l| l.cache.way_bytes())
             .max()
             .unwrap_or(1 << page_shift);
-        let mapper = PageMapper::new(mapping, page_shift, c.memory.0, span, seed)
+        let mapper = PageMapper::new(mapping, page_shift, memory, span, seed)
             .map_err(|e| err(e.field, e.message))?;
         let template = (private == Private::AddressSpace)
             .then(|| (std::mem::take(&mut levels), sides.pop().unwrap_or(NO_SIDE)));
@@ -337,6 +339,38 @@ impl MemorySystem {
     pub fn enter(&mut self, a: Activity) -> Activity {
         self.handler_runs[a as usize] += 1;
         std::mem::replace(&mut self.activity, a)
+    }
+
+    /// The frame (of 4 KiB) the page holding `vaddr` of address space `space` has in this
+    /// memory — the one the program's references to it will reach — chosen now if the page
+    /// is new; `traced` as for [`PageMapper::translate`]. A machine with a memory system has
+    /// one physical memory: its page-table walker maps a faulting page to this frame.
+    pub fn frame_of(&mut self, space: u32, vaddr: u64, traced: u64) -> u64 {
+        self.mapper.translate(space, vaddr, traced) >> crate::pagetable::PAGE_SHIFT
+    }
+
+    /// [`MemorySystem::frame_of`] for a page of no traced program (a page table's preloaded
+    /// background pages): not counted among the pages a trace left without a physical
+    /// address.
+    pub fn background_frame(&mut self, space: u32, vaddr: u64) -> u64 {
+        let untraced = self.mapper.untraced();
+        let f = self.frame_of(space, vaddr, NO_PADDR);
+        self.mapper.set_untraced(untraced);
+        f
+    }
+
+    /// The frame (of 4 KiB) a page of `space` holding `vaddr` was given, if any (a lookup).
+    pub fn frame_given(&self, space: u32, vaddr: u64) -> Option<u64> {
+        let shift = self.mapper.page_shift();
+        let off = vaddr & ((1 << shift) - 1);
+        self.mapper
+            .frame_given(space, vaddr >> shift)
+            .map(|f| ((f << shift) | off) >> crate::pagetable::PAGE_SHIFT)
+    }
+
+    /// The bytes of physical memory the page mapping hands out (`memory`).
+    pub fn memory_bytes(&self) -> u64 {
+        self.mapper.frames() << self.mapper.page_shift()
     }
 
     /// The machine's page-table walker sends its table references here

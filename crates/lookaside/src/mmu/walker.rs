@@ -28,7 +28,10 @@
 //! front tables' refills stores) through its data cache instead, at the physical addresses
 //! the organisation gives them, in kernel mode and counted as walk work
 //! ([`MemorySystem::machinery`]); their cache-penalty cycles are the stall cycles the memory
-//! system charges them, and the private cache is not used.
+//! system charges them, and the private cache is not used. The memory system is then the
+//! machine's one physical memory: a faulting page is mapped to the frame its page mapping
+//! gives the page ([`MemorySystem::frame_of`]), where the caches see its data, and the
+//! [`Frames`] only keep which pages map each frame (nothing is reclaimed).
 //!
 //! How hardware and software add up after a native HPT's head-bucket miss is not stated by
 //! the paper; `overflow` (default: the software HPT's 27) is that parameter.
@@ -387,7 +390,13 @@ const BACKGROUND: u32 = 0xF000_0000;
 /// is full: 256 background spaces, random 32-bit offsets (deterministic). The table then
 /// holds as many entries as memory has pages, which sets the load factor (α) of hashed and
 /// inverted tables; the run's own faults take their frames first-in first-out.
-fn preload(table: &mut PageTable, frames: &mut Frames, n: u64) {
+/// With a memory system, the background pages take the frames its page mapping gives them.
+fn preload(
+    table: &mut PageTable,
+    frames: &mut Frames,
+    n: u64,
+    mut memory: Option<&mut MemorySystem>,
+) {
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     let mut refs = Refs::new();
     for _ in 0..n {
@@ -400,23 +409,78 @@ fn preload(table: &mut PageTable, frames: &mut Frames, n: u64) {
         if table.lookup(space, vpn, &mut refs).frame.is_some() {
             continue;
         }
-        let (f, old) = frames.alloc(space, vpn);
-        if let Some((os, ov)) = old {
-            table.remove(os, ov);
-        }
+        let f = match memory.as_deref_mut() {
+            Some(m) => {
+                let f = m.background_frame(space, vpn << PAGE_SHIFT);
+                if f >= frames.capacity() {
+                    continue;
+                }
+                if frames.place(space, vpn, f).shared && table.one_entry_per_frame() {
+                    let others: Vec<_> = frames.owners(f).filter(|&p| p != (space, vpn)).collect();
+                    for (os, ov) in others {
+                        frames.unmap(f, os, ov);
+                        table.remove(os, ov);
+                    }
+                }
+                f
+            }
+            None => {
+                let (f, old) = frames.alloc(space, vpn);
+                if let Some((os, ov)) = old {
+                    table.remove(os, ov);
+                }
+                f
+            }
+        };
         let _ = table.insert(space, vpn, PAGE_SHIFT, f);
     }
 }
 
 impl Walker {
-    /// Validate `[pagetable]` and build the walker; errors name the key.
+    /// Validate `[pagetable]` and build the walker, with physical memory of its own;
+    /// errors name the key.
     pub fn from_config(c: &PageTableConfig, src: &str) -> Result<Walker> {
+        Walker::build(c, src, None)
+    }
+
+    /// Validate `[pagetable]` and build the walker of a machine with a memory system
+    /// (`[memory]`), which is the machine's one physical memory: a faulting page is mapped
+    /// to the frame the memory system's page mapping gives it (the frame the caches see its
+    /// data in), the table is sized for that memory, and the table references go through its
+    /// caches ([`Walker::miss`] is handed it).
+    pub fn with_memory(
+        c: &PageTableConfig,
+        src: &str,
+        memory: &mut MemorySystem,
+    ) -> Result<Walker> {
+        Walker::build(c, src, Some(memory))
+    }
+
+    fn build(c: &PageTableConfig, src: &str, memory: Option<&mut MemorySystem>) -> Result<Walker> {
         let err = |k: &str, m: String| Error::config(src, format!("pagetable.{k}"), m);
-        let frames = c.memory.0 >> PAGE_SHIFT;
+        let (bytes, key) = match (&memory, c.memory) {
+            (Some(m), None) => (m.memory_bytes(), "memory.memory"),
+            (Some(m), Some(b)) if b.0 != m.memory_bytes() => {
+                return Err(err(
+                    "memory",
+                    format!(
+                        "{} bytes, but memory.memory is {} bytes: a machine has one physical memory, which its page table maps (give the size once, in either section)",
+                        b.0,
+                        m.memory_bytes()
+                    ),
+                ))
+            }
+            (_, b) => (
+                b.map_or(crate::config::DEFAULT_PAGETABLE_MEMORY, |b| b.0),
+                "pagetable.memory",
+            ),
+        };
+        let frames = bytes >> PAGE_SHIFT;
         if frames == 0 || frames > 1 << 28 {
-            return Err(err(
-                "memory",
-                format!("{} bytes: between one 4 KiB frame and 1 TiB", c.memory.0),
+            return Err(Error::config(
+                src,
+                key,
+                format!("{bytes} bytes: a page table maps between one 4 KiB frame and 1 TiB"),
             ));
         }
         let (refill, addresses) = (c.refill, c.addresses);
@@ -478,8 +542,14 @@ impl Walker {
         }
         let names = table.level_names();
         let mut table = table;
-        let mut memory = Frames::new(frames);
-        preload(&mut table, &mut memory, (c.preload * frames as f64) as u64);
+        let through_memory = memory.is_some();
+        let mut own = Frames::new(frames);
+        preload(
+            &mut table,
+            &mut own,
+            (c.preload * frames as f64) as u64,
+            memory,
+        );
         Ok(Walker {
             behind: match &table {
                 PageTable::Front(f) => f.inner().kind(),
@@ -492,7 +562,7 @@ impl Walker {
             },
             names,
             table,
-            frames: memory,
+            frames: own,
             cache,
             costs,
             refill,
@@ -505,14 +575,8 @@ impl Walker {
             resident: HashMap::new(),
             last: (u32::MAX, u64::MAX, 0),
             config: c.clone(),
-            through_memory: false,
+            through_memory,
         })
-    }
-
-    /// The machine has a memory system: [`Walker::miss`] is handed it, and the private data
-    /// cache goes unused (reported as `cache = "memory"`).
-    pub fn set_memory(&mut self) {
-        self.through_memory = true;
     }
 
     /// Whether the program's loads and stores go through the data cache too.
@@ -548,13 +612,15 @@ impl Walker {
         addr: u64,
         paddr: u64,
         shift: u32,
-        memory: Option<&mut MemorySystem>,
+        mut memory: Option<&mut MemorySystem>,
     ) {
         let (space, vpn) = self.page(asid, addr);
         self.refs.clear();
         let mut w = self.table.lookup(space, vpn, &mut self.refs);
         if w.frame.is_none() {
-            if !self.fault(space, vpn, paddr, shift) {
+            // One physical memory: the frame the caches will see the page's data in.
+            let placed = memory.as_deref_mut().map(|m| m.frame_of(asid, addr, paddr));
+            if !self.fault(space, vpn, paddr, shift, placed) {
                 self.stats.unmappable += 1;
                 return;
             }
@@ -564,13 +630,24 @@ impl Walker {
         self.count(&w, asid, memory);
     }
 
-    /// Page fault on `(space, vpn)`: give it a frame (the one holding its physical page, if
-    /// `paddr` names one already in memory) and map it; false if the table cannot hold it.
-    fn fault(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32) -> bool {
-        let object = (paddr != NO_PADDR).then(|| paddr & !((1u64 << shift) - 1));
+    /// Page fault on `(space, vpn)`: give it a frame — `placed`, the memory system's choice,
+    /// on a machine with one; else the one holding its physical page, if `paddr` names one
+    /// already in memory, or the next — and map it; false if the table cannot hold it.
+    fn fault(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32, placed: Option<u64>) -> bool {
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
-        let m = self.frames.map(space, vpn, object, &mut evicted);
+        let m = match placed {
+            // A frame past the table's memory (a traced physical address beyond it).
+            Some(f) if f >= self.frames.capacity() => {
+                self.evicted = evicted;
+                return false;
+            }
+            Some(f) => self.frames.place(space, vpn, f),
+            None => {
+                let object = (paddr != NO_PADDR).then(|| paddr & !((1u64 << shift) - 1));
+                self.frames.map(space, vpn, object, &mut evicted)
+            }
+        };
         if m.shared && self.table.one_entry_per_frame() {
             // An inverted table describes a frame by one virtual address: the alias mapping
             // the frame now loses its translation (and faults on its next walk).
@@ -1109,8 +1186,8 @@ mod tests {
     }
 
     /// A small memory system: 1 KiB fully associative LRU D-cache of 16-byte lines (no
-    /// conflicts), 15 cycles a miss, identity page mapping.
-    const MEMORY: &str = "[memory]\nmapping = 'identity'\n[memory.dcache]\nsize = '1KiB'\nline = 16\nways = 'full'\nmiss_cycles = 15\n";
+    /// conflicts), 15 cycles a miss, pages given frames in the order they are touched.
+    const MEMORY: &str = "[memory]\nmapping = 'sequential'\n[memory.dcache]\nsize = '1KiB'\nline = 16\nways = 'full'\nmiss_cycles = 15\n";
 
     #[test]
     fn table_references_go_through_the_memory_systems_data_cache() {
@@ -1225,6 +1302,61 @@ mod tests {
         );
     }
 
+    /// A machine has one physical memory: its size is given once, in `[memory]` or
+    /// `[pagetable]`, and the other section takes it; two sizes, an identity mapping (frames
+    /// that are page numbers) and a VAC beside them are refused, each saying why.
+    #[test]
+    fn a_machine_has_one_physical_memory() {
+        let machine = |pagetable: &str, memory: &str| {
+            Machine::assemble(
+                Some(&format!(
+                    "[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='inverted'\nrefill='software'\n{pagetable}\n[memory]\n{memory}\n[memory.dcache]\nsize='1KiB'\nline=16\nmiss_cycles=15\n"
+                )),
+                "m.toml",
+                &[],
+                &[],
+            )
+        };
+        for (pagetable, memory) in [
+            ("memory='1MiB'", ""),
+            ("", "memory='1MiB'"),
+            ("memory='1MiB'", "memory='1MiB'"),
+        ] {
+            let m = machine(pagetable, memory).unwrap();
+            assert_eq!(
+                m.walker().unwrap().json()["table"]["memory"],
+                1 << 20,
+                "{pagetable} {memory}"
+            );
+            assert_eq!(
+                m.memory().unwrap().memory_bytes(),
+                1 << 20,
+                "{pagetable} {memory}"
+            );
+        }
+        let both = machine("memory='1MiB'", "memory='2MiB'")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            both.contains("pagetable.memory") && both.contains("one physical memory"),
+            "{both}"
+        );
+        let identity = machine("", "mapping='identity'").unwrap_err().to_string();
+        assert!(identity.contains("memory.mapping"), "{identity}");
+        let vac = Machine::assemble(
+            Some("[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='radix'\n[vac]\nsize='16KiB'\n"),
+            "m.toml",
+            &[],
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            vac.contains("not yet") && vac.contains("[vac] together with [pagetable]"),
+            "{vac}"
+        );
+    }
+
     #[test]
     fn page_tables_with_memory_name_what_is_refused() {
         let e = |extra: &str| {
@@ -1249,11 +1381,49 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// One physical memory: on a machine with a memory system, every page the walker's
+        /// table maps is in the frame the memory system gives it — the frame its data reaches
+        /// the caches in — whatever the page mapping, the organisation, unmaps, and a memory
+        /// small enough to hand frames out again (16 frames for up to 192 pages).
+        #[test]
+        fn the_walker_maps_pages_where_the_caches_see_them(
+            raw in proptest::collection::vec((0u8..8, 0u16..64, 0u8..3), 1..300),
+            org in proptest::sample::select(&["radix", "hashed", "inverted", "hybrid", "swtlb"][..]),
+            mapping in proptest::sample::select(&["deterministic", "random", "bin-hopping", "sequential"][..]),
+            preload in proptest::sample::select(&[0.0, 0.5][..]),
+        ) {
+            let evs: Vec<Event> = raw
+                .iter()
+                .map(|&(op, page, asid)| match op {
+                    0 => Event::control(Kind::Unmap, (page as u64) << 12, asid as u32),
+                    1 => Event::control(Kind::ContextSwitch, 0, asid as u32),
+                    2 => Event::reference(Kind::Store, (page as u64) << 12, 8).with_asid(asid as u32),
+                    _ => Event::reference(Kind::Load, ((page as u64) << 12) | 0x10, 8).with_asid(asid as u32),
+                })
+                .collect();
+            let text = format!(
+                "[[tlb]]\nname='t'\nentries=8\npolicy='lru'\n[pagetable]\norganisation='{org}'\nrefill='software'\nspace_ids='asid'\nratio=1\npreload={preload}\n[memory]\nmapping='{mapping}'\nmemory=65536\n[memory.dcache]\nsize='1KiB'\nline=16\nmiss_cycles=15\n"
+            );
+            let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
+            m.run_batch(&evs);
+            let (walker, memory) = (m.walker().unwrap(), m.memory().unwrap());
+            for ((space, vpn), frame) in walker.frames.pages() {
+                proptest::prop_assert_eq!(Some(frame), memory.frame_given(space, vpn << crate::pagetable::PAGE_SHIFT), "page {:#x} of space {:#x}", vpn, space);
+            }
+            proptest::prop_assert_eq!(walker.stats().unmappable, 0);
+        }
+    }
+
+    proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
 
-        /// The memory system changes no translation result: TLB and walk counts, faults and
-        /// chains are those of the machine without it; the walks it saw are the walks taken,
-        /// and every table reference reached its data cache.
+        /// The memory system changes no translation result: TLB and walk counts and faults
+        /// are those of the machine without it, with as much memory, and so are the chains
+        /// of the organisations whose walks do not depend on which frame holds a page (an
+        /// inverted table's do); the walks it saw are the walks taken, and every table
+        /// reference reached its data cache.
         #[test]
         fn memory_changes_no_walk_count(
             raw in proptest::collection::vec((0u8..8, 0u16..64, 0u8..3), 1..300),
@@ -1268,16 +1438,23 @@ mod tests {
                     _ => Event::reference(Kind::Load, ((page as u64) << 12) | 0x10, 8).with_asid(asid as u32),
                 })
                 .collect();
+            // 1024 frames: more than the faults, so that neither memory hands a frame out
+            // twice; 16 head buckets or anchors, so that chains form.
             let text = |memory: &str| format!(
-                "[[tlb]]\nname='t'\nentries=8\npolicy='lru'\n[pagetable]\norganisation='{org}'\nrefill='software'\nmemory=65536\nratio=1\n{memory}"
+                "[[tlb]]\nname='t'\nentries=8\npolicy='lru'\n[pagetable]\norganisation='{org}'\nrefill='software'\nratio=0.015625\n{memory}"
             );
-            let mut plain = Machine::assemble(Some(&text("")), "m.toml", &[], &[]).unwrap();
-            let mut cached = Machine::assemble(Some(&text(MEMORY)), "m.toml", &[], &[]).unwrap();
+            let mut plain = Machine::assemble(Some(&text("memory='4MiB'")), "m.toml", &[], &[]).unwrap();
+            let mut cached = Machine::assemble(Some(&text(&MEMORY.replace("[memory]\n", "[memory]\nmemory = '4MiB'\n"))), "m.toml", &[], &[]).unwrap();
             plain.run_batch(&evs);
             cached.run_batch(&evs);
             let (a, b) = (plain.walker().unwrap().json(), cached.walker().unwrap().json());
-            for k in ["walks", "faults", "unmappable", "chain", "head_hits", "second_way"] {
+            for k in ["walks", "faults", "unmappable"] {
                 proptest::prop_assert_eq!(&a[k], &b[k], "{}", k);
+            }
+            if !matches!(org, "inverted" | "swtlb") {
+                for k in ["chain", "head_hits", "second_way"] {
+                    proptest::prop_assert_eq!(&a[k], &b[k], "{}", k);
+                }
             }
             proptest::prop_assert_eq!(&a["cycles"]["basic"], &b["cycles"]["basic"]);
             let refs = |j: &serde_json::Value| -> u64 {

@@ -357,6 +357,13 @@ impl Frames {
             .chain(self.aliases.get(&frame).into_iter().flatten().copied())
     }
 
+    /// Every page mapped, with its frame.
+    pub fn pages(&self) -> Vec<((u32, u64), u64)> {
+        (0..self.owner.len() as u64)
+            .flat_map(|f| self.owners(f).map(move |p| (p, f)))
+            .collect()
+    }
+
     /// Frames holding at least one page.
     pub fn in_use(&self) -> u64 {
         self.owner.iter().filter(|&&o| o != FREE).count() as u64
@@ -367,6 +374,25 @@ impl Frames {
         if o != NO_OBJECT {
             self.by_object.remove(&o);
         }
+    }
+
+    /// Page `(space, vpn)` is given `frame` (below [`Frames::capacity`]), chosen elsewhere: by
+    /// the page-mapping policy of the machine's memory system, its one physical memory. The
+    /// frame's other pages keep it (`shared`: the aliases of one physical page, or a memory
+    /// too small that hands frames out again); nothing is reclaimed.
+    pub fn place(&mut self, space: u32, vpn: u64, frame: u64) -> Mapped {
+        let f = frame as usize;
+        if f >= self.owner.len() {
+            self.owner.resize(f + 1, FREE);
+            self.object.resize(f + 1, NO_OBJECT);
+        }
+        let shared = self.owner[f] != FREE;
+        if shared {
+            self.aliases.entry(frame).or_default().push((space, vpn));
+        } else {
+            self.owner[f] = (space, vpn);
+        }
+        Mapped { frame, shared }
     }
 
     /// A frame for the private page `(space, vpn)`, and the page that held it (to be

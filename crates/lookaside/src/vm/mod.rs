@@ -167,6 +167,26 @@ impl PageMapper {
         self.policy
     }
 
+    /// The frame page `vpn` of `asid` was given, if it has one (a lookup that chooses nothing).
+    pub fn frame_given(&self, asid: u32, vpn: u64) -> Option<u64> {
+        if self.policy == Mapping::Identity {
+            return Some(vpn);
+        }
+        self.map
+            .find(vpn, asid as u64)
+            .map(|slot| self.map.get(slot) as u64)
+    }
+
+    /// Restore [`PageMapper::untraced`] (after mapping a page no trace names).
+    pub fn set_untraced(&mut self, n: u64) {
+        self.untraced = n;
+    }
+
+    /// Frames of memory (of [`PageMapper::page_shift`]).
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
     /// Page colours (frames that conflict in the colour span are those of equal colour).
     pub fn colours(&self) -> u64 {
         self.colours
