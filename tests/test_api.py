@@ -134,3 +134,20 @@ def test_every_shipped_machine_validates_against_the_exported_schema(cli):
             key, value = next(iter(bad.items()))
             lookaside.check_config(None, [f"tlb.dtlb.{key}={value!r}".replace("'", '"')],
                                    tlb=["dtlb:entries=64,ways=full,policy=lru,page=4k"])
+
+
+def test_sizes_and_one_pass_limits_come_from_the_engine():
+    # The Python layer asks the engine instead of repeating its rules.
+    from lookaside import _lookaside, _page_bytes
+    from lookaside.report import axis_number
+
+    assert _page_bytes("2M") == 2 << 20 and _page_bytes("4KiB") == 4096
+    with pytest.raises(lookaside.LookasideError, match="'3k' is not a page size"):
+        _page_bytes("3k")
+    assert axis_number("48k") == 48 * 1024  # a cache size need not be a page size
+    answers = _lookaside.one_pass_answers
+    assert answers(1 << 26, 1 << 26) and not answers((1 << 26) + 1, (1 << 26) + 1)
+    assert answers(1024, 16) and answers(1 << 20, 16)
+    assert not answers(1024, 32)  # more ways than all-associativity keeps
+    assert not answers(96, 4)  # 24 sets: not a power of two
+    assert not answers(1 << 21, 16)  # 2^17 sets

@@ -358,12 +358,8 @@ def access_map(trace: PathLike, *, page: str | int = "4k", interval: int = 100_0
 
 
 def _page_bytes(text: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    try:
-        return int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
-    except ValueError:
-        raise LookasideError(f"page: '{text}' is not a page size (e.g. 4k, 64k, 2M)") from None
+    """Bytes of a page size, as the engine reads it (``4k``, ``2M``, ``8192``)."""
+    return _lookaside.page_bytes(text)
 
 
 def info(trace: PathLike, *, format: str | None = None,

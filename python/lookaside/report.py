@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from . import _lookaside
 from ._files import write_atomically
 
 
@@ -213,9 +214,8 @@ def axis_number(v: Any) -> float | None:
     if isinstance(v, numbers.Real):
         return None if math.isnan(v) else float(v)
     if isinstance(v, str) and _SIZE.match(v):
-        from . import _page_bytes
-
-        return float(_page_bytes(v))
+        n = _lookaside.byte_count(v)
+        return None if n is None else float(n)
     return None
 
 

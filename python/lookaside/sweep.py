@@ -427,12 +427,6 @@ def run_points(trace: str, machine_text: str | None, machine_name: str, tlb: lis
     return json.loads(_lookaside.simulate_many(trace, machines, None, progress, max_memory))
 
 
-#: Geometries the all-associativity engine answers: power-of-two set counts up to this, and
-#: at most `_AA_WAYS` ways; fully associative sizes the stack-distance engine answers (see
-#: ``lookaside::onepass``).
-_AA_SETS, _AA_WAYS, _SD_ENTRIES = 1 << 16, 16, 1 << 26
-
-
 #: The columns of a family's result, one value per geometry (see :func:`run_family`).
 _COLUMNS = ("entries", "ways", "sets", "engine", "misses", "hits", "miss_ratio", "mpki",
             "instructions_per_miss")
@@ -500,12 +494,7 @@ def _families(spec: Spec, todo: list[tuple[str, Point]]
             rest.append((pid, p))
             continue
         name, entries, ways = fam
-        sets = entries // ways
-        if entries == ways:
-            fits = entries <= _SD_ENTRIES
-        else:
-            fits = sets & (sets - 1) == 0 and sets <= _AA_SETS and ways <= _AA_WAYS
-        if not fits:
+        if not _lookaside.one_pass_answers(entries, ways):
             rest.append((pid, p))
             continue
         geometric = {f"tlb.{name}.entries", f"tlb.{name}.ways"}

@@ -284,6 +284,33 @@ fn config_schema() -> String {
     lookaside::config::json_schema().to_string()
 }
 
+/// Bytes of a page size written as the engine reads it (`4k`, `2M`, `8192`): the one parser,
+/// so that the Python layer does not repeat its rules.
+#[pyfunction]
+fn page_bytes(text: &str) -> PyResult<u64> {
+    match lookaside::config::PageSize::parse(text) {
+        Ok(lookaside::config::PageSize::Size(n)) => Ok(n),
+        Ok(lookaside::config::PageSize::Unmapped) => Err(LookasideError::new_err(format!(
+            "page: '{text}' is not a page size (e.g. 4k, 2M, 1G)"
+        ))),
+        Err(m) => Err(LookasideError::new_err(format!("page: {m}"))),
+    }
+}
+
+/// Bytes of a size written as the engine reads sizes (`48k`, `64KiB`, `2M`, `8192`), or
+/// `None` when it is not one.
+#[pyfunction]
+fn byte_count(text: &str) -> Option<u64> {
+    lookaside::config::parse_bytes(text)
+}
+
+/// Whether a one-pass engine answers a TLB of `entries` entries of `ways` ways
+/// (`lookaside::onepass::Geometry::answered`).
+#[pyfunction]
+fn one_pass_answers(entries: usize, ways: usize) -> bool {
+    lookaside::onepass::Geometry { entries, ways }.answered()
+}
+
 /// Convert a trace between formats; returns the events written and the events left out
 /// (those the output format cannot represent). With `phase`, `skip` or `take`, only a window
 /// of it (see `lookaside::trace::cut`); `level` is the native output's zstd level; `extra`
@@ -568,6 +595,9 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_machines, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(config_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(page_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(byte_count, m)?)?;
+    m.add_function(wrap_pyfunction!(one_pass_answers, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;

@@ -104,6 +104,21 @@ impl Geometry {
         self.ways == self.entries
     }
 
+    /// Whether one of the one-pass engines answers it (the sweep planner asks, to send the
+    /// geometries they do not answer through the machine instead): stack distance a fully
+    /// associative one up to [`super::MAX_DISTANCE_LIMIT`] entries, all-associativity the
+    /// others it takes.
+    pub fn answered(&self) -> bool {
+        self.entries > 0
+            && self.ways > 0
+            && self.entries.is_multiple_of(self.ways)
+            && if self.full() {
+                self.entries <= super::MAX_DISTANCE_LIMIT
+            } else {
+                self.all_assoc()
+            }
+    }
+
     /// Whether the all-associativity engine answers it: a power-of-two set count up to
     /// [`MAX_SETS`] and at most [`WAYS`] ways (fully associative up to [`WAYS`] entries too).
     fn all_assoc(&self) -> bool {
