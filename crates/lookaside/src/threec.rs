@@ -31,7 +31,7 @@
 //! cache's do.
 
 use crate::cache::tags::CacheTags;
-use crate::tlb::{Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::{ExactTlb, Policy, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
 
 /// The classes, in report order.
 pub const CLASSES: [&str; 3] = ["compulsory", "capacity", "conflict"];
@@ -146,8 +146,6 @@ pub trait ShadowTags: Clone {
     fn fully_associative(entries: usize, policy: Policy, seed: u64) -> Result<Self, String>;
     /// The heap bytes of [`ShadowTags::fully_associative`]'s store of `entries` entries.
     fn heap_bytes(entries: usize) -> u64;
-    /// Entries in all (the slots of [`ShadowTags::touch`]).
-    fn slots(&self) -> usize;
     /// Look `(key, ctx)` up and fill it when absent: its slot, and whether it was present.
     fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool);
     /// The slot of `(key, ctx)` if present, the hit updating replacement; a miss changes
@@ -164,10 +162,6 @@ impl ShadowTags for Tlb {
 
     fn heap_bytes(entries: usize) -> u64 {
         TlbParams::new(entries, entries, Policy::Lru).heap_bytes()
-    }
-
-    fn slots(&self) -> usize {
-        self.entries()
     }
 
     #[inline]
@@ -194,10 +188,6 @@ impl ShadowTags for CacheTags {
         CacheTags::heap_bytes(entries, entries)
     }
 
-    fn slots(&self) -> usize {
-        self.entries()
-    }
-
     #[inline(always)]
     fn touch(&mut self, key: u64, _ctx: u64) -> (usize, bool) {
         let t = self.access(key);
@@ -210,11 +200,163 @@ impl ShadowTags for CacheTags {
     }
 }
 
+/// The fully associative store of a [`Shadow`]. LRU and FIFO — the policies whose every
+/// operation the exact TLB engine makes O(1): a hash chain finds a key, the front of the
+/// recency (or fill) list is the victim, nothing is scanned — take that engine ([`Exact`]);
+/// every other policy, and a store too small for the engine's hash index, the structure's
+/// own kind of store (`T`).
+#[derive(Clone)]
+enum Store<T> {
+    Lru(Exact<true>),
+    Fifo(Exact<false>),
+    General(T),
+}
+
+/// No key was accessed last (a context no structure stores).
+const NO_LAST: (u64, u64) = (0, NO_CTX);
+
+/// A fully associative LRU (`LRU`) or FIFO store: the exact TLB engine with one set of as
+/// many ways as the structure has entries, and the key accessed last with its slot. A
+/// reference repeating that key (a structure's hits mostly do) is a hit that changes
+/// nothing — the key is already the most recent (LRU), and hits leave FIFO's order — so it
+/// costs a compare instead of a hash, a chain and a move in the list. Invalidations forget
+/// it.
+#[derive(Clone)]
+struct Exact<const LRU: bool> {
+    tlb: ExactTlb<LRU, true>,
+    last: (u64, u64),
+    last_slot: usize,
+}
+
+impl<const LRU: bool> Exact<LRU> {
+    fn new(entries: usize, policy: Policy) -> Result<Exact<LRU>, String> {
+        Ok(Exact {
+            tlb: ExactTlb::new(&TlbParams::new(entries, entries, policy))?,
+            last: NO_LAST,
+            last_slot: 0,
+        })
+    }
+
+    /// [`ShadowTags::touch`].
+    #[inline(always)]
+    fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool) {
+        if (key, ctx) == self.last {
+            return (self.last_slot, true);
+        }
+        let (slot, hit) = self.tlb.touch(key, ctx);
+        self.last = (key, ctx);
+        self.last_slot = slot;
+        (slot, hit)
+    }
+
+    /// [`Exact::touch`] of a reference the structure hit, which the shadow mostly does too:
+    /// the fill out of line.
+    #[inline(always)]
+    fn touch_mostly_hit(&mut self, key: u64, ctx: u64) {
+        if (key, ctx) == self.last {
+            return;
+        }
+        self.last_slot = self.tlb.touch_mostly_hit(key, ctx).0;
+        self.last = (key, ctx);
+    }
+
+    /// [`ShadowTags::lookup_slot`].
+    #[inline(always)]
+    fn lookup_slot(&mut self, key: u64, ctx: u64) -> Option<usize> {
+        if (key, ctx) == self.last {
+            return Some(self.last_slot);
+        }
+        let slot = self.tlb.lookup(key, ctx)?;
+        self.last = (key, ctx);
+        self.last_slot = slot;
+        Some(slot)
+    }
+
+    fn invalidate(&mut self, key: u64, ctx: u64) {
+        self.last = NO_LAST;
+        self.tlb.invalidate(key, ctx);
+    }
+
+    fn flush_if(&mut self, pred: impl FnMut(u64, u64) -> bool) {
+        self.last = NO_LAST;
+        self.tlb.flush_if(pred);
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Store<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Store::Lru(_) => f.write_str("Store::Lru"),
+            Store::Fifo(_) => f.write_str("Store::Fifo"),
+            Store::General(t) => f.debug_tuple("Store::General").field(t).finish(),
+        }
+    }
+}
+
+impl<T: ShadowTags> Store<T> {
+    fn new(entries: usize, policy: Policy, seed: u64) -> Result<Store<T>, String> {
+        Ok(match policy {
+            Policy::Lru if entries >= INDEX_MIN_WAYS => Store::Lru(Exact::new(entries, policy)?),
+            Policy::Fifo if entries >= INDEX_MIN_WAYS => Store::Fifo(Exact::new(entries, policy)?),
+            _ => Store::General(T::fully_associative(entries, policy, seed)?),
+        })
+    }
+
+    /// The heap bytes of the largest store of `entries` entries [`Store::new`] may make.
+    fn heap_bytes(entries: usize) -> u64 {
+        let exact = TlbParams::new(entries, entries, Policy::Lru).heap_bytes();
+        T::heap_bytes(entries).max(exact)
+    }
+
+    /// [`ShadowTags::touch`].
+    #[inline(always)]
+    fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool) {
+        match self {
+            Store::Lru(t) => t.touch(key, ctx),
+            Store::Fifo(t) => t.touch(key, ctx),
+            Store::General(t) => general_touch(t, key, ctx),
+        }
+    }
+
+    /// [`Store::touch`] of a reference the structure hit (see [`Exact::touch_mostly_hit`]).
+    #[inline(always)]
+    fn touch_mostly_hit(&mut self, key: u64, ctx: u64) {
+        match self {
+            Store::Lru(t) => t.touch_mostly_hit(key, ctx),
+            Store::Fifo(t) => t.touch_mostly_hit(key, ctx),
+            Store::General(t) => _ = general_touch(t, key, ctx),
+        }
+    }
+
+    /// [`ShadowTags::lookup_slot`].
+    #[inline(always)]
+    fn lookup_slot(&mut self, key: u64, ctx: u64) -> Option<usize> {
+        match self {
+            Store::Lru(t) => t.lookup_slot(key, ctx),
+            Store::Fifo(t) => t.lookup_slot(key, ctx),
+            Store::General(t) => general_lookup(t, key, ctx),
+        }
+    }
+}
+
+/// [`ShadowTags::touch`] of a general store, out of line: inlined, its every policy's path
+/// would crowd the exact engine's in the shadow's callers.
+#[inline(never)]
+fn general_touch<T: ShadowTags>(t: &mut T, key: u64, ctx: u64) -> (usize, bool) {
+    t.touch(key, ctx)
+}
+
+/// [`ShadowTags::lookup_slot`] of a general store, out of line (see [`general_touch`]).
+#[inline(never)]
+fn general_lookup<T: ShadowTags>(t: &mut T, key: u64, ctx: u64) -> Option<usize> {
+    t.lookup_slot(key, ctx)
+}
+
 /// The fully associative shadow and the infinite cache of one structure, whose tags are a
 /// `T` (a TLB's: [`Tlb`]; a cache's: [`CacheTags`]).
 #[derive(Clone, Debug)]
 pub struct Shadow<T = Tlb> {
-    fa: T,
+    fa: Store<T>,
     /// Per slot of `fa`, its valid sub-blocks (none kept without sub-blocks: a present
     /// block's only sub-block is valid).
     valid: Vec<u32>,
@@ -232,14 +374,13 @@ impl<T: ShadowTags> Shadow<T> {
         seed: u64,
         whole_blocks: bool,
     ) -> Result<Shadow<T>, String> {
-        let fa = T::fully_associative(entries, policy, seed)?;
         Ok(Shadow {
             valid: if whole_blocks {
                 Vec::new()
             } else {
-                vec![0; fa.slots()]
+                vec![0; entries]
             },
-            fa,
+            fa: Store::new(entries, policy, seed)?,
             seen: Known::default(),
             whole: whole_blocks,
         })
@@ -247,7 +388,7 @@ impl<T: ShadowTags> Shadow<T> {
 
     /// Bytes a shadow of `entries` entries takes, before anything is referenced.
     pub fn heap_bytes(entries: usize) -> u64 {
-        T::heap_bytes(entries.max(1)).saturating_add(4 * entries as u64)
+        Store::<T>::heap_bytes(entries.max(1)).saturating_add(4 * entries as u64)
     }
 
     /// A reference to sub-blocks `subs` (a mask; 1 for a structure without sub-blocks) of
@@ -320,6 +461,18 @@ impl<T: ShadowTags> Shadow<T> {
         seen
     }
 
+    /// [`Shadow::classify`] of a reference that hit the structure, of a whole block (sub-block
+    /// 0 of a structure without sub-blocks) that the structure allocates: the shadow sees it,
+    /// there is nothing to classify.
+    #[inline(always)]
+    pub fn hit(&mut self, key: u64, ctx: u64) {
+        if self.whole {
+            self.fa.touch_mostly_hit(key, ctx);
+        } else {
+            self.classify(key, ctx, 1, true, false, false);
+        }
+    }
+
     /// The reference of [`Shadow::access`]'s arguments went to the structure, which missed
     /// (`missed`) and found no part of the block (`block_missed`) or not: update the shadow,
     /// and classify the miss and the block miss.
@@ -361,22 +514,38 @@ impl Shadow<Tlb> {
     /// `missed`.
     #[inline]
     pub fn tlb_access(&mut self, vpn: u64, ctx: u64, missed: bool) -> Option<Class> {
-        self.classify(vpn, ctx, 1, true, missed, missed).0
+        if !missed {
+            self.hit(vpn, ctx);
+            return None;
+        }
+        self.classify(vpn, ctx, 1, true, true, true).0
     }
 
     /// The structure lost the entry `(vpn, ctx)`: so does the shadow.
     pub fn invalidate(&mut self, vpn: u64, ctx: u64) {
-        self.fa.invalidate(vpn, ctx, NO_CTX);
+        match &mut self.fa {
+            Store::Lru(t) => t.invalidate(vpn, ctx),
+            Store::Fifo(t) => t.invalidate(vpn, ctx),
+            Store::General(t) => _ = t.invalidate(vpn, ctx, NO_CTX),
+        }
     }
 
     /// The structure was emptied: so is the shadow.
     pub fn flush_all(&mut self) {
-        self.fa.flush_all();
+        match &mut self.fa {
+            Store::Lru(t) => t.flush_if(|_, _| true),
+            Store::Fifo(t) => t.flush_if(|_, _| true),
+            Store::General(t) => t.flush_all(),
+        }
     }
 
     /// The structure lost every entry `pred(vpn, ctx)` accepts: so does the shadow.
     pub fn flush_if(&mut self, pred: impl FnMut(u64, u64) -> bool) {
-        self.fa.flush_if(pred);
+        match &mut self.fa {
+            Store::Lru(t) => t.flush_if(pred),
+            Store::Fifo(t) => t.flush_if(pred),
+            Store::General(t) => _ = t.flush_if(pred),
+        }
     }
 }
 
