@@ -26,9 +26,11 @@
 //! blocks any of which was touched, a bitmap of them (a bit per block, or a 32-bit sub-block
 //! mask); the hash look-up of the infinite cache is paid only on misses of the shadow.
 //!
-//! A TLB's shadow is a TLB ([`Tlb`]: blocks are pages with a context); a cache's is the
-//! caches' own tag store ([`CacheTags`]: blocks alone), so that its look-ups cost what the
-//! cache's do.
+//! An LRU or FIFO shadow of at least [`INDEX_MIN_WAYS`] entries is the exact TLB engine
+//! ([`ExactTlb`]: O(1) look-ups and fills through a hash chain and a recency list, the last
+//! key a compare); any other is the structure's own kind of store — a TLB's a [`Tlb`]
+//! (blocks are pages with a context), a cache's the caches' tag store ([`CacheTags`]: blocks
+//! alone).
 
 use crate::cache::tags::CacheTags;
 use crate::tlb::{ExactTlb, Policy, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
@@ -314,7 +316,7 @@ impl<T: ShadowTags> Store<T> {
         match self {
             Store::Lru(t) => t.touch(key, ctx),
             Store::Fifo(t) => t.touch(key, ctx),
-            Store::General(t) => general_touch(t, key, ctx),
+            Store::General(t) => t.touch(key, ctx),
         }
     }
 
@@ -324,7 +326,7 @@ impl<T: ShadowTags> Store<T> {
         match self {
             Store::Lru(t) => t.touch_mostly_hit(key, ctx),
             Store::Fifo(t) => t.touch_mostly_hit(key, ctx),
-            Store::General(t) => _ = general_touch(t, key, ctx),
+            Store::General(t) => _ = t.touch(key, ctx),
         }
     }
 
@@ -334,22 +336,9 @@ impl<T: ShadowTags> Store<T> {
         match self {
             Store::Lru(t) => t.lookup_slot(key, ctx),
             Store::Fifo(t) => t.lookup_slot(key, ctx),
-            Store::General(t) => general_lookup(t, key, ctx),
+            Store::General(t) => t.lookup_slot(key, ctx),
         }
     }
-}
-
-/// [`ShadowTags::touch`] of a general store, out of line: inlined, its every policy's path
-/// would crowd the exact engine's in the shadow's callers.
-#[inline(never)]
-fn general_touch<T: ShadowTags>(t: &mut T, key: u64, ctx: u64) -> (usize, bool) {
-    t.touch(key, ctx)
-}
-
-/// [`ShadowTags::lookup_slot`] of a general store, out of line (see [`general_touch`]).
-#[inline(never)]
-fn general_lookup<T: ShadowTags>(t: &mut T, key: u64, ctx: u64) -> Option<usize> {
-    t.lookup_slot(key, ctx)
 }
 
 /// The fully associative shadow and the infinite cache of one structure, whose tags are a
@@ -429,6 +418,7 @@ impl<T: ShadowTags> Shadow<T> {
 
     /// DineroIV's infinite cache: what it knew of the sub-blocks `subs` of `(key, ctx)`;
     /// they are known from now on.
+    #[inline(always)]
     fn seen(&mut self, key: u64, ctx: u64, subs: u32) -> Seen {
         if self.whole {
             debug_assert_eq!(
@@ -670,6 +660,154 @@ mod tests {
                 };
                 *known |= subs;
                 prop_assert_eq!(s.seen(key, ctx, subs), want, "block {:#x} ctx {}", key, ctx);
+            }
+        }
+    }
+
+    /// What a step of [`the_exact_store_is_a_recency_list`] does.
+    #[derive(Clone, Copy, Debug)]
+    enum Op {
+        Touch,
+        Hit,
+        Lookup,
+        Invalidate,
+        FlushCtx,
+        FlushAll,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            12 => Just(Op::Touch),
+            4 => Just(Op::Hit),
+            3 => Just(Op::Lookup),
+            2 => Just(Op::Invalidate),
+            1 => Just(Op::FlushCtx),
+            1 => Just(Op::FlushAll),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// The exact engine's store of a shadow (LRU or FIFO, large enough for its hash index)
+        /// is a fully associative recency (fill) list of `entries` keys, as is the general
+        /// store beside it: every touch and look-up hits exactly when the list holds the key,
+        /// a present key keeps its slot and no two share one — on random streams, cyclic
+        /// sweeps one key longer than the store, runs of one key repeated (the last key's
+        /// shortcut), with invalidations and flushes between.
+        #[test]
+        fn the_exact_store_is_a_recency_list(
+            lru in any::<bool>(),
+            extra in 0usize..40,
+            shape in 0u8..3,
+            steps in prop::collection::vec((op(), 0u64..200, 0u64..3, 1usize..4), 1..600),
+        ) {
+            let entries = INDEX_MIN_WAYS + extra;
+            let policy = if lru { Policy::Lru } else { Policy::Fifo };
+            let mut exact: Store<Tlb> = Store::new(entries, policy, 0).unwrap();
+            prop_assert!(matches!(exact, Store::Lru(_) | Store::Fifo(_)));
+            let mut general: Tlb = ShadowTags::fully_associative(entries, policy, 0).unwrap();
+            // Oldest first.
+            let mut list: Vec<(u64, u64)> = Vec::new();
+            let mut slots: HashMap<(u64, u64), usize> = HashMap::new();
+            let mut i = 0u64;
+            for &(op, r, ctx, repeat) in &steps {
+                for _ in 0..repeat {
+                    let key = match shape {
+                        0 => r % (2 * entries as u64),
+                        // A sweep of entries + 1 keys: every touch of LRU or FIFO misses.
+                        1 => i % (entries as u64 + 1),
+                        _ => r % 8,
+                    };
+                    let ctx = if shape == 1 { 0 } else { ctx };
+                    i += 1;
+                    let at = list.iter().position(|&k| k == (key, ctx));
+                    match op {
+                        Op::Touch | Op::Hit => {
+                            let hit = at.is_some();
+                            match at {
+                                Some(p) if lru => {
+                                    list.remove(p);
+                                    list.push((key, ctx));
+                                }
+                                Some(_) => {}
+                                None => {
+                                    if list.len() == entries {
+                                        let gone = list.remove(0);
+                                        slots.remove(&gone);
+                                    }
+                                    list.push((key, ctx));
+                                }
+                            }
+                            let slot = if let Op::Touch = op {
+                                let (slot, h) = exact.touch(key, ctx);
+                                prop_assert_eq!(h, hit, "touch {:?}", (key, ctx));
+                                Some(slot)
+                            } else {
+                                exact.touch_mostly_hit(key, ctx);
+                                None
+                            };
+                            prop_assert_eq!(general.touch(key, ctx).1, hit);
+                            if let Some(slot) = slot {
+                                if hit {
+                                    prop_assert_eq!(slots.get(&(key, ctx)), Some(&slot));
+                                } else {
+                                    prop_assert!(!slots.values().any(|&s| s == slot));
+                                    prop_assert!(slot < entries);
+                                }
+                                slots.insert((key, ctx), slot);
+                            } else if !hit {
+                                // Its slot is learnt from the next access that returns one.
+                                slots.remove(&(key, ctx));
+                                let slot = exact.lookup_slot(key, ctx).unwrap();
+                                prop_assert!(!slots.values().any(|&s| s == slot));
+                                slots.insert((key, ctx), slot);
+                                prop_assert!(general.lookup_slot(key, ctx).is_some());
+                            }
+                        }
+                        Op::Lookup => {
+                            if let Some(p) = at {
+                                if lru {
+                                    list.remove(p);
+                                    list.push((key, ctx));
+                                }
+                            }
+                            let got = exact.lookup_slot(key, ctx);
+                            prop_assert_eq!(got.is_some(), at.is_some(), "lookup {:?}", (key, ctx));
+                            if let Some(slot) = got {
+                                if let Some(&s) = slots.get(&(key, ctx)) {
+                                    prop_assert_eq!(s, slot);
+                                }
+                                slots.insert((key, ctx), slot);
+                            }
+                            prop_assert_eq!(general.lookup_slot(key, ctx).is_some(), at.is_some());
+                        }
+                        Op::Invalidate => {
+                            if let Some(p) = at {
+                                list.remove(p);
+                            }
+                            slots.remove(&(key, ctx));
+                            match &mut exact {
+                                Store::Lru(t) => t.invalidate(key, ctx),
+                                Store::Fifo(t) => t.invalidate(key, ctx),
+                                Store::General(_) => unreachable!(),
+                            }
+                            general.invalidate(key, ctx, NO_CTX);
+                        }
+                        Op::FlushCtx | Op::FlushAll => {
+                            let all = matches!(op, Op::FlushAll);
+                            let gone = |_: u64, c: u64| all || c == ctx;
+                            list.retain(|&(k, c)| !gone(k, c));
+                            slots.retain(|&(k, c), _| !gone(k, c));
+                            match &mut exact {
+                                Store::Lru(t) => t.flush_if(gone),
+                                Store::Fifo(t) => t.flush_if(gone),
+                                Store::General(_) => unreachable!(),
+                            }
+                            general.flush_if(gone);
+                        }
+                    }
+                }
             }
         }
     }
