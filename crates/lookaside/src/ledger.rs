@@ -169,6 +169,17 @@ impl Ledger {
         }
     }
 
+    /// Count `n[c]` misses of structure `s` as of class `c` (after
+    /// [`Ledger::classify_misses`]; nothing without, where every `n` is zero).
+    pub fn add_classes(&mut self, s: usize, mode: Mode, kind: Kind, n: [u64; 3]) {
+        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        if let Some(c) = self.classes.get_mut(i) {
+            for (x, y) in c.iter_mut().zip(n) {
+                *x += y;
+            }
+        }
+    }
+
     /// Sum of a structure's classes of misses over everything `keep` accepts (zeros when
     /// the ledger keeps none).
     pub fn class_total(

@@ -26,12 +26,14 @@
 //! blocks any of which was touched, a bitmap of them (a bit per block, or a 32-bit sub-block
 //! mask); the hash look-up of the infinite cache is paid only on misses of the shadow.
 //!
-//! A TLB's shadow is a TLB ([`Tlb`]: blocks are pages with a context); a cache's is the
-//! caches' own tag store ([`CacheTags`]: blocks alone), so that its look-ups cost what the
-//! cache's do.
+//! An LRU or FIFO shadow of at least [`INDEX_MIN_WAYS`] entries is the exact TLB engine
+//! ([`ExactTlb`]: O(1) look-ups and fills through a hash chain and a recency list, the last
+//! key a compare); any other is the structure's own kind of store — a TLB's a [`Tlb`]
+//! (blocks are pages with a context), a cache's the caches' tag store ([`CacheTags`]: blocks
+//! alone).
 
 use crate::cache::tags::CacheTags;
-use crate::tlb::{Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::{ExactTlb, Policy, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
 
 /// The classes, in report order.
 pub const CLASSES: [&str; 3] = ["compulsory", "capacity", "conflict"];
@@ -146,8 +148,6 @@ pub trait ShadowTags: Clone {
     fn fully_associative(entries: usize, policy: Policy, seed: u64) -> Result<Self, String>;
     /// The heap bytes of [`ShadowTags::fully_associative`]'s store of `entries` entries.
     fn heap_bytes(entries: usize) -> u64;
-    /// Entries in all (the slots of [`ShadowTags::touch`]).
-    fn slots(&self) -> usize;
     /// Look `(key, ctx)` up and fill it when absent: its slot, and whether it was present.
     fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool);
     /// The slot of `(key, ctx)` if present, the hit updating replacement; a miss changes
@@ -164,10 +164,6 @@ impl ShadowTags for Tlb {
 
     fn heap_bytes(entries: usize) -> u64 {
         TlbParams::new(entries, entries, Policy::Lru).heap_bytes()
-    }
-
-    fn slots(&self) -> usize {
-        self.entries()
     }
 
     #[inline]
@@ -194,10 +190,6 @@ impl ShadowTags for CacheTags {
         CacheTags::heap_bytes(entries, entries)
     }
 
-    fn slots(&self) -> usize {
-        self.entries()
-    }
-
     #[inline(always)]
     fn touch(&mut self, key: u64, _ctx: u64) -> (usize, bool) {
         let t = self.access(key);
@@ -210,11 +202,150 @@ impl ShadowTags for CacheTags {
     }
 }
 
+/// The fully associative store of a [`Shadow`]. LRU and FIFO — the policies whose every
+/// operation the exact TLB engine makes O(1): a hash chain finds a key, the front of the
+/// recency (or fill) list is the victim, nothing is scanned — take that engine ([`Exact`]);
+/// every other policy, and a store too small for the engine's hash index, the structure's
+/// own kind of store (`T`).
+#[derive(Clone)]
+enum Store<T> {
+    Lru(Exact<true>),
+    Fifo(Exact<false>),
+    General(T),
+}
+
+/// No key was accessed last (a context no structure stores).
+const NO_LAST: (u64, u64) = (0, NO_CTX);
+
+/// A fully associative LRU (`LRU`) or FIFO store: the exact TLB engine with one set of as
+/// many ways as the structure has entries, and the key accessed last with its slot. A
+/// reference repeating that key (a structure's hits mostly do) is a hit that changes
+/// nothing — the key is already the most recent (LRU), and hits leave FIFO's order — so it
+/// costs a compare instead of a hash, a chain and a move in the list. Invalidations forget
+/// it.
+#[derive(Clone)]
+struct Exact<const LRU: bool> {
+    tlb: ExactTlb<LRU, true>,
+    last: (u64, u64),
+    last_slot: usize,
+}
+
+impl<const LRU: bool> Exact<LRU> {
+    fn new(entries: usize, policy: Policy) -> Result<Exact<LRU>, String> {
+        Ok(Exact {
+            tlb: ExactTlb::new(&TlbParams::new(entries, entries, policy))?,
+            last: NO_LAST,
+            last_slot: 0,
+        })
+    }
+
+    /// [`ShadowTags::touch`].
+    #[inline(always)]
+    fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool) {
+        if (key, ctx) == self.last {
+            return (self.last_slot, true);
+        }
+        let (slot, hit) = self.tlb.touch(key, ctx);
+        self.last = (key, ctx);
+        self.last_slot = slot;
+        (slot, hit)
+    }
+
+    /// [`Exact::touch`] of a reference the structure hit, which the shadow mostly does too:
+    /// the fill out of line.
+    #[inline(always)]
+    fn touch_mostly_hit(&mut self, key: u64, ctx: u64) {
+        if (key, ctx) == self.last {
+            return;
+        }
+        self.last_slot = self.tlb.touch_mostly_hit(key, ctx).0;
+        self.last = (key, ctx);
+    }
+
+    /// [`ShadowTags::lookup_slot`].
+    #[inline(always)]
+    fn lookup_slot(&mut self, key: u64, ctx: u64) -> Option<usize> {
+        if (key, ctx) == self.last {
+            return Some(self.last_slot);
+        }
+        let slot = self.tlb.lookup(key, ctx)?;
+        self.last = (key, ctx);
+        self.last_slot = slot;
+        Some(slot)
+    }
+
+    fn invalidate(&mut self, key: u64, ctx: u64) {
+        self.last = NO_LAST;
+        self.tlb.invalidate(key, ctx);
+    }
+
+    fn flush_if(&mut self, pred: impl FnMut(u64, u64) -> bool) {
+        self.last = NO_LAST;
+        self.tlb.flush_if(pred);
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Store<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Store::Lru(_) => f.write_str("Store::Lru"),
+            Store::Fifo(_) => f.write_str("Store::Fifo"),
+            Store::General(t) => f.debug_tuple("Store::General").field(t).finish(),
+        }
+    }
+}
+
+impl<T: ShadowTags> Store<T> {
+    fn new(entries: usize, policy: Policy, seed: u64) -> Result<Store<T>, String> {
+        Ok(match policy {
+            Policy::Lru if entries >= INDEX_MIN_WAYS => Store::Lru(Exact::new(entries, policy)?),
+            Policy::Fifo if entries >= INDEX_MIN_WAYS => Store::Fifo(Exact::new(entries, policy)?),
+            _ => Store::General(T::fully_associative(entries, policy, seed)?),
+        })
+    }
+
+    /// The heap bytes of the largest store of `entries` entries [`Store::new`] may make.
+    fn heap_bytes(entries: usize) -> u64 {
+        let exact = TlbParams::new(entries, entries, Policy::Lru).heap_bytes();
+        T::heap_bytes(entries).max(exact)
+    }
+
+    /// [`ShadowTags::touch`].
+    #[inline(always)]
+    fn touch(&mut self, key: u64, ctx: u64) -> (usize, bool) {
+        match self {
+            Store::Lru(t) => t.touch(key, ctx),
+            Store::Fifo(t) => t.touch(key, ctx),
+            Store::General(t) => t.touch(key, ctx),
+        }
+    }
+
+    /// [`Store::touch`] of a reference the structure hit (see [`Exact::touch_mostly_hit`]).
+    #[inline(always)]
+    fn touch_mostly_hit(&mut self, key: u64, ctx: u64) {
+        match self {
+            Store::Lru(t) => t.touch_mostly_hit(key, ctx),
+            Store::Fifo(t) => t.touch_mostly_hit(key, ctx),
+            Store::General(t) => _ = t.touch(key, ctx),
+        }
+    }
+
+    /// [`ShadowTags::lookup_slot`].
+    #[inline(always)]
+    fn lookup_slot(&mut self, key: u64, ctx: u64) -> Option<usize> {
+        match self {
+            Store::Lru(t) => t.lookup_slot(key, ctx),
+            Store::Fifo(t) => t.lookup_slot(key, ctx),
+            Store::General(t) => t.lookup_slot(key, ctx),
+        }
+    }
+}
+
 /// The fully associative shadow and the infinite cache of one structure, whose tags are a
 /// `T` (a TLB's: [`Tlb`]; a cache's: [`CacheTags`]).
 #[derive(Clone, Debug)]
 pub struct Shadow<T = Tlb> {
-    fa: T,
+    fa: Store<T>,
     /// Per slot of `fa`, its valid sub-blocks (none kept without sub-blocks: a present
     /// block's only sub-block is valid).
     valid: Vec<u32>,
@@ -232,14 +363,13 @@ impl<T: ShadowTags> Shadow<T> {
         seed: u64,
         whole_blocks: bool,
     ) -> Result<Shadow<T>, String> {
-        let fa = T::fully_associative(entries, policy, seed)?;
         Ok(Shadow {
             valid: if whole_blocks {
                 Vec::new()
             } else {
-                vec![0; fa.slots()]
+                vec![0; entries]
             },
-            fa,
+            fa: Store::new(entries, policy, seed)?,
             seen: Known::default(),
             whole: whole_blocks,
         })
@@ -247,7 +377,7 @@ impl<T: ShadowTags> Shadow<T> {
 
     /// Bytes a shadow of `entries` entries takes, before anything is referenced.
     pub fn heap_bytes(entries: usize) -> u64 {
-        T::heap_bytes(entries.max(1)).saturating_add(4 * entries as u64)
+        Store::<T>::heap_bytes(entries.max(1)).saturating_add(4 * entries as u64)
     }
 
     /// A reference to sub-blocks `subs` (a mask; 1 for a structure without sub-blocks) of
@@ -288,6 +418,7 @@ impl<T: ShadowTags> Shadow<T> {
 
     /// DineroIV's infinite cache: what it knew of the sub-blocks `subs` of `(key, ctx)`;
     /// they are known from now on.
+    #[inline(always)]
     fn seen(&mut self, key: u64, ctx: u64, subs: u32) -> Seen {
         if self.whole {
             debug_assert_eq!(
@@ -318,6 +449,18 @@ impl<T: ShadowTags> Shadow<T> {
         };
         words[word] |= subs << shift;
         seen
+    }
+
+    /// [`Shadow::classify`] of a reference that hit the structure, of a whole block (sub-block
+    /// 0 of a structure without sub-blocks) that the structure allocates: the shadow sees it,
+    /// there is nothing to classify.
+    #[inline(always)]
+    pub fn hit(&mut self, key: u64, ctx: u64) {
+        if self.whole {
+            self.fa.touch_mostly_hit(key, ctx);
+        } else {
+            self.classify(key, ctx, 1, true, false, false);
+        }
     }
 
     /// The reference of [`Shadow::access`]'s arguments went to the structure, which missed
@@ -361,22 +504,38 @@ impl Shadow<Tlb> {
     /// `missed`.
     #[inline]
     pub fn tlb_access(&mut self, vpn: u64, ctx: u64, missed: bool) -> Option<Class> {
-        self.classify(vpn, ctx, 1, true, missed, missed).0
+        if !missed {
+            self.hit(vpn, ctx);
+            return None;
+        }
+        self.classify(vpn, ctx, 1, true, true, true).0
     }
 
     /// The structure lost the entry `(vpn, ctx)`: so does the shadow.
     pub fn invalidate(&mut self, vpn: u64, ctx: u64) {
-        self.fa.invalidate(vpn, ctx, NO_CTX);
+        match &mut self.fa {
+            Store::Lru(t) => t.invalidate(vpn, ctx),
+            Store::Fifo(t) => t.invalidate(vpn, ctx),
+            Store::General(t) => _ = t.invalidate(vpn, ctx, NO_CTX),
+        }
     }
 
     /// The structure was emptied: so is the shadow.
     pub fn flush_all(&mut self) {
-        self.fa.flush_all();
+        match &mut self.fa {
+            Store::Lru(t) => t.flush_if(|_, _| true),
+            Store::Fifo(t) => t.flush_if(|_, _| true),
+            Store::General(t) => t.flush_all(),
+        }
     }
 
     /// The structure lost every entry `pred(vpn, ctx)` accepts: so does the shadow.
     pub fn flush_if(&mut self, pred: impl FnMut(u64, u64) -> bool) {
-        self.fa.flush_if(pred);
+        match &mut self.fa {
+            Store::Lru(t) => t.flush_if(pred),
+            Store::Fifo(t) => t.flush_if(pred),
+            Store::General(t) => _ = t.flush_if(pred),
+        }
     }
 }
 
@@ -501,6 +660,154 @@ mod tests {
                 };
                 *known |= subs;
                 prop_assert_eq!(s.seen(key, ctx, subs), want, "block {:#x} ctx {}", key, ctx);
+            }
+        }
+    }
+
+    /// What a step of [`the_exact_store_is_a_recency_list`] does.
+    #[derive(Clone, Copy, Debug)]
+    enum Op {
+        Touch,
+        Hit,
+        Lookup,
+        Invalidate,
+        FlushCtx,
+        FlushAll,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            12 => Just(Op::Touch),
+            4 => Just(Op::Hit),
+            3 => Just(Op::Lookup),
+            2 => Just(Op::Invalidate),
+            1 => Just(Op::FlushCtx),
+            1 => Just(Op::FlushAll),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// The exact engine's store of a shadow (LRU or FIFO, large enough for its hash index)
+        /// is a fully associative recency (fill) list of `entries` keys, as is the general
+        /// store beside it: every touch and look-up hits exactly when the list holds the key,
+        /// a present key keeps its slot and no two share one — on random streams, cyclic
+        /// sweeps one key longer than the store, runs of one key repeated (the last key's
+        /// shortcut), with invalidations and flushes between.
+        #[test]
+        fn the_exact_store_is_a_recency_list(
+            lru in any::<bool>(),
+            extra in 0usize..40,
+            shape in 0u8..3,
+            steps in prop::collection::vec((op(), 0u64..200, 0u64..3, 1usize..4), 1..600),
+        ) {
+            let entries = INDEX_MIN_WAYS + extra;
+            let policy = if lru { Policy::Lru } else { Policy::Fifo };
+            let mut exact: Store<Tlb> = Store::new(entries, policy, 0).unwrap();
+            prop_assert!(matches!(exact, Store::Lru(_) | Store::Fifo(_)));
+            let mut general: Tlb = ShadowTags::fully_associative(entries, policy, 0).unwrap();
+            // Oldest first.
+            let mut list: Vec<(u64, u64)> = Vec::new();
+            let mut slots: HashMap<(u64, u64), usize> = HashMap::new();
+            let mut i = 0u64;
+            for &(op, r, ctx, repeat) in &steps {
+                for _ in 0..repeat {
+                    let key = match shape {
+                        0 => r % (2 * entries as u64),
+                        // A sweep of entries + 1 keys: every touch of LRU or FIFO misses.
+                        1 => i % (entries as u64 + 1),
+                        _ => r % 8,
+                    };
+                    let ctx = if shape == 1 { 0 } else { ctx };
+                    i += 1;
+                    let at = list.iter().position(|&k| k == (key, ctx));
+                    match op {
+                        Op::Touch | Op::Hit => {
+                            let hit = at.is_some();
+                            match at {
+                                Some(p) if lru => {
+                                    list.remove(p);
+                                    list.push((key, ctx));
+                                }
+                                Some(_) => {}
+                                None => {
+                                    if list.len() == entries {
+                                        let gone = list.remove(0);
+                                        slots.remove(&gone);
+                                    }
+                                    list.push((key, ctx));
+                                }
+                            }
+                            let slot = if let Op::Touch = op {
+                                let (slot, h) = exact.touch(key, ctx);
+                                prop_assert_eq!(h, hit, "touch {:?}", (key, ctx));
+                                Some(slot)
+                            } else {
+                                exact.touch_mostly_hit(key, ctx);
+                                None
+                            };
+                            prop_assert_eq!(general.touch(key, ctx).1, hit);
+                            if let Some(slot) = slot {
+                                if hit {
+                                    prop_assert_eq!(slots.get(&(key, ctx)), Some(&slot));
+                                } else {
+                                    prop_assert!(!slots.values().any(|&s| s == slot));
+                                    prop_assert!(slot < entries);
+                                }
+                                slots.insert((key, ctx), slot);
+                            } else if !hit {
+                                // Its slot is learnt from the next access that returns one.
+                                slots.remove(&(key, ctx));
+                                let slot = exact.lookup_slot(key, ctx).unwrap();
+                                prop_assert!(!slots.values().any(|&s| s == slot));
+                                slots.insert((key, ctx), slot);
+                                prop_assert!(general.lookup_slot(key, ctx).is_some());
+                            }
+                        }
+                        Op::Lookup => {
+                            if let Some(p) = at {
+                                if lru {
+                                    list.remove(p);
+                                    list.push((key, ctx));
+                                }
+                            }
+                            let got = exact.lookup_slot(key, ctx);
+                            prop_assert_eq!(got.is_some(), at.is_some(), "lookup {:?}", (key, ctx));
+                            if let Some(slot) = got {
+                                if let Some(&s) = slots.get(&(key, ctx)) {
+                                    prop_assert_eq!(s, slot);
+                                }
+                                slots.insert((key, ctx), slot);
+                            }
+                            prop_assert_eq!(general.lookup_slot(key, ctx).is_some(), at.is_some());
+                        }
+                        Op::Invalidate => {
+                            if let Some(p) = at {
+                                list.remove(p);
+                            }
+                            slots.remove(&(key, ctx));
+                            match &mut exact {
+                                Store::Lru(t) => t.invalidate(key, ctx),
+                                Store::Fifo(t) => t.invalidate(key, ctx),
+                                Store::General(_) => unreachable!(),
+                            }
+                            general.invalidate(key, ctx, NO_CTX);
+                        }
+                        Op::FlushCtx | Op::FlushAll => {
+                            let all = matches!(op, Op::FlushAll);
+                            let gone = |_: u64, c: u64| all || c == ctx;
+                            list.retain(|&(k, c)| !gone(k, c));
+                            slots.retain(|&(k, c), _| !gone(k, c));
+                            match &mut exact {
+                                Store::Lru(t) => t.flush_if(gone),
+                                Store::Fifo(t) => t.flush_if(gone),
+                                Store::General(_) => unreachable!(),
+                            }
+                            general.flush_if(gone);
+                        }
+                    }
+                }
             }
         }
     }

@@ -182,8 +182,8 @@ struct Short {
     level: usize,
     /// The level classifies its misses.
     classify: bool,
-    /// The level has no shadow and no next level: its misses transfer to memory only, and
-    /// the caches-alone loop counts them in its tally ([`ShortTally`]).
+    /// The level has no next level: its misses transfer to memory only, and the
+    /// caches-alone loop counts them in its tally ([`ShortTally`]), their classes too.
     quick: bool,
     /// A reference of `size` bytes from `addr` takes the path when `addr`'s offset in its
     /// block plus `size` is at most this: the block size, or with `machine.straddle =
@@ -428,7 +428,7 @@ impl Hierarchy {
                     short[kind as usize & 3] = Short {
                         level: r,
                         classify: c.shadow.is_some(),
-                        quick: c.shadow.is_none() && c.next.is_none(),
+                        quick: c.next.is_none(),
                         // A size is at most 2^16 - 1 and an offset below 2^63: no overflow.
                         limit: if first_only {
                             u64::MAX
@@ -525,7 +525,7 @@ impl Hierarchy {
     #[inline(never)]
     fn short_hit_classified(&mut self, lv: usize, kind: Kind, block: u64, ledger: &mut Ledger) {
         if let Some(s) = &mut self.levels[lv].shadow {
-            s.classify(block, CTX, 1, true, false, false);
+            s.hit(block, CTX);
         }
         ledger.access(self.base + lv, self.mode, kind, false);
     }

@@ -122,21 +122,64 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     /// On a miss with `ctx == NO_CTX`, which is never stored.
     #[inline(always)]
     pub fn access(&mut self, vpn: u64, ctx: u64) -> bool {
+        self.touch(vpn, ctx).1
+    }
+
+    /// [`ExactTlb::access`], which also says where the key now lives: its slot
+    /// (`set * ways + way`, which never moves while it stays) and whether it hit.
+    #[inline(always)]
+    pub fn touch(&mut self, vpn: u64, ctx: u64) -> (usize, bool) {
         let set = self.set_of(vpn);
         let (found, chain) = self.find(set, vpn, ctx);
         if let Some(way) = found {
             if LRU {
                 self.order.move_to_back(set, way);
             }
-            return true;
+            return (set * self.ways + way, true);
         }
-        self.fill_new(set, chain, vpn, ctx);
-        false
+        (set * self.ways + self.fill_new(set, chain, vpn, ctx), false)
     }
 
-    /// Put the new key `(vpn, ctx)`, whose chain in the hash index is `chain`, into `set`.
+    /// [`ExactTlb::touch`] for a caller whose accesses mostly hit: the fill is out of line,
+    /// so that a hit's path holds few registers.
     #[inline(always)]
-    fn fill_new(&mut self, set: usize, chain: usize, vpn: u64, ctx: u64) {
+    pub fn touch_mostly_hit(&mut self, vpn: u64, ctx: u64) -> (usize, bool) {
+        let set = self.set_of(vpn);
+        let (found, chain) = self.find(set, vpn, ctx);
+        if let Some(way) = found {
+            if LRU {
+                self.order.move_to_back(set, way);
+            }
+            return (set * self.ways + way, true);
+        }
+        (
+            set * self.ways + self.fill_cold(set, chain, vpn, ctx),
+            false,
+        )
+    }
+
+    /// [`ExactTlb::fill_new`], out of line.
+    #[inline(never)]
+    fn fill_cold(&mut self, set: usize, chain: usize, vpn: u64, ctx: u64) -> usize {
+        self.fill_new(set, chain, vpn, ctx)
+    }
+
+    /// The slot of `(vpn, ctx)` if present, the hit updating the order as an access's
+    /// does; a miss changes nothing.
+    #[inline(always)]
+    pub fn lookup(&mut self, vpn: u64, ctx: u64) -> Option<usize> {
+        let set = self.set_of(vpn);
+        let way = self.find(set, vpn, ctx).0?;
+        if LRU {
+            self.order.move_to_back(set, way);
+        }
+        Some(set * self.ways + way)
+    }
+
+    /// Put the new key `(vpn, ctx)`, whose chain in the hash index is `chain`, into `set`;
+    /// returns its way.
+    #[inline(always)]
+    fn fill_new(&mut self, set: usize, chain: usize, vpn: u64, ctx: u64) -> usize {
         assert!(
             ctx != NO_CTX,
             "ExactTlb::access: NO_CTX is not a storable context"
@@ -163,12 +206,13 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             if INDEXED {
                 self.index.replace(set, w, old.vpn, old.ctx, chain);
             }
-            return;
+            return w;
         };
         self.tags[base + way] = Tag { vpn, ctx };
         if INDEXED {
             self.index.insert_in(chain, set, way);
         }
+        way
     }
 
     /// Make the valid `way` of `set` invalid.

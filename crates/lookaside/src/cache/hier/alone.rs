@@ -50,13 +50,17 @@ pub(crate) enum Stores {
 /// Accesses of the short paths' first levels not yet in the ledger, per cell
 /// (`mode * 3 + kind`, masked to 8): those that hit and those that missed; and, per kind,
 /// what the misses of a quick level (see [`super::Short::quick`]) did besides: the dirty
-/// victims written back and the writes that covered their block (which fetch nothing).
+/// victims written back and the writes that covered their block (which fetch nothing); and
+/// when the level classifies its misses, their classes per cell and their block misses'
+/// classes per kind.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ShortTally {
     hits: [u64; 8],
     misses: [u64; 8],
     writebacks: [u64; 4],
     covered: [u64; 4],
+    classes: [[u64; 3]; 8],
+    block_classes: [[u64; 4]; 3],
 }
 
 /// The cell of `(mode, kind)` in a [`ShortTally`]; masked so that indexing needs no bounds
@@ -130,6 +134,9 @@ impl Hierarchy {
                 if write && self.first_ref(lv, addr, size, kind).size == short.block_mask + 1 {
                     tally.covered[kind as usize & 3] += 1;
                 }
+                if short.classify {
+                    self.alone_miss_classified(lv, block, mode, kind, tally);
+                }
                 return;
             }
             return self.alone_miss(lv, addr, size, kind, t.slot, t.evicted, ledger);
@@ -142,7 +149,29 @@ impl Hierarchy {
     #[inline(never)]
     fn alone_hit_classified(&mut self, lv: usize, block: u64) {
         if let Some(s) = &mut self.levels[lv].shadow {
-            s.classify(block, super::CTX, 1, true, false, false);
+            s.hit(block, super::CTX);
+        }
+    }
+
+    /// A miss on the short path of a quick level that classifies its misses: the shadow
+    /// sees it and classifies it, the classes counted in the tally.
+    #[inline(never)]
+    fn alone_miss_classified(
+        &mut self,
+        lv: usize,
+        block: u64,
+        mode: Mode,
+        kind: Kind,
+        tally: &mut ShortTally,
+    ) {
+        if let Some(s) = &mut self.levels[lv].shadow {
+            let (class, block_class) = s.classify(block, super::CTX, 1, true, true, true);
+            if let Some(k) = class {
+                tally.classes[cell(mode, kind)][k as usize] += 1;
+            }
+            if let Some(k) = block_class {
+                tally.block_classes[k as usize][kind as usize & 3] += 1;
+            }
         }
     }
 
@@ -177,6 +206,7 @@ impl Hierarchy {
                 let c = cell(mode, kind);
                 ledger.add_hits(s, mode, kind, tally.hits[c]);
                 ledger.add_misses(s, mode, kind, tally.misses[c]);
+                ledger.add_classes(s, mode, kind, tally.classes[c]);
                 misses += tally.misses[c];
             }
             if short.quick {
@@ -187,6 +217,9 @@ impl Hierarchy {
                 t.writebacks += tally.writebacks[k];
                 t.bytes_written += tally.writebacks[k] * block_bytes;
                 t.bytes_read += (misses - tally.covered[k]) * block_bytes;
+                for (class, n) in tally.block_classes.iter().enumerate() {
+                    t.block_classes[class][k] += n[k];
+                }
             }
         }
         *tally = ShortTally::default();
