@@ -151,3 +151,21 @@ def test_sizes_and_one_pass_limits_come_from_the_engine():
     assert not answers(1024, 32)  # more ways than all-associativity keeps
     assert not answers(96, 4)  # 24 sets: not a power of two
     assert not answers(1 << 21, 16)  # 2^17 sets
+
+
+def test_metadata_reads_the_header_alone(tmp_path):
+    # A trace cut in the middle of its events: its summary cannot be read, its header can.
+    from pathlib import Path
+
+    shipped = Path(lookaside.__file__).parent / "data" / "gzip-system.lks"
+    whole = lookaside.info(shipped)["metadata"]
+    assert whole.get("processes")
+    cut = tmp_path / "cut.lks"
+    data = shipped.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(lookaside.LookasideError):
+        lookaside.info(cut)
+    assert lookaside.metadata(cut) == whole == lookaside.metadata(shipped)
+    din = tmp_path / "t.din"
+    din.write_text("0 1000\n1 2000\n")
+    assert lookaside.metadata(din) == {}

@@ -39,6 +39,7 @@ __all__ = [
     "access_map",
     "check_config",
     "config_schema",
+    "metadata",
     "convert",
     "convert_counts",
     "demo_trace",
@@ -360,6 +361,13 @@ def access_map(trace: PathLike, *, page: str | int = "4k", interval: int = 100_0
 def _page_bytes(text: str) -> int:
     """Bytes of a page size, as the engine reads it (``4k``, ``2M``, ``8192``)."""
     return _lookaside.page_bytes(text)
+
+
+def metadata(trace: PathLike, *, format: str | None = None) -> dict[str, Any]:
+    """What a trace says about itself (its capture, command, processes, kernel layout…), read
+    from its header alone, however long the trace: ``info(trace)["metadata"]`` without
+    reading the events. Empty for a format that carries none."""
+    return json.loads(_lookaside.metadata(os.fspath(trace), format)) or {}
 
 
 def info(trace: PathLike, *, format: str | None = None,

@@ -414,6 +414,17 @@ fn info(
         .map_err(to_py)
 }
 
+/// The trace's metadata as JSON text (`null` when its format has none), from its header
+/// alone.
+#[pyfunction]
+#[pyo3(signature = (path, format=None))]
+fn metadata(path: PathBuf, format: Option<String>) -> PyResult<String> {
+    let f = format_arg(format.as_deref())?;
+    lookaside::run::metadata_json(&path, f)
+        .map(|v| v.to_string())
+        .map_err(to_py)
+}
+
 /// Record a live capture stream (`via` "qemu" or "lackey") read from `src` (a pipe) into
 /// the trace `dst`; returns what was written as JSON text. `extra` goes into the trace's
 /// metadata; `progress(events, bytes)` is called now and then; Ctrl-C abandons the capture.
@@ -600,6 +611,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(one_pass_answers, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
+    m.add_function(wrap_pyfunction!(metadata, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(access_map, m)?)?;
     m.add_function(wrap_pyfunction!(record, m)?)?;

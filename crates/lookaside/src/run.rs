@@ -374,6 +374,16 @@ pub fn info_json(
     Ok(v)
 }
 
+/// What the trace at `path` says about itself (its metadata, `null` for a format without
+/// any), read from its header alone: no event is decoded, whatever the trace's length.
+pub fn metadata_json(path: &Path, format: Option<Format>) -> Result<serde_json::Value> {
+    let (source, _) = open_source(path, format)?;
+    Ok(source
+        .metadata()
+        .map(|m| serde_json::to_value(m).unwrap_or_default())
+        .unwrap_or_default())
+}
+
 /// The memory access map of the trace at `path` (or a `workload:…` spec), as JSON: pages of
 /// `1 << page_shift` bytes touched per interval of `interval` instructions (see
 /// [`crate::trace::accessmap`]).

@@ -123,11 +123,11 @@ def servers(path: Path | str) -> Callable[[int], bool]:
     """Which address spaces of the trace (or ``workload:`` spec) at ``path`` are servers: the
     OS-structure model's above 1 (its application is 1), a whole-system trace's those of
     :data:`SERVERS`."""
-    from .. import info
+    from .. import metadata
 
     if str(path).startswith("workload:"):
         return lambda asid: asid > 1
-    procs = info(path)["metadata"].get("processes", [])
+    procs = metadata(path).get("processes", [])
     asids = {p["asid"] for p in procs if p["name"] in SERVERS}
     return asids.__contains__
 
