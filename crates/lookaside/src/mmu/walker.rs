@@ -1380,6 +1380,19 @@ mod tests {
         assert!(h.contains("not yet") && h.contains("memory.handler"), "{h}");
     }
 
+    /// A random stream of unmaps, switches, stores and loads: `(op, page, address space)`.
+    fn events(raw: &[(u8, u16, u8)]) -> Vec<Event> {
+        raw.iter()
+            .map(|&(op, page, asid)| match op {
+                0 => Event::control(Kind::Unmap, (page as u64) << 12, asid as u32),
+                1 => Event::control(Kind::ContextSwitch, 0, asid as u32),
+                2 => Event::reference(Kind::Store, (page as u64) << 12, 8).with_asid(asid as u32),
+                _ => Event::reference(Kind::Load, ((page as u64) << 12) | 0x10, 8)
+                    .with_asid(asid as u32),
+            })
+            .collect()
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
 
@@ -1394,15 +1407,7 @@ mod tests {
             mapping in proptest::sample::select(&["deterministic", "random", "bin-hopping", "sequential"][..]),
             preload in proptest::sample::select(&[0.0, 0.5][..]),
         ) {
-            let evs: Vec<Event> = raw
-                .iter()
-                .map(|&(op, page, asid)| match op {
-                    0 => Event::control(Kind::Unmap, (page as u64) << 12, asid as u32),
-                    1 => Event::control(Kind::ContextSwitch, 0, asid as u32),
-                    2 => Event::reference(Kind::Store, (page as u64) << 12, 8).with_asid(asid as u32),
-                    _ => Event::reference(Kind::Load, ((page as u64) << 12) | 0x10, 8).with_asid(asid as u32),
-                })
-                .collect();
+            let evs = events(&raw);
             let text = format!(
                 "[[tlb]]\nname='t'\nentries=8\npolicy='lru'\n[pagetable]\norganisation='{org}'\nrefill='software'\nspace_ids='asid'\nratio=1\npreload={preload}\n[memory]\nmapping='{mapping}'\nmemory=65536\n[memory.dcache]\nsize='1KiB'\nline=16\nmiss_cycles=15\n"
             );
@@ -1429,15 +1434,7 @@ mod tests {
             raw in proptest::collection::vec((0u8..8, 0u16..64, 0u8..3), 1..300),
             org in proptest::sample::select(&["radix", "hashed", "inverted", "hybrid", "swtlb"][..]),
         ) {
-            let evs: Vec<Event> = raw
-                .iter()
-                .map(|&(op, page, asid)| match op {
-                    0 => Event::control(Kind::Unmap, (page as u64) << 12, asid as u32),
-                    1 => Event::control(Kind::ContextSwitch, 0, asid as u32),
-                    2 => Event::reference(Kind::Store, (page as u64) << 12, 8).with_asid(asid as u32),
-                    _ => Event::reference(Kind::Load, ((page as u64) << 12) | 0x10, 8).with_asid(asid as u32),
-                })
-                .collect();
+            let evs = events(&raw);
             // 1024 frames: more than the faults, so that neither memory hands a frame out
             // twice; 16 head buckets or anchors, so that chains form.
             let text = |memory: &str| format!(
