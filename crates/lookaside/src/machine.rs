@@ -58,7 +58,7 @@ const GLOBAL: u64 = 1 << 40;
 
 /// The address space whose page mapping places the pages of MIPS kseg2 on a machine with
 /// `[refill]` and `[memory]`: kseg2 is global, so its pages have one frame whoever runs.
-pub const KSEG2_SPACE: u32 = u32::MAX;
+pub const KSEG2_SPACE: u32 = crate::cache::system::KERNEL_SPACE;
 
 /// A structure and how it is wired.
 #[derive(Debug)]

@@ -34,6 +34,23 @@ use crate::event::{Event, Kind, IDLE_MARKERS, NO_PADDR};
 use crate::vm::PageMapper;
 use serde_json::{json, Value};
 
+/// The space the kernel's shared pages are mapped under: the kernel half of a 64-bit address
+/// space ([`mapping_space`]) and, in the MIPS software-refill model, kseg2.
+pub const KERNEL_SPACE: u32 = u32::MAX;
+
+/// The space a mapped page of address space `asid` holding `addr` takes its frame under.
+/// The kernel half of a 64-bit address space — the top bit set: x86-64's upper half, MIPS's
+/// sign-extended kernel segments — is one set of pages every address space shares, one
+/// physical copy each; every other page is its address space's own.
+#[inline(always)]
+pub fn mapping_space(asid: u32, addr: u64) -> u32 {
+    if addr >> 63 != 0 {
+        KERNEL_SPACE
+    } else {
+        asid
+    }
+}
+
 /// Stall components, in report order.
 pub const COMPONENTS: [&str; 4] = ["icache", "dcache", "wbuffer", "uncached"];
 const ICACHE: usize = 0;
@@ -346,6 +363,7 @@ impl MemorySystem {
     /// is new; `traced` as for [`PageMapper::translate`]. A machine with a memory system has
     /// one physical memory: its page-table walker maps a faulting page to this frame.
     pub fn frame_of(&mut self, space: u32, vaddr: u64, traced: u64) -> u64 {
+        let space = mapping_space(space, vaddr);
         self.mapper.translate(space, vaddr, traced) >> crate::pagetable::PAGE_SHIFT
     }
 
@@ -364,7 +382,7 @@ impl MemorySystem {
         let shift = self.mapper.page_shift();
         let off = vaddr & ((1 << shift) - 1);
         self.mapper
-            .frame_given(space, vaddr >> shift)
+            .frame_given(mapping_space(space, vaddr), vaddr >> shift)
             .map(|f| ((f << shift) | off) >> crate::pagetable::PAGE_SHIFT)
     }
 
@@ -438,7 +456,7 @@ impl MemorySystem {
     /// and restoring registers, the event passed through memory) costs a tenth of the work.
     #[inline(always)]
     pub fn reference_inline(&mut self, e: &Event, mapped: bool) {
-        self.access(e, mapped, e.asid, NO_PADDR);
+        self.access(e, mapped, mapping_space(e.asid, e.addr), NO_PADDR);
     }
 
     /// Simulate reference `e`: a mapped one at the frame of its page in address space
@@ -969,6 +987,44 @@ mod tests {
     /// The test machine; `top` goes in `[memory]`, `extra` after its tables.
     fn machine_with(top: &str, extra: &str) -> Machine {
         machine_with_dcache(top, DCACHE, extra)
+    }
+
+    /// A page of the kernel half touched from several address spaces is one physical page:
+    /// one frame, one line in the caches; a user page at the same offset is each address
+    /// space's own.
+    #[test]
+    fn the_kernel_half_is_one_set_of_pages() {
+        let text = "[[tlb]]\nname = \"tlb\"\nentries = 4\n[memory]\nmapping = \"deterministic\"\n[memory.dcache]\nsize = \"64KiB\"\nline = 16\nmiss_cycles = 15\n";
+        let mut m =
+            Machine::build(MachineConfig::from_toml(text, "t.toml").unwrap(), "t.toml").unwrap();
+        let kernel = 0xffff_c900_0000_1000u64;
+        let user = 0x7f00_0000_1800u64; // another line of the cache than the kernel page's
+        let mut evs = Vec::new();
+        for asid in 1..=3 {
+            evs.push(Event::control(Kind::ContextSwitch, 0, asid));
+            for addr in [kernel, user] {
+                evs.push(
+                    Event::reference(Kind::Load, addr, 8)
+                        .with_asid(asid)
+                        .with_mode(Mode::Kernel),
+                );
+            }
+        }
+        m.run_batch(&evs);
+        let j = m.memory().unwrap().json();
+        assert_eq!(
+            j["mapping"]["pages"],
+            1 + 3,
+            "one kernel page, three user pages"
+        );
+        // The kernel page's line missed once, the user pages' once each.
+        assert_eq!(j["caches"][0]["read_misses"], 1 + 3);
+        let mem = m.memory().unwrap();
+        let frames: Vec<_> = (1..=3).map(|a| mem.frame_given(a, kernel)).collect();
+        assert!(
+            frames[0].is_some() && frames.iter().all(|&f| f == frames[0]),
+            "{frames:?}"
+        );
     }
 
     /// [`machine_with`] with `dcache` as the body of `[memory.dcache]`.
