@@ -67,7 +67,7 @@
 
 use crate::tlb::policy::list::Lists;
 use crate::tlb::policy::{Replacement, State, Visit};
-use crate::tlb::{filled, Policy, SplitMix64, MAX_ENTRIES};
+use crate::tlb::{filled, Policy, SetIndex, SplitMix64, MAX_ENTRIES};
 
 /// Largest associativity of LRU and FIFO sets whose recency is an order word (16 way numbers
 /// of 4 bits).
@@ -276,8 +276,7 @@ struct Slots {
     chains: Option<Chains>,
     sets: usize,
     ways: usize,
-    set_mask: u64,
-    sets_pow2: bool,
+    set_index: SetIndex,
     /// The valid mask of a full set (sets of at most 64 ways).
     full: u64,
     /// The used nibbles of an order word.
@@ -364,11 +363,7 @@ fn find_fp_in(m: &Meta, fp_words: usize, tags: &[u64; 16], block: u64) -> Option
 impl Slots {
     #[inline(always)]
     fn set_of(&self, block: u64) -> usize {
-        if self.sets_pow2 {
-            (block & self.set_mask) as usize
-        } else {
-            (block % self.sets as u64) as usize
-        }
+        self.set_index.of(block)
     }
 
     /// The way of `set` holding `block`.
@@ -734,8 +729,7 @@ impl CacheTags {
                 },
                 sets,
                 ways,
-                set_mask: (sets as u64).wrapping_sub(1),
-                sets_pow2: sets.is_power_of_two(),
+                set_index: SetIndex::new(sets),
                 full: if ways >= 64 { !0 } else { (1 << ways) - 1 },
                 order_mask: u64::MAX >> (64 - 4 * ways.min(ORDER_MAX_WAYS)),
                 held: 0,
@@ -830,7 +824,7 @@ impl CacheTags {
     /// of sets, `Some(false)` for FIFO ones, else `None`.
     pub fn ordered(&self) -> Option<bool> {
         match self.repl {
-            _ if !self.s.sets_pow2 => None,
+            _ if !self.s.set_index.pow2() => None,
             Repl::Lru => Some(true),
             Repl::Fifo => Some(false),
             _ => None,
@@ -846,7 +840,7 @@ impl CacheTags {
     pub fn access_ordered<const LRU: bool>(&mut self, block: u64) -> Touch {
         debug_assert_eq!(self.ordered(), Some(LRU), "a store of order words");
         let s = &mut self.s;
-        let set = (block & s.set_mask) as usize;
+        let set = s.set_index.masked(block);
         if let Some(way) = s.hit_ordered::<LRU>(set, block) {
             return Touch::hit(set * s.ways + way);
         }

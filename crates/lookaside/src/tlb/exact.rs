@@ -19,7 +19,7 @@
 
 use super::index::WayIndex;
 use super::policy::list::Lists;
-use super::{filled, Part, Policy, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
+use super::{filled, Part, Policy, SetIndex, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
 
 /// The tags of one way: `ctx == NO_CTX` marks it invalid. Kept together, so that a check
 /// of a way is one bounds check and one cache line.
@@ -48,8 +48,7 @@ pub struct ExactTlb<const LRU: bool, const INDEXED: bool> {
     index: WayIndex,
     sets: usize,
     ways: usize,
-    set_mask: u64,
-    sets_pow2: bool,
+    set_index: SetIndex,
     params: TlbParams,
 }
 
@@ -81,8 +80,7 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             index: WayIndex::new(if INDEXED { sets } else { 0 }, ways)?,
             sets,
             ways,
-            set_mask: (sets as u64).wrapping_sub(1),
-            sets_pow2: sets.is_power_of_two(),
+            set_index: SetIndex::new(sets),
             params: p.clone(),
         })
     }
@@ -90,11 +88,7 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     /// The set `vpn` maps to.
     #[inline(always)]
     fn set_of(&self, vpn: u64) -> usize {
-        if self.sets_pow2 {
-            (vpn & self.set_mask) as usize
-        } else {
-            (vpn % self.sets as u64) as usize
-        }
+        self.set_index.of(vpn)
     }
 
     /// The way of `set` holding `(vpn, ctx)`, and with the hash index the key's chain in it.

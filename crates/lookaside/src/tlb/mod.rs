@@ -152,6 +152,47 @@ pub struct TlbParams {
 
 pub use crate::error::ParamError;
 
+/// Which set a key (a page number, a block number) falls in: its low bits when the number of
+/// sets is a power of two, else the key modulo it. The one set-index function of the TLBs'
+/// and the caches' tag stores.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SetIndex {
+    sets: u64,
+    mask: u64,
+    pow2: bool,
+}
+
+impl SetIndex {
+    pub(crate) fn new(sets: usize) -> SetIndex {
+        SetIndex {
+            sets: sets as u64,
+            mask: (sets as u64).wrapping_sub(1),
+            pow2: sets.is_power_of_two(),
+        }
+    }
+
+    /// The set of `key`.
+    #[inline(always)]
+    pub(crate) fn of(self, key: u64) -> usize {
+        if self.pow2 {
+            (key & self.mask) as usize
+        } else {
+            (key % self.sets) as usize
+        }
+    }
+
+    /// Whether the number of sets is a power of two (then [`SetIndex::masked`] applies).
+    pub(crate) fn pow2(self) -> bool {
+        self.pow2
+    }
+
+    /// [`SetIndex::of`] for a caller that knows the number of sets is a power of two.
+    #[inline(always)]
+    pub(crate) fn masked(self, key: u64) -> usize {
+        (key & self.mask) as usize
+    }
+}
+
 impl TlbParams {
     /// `entries` entries, `ways`-way, one policy, no partition, seed 0.
     pub fn new(entries: usize, ways: usize, policy: Policy) -> TlbParams {
@@ -321,8 +362,7 @@ struct Tags {
     ctx: Vec<u64>,
     sets: usize,
     ways: usize,
-    set_mask: u64,
-    sets_pow2: bool,
+    set_index: SetIndex,
     /// First way of the upper partition; `ways` when not partitioned.
     split: usize,
     /// Valid bit per way, `words` words per set (finds the lowest invalid way fast).
@@ -484,11 +524,7 @@ impl Tags {
     /// The set `vpn` maps to.
     #[inline(always)]
     fn set_of(&self, vpn: u64) -> usize {
-        if self.sets_pow2 {
-            (vpn & self.set_mask) as usize
-        } else {
-            (vpn % self.sets as u64) as usize
-        }
+        self.set_index.of(vpn)
     }
 
     /// Partition number (0 lower or only, 1 upper) and first way of the partition of `way`.
@@ -672,8 +708,7 @@ impl Tlb {
                 ctx: filled(p.entries, NO_CTX)?,
                 sets,
                 ways,
-                set_mask: (sets as u64).wrapping_sub(1),
-                sets_pow2: sets.is_power_of_two(),
+                set_index: SetIndex::new(sets),
                 split,
                 valid_bits: vec![0; sets * words],
                 words,
