@@ -123,33 +123,40 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     /// (`set * ways + way`, which never moves while it stays) and whether it hit.
     #[inline(always)]
     pub fn touch(&mut self, vpn: u64, ctx: u64) -> (usize, bool) {
+        match self.probe(vpn, ctx) {
+            Ok(slot) => (slot, true),
+            Err((set, chain)) => (set * self.ways + self.fill_new(set, chain, vpn, ctx), false),
+        }
+    }
+
+    /// The hit half of [`ExactTlb::touch`]: the slot of `(vpn, ctx)`, moved to the back of
+    /// LRU's order; on a miss its set and chain, for the fill.
+    #[inline(always)]
+    fn probe(&mut self, vpn: u64, ctx: u64) -> Result<usize, (usize, usize)> {
         let set = self.set_of(vpn);
         let (found, chain) = self.find(set, vpn, ctx);
-        if let Some(way) = found {
-            if LRU {
-                self.order.move_to_back(set, way);
+        match found {
+            Some(way) => {
+                if LRU {
+                    self.order.move_to_back(set, way);
+                }
+                Ok(set * self.ways + way)
             }
-            return (set * self.ways + way, true);
+            None => Err((set, chain)),
         }
-        (set * self.ways + self.fill_new(set, chain, vpn, ctx), false)
     }
 
     /// [`ExactTlb::touch`] for a caller whose accesses mostly hit: the fill is out of line,
     /// so that a hit's path holds few registers.
     #[inline(always)]
     pub fn touch_mostly_hit(&mut self, vpn: u64, ctx: u64) -> (usize, bool) {
-        let set = self.set_of(vpn);
-        let (found, chain) = self.find(set, vpn, ctx);
-        if let Some(way) = found {
-            if LRU {
-                self.order.move_to_back(set, way);
-            }
-            return (set * self.ways + way, true);
+        match self.probe(vpn, ctx) {
+            Ok(slot) => (slot, true),
+            Err((set, chain)) => (
+                set * self.ways + self.fill_cold(set, chain, vpn, ctx),
+                false,
+            ),
         }
-        (
-            set * self.ways + self.fill_cold(set, chain, vpn, ctx),
-            false,
-        )
     }
 
     /// [`ExactTlb::fill_new`], out of line.
