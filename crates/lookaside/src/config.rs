@@ -1520,6 +1520,9 @@ pub struct TrapCycles {
     /// Counting one L1U miss for dynamic partitioning (a memory-resident counter: 4-10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l1u_count: Option<u32>,
+    /// A micro-TLB miss the TLB serves without a trap (default 3, Chen's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro: Option<u32>,
 }
 
 impl TrapCycles {
@@ -2477,7 +2480,7 @@ mod tests {
         );
         assert_eq!(
             error(Some("[refill]\ncycles = { L9 = 3 }\n[[tlb]]\nname='u'\nentries=64\n"), &[], &[]),
-            "m.toml: line 2, column 12: refill.cycles.L9: unknown key (expected one of: L1U, L1K, L2, L3, Modify, Invalid, stlb_hit, stlb_miss, prefetch, l1u_count)"
+            "m.toml: line 2, column 12: refill.cycles.L9: unknown key (expected one of: L1U, L1K, L2, L3, Modify, Invalid, stlb_hit, stlb_miss, prefetch, l1u_count, micro)"
         );
         // Errors of the second phase (the machine's validation) get the line of their key.
         assert_eq!(

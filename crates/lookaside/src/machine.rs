@@ -1029,9 +1029,10 @@ impl Machine {
         }
         let refill = match &config.refill {
             Some(_) => {
+                let tlbs: Vec<_> = units.iter().map(|u| u.tlb.params().clone()).collect();
                 let mut r = Box::new(SoftwareManagedTlb::from_config(
                     &config,
-                    units[0].tlb.params(),
+                    &tlbs,
                     source_name,
                 )?);
                 // The memory system sees the handlers' work.

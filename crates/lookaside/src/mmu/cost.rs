@@ -120,6 +120,8 @@ pub struct CostTable {
     /// Counting one L1U miss for dynamic partitioning (Uhlig: 4-10 cycles for a counter in
     /// memory; default 6).
     pub l1u_count: u32,
+    /// A micro-TLB miss the TLB behind serves without a trap (Chen: 3).
+    pub micro: u32,
 }
 
 /// Default cycles of the Bala extensions, when a table does not give them.
@@ -127,6 +129,8 @@ pub const DEFAULT_STLB_HIT: u32 = 40;
 pub const DEFAULT_STLB_MISS: u32 = 10;
 pub const DEFAULT_PREFETCH: u32 = 10;
 pub const DEFAULT_L1U_COUNT: u32 = 6;
+/// Default cycles of a micro-TLB refill from the TLB (Chen's thesis, Section 7.1).
+pub const DEFAULT_MICRO: u32 = 3;
 
 /// Everything a run did that the cost model prices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -141,6 +145,8 @@ pub struct Work {
     pub prefetches: u64,
     /// L1U misses counted for dynamic partitioning.
     pub l1u_counted: u64,
+    /// Micro-TLB misses the TLB served without a trap.
+    pub micro_refills: u64,
 }
 
 #[derive(Deserialize)]
@@ -163,7 +169,10 @@ pub struct Service {
     pub prefetch_cycles: u64,
     /// Counted L1U misses × `l1u_count`.
     pub count_cycles: u64,
-    /// Sum of the priced types, the software-TLB overhead and the prefetches.
+    /// Micro-TLB refills × `micro`.
+    pub micro_cycles: u64,
+    /// Sum of the priced types, the software-TLB overhead, the prefetches, the counting and
+    /// the micro-TLB refills.
     pub total_cycles: u64,
     pub cycle_ns: f64,
 }
@@ -235,6 +244,7 @@ impl CostTable {
             stlb_miss: f.cycles.stlb_miss.unwrap_or(DEFAULT_STLB_MISS),
             prefetch: f.cycles.prefetch.unwrap_or(DEFAULT_PREFETCH),
             l1u_count: f.cycles.l1u_count.unwrap_or(DEFAULT_L1U_COUNT),
+            micro: f.cycles.micro.unwrap_or(DEFAULT_MICRO),
         })
     }
 
@@ -249,6 +259,7 @@ impl CostTable {
         self.stlb_miss = overrides.stlb_miss.unwrap_or(self.stlb_miss);
         self.prefetch = overrides.prefetch.unwrap_or(self.prefetch);
         self.l1u_count = overrides.l1u_count.unwrap_or(self.l1u_count);
+        self.micro = overrides.micro.unwrap_or(self.micro);
         self
     }
 
@@ -267,7 +278,8 @@ impl CostTable {
     }
 
     /// Price a run's work: each trap at its type's cost, except those the software TLB
-    /// served (at `stlb_hit`); plus the software-TLB misses and the prefetches.
+    /// served (at `stlb_hit`); plus the software-TLB misses, the prefetches, the counting for
+    /// dynamic partitioning and the micro-TLB refills.
     pub fn price(&self, w: &Work) -> Service {
         let cycles: [Option<u64>; TRAPS] = std::array::from_fn(|i| {
             let fast = w.stlb_hits[i].min(w.traps[i]);
@@ -283,12 +295,14 @@ impl CostTable {
         let stlb_cycles = w.stlb_misses * self.stlb_miss as u64;
         let prefetch_cycles = w.prefetches * self.prefetch as u64;
         let count_cycles = w.l1u_counted * self.l1u_count as u64;
+        let micro_cycles = w.micro_refills * self.micro as u64;
         Service {
             cycles,
             stlb_cycles,
             prefetch_cycles,
             count_cycles,
-            total_cycles: total + stlb_cycles + prefetch_cycles + count_cycles,
+            micro_cycles,
+            total_cycles: total + stlb_cycles + prefetch_cycles + count_cycles + micro_cycles,
             cycle_ns: self.cycle_ns,
         }
     }
@@ -370,11 +384,15 @@ mod tests {
             stlb_misses: 1,
             prefetches: 3,
             l1u_counted: 0,
+            micro_refills: 2,
         };
         let s = over.price(&w);
         assert_eq!(s.cycles[1], Some(294 + 30));
-        assert_eq!((s.stlb_cycles, s.prefetch_cycles), (10, 30));
-        assert_eq!(s.total_cycles, 294 + 30 + 10 + 30);
+        assert_eq!(
+            (s.stlb_cycles, s.prefetch_cycles, s.micro_cycles),
+            (10, 30, 6)
+        );
+        assert_eq!(s.total_cycles, 294 + 30 + 10 + 30 + 6);
         assert_eq!(over.cycles_of(Trap::L2), Some(40));
         assert_eq!(over.cycles_of(Trap::L1K), Some(294));
     }

@@ -24,6 +24,7 @@
 pub mod addresses;
 mod cost;
 pub mod layout;
+mod micro;
 mod refill;
 pub mod report;
 pub mod stlb;
@@ -36,6 +37,7 @@ mod reference;
 mod tests;
 
 pub use cost::{CostTable, Service, Trap, TrapCounts, Work, ALL_TRAPS, DEPTHS, TRAPS};
+pub use micro::MicroParams;
 pub use refill::{
     placement_parts, DynamicParams, DynamicWork, HandlerStep, HandlerWork, PrefetchParams,
     PrefetchWork, PteClass, RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH,

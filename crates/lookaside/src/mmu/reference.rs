@@ -79,6 +79,11 @@ pub struct RefModel {
     pub accesses: u64,
     pub misses: u64,
     pub unmapped: u64,
+    /// The micro-TLB for fetches, if any, whether it is tagged, and its accesses, misses and
+    /// refills (misses the TLB served without a trap). It holds only entries the TLB holds:
+    /// after every change to the TLB, brute force drops every copy the TLB no longer has.
+    pub micro: Option<(RefTlb, bool)>,
+    pub micro_counts: [u64; 3],
 }
 
 impl RefModel {
@@ -118,6 +123,21 @@ impl RefModel {
             accesses: 0,
             misses: 0,
             unmapped: 0,
+            micro: p.micro.as_ref().map(|q| (RefTlb::new(&q.tlb), q.tagged)),
+            micro_counts: [0; 3],
+        }
+    }
+
+    /// Drop from the micro-TLB every entry the TLB does not hold (with that context).
+    fn sync_micro(&mut self) {
+        let Some((micro, _)) = &mut self.micro else {
+            return;
+        };
+        let held: Vec<(u64, u64)> = self.tlb.contents().iter().map(|e| (e.2, e.3)).collect();
+        for (_, _, v, c) in micro.contents() {
+            if !held.contains(&(v, c)) {
+                micro.invalidate(v, c, NO_CTX);
+            }
         }
     }
 
@@ -175,6 +195,10 @@ impl RefModel {
         }
         if !self.tagged {
             self.tlb.flush_if(|_, c| c & G == 0);
+            self.sync_micro();
+        }
+        if let Some((micro, false)) = &mut self.micro {
+            micro.flush_if(|_, c| c & G == 0);
         }
         self.asid = asid;
         if !self.spaces.contains(&asid) {
@@ -193,7 +217,10 @@ impl RefModel {
             let vpn = e.addr >> 12;
             match e.kind {
                 Kind::ContextSwitch => self.switch(e.asid),
-                Kind::TlbFlush if e.addr == FLUSH_ALL => self.tlb.flush_all(),
+                Kind::TlbFlush if e.addr == FLUSH_ALL => {
+                    self.tlb.flush_all();
+                    self.sync_micro();
+                }
                 Kind::TlbFlush | Kind::Map | Kind::Unmap | Kind::Protect => {
                     if e.addr < 0x8000_0000 {
                         let b = self.base(e.asid);
@@ -201,6 +228,7 @@ impl RefModel {
                     } else if (0xC000_0000..1 << 32).contains(&e.addr) {
                         self.tlb.invalidate(vpn, G, NO_CTX);
                     }
+                    self.sync_micro();
                     let st = match e.kind {
                         Kind::Map => St::Dirty,
                         Kind::Unmap => St::Invalid,
@@ -230,7 +258,25 @@ impl RefModel {
 
     fn page(&mut self, addr: u64, kind: Kind, mode: Mode) {
         let store = kind == Kind::Store;
-        let hit = match self.place(addr, mode, self.asid) {
+        let placed = self.place(addr, mode, self.asid);
+        // A fetch of a mapped page looks in the micro-TLB first.
+        let key = match placed {
+            Some((Some(a), _)) => Some((a >> 12, self.base(self.asid) | D, self.base(self.asid))),
+            Some((None, Some(a))) => Some((a >> 12, G, NO_CTX)),
+            _ => None,
+        };
+        let through_micro = match (key, &mut self.micro) {
+            (Some((vpn, ctx, gctx)), Some((micro, _))) if kind == Kind::Fetch => {
+                self.micro_counts[0] += 1;
+                if micro.lookup(vpn, ctx, gctx) {
+                    return;
+                }
+                self.micro_counts[1] += 1;
+                true
+            }
+            _ => false,
+        };
+        let hit = match placed {
             None => {
                 self.address_errors += 1;
                 return;
@@ -251,6 +297,19 @@ impl RefModel {
         };
         self.accesses += 1;
         self.misses += !hit as u64;
+        if let (true, Some((vpn, ctx, gctx))) = (through_micro, key) {
+            // Copy in the entry the TLB now holds for the page (an exact context first).
+            let held = self.tlb.contents();
+            let entry = [ctx, gctx]
+                .iter()
+                .filter(|&&c| c != NO_CTX)
+                .find_map(|&c| held.iter().find(|e| (e.2, e.3) == (vpn, c)));
+            let (micro, _) = self.micro.as_mut().expect("a micro-TLB");
+            if let Some(&(_, _, v, c)) = entry {
+                micro.fill(v, c, Part::Upper);
+            }
+            self.micro_counts[2] += hit as u64;
+        }
     }
 
     fn trap(&mut self, t: usize, depth: usize) {
@@ -305,6 +364,7 @@ impl RefModel {
         self.trap(4, 0);
         let b = self.base(self.asid);
         self.tlb.retag(vpn, b, b | D);
+        self.sync_micro();
         self.pages.insert((false, self.asid, vpn), St::Dirty);
     }
 
@@ -342,7 +402,9 @@ impl RefModel {
 
     fn fill(&mut self, vpn: u64, ctx: u64, class: usize) {
         let part = self.parts.map_or(Part::Upper, |p| p[class]);
-        if let Some((v, c)) = self.tlb.fill(vpn, ctx, part) {
+        let evicted = self.tlb.fill(vpn, ctx, part);
+        self.sync_micro();
+        if let Some((v, c)) = evicted {
             let ev = if c & G == 0 {
                 0
             } else if v < 0xC8000 {

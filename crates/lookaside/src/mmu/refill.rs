@@ -76,6 +76,7 @@ use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 use super::addresses::{AddressMap, Place};
 use super::cost::{CostTable, Service, Trap, TrapCounts, Work};
 use super::layout::{self, Segment, PAGE_SHIFT};
+use super::micro::{Micro, MicroParams};
 use super::stlb::Stlb;
 
 /// The class of a PTE, which decides the partition it is placed in.
@@ -279,6 +280,10 @@ pub struct RefillParams {
     pub prefetch: PrefetchParams,
     /// Uhlig's dynamic partitioning, if any.
     pub dynamic: Option<DynamicParams>,
+    /// The TLB's structure in the ledger (0 unless a micro-TLB comes first).
+    pub index: usize,
+    /// A micro-TLB for instruction fetches in front of the TLB, if any.
+    pub micro: Option<MicroParams>,
 }
 
 impl RefillParams {
@@ -309,6 +314,8 @@ impl RefillParams {
             stlb: None,
             prefetch: PrefetchParams::default(),
             dynamic: None,
+            index: 0,
+            micro: None,
         }
     }
 }
@@ -400,6 +407,7 @@ pub struct SoftwareManagedTlb {
     recent: HashMap<u32, RecentPages>,
     prefetch: PrefetchWork,
     climber: Option<Climber>,
+    micro: Option<Micro>,
 }
 
 impl SoftwareManagedTlb {
@@ -489,6 +497,13 @@ impl SoftwareManagedTlb {
                 })
             }
         };
+        let micro = match &p.micro {
+            Some(q) if q.index == p.index => {
+                return Err("micro.index: the micro-TLB and the TLB count as one structure".into())
+            }
+            Some(q) => Some(Micro::new(q)?),
+            None => None,
+        };
         let tlb = Tlb::new(&p.tlb)?;
         let x86_64 = p.addresses == RefillAddresses::X86_64;
         let map = (x86_64 || p.fold_user_addresses).then(|| AddressMap::new(x86_64));
@@ -516,32 +531,28 @@ impl SoftwareManagedTlb {
             recent: HashMap::new(),
             prefetch: PrefetchWork::default(),
             climber,
+            micro,
         };
         m.enter(0);
         Ok(m)
     }
 
-    /// The model a machine config describes: its one `[[tlb]]` and its `[refill]` section
-    /// (errors name the key).
+    /// The model a machine config describes: its `[[tlb]]` tables (whose parameters are
+    /// `tlbs`, in order) and its `[refill]` section (errors name the key). The refilled TLB
+    /// is the one whose misses go nowhere else; another may stand in front of it as a
+    /// micro-TLB for instruction fetches ([`super::micro`]).
     pub fn from_config(
         config: &MachineConfig,
-        tlb: &TlbParams,
+        tlbs: &[TlbParams],
         source_name: &str,
     ) -> Result<SoftwareManagedTlb> {
         let err = |k: &str, m: String| Error::config(source_name, k, m);
         let Some(r) = &config.refill else {
             return Err(err("refill", "the machine has no [refill] section".into()));
         };
-        if config.tlbs.len() != 1 {
-            return Err(err(
-                "tlb",
-                format!(
-                    "the software-refill model ([refill]) drives one unified TLB, the R2000's; this machine has {}",
-                    config.tlbs.len()
-                ),
-            ));
-        }
-        let t = &config.tlbs[0];
+        let (index, micro) = Self::structures(config, tlbs, source_name)?;
+        let t = &config.tlbs[index];
+        let tlb = &tlbs[index];
         let key = |f: &str| format!("tlb.{}.{f}", t.name);
         if t.serves != crate::config::Serves::Unified {
             return Err(err(
@@ -637,6 +648,8 @@ impl SoftwareManagedTlb {
             fold_user_addresses: r.fold_user_addresses,
             addresses: r.addresses,
             split_straddles: config.machine.straddle == Straddle::Split,
+            index,
+            micro,
         };
         SoftwareManagedTlb::new(params).map_err(|m| {
             let (field, msg) = m.split_once(": ").unwrap_or(("", &m));
@@ -653,6 +666,65 @@ impl SoftwareManagedTlb {
             };
             err(&k, msg.to_string())
         })
+    }
+
+    /// Which of the machine's `[[tlb]]` tables is the refilled TLB, and the micro-TLB in front
+    /// of it, if any: one unified TLB whose misses go to the handlers, and at most one other
+    /// whose misses go to it, serving instruction fetches, unpartitioned.
+    fn structures(
+        config: &MachineConfig,
+        tlbs: &[TlbParams],
+        source_name: &str,
+    ) -> Result<(usize, Option<MicroParams>)> {
+        let err = |k: String, m: &str| Error::config(source_name, &k, m.to_string());
+        let last: Vec<usize> = (0..config.tlbs.len())
+            .filter(|&i| config.tlbs[i].next.is_empty())
+            .collect();
+        let [index] = last[..] else {
+            return Err(err(
+                "tlb".into(),
+                &format!(
+                    "the software-refill model ([refill]) drives one TLB, the R2000's (optionally with a micro-TLB in front: next = its name); this machine has {} whose misses go to the handlers",
+                    last.len()
+                ),
+            ));
+        };
+        let main = &config.tlbs[index].name;
+        let micro = match config.tlbs.len() {
+            1 => None,
+            2 => {
+                let i = 1 - index;
+                let u = &config.tlbs[i];
+                let key = |f: &str| format!("tlb.{}.{f}", u.name);
+                if u.next != [main.clone()] {
+                    return Err(err(key("next"), &format!("a micro-TLB's misses go to the TLB: next = \"{main}\"")));
+                }
+                if u.serves != crate::config::Serves::Instruction {
+                    return Err(err(key("serves"), "a micro-TLB in front of the software-refilled TLB serves instruction fetches (one for data would also see the miss handlers' PTE loads, which this model sends to the TLB directly): serves = \"instruction\""));
+                }
+                if u.partition.is_some() || u.placement != crate::config::Placement::Upper {
+                    return Err(err(key("partition"), "a micro-TLB has no partition"));
+                }
+                if !u.page.is_empty() && u.page != [crate::config::PageSize::Size(4096)] {
+                    return Err(err(key("page"), "the R2000 holds 4 KiB pages only"));
+                }
+                if u.three_c {
+                    return Err(err(key("3c"), "classifying the misses of a micro-TLB in front of a software-refilled TLB ([refill]): not yet"));
+                }
+                Some(MicroParams {
+                    tlb: tlbs[i].clone(),
+                    tagged: u.asid,
+                    index: i,
+                })
+            }
+            n => {
+                return Err(err(
+                    "tlb".into(),
+                    &format!("the software-refill model ([refill]) drives one TLB and at most one micro-TLB in front of it; this machine has {n} TLBs"),
+                ))
+            }
+        };
+        Ok((index, micro))
     }
 
     /// The parameters in force (policy D: the TLB without its partition).
@@ -739,6 +811,7 @@ impl SoftwareManagedTlb {
             stlb_hits: self.counts.fast,
             stlb_misses: self.stlb_misses,
             prefetches: self.prefetch.probes,
+            micro_refills: self.micro.as_ref().map_or(0, |m| m.refills),
             l1u_counted: if self.climber.is_some() {
                 self.counts.of(Trap::L1U)
             } else {
@@ -825,6 +898,17 @@ impl SoftwareManagedTlb {
             .map(|_| (self.counts.fast, self.stlb_misses))
     }
 
+    /// Micro-TLB misses the TLB served without a trap; `None` without a micro-TLB.
+    pub fn micro_refills(&self) -> Option<u64> {
+        self.micro.as_ref().map(|m| m.refills)
+    }
+
+    /// The micro-TLB's entries (set, way, page, context), for tests.
+    #[cfg(test)]
+    pub fn micro_entries(&self) -> Vec<(usize, usize, u64, u64)> {
+        self.micro.as_ref().map_or(Vec::new(), |m| m.entries())
+    }
+
     /// What the IPC-path prefetcher did.
     pub fn prefetch_work(&self) -> &PrefetchWork {
         &self.prefetch
@@ -891,7 +975,11 @@ impl SoftwareManagedTlb {
     #[inline(always)]
     fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, ledger: &mut Ledger) {
         let store = kind == Kind::Store;
-        let hit = match self.place(addr, mode, self.cur_asid) {
+        let place = self.place(addr, mode, self.cur_asid);
+        if kind == Kind::Fetch && self.micro.is_some() {
+            return self.fetch_through_micro(place, mode, ledger);
+        }
+        let hit = match place {
             Place::User(a) => self.user_ref(a >> PAGE_SHIFT, store),
             Place::Unmapped => {
                 ledger.unmapped += 1;
@@ -904,10 +992,57 @@ impl SoftwareManagedTlb {
                 return;
             }
         };
-        ledger.access(0, mode, kind, !hit);
+        self.count(hit, mode, kind, ledger);
+    }
+
+    /// Count a reference's access to the TLB (a miss is also a `walk`, i.e. a refill).
+    #[inline(always)]
+    fn count(&self, hit: bool, mode: Mode, kind: Kind, ledger: &mut Ledger) {
+        ledger.access(self.params.index, mode, kind, !hit);
         if !hit {
             ledger.access(ledger.walk_index(), mode, kind, true);
         }
+    }
+
+    /// An instruction fetch placed at `place`, on a machine with a micro-TLB: the micro-TLB
+    /// first, then (on a miss) the TLB, whose entry for the page is copied in front (see
+    /// [`super::micro`]).
+    #[inline(never)]
+    fn fetch_through_micro(&mut self, place: Place, mode: Mode, ledger: &mut Ledger) {
+        let (vpn, ctx, gctx) = match place {
+            Place::User(a) => (a >> PAGE_SHIFT, self.uctx | DIRTY, self.uctx),
+            Place::Kernel(a) => (a >> PAGE_SHIFT, GLOBAL, NO_CTX),
+            Place::Unmapped => {
+                ledger.unmapped += 1;
+                return;
+            }
+            Place::Error => {
+                self.address_errors += 1;
+                self.user_address_errors += (mode == Mode::User) as u64;
+                return;
+            }
+        };
+        let m = self.micro.as_mut().expect("a micro-TLB");
+        let index = m.index;
+        let held = m.lookup(vpn, ctx, gctx);
+        ledger.access(index, mode, Kind::Fetch, !held);
+        if held {
+            return;
+        }
+        let hit = match place {
+            Place::User(_) => self.user_ref(vpn, false),
+            _ => self.kernel_ref(vpn << PAGE_SHIFT),
+        };
+        let entry = self
+            .tlb
+            .probe(vpn, ctx, gctx)
+            .and_then(|(s, w)| self.tlb.get(s, w));
+        let m = self.micro.as_mut().expect("a micro-TLB");
+        if let Some((v, c)) = entry {
+            m.copy(v, c);
+        }
+        m.refills += hit as u64;
+        self.count(hit, mode, Kind::Fetch, ledger);
     }
 
     /// A reference to user page `vpn` of the running address space; true on a TLB hit.
@@ -1001,6 +1136,9 @@ impl SoftwareManagedTlb {
     fn modify(&mut self, vpn: u64) {
         self.counts.add(Trap::Modify, 0);
         self.tlb.retag(vpn, self.uctx, self.uctx | DIRTY);
+        if let Some(m) = &mut self.micro {
+            m.drop_entry(vpn, self.uctx, NO_CTX);
+        }
         self.pages
             .insert(user_key(self.cur_asid, vpn), PageState::Dirty);
     }
@@ -1128,6 +1266,9 @@ impl SoftwareManagedTlb {
         let evicted = self.tlb.fill(vpn, ctx, part);
         if let Some((v, c)) = evicted {
             self.handler.evicted[self.class_of_entry(v, c) as usize] += 1;
+            if let Some(m) = &mut self.micro {
+                m.drop_entry(v, c, NO_CTX);
+            }
         }
         self.handler.fills[class as usize] += 1;
         if self.partitioned && part == Part::Lower {
@@ -1252,7 +1393,10 @@ impl SoftwareManagedTlb {
         }
         ledger.set_asid(asid);
         if !self.params.tagged {
-            self.tlb.flush_if(|_, c| c & GLOBAL == 0);
+            self.tlb_flush_if(|_, c| c & GLOBAL == 0);
+        }
+        if let Some(m) = &mut self.micro {
+            m.switched(|c| c & GLOBAL != 0);
         }
         if self.params.prefetch.on() {
             self.recent.insert(self.cur_asid, self.cur_recent);
@@ -1289,8 +1433,7 @@ impl SoftwareManagedTlb {
             self.pt_slot.remove(&old);
             let lo = layout::ptebase(slot) >> PAGE_SHIFT;
             let hi = lo + (layout::UPTESIZE >> PAGE_SHIFT);
-            self.tlb
-                .flush_if(|v, c| c == GLOBAL && (lo..hi).contains(&v));
+            self.tlb_flush_if(|v, c| c == GLOBAL && (lo..hi).contains(&v));
         }
         self.pt_slot.insert(asid, slot);
         slot
@@ -1311,7 +1454,12 @@ impl SoftwareManagedTlb {
         };
         match e.kind {
             Kind::ContextSwitch => self.switch_to(e.asid, ledger),
-            Kind::TlbFlush if e.addr == FLUSH_ALL => self.tlb.flush_all(),
+            Kind::TlbFlush if e.addr == FLUSH_ALL => {
+                self.tlb.flush_all();
+                if let Some(m) = &mut self.micro {
+                    m.flush_all();
+                }
+            }
             Kind::TlbFlush => self.shoot_down(addr, e.asid),
             Kind::Map | Kind::Unmap | Kind::Protect => {
                 self.shoot_down(addr, e.asid);
@@ -1356,12 +1504,28 @@ impl SoftwareManagedTlb {
         match layout::segment(addr) {
             Segment::User => {
                 let base = if self.params.tagged { asid as u64 } else { 0 };
-                self.tlb.invalidate(vpn, base | DIRTY, base);
+                self.tlb_invalidate(vpn, base | DIRTY, base);
             }
             Segment::Unmapped | Segment::Outside => {}
-            _ => {
-                self.tlb.invalidate(vpn, GLOBAL, NO_CTX);
-            }
+            _ => self.tlb_invalidate(vpn, GLOBAL, NO_CTX),
+        }
+    }
+
+    /// Invalidate the TLB's entry of page `vpn` with context `ctx` or `gctx`, and its copy
+    /// in the micro-TLB.
+    fn tlb_invalidate(&mut self, vpn: u64, ctx: u64, gctx: u64) {
+        self.tlb.invalidate(vpn, ctx, gctx);
+        if let Some(m) = &mut self.micro {
+            m.drop_entry(vpn, ctx, gctx);
+        }
+    }
+
+    /// Remove every entry of the TLB that `pred` holds of (page, context), and its copy in
+    /// the micro-TLB.
+    fn tlb_flush_if(&mut self, pred: impl Fn(u64, u64) -> bool + Copy) {
+        self.tlb.flush_if(pred);
+        if let Some(m) = &mut self.micro {
+            m.drop_if(pred);
         }
     }
 }

@@ -17,14 +17,16 @@
 //!                 fast path, charged stlb_hit cycles each), misses, hit_ratio
 //! traps.prefetch  (with IPC-path prefetching) l2_entries, l1u_entries, l1k_entries, probes,
 //!                 inserted, evicted, inserted_by_class (L2, L1U, L1K)
+//! traps.micro     (with a micro-TLB) entries, refills (its misses the TLB served
+//!                 without a trap, charged `micro` cycles each)
 //! traps.dynamic   (with dynamic partitioning) period, threshold, step, decisions, moves_up,
 //!                 moves_down, min_lower, max_lower (sizes used), final_lower
 //! ```
 //!
-//! `cycles_per_trap` also has `stlb_hit`, `stlb_miss`, `prefetch` and `l1u_count`; `cycles`
-//! and `seconds` have `stlb_miss` (the software TLB's overhead on its misses), `prefetch`
-//! (the probes) and `l1u_count` (counting L1U misses for dynamic partitioning), all in
-//! `total`.
+//! `cycles_per_trap` also has `stlb_hit`, `stlb_miss`, `prefetch` and `l1u_count` (and
+//! `micro` with a micro-TLB); `cycles` and `seconds` have `stlb_miss` (the software TLB's
+//! overhead on its misses), `prefetch` (the probes), `l1u_count` (counting L1U misses for
+//! dynamic partitioning) and `micro` (its refills), all in `total`.
 //!
 //! Costs are counts × the table, so re-pricing a stored result needs only `counts` and a
 //! table ([`super::CostTable::apply`]).
@@ -71,6 +73,9 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
     cycles.insert("stlb_miss".into(), json!(service.stlb_cycles));
     cycles.insert("prefetch".into(), json!(service.prefetch_cycles));
     cycles.insert("l1u_count".into(), json!(service.count_cycles));
+    if p.micro.is_some() {
+        cycles.insert("micro".into(), json!(service.micro_cycles));
+    }
     cycles.insert("total".into(), json!(service.total_cycles));
     let mut seconds: Map<String, Value> = ALL_TRAPS
         .iter()
@@ -85,6 +90,9 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
     seconds.insert("stlb_miss".into(), json!(secs(service.stlb_cycles)));
     seconds.insert("prefetch".into(), json!(secs(service.prefetch_cycles)));
     seconds.insert("l1u_count".into(), json!(secs(service.count_cycles)));
+    if p.micro.is_some() {
+        seconds.insert("micro".into(), json!(secs(service.micro_cycles)));
+    }
     seconds.insert("total".into(), json!(service.total_seconds()));
     let per_trap: Map<String, Value> = ALL_TRAPS
         .iter()
@@ -100,6 +108,9 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
     per_trap.insert("stlb_miss".into(), json!(p.costs.stlb_miss));
     per_trap.insert("prefetch".into(), json!(p.costs.prefetch));
     per_trap.insert("l1u_count".into(), json!(p.costs.l1u_count));
+    if p.micro.is_some() {
+        per_trap.insert("micro".into(), json!(p.costs.micro));
+    }
     let h = m.handler();
     let entries = m.tlb().entries();
     let mut out = json!({
@@ -152,6 +163,12 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             "min_lower": w.min_seen,
             "max_lower": w.max_seen,
             "final_lower": m.current_lower_slots(),
+        });
+    }
+    if let (Some(q), Some(refills)) = (&p.micro, m.micro_refills()) {
+        out["micro"] = json!({
+            "entries": q.tlb.entries,
+            "refills": refills,
         });
     }
     if p.prefetch.on() {
@@ -209,7 +226,7 @@ pub fn traps_table(t: &Value) -> String {
             secs(&t["seconds"][name]),
         ));
     }
-    for extra in ["stlb_miss", "prefetch", "l1u_count"] {
+    for extra in ["stlb_miss", "prefetch", "l1u_count", "micro"] {
         if t["cycles"][extra].as_u64().unwrap_or(0) > 0 {
             out.push_str(&format!(
                 "{:<10} {:>14} {:>12} {:>10} {:>12}\n",

@@ -501,9 +501,17 @@ fn refill_config_errors_name_the_key() {
         bad.contains("refill.addresses") && bad.contains("x86-64"),
         "{bad}"
     );
-    let two = "[[tlb]]\nname = 'b'\nentries = 8\nnext = 'tlb'\n[refill]\n";
-    let two = e(two);
-    assert!(two.contains(": tlb: the software-refill model"), "{two}");
+    // A second TLB stands in front of the refilled one only as a micro-TLB for fetches.
+    let data = e("[[tlb]]\nname = 'b'\nentries = 8\nnext = 'tlb'\n[refill]\n");
+    assert!(data.contains(": tlb.b.serves: a micro-TLB"), "{data}");
+    let beside = e("[[tlb]]\nname = 'b'\nentries = 8\nserves = 'instruction'\n[refill]\n");
+    assert!(beside.contains("next level"), "{beside}");
+    let three = e("[[tlb]]\nname = 'a'\nentries = 2\nnext = 'tlb'\nserves = 'instruction'\n[[tlb]]\nname = 'b'\nentries = 2\nnext = 'tlb'\nserves = 'data'\n[refill]\n");
+    assert!(three.contains("has 3 TLBs"), "{three}");
+    let micro = machine(
+        "[[tlb]]\nname = 'utlb'\nentries = 2\nnext = 'tlb'\nserves = 'instruction'\n[refill]\n",
+    );
+    assert!(micro.is_ok(), "{:?}", micro.err());
     let nopart = Machine::assemble(
         Some("[[tlb]]\nname = 't'\nentries = 64\n[refill]\n"),
         "m.toml",
@@ -739,6 +747,114 @@ proptest! {
         agrees(&mut m, &mut r, &evs)?;
         prop_assert!(m.unplaceable().is_none());
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// With a micro-TLB for fetches in front of the TLB: the micro-TLB's and the TLB's
+    /// accesses and misses, the refills, the traps and both structures' contents agree with
+    /// the reference, whose micro-TLB keeps inclusion by brute force (dropping, after every
+    /// change to the TLB, each copy the TLB no longer holds).
+    #[test]
+    fn a_micro_tlb_matches_the_reference_model(
+        p in params_strategy(),
+        micro in (1usize..=4, prop::sample::select(&[Policy::Lru, Policy::Fifo, Policy::Random][..]), any::<bool>(), any::<bool>()),
+        raw in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>()), 1..400),
+    ) {
+        let (entries, policy, tagged, first) = micro;
+        let mut p = p;
+        p.index = first as usize;
+        p.micro = Some(MicroParams {
+            tlb: TlbParams { entries, ways: entries, policy, partition: None, seed: 7 },
+            tagged,
+            index: 1 - first as usize,
+        });
+        // Half the loads become fetches, so that the micro-TLB sees many.
+        let evs: Vec<Event> = events(&raw)
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| if e.kind == Kind::Load && i % 2 == 0 { Event { kind: Kind::Fetch, ..e } } else { e })
+            .collect();
+        let mut m = SoftwareManagedTlb::new(p.clone()).unwrap();
+        let mut r = RefModel::new(&p);
+        let mut names = vec!["tlb".to_string(), "utlb".to_string()];
+        if first {
+            names.reverse();
+        }
+        let mut l = Ledger::new(names);
+        for chunk in evs.chunks(37) {
+            m.run_batch(chunk, &mut l);
+        }
+        for e in &evs {
+            r.event(e);
+        }
+        prop_assert_eq!(m.counts().by_depth, r.traps);
+        prop_assert_eq!(*m.handler(), r.handler);
+        let (ti, ui) = (p.index, 1 - p.index);
+        let t = l.total(ti, |_, _, _| true);
+        prop_assert_eq!((t.accesses, t.misses), (r.accesses, r.misses));
+        let u = l.total(ui, |_, _, _| true);
+        prop_assert_eq!([u.accesses, u.misses, m.micro_refills().unwrap()], r.micro_counts);
+        prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
+        prop_assert_eq!(m.micro_entries(), r.micro.as_ref().unwrap().0.contents());
+    }
+}
+
+/// A 2-entry micro-TLB for fetches in front of the R2000's TLB, structure 1 of the ledger.
+fn with_micro(tagged: bool) -> (SoftwareManagedTlb, Ledger) {
+    let mut p = RefillParams::r2000_mach3();
+    p.micro = Some(MicroParams {
+        tlb: TlbParams::new(2, 2, Policy::Lru),
+        tagged,
+        index: 1,
+    });
+    (
+        SoftwareManagedTlb::new(p).unwrap(),
+        Ledger::new(vec!["tlb".into(), "utlb".into()]),
+    )
+}
+
+#[test]
+fn the_micro_tlb_holds_only_what_the_tlb_holds() {
+    let fetch = |addr, asid| Event::reference(Kind::Fetch, addr, 4).with_asid(asid);
+    let (mut m, mut l) = with_micro(true);
+    let micro = |l: &Ledger| {
+        let t = l.total(1, |_, _, _| true);
+        (t.accesses, t.misses)
+    };
+    // The first fetch traps (L1U → L2 → L3, then Invalid: mapped clean); the second hits
+    // the micro-TLB and never reaches the TLB.
+    run(&mut m, &mut l, &[fetch(0x40_0000, 1), fetch(0x40_0004, 1)]);
+    assert_eq!(
+        (micro(&l), l.total(0, |_, _, _| true).accesses),
+        ((2, 1), 1)
+    );
+    assert_eq!(m.micro_refills(), Some(0));
+    // A store rewrites the TLB's entry dirty (Modify): the clean copy goes, so the next
+    // fetch misses the micro-TLB and is refilled from the TLB without a trap.
+    run(&mut m, &mut l, &[store(0x40_0008, 1), fetch(0x40_000c, 1)]);
+    assert_eq!(micro(&l), (3, 2));
+    assert_eq!(
+        (m.micro_refills(), m.counts().of(Trap::Modify)),
+        (Some(1), 1)
+    );
+    assert_eq!(m.service().micro_cycles, 3);
+    // Tagged, it keeps asid 1's entry across a switch; untagged, it does not.
+    run(&mut m, &mut l, &[fetch(0x40_0000, 2), fetch(0x40_0000, 1)]);
+    assert_eq!(micro(&l), (5, 3));
+    let (mut u, mut lu) = with_micro(false);
+    run(
+        &mut u,
+        &mut lu,
+        &[
+            fetch(0x40_0000, 1),
+            fetch(0x40_0000, 2),
+            fetch(0x40_0000, 1),
+        ],
+    );
+    assert_eq!(micro(&lu), (3, 3));
+    assert_eq!(u.micro_refills(), Some(1));
 }
 
 #[test]
