@@ -55,6 +55,29 @@ def test_overrides_three_ways(demo):
     assert a["dtlb"]["misses"] > base["dtlb"]["misses"]
 
 
+def test_mechanisms_combine_with_any_hierarchy():
+    # Bala's prefetch on a walked two-level hierarchy whose TLBs are flushed at each switch:
+    # entries go back in, so the second level misses less; and a micro-TLB for fetches in
+    # front of the MIPS refill TLB, whose refills are priced and whose traps are unchanged.
+    small = ["tlb.stlb.entries=64", "tlb.stlb.ways=4"] + [
+        f"tlb.{t}.asid=false" for t in ("itlb", "dtlb", "stlb")]
+    base = lookaside.simulate("workload:os", "modern-x86", small)
+    pre = lookaside.simulate("workload:os", "modern-x86",
+                             small + ["prefetch.user_entries=8", "prefetch.kernel_entries=8"])
+    assert "prefetch" not in base.data
+    assert 0 < pre.data["prefetch"]["inserted"] <= pre.data["prefetch"]["probes"]
+    assert pre["stlb"]["misses"] < base["stlb"]["misses"]
+    assert pre.frames()["prefetch"]["probes"][0] == pre.data["prefetch"]["probes"]
+    mips = lookaside.simulate("workload:os", "decstation3100-mach3")
+    micro = lookaside.simulate("workload:os", "decstation3100-mach3",
+                               tlb=["utlb:entries=2,ways=full,serves=instruction,next=tlb"])
+    assert micro.data["traps"]["counts"] == mips.data["traps"]["counts"]
+    assert 0 < micro["utlb"]["misses"] < micro["utlb"]["accesses"]
+    assert micro.data["traps"]["cycles"]["micro"] == 3 * micro.data["traps"]["micro"]["refills"]
+    with pytest.raises(lookaside.ConfigError, match="prefetch: with \\[refill\\]"):
+        lookaside.simulate("workload:os", "decstation3100-mach3", ["prefetch.user_entries=1"])
+
+
 def test_bigger_fully_associative_lru_never_misses_more(demo):
     # LRU is a stack algorithm: misses can only fall as a fully associative TLB grows.
     misses = [lookaside.simulate(demo, tlb=[f"dtlb:entries={n},ways=full,policy=lru"])["dtlb"]

@@ -65,6 +65,10 @@
 //! step = 1                 # slots per move
 //! min_lower = 1            # bounds of the lower partition (max_lower: default ways - 1)
 //!
+//! [prefetch]               # Bala's IPC-path prefetch on a walked machine (not [refill]):
+//! user_entries = 4         # at each switch, the receiver's most recently walked user and
+//! kernel_entries = 0       # kernel entries (at most 8 each), inserted where absent
+//!
 //! [pagetable]              # present: TLB misses walk a page table (Huck & Hays; x86-64)
 //! organisation = "hashed"  # radix | inverted | hashed | hybrid | swtlb
 //! memory = "32M"           # physical memory: one frame per 4 KiB (FIFO reuse when full)
@@ -138,6 +142,24 @@ pub struct MachineConfig {
     /// events of the stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vac: Option<VacConfig>,
+    /// Present: Bala's IPC-path prefetching on a machine whose misses are walked
+    /// ([`crate::machine`]'s prefetcher; with `[refill]` it is `[refill.prefetch]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<SwitchPrefetchConfig>,
+}
+
+/// Bala's IPC-path prefetching on a machine whose TLB misses are walked: at every switch of
+/// address space, the receiver's most recently walked entries are probed for in the
+/// structures that missed them and inserted where absent.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchPrefetchConfig {
+    /// Entries of pages the receiver walked to in user mode, per switch (at most 8).
+    #[serde(default)]
+    pub user_entries: usize,
+    /// Entries of pages it walked to in kernel mode, per switch (at most 8).
+    #[serde(default)]
+    pub kernel_entries: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]

@@ -51,7 +51,9 @@ use crate::trace::native::NativeReader;
 use crate::trace::Metadata;
 
 mod alone;
+mod prefetch;
 use alone::CacheFeed;
+use prefetch::{Prefetcher, Recent};
 
 /// Context-tag bit of a global entry.
 const GLOBAL: u64 = 1 << 40;
@@ -335,6 +337,11 @@ pub struct Machine {
     /// References the synthesised miss handlers made (all kernel-mode, in the ledger beside
     /// the trace's own).
     handler_refs: u64,
+    /// Bala's IPC-path prefetcher, when the config has `[prefetch]`.
+    prefetch: Option<Box<Prefetcher>>,
+    /// The structure whose miss the translation under way last took (what a walk fills, for
+    /// the prefetcher).
+    last_missed: usize,
 }
 
 /// No page: `addr >> shift` with `shift >= 1` never reaches it, nor does an [`entry_key`].
@@ -945,6 +952,43 @@ impl Machine {
                 config.tlbs[0].name
             )));
         }
+        if let Some(p) = &config.prefetch {
+            let refuse = |key: &str, why: &str| Err(err(key.into(), why.into()));
+            if config.refill.is_some() {
+                return refuse("prefetch", "with [refill] the IPC-path prefetcher is [refill.prefetch] (its classes are the MIPS page-table levels)");
+            }
+            if config.vac.is_some() {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: prefetch: IPC-path prefetching with a virtually addressed cache ([vac])"
+                )));
+            }
+            if let Some(t) = config.tlbs.iter().find(|t| t.three_c) {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: tlb.{}.3c: classifying misses with IPC-path prefetching ([prefetch]), whose fills the shadow does not see",
+                    t.name
+                )));
+            }
+            for (n, key) in [
+                (p.user_entries, "user_entries"),
+                (p.kernel_entries, "kernel_entries"),
+            ] {
+                if n > prefetch::MAX_ENTRIES {
+                    return refuse(
+                        &format!("prefetch.{key}"),
+                        &format!("{n} is more than {}", prefetch::MAX_ENTRIES),
+                    );
+                }
+            }
+            if p.user_entries + p.kernel_entries == 0 {
+                return refuse(
+                    "prefetch",
+                    "nothing is prefetched: set user_entries or kernel_entries (1 to 8)",
+                );
+            }
+            if config.tlbs.is_empty() {
+                return refuse("prefetch", "the machine has no TLB to prefetch into");
+            }
+        }
         if config.refill.is_some() && config.pagetable.is_some() {
             return Err(err(
                 "pagetable".into(),
@@ -1098,10 +1142,22 @@ impl Machine {
             Some(c) => Some(Box::new(VacDriver::from_config(c, source_name)?)),
             None => None,
         };
+        let prefetch = config
+            .prefetch
+            .as_ref()
+            .map(|p| Box::new(Prefetcher::new(p.user_entries, p.kernel_entries)));
+        // With the prefetcher every walk goes through `translate_from`, which remembers it.
+        let alone = if prefetch.is_some() {
+            [false; 3]
+        } else {
+            alone
+        };
         Ok(Machine {
             vac,
             fast,
             alone,
+            prefetch,
+            last_missed: 0,
             refill,
             memory,
             handler,
@@ -1222,6 +1278,19 @@ impl Machine {
     /// The page-table walker, when the machine has one.
     pub fn walker(&self) -> Option<&Walker> {
         self.walker.as_deref()
+    }
+
+    /// The `prefetch` section of the result (with `[prefetch]`): the entries per switch, the
+    /// probes made and the entries inserted, per class.
+    pub fn prefetch_json(&self) -> Option<serde_json::Value> {
+        let p = self.prefetch.as_deref()?;
+        Some(serde_json::json!({
+            "user_entries": p.entries[0],
+            "kernel_entries": p.entries[1],
+            "probes": p.probes,
+            "inserted": p.inserted[0] + p.inserted[1],
+            "inserted_by_class": {"user": p.inserted[0], "kernel": p.inserted[1]},
+        }))
     }
 
     /// The `[[cache]]` hierarchy, when the machine has caches.
@@ -1835,6 +1904,7 @@ impl Machine {
     #[inline(never)]
     fn root_missed(&mut self, addr: u64, kind: Kind, mode: Mode, r: usize) -> bool {
         self.ledger.access(r, mode, kind, true);
+        self.last_missed = r;
         match self.pages.default {
             Some(backing) => {
                 let next = self.next[r].at(kind, backing);
@@ -1921,10 +1991,14 @@ impl Machine {
             if hit {
                 return false;
             }
+            self.last_missed = i;
             level = self.next[i].at(kind, shift);
         }
         let w = self.ledger.walk_index();
         self.ledger.access(w, mode, kind, true);
+        if self.prefetch.is_some() {
+            self.remember_walk(addr, shift, global, mode);
+        }
         if let Some(w) = self.walker.as_deref_mut() {
             w.miss(
                 self.cur_asid,
@@ -1937,11 +2011,50 @@ impl Machine {
         true
     }
 
+    /// A walk of the page of `addr` (backed by pages of `shift`) fills the entry of the
+    /// structure that missed last: the prefetcher remembers it for the running address space.
+    #[cold]
+    fn remember_walk(&mut self, addr: u64, shift: u32, global: bool, mode: Mode) {
+        let i = self.last_missed;
+        let s = self.units[i].shift_for(shift);
+        if let Some(p) = self.prefetch.as_deref_mut() {
+            let r = Recent {
+                unit: i as u16,
+                shift: s as u8,
+                global,
+                vpn: addr >> s,
+            };
+            p.note(r, mode == Mode::Kernel);
+        }
+    }
+
+    /// Bala's IPC-path prefetch on a switch from address space `from` to the running one:
+    /// each entry the prefetcher remembers for it is probed for in its structure and inserted
+    /// where absent (see [`prefetch`]).
+    fn prefetch_into(&mut self, from: u32) {
+        let Some(p) = self.prefetch.as_deref_mut() else {
+            return;
+        };
+        let todo = p.switch(from, self.cur_asid);
+        for (class, r) in todo {
+            let u = &mut self.units[r.unit as usize];
+            let ctx = u.ctx(self.cur_asid, r.shift as u32, r.global);
+            let p = self.prefetch.as_deref_mut().expect("a prefetcher");
+            p.probes += 1;
+            if !u.tlb.holds(r.vpn, ctx) {
+                let mode = [Mode::User, Mode::Kernel][class];
+                u.tlb.access(r.vpn, ctx, u.part(mode));
+                p.inserted[class] += 1;
+            }
+        }
+    }
+
     /// The running address space becomes `asid`: untagged structures lose non-global entries.
     fn switch_to(&mut self, asid: u32) {
         if asid == self.cur_asid {
             return;
         }
+        let from = self.cur_asid;
         self.cur_asid = asid;
         self.ledger.set_asid(asid);
         self.forget_pages();
@@ -1953,6 +2066,9 @@ impl Machine {
                     sh.flush_if(|_, ctx| ctx & GLOBAL == 0);
                 }
             }
+        }
+        if self.prefetch.is_some() {
+            self.prefetch_into(from);
         }
     }
 
@@ -2012,6 +2128,9 @@ impl Machine {
                 if e.kind == Kind::Unmap {
                     if let Some(w) = self.walker.as_deref_mut() {
                         w.unmap(e.asid, e.addr);
+                    }
+                    if let Some(p) = self.prefetch.as_deref_mut() {
+                        p.forget(e.asid, e.addr, e.addr >= self.global_above, self.cur_asid);
                     }
                 }
                 let global = e.addr >= self.global_above;

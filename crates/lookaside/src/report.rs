@@ -294,6 +294,9 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     if let Some(v) = machine.vac() {
         result["vac"] = v.json();
     }
+    if let Some(p) = machine.prefetch_json() {
+        result["prefetch"] = p;
+    }
     result
 }
 

@@ -1,11 +1,18 @@
 //! The whole machine — hierarchy wiring, sibling structures for different page sizes, page
 //! sizes of regions (fragments included), address spaces, global pages, straddling accesses,
 //! flushes and shootdowns — against a brute-force model written from the semantics in
-//! `machine.rs`'s module doc, on random and adversarial event streams.
+//! `machine.rs`'s module doc, on random and adversarial event streams; and with Bala's
+//! IPC-path prefetching (`[prefetch]`), against the same model remembering every walk in
+//! plain lists per address space.
+
+use std::collections::HashMap;
 
 use lookaside::event::{Event, Kind, Mode, FLUSH_ALL};
 use lookaside::machine::Machine;
 use proptest::prelude::*;
+
+/// An entry the prefetcher remembers: (structure, page, shift, global).
+type Walked = (usize, u64, u32, bool);
 
 /// One structure of the model: per set a Vec in recency (LRU) or insertion (FIFO) order, front
 /// = next victim. Entries are (vpn, page shift, asid-or-None-for-global).
@@ -52,6 +59,12 @@ struct RefMachine {
     global_above: u64,
     asid: u32,
     walks: u64,
+    /// With `[prefetch]`: entries per switch (user, kernel); per address space, the entries
+    /// of its walks, most recent first, no repeats, user and kernel apart; probes, inserted.
+    prefetch: [usize; 2],
+    walked: HashMap<u32, [Vec<Walked>; 2]>,
+    probes: u64,
+    inserted: u64,
 }
 
 impl RefMachine {
@@ -80,12 +93,13 @@ impl RefMachine {
         best
     }
 
-    fn translate(&mut self, addr: u64, kind: Kind, backing: u32) {
+    fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, backing: u32) {
         let firsts: Vec<usize> = (0..self.tlbs.len())
             .filter(|i| !self.tlbs.iter().any(|t| t.next.contains(i)))
             .collect();
         let had_root = firsts.iter().any(|&i| self.tlbs[i].serves[kind as usize]);
         let mut level = self.pick(&firsts, kind, backing);
+        let mut missed = None;
         while let Some((i, s)) = level {
             let global = addr >= self.global_above;
             let t = &mut self.tlbs[i];
@@ -101,11 +115,21 @@ impl RefMachine {
                 return;
             }
             t.misses += 1;
+            missed = Some((i, s));
             let next = t.next.clone();
             level = self.pick(&next, kind, backing);
         }
         if had_root {
             self.walks += 1;
+        }
+        if let (Some((i, s)), true) = (missed, self.prefetch != [0, 0]) {
+            let class = (mode == Mode::Kernel) as usize;
+            let n = self.prefetch[class];
+            let e = (i, addr >> s, s, addr >= self.global_above);
+            let list = &mut self.walked.entry(self.asid).or_default()[class];
+            list.retain(|x| *x != e);
+            list.insert(0, e);
+            list.truncate(n);
         }
     }
 
@@ -115,6 +139,25 @@ impl RefMachine {
             for t in self.tlbs.iter_mut().filter(|t| !t.tagged) {
                 for s in &mut t.content {
                     s.retain(|e| e.2.is_none());
+                }
+            }
+            // The receiver's remembered entries, user then kernel, each looked for in its
+            // structure and filled where absent.
+            let lists = self.walked.get(&asid).cloned().unwrap_or_default();
+            for (i, vpn, s, global) in lists.into_iter().flatten() {
+                let t = &mut self.tlbs[i];
+                let tag = if global {
+                    None
+                } else if t.tagged {
+                    Some(asid)
+                } else {
+                    Some(0)
+                };
+                self.probes += 1;
+                let set = &t.content[(vpn % t.sets as u64) as usize];
+                if !set.contains(&(vpn, s, tag)) {
+                    t.lookup_fill(vpn, s, tag);
+                    self.inserted += 1;
                 }
             }
         }
@@ -127,7 +170,7 @@ impl RefMachine {
                 let Some(b) = self.backing(e.addr) else {
                     return;
                 };
-                self.translate(e.addr, e.kind, b);
+                self.translate(e.addr, e.kind, e.mode, b);
                 // Every further page the access touches, once each, found 1 KiB at a time
                 // (finer than every page and hole here) and at its last byte, translated at
                 // the last byte touched in it; an access past 2^64 ends at the top.
@@ -139,7 +182,7 @@ impl RefMachine {
                         if (at >> b2, b2) != done {
                             done = (at >> b2, b2);
                             let end = at | ((1u64 << b2) - 1);
-                            self.translate(end.min(last), e.kind, b2);
+                            self.translate(end.min(last), e.kind, e.mode, b2);
                         }
                     }
                 }
@@ -152,6 +195,17 @@ impl RefMachine {
             }
             Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
                 let global = e.addr >= self.global_above;
+                if e.kind == Kind::Unmap {
+                    // An unmapped page is not prefetched again: gone from the lists of its
+                    // space (of every space, a global page).
+                    for (&a, lists) in self.walked.iter_mut() {
+                        if global || a == e.asid {
+                            for list in lists.iter_mut() {
+                                list.retain(|x| !(x.3 == global && x.1 == e.addr >> x.2));
+                            }
+                        }
+                    }
+                }
                 for t in &mut self.tlbs {
                     let tag = if global {
                         None
@@ -276,7 +330,19 @@ const MIXED: &str = "[pages]\nregions = [{ start = 0x5800, end = 0x6800, size = 
 /// machine's uniform-page fast path; 2, an unmapped hole, which the fast path checks first;
 /// 3, [`MIXED`] page sizes. Every path must match the model.
 fn build(spec: &[Spec], regions: u8) -> (Machine, RefMachine) {
+    build_with(spec, regions, [0, 0])
+}
+
+/// [`build`] with IPC-path prefetching of `prefetch` (user, kernel) entries per switch
+/// (none: `[0, 0]`).
+fn build_with(spec: &[Spec], regions: u8, prefetch: [usize; 2]) -> (Machine, RefMachine) {
     let mut toml = String::from("[machine]\nglobal_above = \"0xffff000000000000\"\n");
+    if prefetch != [0, 0] {
+        toml += &format!(
+            "[prefetch]\nuser_entries = {}\nkernel_entries = {}\n",
+            prefetch[0], prefetch[1]
+        );
+    }
     if regions == 1 {
         toml += "[pages]\nregions = [{ start = 0x1000, end = 0x9000, size = '4k' }]\n";
     }
@@ -356,6 +422,10 @@ fn build(spec: &[Spec], regions: u8) -> (Machine, RefMachine) {
             regions,
             asid: 0,
             walks: 0,
+            prefetch,
+            walked: HashMap::new(),
+            probes: 0,
+            inserted: 0,
         },
     )
 }
@@ -397,7 +467,11 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 fn check(which: usize, regions: u8, events: &[Event]) {
-    let (mut m, mut r) = build(MACHINES[which], regions);
+    check_with(which, regions, [0, 0], events);
+}
+
+fn check_with(which: usize, regions: u8, prefetch: [usize; 2], events: &[Event]) {
+    let (mut m, mut r) = build_with(MACHINES[which], regions, prefetch);
     for chunk in events.chunks(7) {
         m.run_batch(chunk);
     }
@@ -419,6 +493,12 @@ fn check(which: usize, regions: u8, events: &[Event]) {
         r.walks,
         "walks"
     );
+    if let Some(p) = m.prefetch_json() {
+        assert_eq!(
+            (p["probes"].as_u64(), p["inserted"].as_u64()),
+            (Some(r.probes), Some(r.inserted))
+        );
+    }
 }
 
 proptest! {
@@ -427,6 +507,13 @@ proptest! {
     #[test]
     fn machine_matches_reference(which in 0..MACHINES.len(), regions in 0u8..4, events in prop::collection::vec(event(), 1..400)) {
         check(which, regions, &events);
+    }
+
+    /// With IPC-path prefetching: the same counts, and the same probes and insertions.
+    #[test]
+    fn prefetching_machine_matches_reference(which in 0..MACHINES.len(), regions in 0u8..4, user in 0usize..=8, kernel in 0usize..=3, events in prop::collection::vec(event(), 1..400)) {
+        let prefetch = if user + kernel == 0 { [1, 0] } else { [user, kernel] };
+        check_with(which, regions, prefetch, &events);
     }
 }
 

@@ -373,6 +373,16 @@ fn kernel_key(vpn: u64) -> u64 {
     vpn
 }
 
+/// Count a reference's access to the TLB, structure `index` (a miss is also a `walk`, i.e. a
+/// refill).
+#[inline(always)]
+fn count(index: usize, hit: bool, mode: Mode, kind: Kind, ledger: &mut Ledger) {
+    ledger.access(index, mode, kind, !hit);
+    if !hit {
+        ledger.access(ledger.walk_index(), mode, kind, true);
+    }
+}
+
 /// A MIPS R2000-style TLB with software refill (see the module documentation).
 #[derive(Debug)]
 pub struct SoftwareManagedTlb {
@@ -933,6 +943,17 @@ impl SoftwareManagedTlb {
     /// Simulate a batch: references are counted in `ledger` under structure 0 (a miss is
     /// also a `walk`, i.e. a refill), control events applied.
     pub fn run_batch(&mut self, events: &[Event], ledger: &mut Ledger) {
+        // Chosen once per batch: a machine without a micro-TLB never tests for one, and
+        // counts its TLB as structure 0.
+        if self.micro.is_some() {
+            self.run::<true>(events, ledger);
+        } else {
+            self.run::<false>(events, ledger);
+        }
+    }
+
+    /// [`SoftwareManagedTlb::run_batch`] on a machine with a micro-TLB (`MICRO`) or without.
+    fn run<const MICRO: bool>(&mut self, events: &[Event], ledger: &mut Ledger) {
         for e in events {
             if !e.kind.is_ref() {
                 ledger.control(e.kind);
@@ -943,12 +964,12 @@ impl SoftwareManagedTlb {
                 self.switch_to(e.asid, ledger);
             }
             ledger.add_references(e.mode, e.kind, 1);
-            self.translate(e.addr, e.kind, e.mode, ledger);
+            self.translate::<MICRO>(e.addr, e.kind, e.mode, ledger);
             if self.params.split_straddles
                 && e.size > 1
                 && (e.addr ^ e.addr.wrapping_add(e.size as u64 - 1)) >> PAGE_SHIFT != 0
             {
-                self.translate_rest(e, ledger);
+                self.translate_rest::<MICRO>(e, ledger);
             }
         }
     }
@@ -957,7 +978,7 @@ impl SoftwareManagedTlb {
     /// in `straddles` (as [`crate::machine::Machine`] does: an access past 2^64 ends at the
     /// top of the address space and is counted in `wrapped`).
     #[inline(never)]
-    fn translate_rest(&mut self, e: &Event, ledger: &mut Ledger) {
+    fn translate_rest<const MICRO: bool>(&mut self, e: &Event, ledger: &mut Ledger) {
         let last = e.addr.checked_add(e.size as u64 - 1).unwrap_or_else(|| {
             ledger.wrapped += 1;
             u64::MAX
@@ -967,23 +988,34 @@ impl SoftwareManagedTlb {
             page += 1;
             let addr = (page << PAGE_SHIFT | ((1 << PAGE_SHIFT) - 1)).min(last);
             ledger.straddles += 1;
-            self.translate(addr, e.kind, e.mode, ledger);
+            self.translate::<MICRO>(addr, e.kind, e.mode, ledger);
         }
     }
 
-    /// Translate one reference (one page) and count it.
+    /// Translate one reference (one page) and count it; `MICRO`: the machine has a
+    /// micro-TLB (else its TLB is structure 0).
     #[inline(always)]
-    fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, ledger: &mut Ledger) {
+    fn translate<const MICRO: bool>(
+        &mut self,
+        addr: u64,
+        kind: Kind,
+        mode: Mode,
+        ledger: &mut Ledger,
+    ) {
         let store = kind == Kind::Store;
-        let place = self.place(addr, mode, self.cur_asid);
-        if kind == Kind::Fetch && self.micro.is_some() {
-            return self.fetch_through_micro(place, mode, ledger);
-        }
-        let hit = match place {
+        let micro = MICRO && kind == Kind::Fetch;
+        let hit = match self.place(addr, mode, self.cur_asid) {
+            Place::User(a) if micro => {
+                let (clean, dirty) = (self.uctx, self.uctx | DIRTY);
+                return self.fetch_through_micro(a, dirty, clean, mode, ledger);
+            }
             Place::User(a) => self.user_ref(a >> PAGE_SHIFT, store),
             Place::Unmapped => {
                 ledger.unmapped += 1;
                 return;
+            }
+            Place::Kernel(a) if micro => {
+                return self.fetch_through_micro(a, GLOBAL, NO_CTX, mode, ledger)
             }
             Place::Kernel(a) => self.kernel_ref(a),
             Place::Error => {
@@ -992,36 +1024,23 @@ impl SoftwareManagedTlb {
                 return;
             }
         };
-        self.count(hit, mode, kind, ledger);
+        let index = if MICRO { self.params.index } else { 0 };
+        count(index, hit, mode, kind, ledger);
     }
 
-    /// Count a reference's access to the TLB (a miss is also a `walk`, i.e. a refill).
-    #[inline(always)]
-    fn count(&self, hit: bool, mode: Mode, kind: Kind, ledger: &mut Ledger) {
-        ledger.access(self.params.index, mode, kind, !hit);
-        if !hit {
-            ledger.access(ledger.walk_index(), mode, kind, true);
-        }
-    }
-
-    /// An instruction fetch placed at `place`, on a machine with a micro-TLB: the micro-TLB
-    /// first, then (on a miss) the TLB, whose entry for the page is copied in front (see
-    /// [`super::micro`]).
+    /// An instruction fetch at `addr` (a kuseg or kseg2 address; its entry has context
+    /// `ctx` or `gctx`), on a machine with a micro-TLB: the micro-TLB first, then (on a
+    /// miss) the TLB, whose entry for the page is copied in front (see [`super::micro`]).
     #[inline(never)]
-    fn fetch_through_micro(&mut self, place: Place, mode: Mode, ledger: &mut Ledger) {
-        let (vpn, ctx, gctx) = match place {
-            Place::User(a) => (a >> PAGE_SHIFT, self.uctx | DIRTY, self.uctx),
-            Place::Kernel(a) => (a >> PAGE_SHIFT, GLOBAL, NO_CTX),
-            Place::Unmapped => {
-                ledger.unmapped += 1;
-                return;
-            }
-            Place::Error => {
-                self.address_errors += 1;
-                self.user_address_errors += (mode == Mode::User) as u64;
-                return;
-            }
-        };
+    fn fetch_through_micro(
+        &mut self,
+        addr: u64,
+        ctx: u64,
+        gctx: u64,
+        mode: Mode,
+        ledger: &mut Ledger,
+    ) {
+        let vpn = addr >> PAGE_SHIFT;
         let m = self.micro.as_mut().expect("a micro-TLB");
         let index = m.index;
         let held = m.lookup(vpn, ctx, gctx);
@@ -1029,9 +1048,10 @@ impl SoftwareManagedTlb {
         if held {
             return;
         }
-        let hit = match place {
-            Place::User(_) => self.user_ref(vpn, false),
-            _ => self.kernel_ref(vpn << PAGE_SHIFT),
+        let hit = if ctx == GLOBAL {
+            self.kernel_ref(addr)
+        } else {
+            self.user_ref(vpn, false)
         };
         let entry = self
             .tlb
@@ -1042,7 +1062,7 @@ impl SoftwareManagedTlb {
             m.copy(v, c);
         }
         m.refills += hit as u64;
-        self.count(hit, mode, Kind::Fetch, ledger);
+        count(self.params.index, hit, mode, Kind::Fetch, ledger);
     }
 
     /// A reference to user page `vpn` of the running address space; true on a TLB hit.

@@ -109,6 +109,11 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
         }
     }
 
+    /// Whether `(vpn, ctx)` is held, changing nothing.
+    pub fn holds(&self, vpn: u64, ctx: u64) -> bool {
+        self.find(self.set_of(vpn), vpn, ctx).0.is_some()
+    }
+
     /// Look `(vpn, ctx)` up; on a miss fill it (into the lowest invalid way of its set, else
     /// in place of the policy's victim). Returns whether it hit.
     ///
@@ -346,6 +351,17 @@ impl Engine {
             Engine::FifoScan(t) => t.access(vpn, ctx),
             Engine::FifoIndexed(t) => t.access(vpn, ctx),
             Engine::General(t) => t.access(vpn, ctx, NO_CTX, part),
+        }
+    }
+
+    /// Whether `(vpn, ctx)` is held, changing nothing (a probe, as MIPS `tlbp`).
+    pub fn holds(&self, vpn: u64, ctx: u64) -> bool {
+        match self {
+            Engine::General(t) => t.probe(vpn, ctx, NO_CTX).is_some(),
+            Engine::LruScan(t) => t.holds(vpn, ctx),
+            Engine::LruIndexed(t) => t.holds(vpn, ctx),
+            Engine::FifoScan(t) => t.holds(vpn, ctx),
+            Engine::FifoIndexed(t) => t.holds(vpn, ctx),
         }
     }
 

@@ -1,0 +1,150 @@
+//! Bala, Kaashoek and Weihl's IPC-path prefetching (OSDI 1994) on a machine whose TLB misses
+//! are walked (`[prefetch]`; the software-refill model has its own, `[refill.prefetch]`, whose
+//! classes are the MIPS page-table levels).
+//!
+//! Every walk is remembered for the address space that took it: the entry the last structure
+//! it missed in would hold (structure, page, size, global or not), most recent first, no
+//! repeats, user and kernel apart (by the mode of the reference that walked), at most
+//! [`MAX_ENTRIES`] each. When an address space is switched to — the hand-off of an IPC — its
+//! `user_entries` and `kernel_entries` most recent are probed for in their structures (a probe
+//! changes no replacement state) and those absent are inserted, as a hit-free fill. What an
+//! insertion costs is the PTE's read, which is counted (`inserted`) but not simulated through
+//! `[pagetable]` or `[memory]`: Bala's handler reads it through unmapped memory.
+
+use std::collections::HashMap;
+
+/// Most entries of one class remembered, and prefetched, per switch.
+pub const MAX_ENTRIES: usize = 8;
+
+/// A remembered entry: the structure, the page number at its page size, that shift, and
+/// whether the entry is global.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Recent {
+    pub unit: u16,
+    pub shift: u8,
+    pub global: bool,
+    pub vpn: u64,
+}
+
+/// No entry (past the end of a list).
+const NONE: Recent = Recent {
+    unit: u16::MAX,
+    shift: 0,
+    global: false,
+    vpn: u64::MAX,
+};
+
+/// The remembered entries of one address space, per class (user, kernel).
+type Lists = [[Recent; MAX_ENTRIES]; 2];
+
+/// The prefetcher's state and what it did.
+#[derive(Clone, Debug)]
+pub(super) struct Prefetcher {
+    /// Entries prefetched per switch, per class (user, kernel).
+    pub entries: [usize; 2],
+    /// The running address space's lists; the others wait in `others`.
+    cur: Lists,
+    others: HashMap<u32, Lists>,
+    /// Probes made (one per remembered entry considered at a switch).
+    pub probes: u64,
+    /// Entries absent and so inserted, per class.
+    pub inserted: [u64; 2],
+}
+
+impl Prefetcher {
+    pub fn new(user_entries: usize, kernel_entries: usize) -> Prefetcher {
+        Prefetcher {
+            entries: [user_entries, kernel_entries],
+            cur: [[NONE; MAX_ENTRIES]; 2],
+            others: HashMap::new(),
+            probes: 0,
+            inserted: [0; 2],
+        }
+    }
+
+    /// The running address space walked to fill `r` (kernel mode: `kernel`): it goes to the
+    /// front of its class's list.
+    pub fn note(&mut self, r: Recent, kernel: bool) {
+        let n = self.entries[kernel as usize];
+        if n == 0 {
+            return;
+        }
+        let list = &mut self.cur[kernel as usize][..n];
+        let at = list.iter().position(|&e| e == r).unwrap_or(n - 1);
+        list.copy_within(0..at, 1);
+        list[0] = r;
+    }
+
+    /// Page `addr` of address space `asid` was unmapped (`global`: a global page, of every
+    /// space; `running`: the running space): its entries are forgotten, as the OS would not
+    /// prefetch a translation it no longer has.
+    pub fn forget(&mut self, asid: u32, addr: u64, global: bool, running: u32) {
+        let gone = |e: &Recent| e.global == global && e.vpn == addr >> e.shift;
+        let drop = |lists: &mut Lists| {
+            for list in lists.iter_mut() {
+                let kept: Vec<Recent> = list.iter().copied().filter(|e| !gone(e)).collect();
+                list.fill(NONE);
+                list[..kept.len()].copy_from_slice(&kept);
+            }
+        };
+        if global || asid == running {
+            drop(&mut self.cur);
+        }
+        for (&a, lists) in self.others.iter_mut() {
+            if global || a == asid {
+                drop(lists);
+            }
+        }
+    }
+
+    /// The running address space changes from `from` to `to`: keep `from`'s lists, take
+    /// `to`'s, and return the entries to prefetch for it (with their class), class by class,
+    /// most recent first.
+    pub fn switch(&mut self, from: u32, to: u32) -> Vec<(usize, Recent)> {
+        self.others.insert(from, self.cur);
+        self.cur = self.others.remove(&to).unwrap_or([[NONE; MAX_ENTRIES]; 2]);
+        (0..2)
+            .flat_map(|c| {
+                self.cur[c][..self.entries[c]]
+                    .iter()
+                    .take_while(|e| **e != NONE)
+                    .map(move |&e| (c, e))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(vpn: u64) -> Recent {
+        Recent {
+            unit: 0,
+            shift: 12,
+            global: false,
+            vpn,
+        }
+    }
+
+    #[test]
+    fn lists_keep_the_most_recent_distinct_entries_per_space() {
+        let mut p = Prefetcher::new(2, 1);
+        for v in [1, 2, 1, 3] {
+            p.note(page(v), false);
+        }
+        p.note(page(9), true);
+        // Space 0's lists wait while space 1 (nothing remembered) runs.
+        assert!(p.switch(0, 1).is_empty());
+        p.note(page(7), false);
+        let back = p.switch(1, 0);
+        assert_eq!(back, [(0, page(3)), (0, page(1)), (1, page(9))]);
+        // Unmapping a page of space 0 forgets it there only; space 1 runs, 0 waits.
+        let other = p.switch(0, 1);
+        assert_eq!(other, [(0, page(7))]);
+        p.forget(0, 1 << 12, false, 1);
+        p.forget(5, 7 << 12, false, 1);
+        assert_eq!(p.switch(1, 0), [(0, page(3)), (1, page(9))]);
+        assert_eq!(p.switch(0, 1), [(0, page(7))]);
+    }
+}
