@@ -276,6 +276,7 @@ fn build_table(
                     })?,
                     psc: Vec::new(),
                     base,
+                    canonical: false,
                 },
                 (true, None | Some(2)) => RadixParams::two_level_32(),
                 (true, Some(n @ (4 | 5))) => RadixParams::x86_64(n),

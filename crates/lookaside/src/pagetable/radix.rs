@@ -33,6 +33,10 @@ pub struct RadixParams {
     pub psc: Vec<Option<(usize, usize)>>,
     /// Physical address of the first table page.
     pub base: u64,
+    /// x86-64's canonical addresses: a page number whose bits above the levels' repeat the
+    /// top one (the kernel half, `0xffff8…`) is walked by its low bits, as the MMU does
+    /// (PML4 entries 256-511); otherwise it is out of range.
+    pub canonical: bool,
 }
 
 impl RadixParams {
@@ -43,6 +47,7 @@ impl RadixParams {
             entry_bytes: 8,
             psc: Vec::new(),
             base: TABLE_BASE,
+            canonical: true,
         }
     }
 
@@ -53,6 +58,7 @@ impl RadixParams {
             entry_bytes: 4,
             psc: Vec::new(),
             base: TABLE_BASE,
+            canonical: false,
         }
     }
 
@@ -200,6 +206,22 @@ impl Radix {
         Some(r)
     }
 
+    /// The page number the levels translate for `vpn`, or `None` when it is out of range:
+    /// below 2^total_bits; canonical, the lower half's (below 2^(total_bits - 1)) or the upper
+    /// half's, sign-extended (`0xffff8…`), by its low bits, as the MMU walks them (x86-64's
+    /// PML4 entries 256-511), and nothing between (a non-canonical address faults).
+    #[inline(always)]
+    fn in_range(&self, vpn: u64) -> Option<u64> {
+        if !self.p.canonical {
+            return (vpn >> self.total_bits == 0).then_some(vpn);
+        }
+        // A 64-bit address's page number has 64 - PAGE_SHIFT bits: the bits from the top
+        // level's highest one up are all zeros or all ones.
+        let top = vpn >> (self.total_bits - 1);
+        let ones = (1u64 << (64 - PAGE_SHIFT - self.total_bits + 1)) - 1;
+        (top == 0 || top == ones).then(|| vpn & ((1u64 << self.total_bits) - 1))
+    }
+
     #[inline(always)]
     fn index(&self, level: usize, vpn: u64) -> usize {
         ((vpn >> self.below[level]) & ((1u64 << self.p.bits[level]) - 1)) as usize
@@ -208,9 +230,9 @@ impl Radix {
     /// Walk the levels for `vpn`; see [`super::PageTable::lookup`].
     pub fn lookup(&mut self, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
         let mut w = Walk::default();
-        if vpn >> self.total_bits != 0 {
+        let Some(vpn) = self.in_range(vpn) else {
             return w;
-        }
+        };
         let Some(root) = self.root(space) else {
             // No table yet: the walk reads the (empty) root pointer's target and faults.
             return w;
@@ -281,9 +303,9 @@ impl Radix {
         shift: u32,
         frame: u64,
     ) -> Result<(), InsertError> {
-        if vpn >> self.total_bits != 0 {
+        let Some(vpn) = self.in_range(vpn) else {
             return Err(InsertError::OutOfRange);
-        }
+        };
         if frame >= LEAF as u64 {
             return Err(InsertError::Frame(frame));
         }
@@ -325,9 +347,7 @@ impl Radix {
     }
 
     pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
-        if vpn >> self.total_bits != 0 {
-            return None;
-        }
+        let vpn = self.in_range(vpn)?;
         let mut node = self.root(space)?;
         for l in 0..self.levels() {
             let i = self.index(l, vpn);

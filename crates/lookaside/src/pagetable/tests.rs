@@ -138,7 +138,7 @@ proptest! {
         // Small levels so that large leaves and many table pages occur: 3 × 4 bits (a
         // "large" page is then 2^(12+4+4)... see below) or 2 × 10 bits.
         let (bits, entry) = if x86 { (vec![3u32, 9, 9], 8u32) } else { (vec![10, 10], 4) };
-        let p = RadixParams { bits: bits.clone(), entry_bytes: entry, psc: Vec::new(), base: TABLE_BASE };
+        let p = RadixParams { bits: bits.clone(), entry_bytes: entry, psc: Vec::new(), base: TABLE_BASE, canonical: false };
         let mut t = PageTable::Radix(Radix::new(p).unwrap());
         let mut m = RefRadix::new(bits, entry as u64);
         // x86: 9 bits below the middle level, so 2 MiB leaves (shift 21) live there.
@@ -151,8 +151,7 @@ proptest! {
 
     #[test]
     fn paging_structure_caches_only_skip_references(ops in ops(3, 1 << 12)) {
-        let mk = |psc| PageTable::Radix(Radix::new(RadixParams { bits: vec![9; 4], entry_bytes: 8,
-            psc, base: TABLE_BASE }).unwrap());
+        let mk = |psc| PageTable::Radix(Radix::new(RadixParams { psc, canonical: false, ..RadixParams::x86_64(4) }).unwrap());
         let mut plain = mk(Vec::new());
         let mut cached = mk(vec![Some((4, 4)), Some((8, 2)), Some((16, 4))]);
         let mut mem = Frames::new(50);
@@ -197,6 +196,36 @@ proptest! {
             check(&mut t, &mut m, 100, &ops, false);
         }
     }
+}
+
+#[test]
+fn an_x86_64_table_walks_both_canonical_halves() {
+    let mut t = Radix::new(RadixParams::x86_64(4)).unwrap();
+    let mut refs = Refs::new();
+    // The kernel half (0xffff8880_12345000) by its low 48 bits (PML4 entry 273), beside the
+    // user page with the same low 47 bits: two pages, two frames.
+    let (kernel, user) = (
+        0xffff_8880_1234_5000u64 >> 12,
+        0x0000_0880_1234_5000u64 >> 12,
+    );
+    t.insert(0, kernel, 12, 7).unwrap();
+    t.insert(0, user, 12, 8).unwrap();
+    assert_eq!(t.lookup(0, kernel, &mut refs).frame, Some(7));
+    assert_eq!(t.lookup(0, user, &mut refs).frame, Some(8));
+    // Its root entry is the upper half's: 256 + 17.
+    refs.clear();
+    t.lookup(0, kernel, &mut refs);
+    assert_eq!(refs[0].addr % 4096, (256 + 17) * 8);
+    // Non-canonical addresses (bit 47 not repeated above) are out of range, and so is any
+    // 64-bit address for Huck & Hays' 32-bit table.
+    for bad in [0x0000_8000_0000_0000u64 >> 12, 0xfff0_8880_1234_5000 >> 12] {
+        assert_eq!(t.insert(0, bad, 12, 9), Err(InsertError::OutOfRange));
+        assert_eq!(t.lookup(0, bad, &mut refs).frame, None);
+    }
+    let mut small = Radix::new(RadixParams::two_level_32()).unwrap();
+    assert_eq!(small.insert(0, kernel, 12, 1), Err(InsertError::OutOfRange));
+    assert_eq!(t.remove(0, kernel), Some(7));
+    assert_eq!(t.lookup(0, kernel, &mut refs).frame, None);
 }
 
 #[test]
