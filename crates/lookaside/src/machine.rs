@@ -1283,14 +1283,7 @@ impl Machine {
     /// The `prefetch` section of the result (with `[prefetch]`): the entries per switch, the
     /// probes made and the entries inserted, per class.
     pub fn prefetch_json(&self) -> Option<serde_json::Value> {
-        let p = self.prefetch.as_deref()?;
-        Some(serde_json::json!({
-            "user_entries": p.entries[0],
-            "kernel_entries": p.entries[1],
-            "probes": p.probes,
-            "inserted": p.inserted[0] + p.inserted[1],
-            "inserted_by_class": {"user": p.inserted[0], "kernel": p.inserted[1]},
-        }))
+        self.prefetch.as_deref().map(Prefetcher::json)
     }
 
     /// The `[[cache]]` hierarchy, when the machine has caches.

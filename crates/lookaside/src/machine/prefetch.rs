@@ -75,6 +75,18 @@ impl Prefetcher {
         list[0] = r;
     }
 
+    /// The `prefetch` section of the result: the entries per switch, the probes made and
+    /// the entries inserted, per class.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "user_entries": self.entries[0],
+            "kernel_entries": self.entries[1],
+            "probes": self.probes,
+            "inserted": self.inserted[0] + self.inserted[1],
+            "inserted_by_class": {"user": self.inserted[0], "kernel": self.inserted[1]},
+        })
+    }
+
     /// Page `addr` of address space `asid` was unmapped (`global`: a global page, of every
     /// space; `running`: the running space): its entries are forgotten, as the OS would not
     /// prefetch a translation it no longer has.
