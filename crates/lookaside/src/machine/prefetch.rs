@@ -69,10 +69,7 @@ impl Prefetcher {
         if n == 0 {
             return;
         }
-        let list = &mut self.cur[kernel as usize][..n];
-        let at = list.iter().position(|&e| e == r).unwrap_or(n - 1);
-        list.copy_within(0..at, 1);
-        list[0] = r;
+        crate::mmu::to_front(&mut self.cur[kernel as usize][..n], r);
     }
 
     /// The `prefetch` section of the result: the entries per switch, the probes made and

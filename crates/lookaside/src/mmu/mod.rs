@@ -38,6 +38,7 @@ mod tests;
 
 pub use cost::{CostTable, Service, Trap, TrapCounts, Work, ALL_TRAPS, DEPTHS, TRAPS};
 pub use micro::MicroParams;
+pub(crate) use refill::to_front;
 pub use refill::{
     placement_parts, DynamicParams, DynamicWork, HandlerStep, HandlerWork, PrefetchParams,
     PrefetchWork, PteClass, RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH,

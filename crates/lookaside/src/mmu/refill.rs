@@ -383,6 +383,16 @@ fn count(index: usize, hit: bool, mode: Mode, kind: Kind, ledger: &mut Ledger) {
     }
 }
 
+/// Put `x` at the front of the recency list `list` (most recent first, no repeats): where it
+/// was, or in place of the last, whatever follows moving down one. The IPC-path prefetchers'
+/// lists of recent misses (here and [`crate::machine`]'s) are kept this way.
+#[inline]
+pub(crate) fn to_front<T: Copy + PartialEq>(list: &mut [T], x: T) {
+    let at = list.iter().position(|&e| e == x).unwrap_or(list.len() - 1);
+    list.copy_within(0..at, 1);
+    list[0] = x;
+}
+
 /// A MIPS R2000-style TLB with software refill (see the module documentation).
 #[derive(Debug)]
 pub struct SoftwareManagedTlb {
@@ -1308,10 +1318,7 @@ impl SoftwareManagedTlb {
         if n == 0 {
             return;
         }
-        let r = &mut self.cur_recent[class][..n];
-        let at = r.iter().position(|&v| v == vpn).unwrap_or(n - 1);
-        r.copy_within(0..at, 1);
-        r[0] = vpn;
+        to_front(&mut self.cur_recent[class][..n], vpn);
     }
 
     /// Bala's IPC-path prefetch into the address space just entered: probe the TLB for each
