@@ -88,7 +88,8 @@
 //!                          # entry_bytes (required: 4, 8 or 16 bytes)
 //! psc = [{ level = 0, entries = 4, ways = 4 }]  # radix: paging-structure caches
 //! entries = 8192           # hybrid: HPT-cache entries; swtlb: software-TLB entries
-//! behind = "inverted"      # swtlb: the table behind it (radix | inverted | hashed)
+//! behind = "inverted"      # hybrid, swtlb: the table behind (radix | inverted | hashed;
+//!                          # default radix for a hybrid, inverted for a swtlb)
 //! costs = "huck93"         # handler cycle costs (crate data/walk-costs)
 //! cycles = { hw_hpt = 9 }  # overrides of the cost table
 //! data_refs = false        # the program's loads and stores also go through the data cache
@@ -1250,7 +1251,8 @@ pub struct PageTableConfig {
     /// Hybrid: HPT-cache entries; swtlb: software-TLB entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entries: Option<usize>,
-    /// Swtlb: the organisation behind it (radix, inverted or hashed).
+    /// Hybrid, swtlb: the organisation behind it (radix, inverted or hashed; default radix
+    /// and inverted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behind: Option<Organisation>,
     #[serde(default = "default_walk_costs")]

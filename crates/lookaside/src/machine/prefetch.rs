@@ -1,6 +1,7 @@
 //! Bala, Kaashoek and Weihl's IPC-path prefetching (OSDI 1994) on a machine whose TLB misses
 //! are walked (`[prefetch]`; the software-refill model has its own, `[refill.prefetch]`, whose
-//! classes are the MIPS page-table levels).
+//! classes are the MIPS page-table levels; both remember misses in a
+//! [`crate::mmu::RecentMisses`]).
 //!
 //! Every walk is remembered for the address space that took it: the entry the last structure
 //! it missed in would hold (structure, page, size, global or not), most recent first, no
@@ -11,10 +12,10 @@
 //! insertion costs is the PTE's read, which is counted (`inserted`) but not simulated through
 //! `[pagetable]` or `[memory]`: Bala's handler reads it through unmapped memory.
 
-use std::collections::HashMap;
+use crate::mmu::RecentMisses;
 
 /// Most entries of one class remembered, and prefetched, per switch.
-pub const MAX_ENTRIES: usize = 8;
+pub use crate::mmu::MAX_RECENT as MAX_ENTRIES;
 
 /// A remembered entry: the structure, the page number at its page size, that shift, and
 /// whether the entry is global.
@@ -34,17 +35,11 @@ const NONE: Recent = Recent {
     vpn: u64::MAX,
 };
 
-/// The remembered entries of one address space, per class (user, kernel).
-type Lists = [[Recent; MAX_ENTRIES]; 2];
-
 /// The prefetcher's state and what it did.
 #[derive(Clone, Debug)]
 pub(super) struct Prefetcher {
-    /// Entries prefetched per switch, per class (user, kernel).
-    pub entries: [usize; 2],
-    /// The running address space's lists; the others wait in `others`.
-    cur: Lists,
-    others: HashMap<u32, Lists>,
+    /// Per address space, the entries its walks filled, per class (user, kernel).
+    recent: RecentMisses<Recent, 2>,
     /// Probes made (one per remembered entry considered at a switch).
     pub probes: u64,
     /// Entries absent and so inserted, per class.
@@ -54,9 +49,7 @@ pub(super) struct Prefetcher {
 impl Prefetcher {
     pub fn new(user_entries: usize, kernel_entries: usize) -> Prefetcher {
         Prefetcher {
-            entries: [user_entries, kernel_entries],
-            cur: [[NONE; MAX_ENTRIES]; 2],
-            others: HashMap::new(),
+            recent: RecentMisses::new([user_entries, kernel_entries], NONE),
             probes: 0,
             inserted: [0; 2],
         }
@@ -65,19 +58,15 @@ impl Prefetcher {
     /// The running address space walked to fill `r` (kernel mode: `kernel`): it goes to the
     /// front of its class's list.
     pub fn note(&mut self, r: Recent, kernel: bool) {
-        let n = self.entries[kernel as usize];
-        if n == 0 {
-            return;
-        }
-        crate::mmu::to_front(&mut self.cur[kernel as usize][..n], r);
+        self.recent.note(kernel as usize, r);
     }
 
     /// The `prefetch` section of the result: the entries per switch, the probes made and
     /// the entries inserted, per class.
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
-            "user_entries": self.entries[0],
-            "kernel_entries": self.entries[1],
+            "user_entries": self.recent.kept(0),
+            "kernel_entries": self.recent.kept(1),
             "probes": self.probes,
             "inserted": self.inserted[0] + self.inserted[1],
             "inserted_by_class": {"user": self.inserted[0], "kernel": self.inserted[1]},
@@ -88,37 +77,20 @@ impl Prefetcher {
     /// space; `running`: the running space): its entries are forgotten, as the OS would not
     /// prefetch a translation it no longer has.
     pub fn forget(&mut self, asid: u32, addr: u64, global: bool, running: u32) {
-        let gone = |e: &Recent| e.global == global && e.vpn == addr >> e.shift;
-        let drop = |lists: &mut Lists| {
-            for list in lists.iter_mut() {
-                let kept: Vec<Recent> = list.iter().copied().filter(|e| !gone(e)).collect();
-                list.fill(NONE);
-                list[..kept.len()].copy_from_slice(&kept);
-            }
-        };
-        if global || asid == running {
-            drop(&mut self.cur);
-        }
-        for (&a, lists) in self.others.iter_mut() {
-            if global || a == asid {
-                drop(lists);
-            }
-        }
+        self.recent.forget(
+            global || asid == running,
+            |a| global || a == asid,
+            |e| e.global == global && e.vpn == addr >> e.shift,
+        );
     }
 
     /// The running address space changes from `from` to `to`: keep `from`'s lists, take
     /// `to`'s, and return the entries to prefetch for it (with their class), class by class,
     /// most recent first.
     pub fn switch(&mut self, from: u32, to: u32) -> Vec<(usize, Recent)> {
-        self.others.insert(from, self.cur);
-        self.cur = self.others.remove(&to).unwrap_or([[NONE; MAX_ENTRIES]; 2]);
+        self.recent.switch(from, to);
         (0..2)
-            .flat_map(|c| {
-                self.cur[c][..self.entries[c]]
-                    .iter()
-                    .take_while(|e| **e != NONE)
-                    .map(move |&e| (c, e))
-            })
+            .flat_map(|c| self.recent.current(c).map(move |e| (c, e)))
             .collect()
     }
 }

@@ -13,8 +13,10 @@
 //!   `[refill]` section). The OS-structure workloads that exercise it are in
 //!   [`crate::workload`] (`OsWorkload`, `Multiserver`).
 //! * [`CostTable`], [`TrapCounts`] — the cost model, applied to counts after the run.
-//! * [`stlb`] — Bala et al.'s software TLB of kernel translations (a fast path for kernel
-//!   misses); the IPC-path prefetcher lives in [`SoftwareManagedTlb`].
+//! * Bala et al.'s software TLB of kernel translations (a fast path for kernel misses) is a
+//!   [`crate::pagetable::Stlb`], the store of the page tables' front tables too; the
+//!   IPC-path prefetcher lives in [`SoftwareManagedTlb`], and what it remembers (shared with
+//!   the walked machine's, [`crate::machine`]) in `recent`.
 //! * [`uhlig94`] — Tables VI and VII of the paper, exactly, from Tables V and III.
 //! * [`report`] — the `traps` section of the result JSON.
 //! * [`Walker`] — refill from a [`crate::pagetable`] organisation by hardware or software,
@@ -25,9 +27,9 @@ pub mod addresses;
 mod cost;
 pub mod layout;
 mod micro;
+mod recent;
 mod refill;
 pub mod report;
-pub mod stlb;
 pub mod uhlig94;
 mod walker;
 
@@ -38,7 +40,8 @@ mod tests;
 
 pub use cost::{CostTable, Service, Trap, TrapCounts, Work, ALL_TRAPS, DEPTHS, TRAPS};
 pub use micro::MicroParams;
-pub(crate) use refill::to_front;
+pub(crate) use recent::RecentMisses;
+pub use recent::MAX_RECENT;
 pub use refill::{
     placement_parts, DynamicParams, DynamicWork, HandlerStep, HandlerWork, PrefetchParams,
     PrefetchWork, PteClass, RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH,

@@ -77,7 +77,8 @@ use super::addresses::{AddressMap, Place};
 use super::cost::{CostTable, Service, Trap, TrapCounts, Work};
 use super::layout::{self, Segment, PAGE_SHIFT};
 use super::micro::{Micro, MicroParams};
-use super::stlb::Stlb;
+use super::recent::RecentMisses;
+use crate::pagetable::{self, Stlb};
 
 /// The class of a PTE, which decides the partition it is placed in.
 #[repr(usize)]
@@ -198,10 +199,7 @@ impl PrefetchParams {
     }
 }
 
-/// Recently missed pages per prefetch class (most recent first, `NO_VPN` past the end).
-type RecentPages = [[u64; MAX_PREFETCH]; 3];
-
-/// A software TLB's shape (see [`super::stlb`]).
+/// Bala's software TLB's shape (see [`Stlb`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StlbParams {
     pub entries: usize,
@@ -253,7 +251,7 @@ struct Climber {
 }
 
 /// Most entries of one class the prefetcher can consider per switch.
-pub const MAX_PREFETCH: usize = 8;
+pub use super::recent::MAX_RECENT as MAX_PREFETCH;
 
 /// The parameters of a [`SoftwareManagedTlb`], validated by [`SoftwareManagedTlb::new`].
 #[derive(Clone, Debug)]
@@ -324,6 +322,12 @@ impl RefillParams {
 const DIRTY: u64 = 1 << 40;
 /// Context tag of every kseg2 entry: global (the G bit), always dirty.
 const GLOBAL: u64 = 1 << 41;
+/// Where Bala's software TLB sits (kseg0: unmapped, so probing it cannot fault), and the
+/// bytes of one of its entries, for the handler references it records.
+const STLB_BASE: u64 = layout::KSEG0 + 0x0020_0000;
+const STLB_ENTRY: usize = 8;
+/// The space of its entries: kernel translations are global.
+const KERNEL: u32 = 0;
 /// No page (in the prefetcher's lists).
 const NO_VPN: u64 = u64::MAX;
 
@@ -383,16 +387,6 @@ fn count(index: usize, hit: bool, mode: Mode, kind: Kind, ledger: &mut Ledger) {
     }
 }
 
-/// Put `x` at the front of the recency list `list` (most recent first, no repeats): where it
-/// was, or in place of the last, whatever follows moving down one. The IPC-path prefetchers'
-/// lists of recent misses (here and [`crate::machine`]'s) are kept this way.
-#[inline]
-pub(crate) fn to_front<T: Copy + PartialEq>(list: &mut [T], x: T) {
-    let at = list.iter().position(|&e| e == x).unwrap_or(list.len() - 1);
-    list.copy_within(0..at, 1);
-    list[0] = x;
-}
-
 /// A MIPS R2000-style TLB with software refill (see the module documentation).
 #[derive(Debug)]
 pub struct SoftwareManagedTlb {
@@ -421,10 +415,9 @@ pub struct SoftwareManagedTlb {
     handler_refs: Option<Vec<HandlerStep>>,
     stlb: Option<Stlb>,
     stlb_misses: u64,
-    /// The running address space's most recently missed pages per prefetch class, kept for
-    /// the prefetcher; the other spaces' lists wait in `recent`.
-    cur_recent: RecentPages,
-    recent: HashMap<u32, RecentPages>,
+    /// Per address space, its most recently missed pages per prefetch class, kept for the
+    /// prefetcher.
+    recent: RecentMisses<u64, 3>,
     prefetch: PrefetchWork,
     climber: Option<Climber>,
     micro: Option<Micro>,
@@ -472,7 +465,12 @@ impl SoftwareManagedTlb {
         }
         let stlb = match &p.stlb {
             Some(s) => {
-                Some(Stlb::new(s.entries, s.ways, s.hashed).map_err(|e| format!("stlb.{e}"))?)
+                let index = if s.hashed {
+                    pagetable::StlbIndex::Hash
+                } else {
+                    pagetable::StlbIndex::Low
+                };
+                Some(Stlb::new(s.entries, s.ways, index).map_err(|e| format!("stlb.{e}"))?)
             }
             None => None,
         };
@@ -527,6 +525,7 @@ impl SoftwareManagedTlb {
         let tlb = Tlb::new(&p.tlb)?;
         let x86_64 = p.addresses == RefillAddresses::X86_64;
         let map = (x86_64 || p.fold_user_addresses).then(|| AddressMap::new(x86_64));
+        let prefetch = p.prefetch.entries;
         let mut m = SoftwareManagedTlb {
             map,
             parts: placement_parts(p.placement),
@@ -547,8 +546,7 @@ impl SoftwareManagedTlb {
             handler_refs: None,
             stlb,
             stlb_misses: 0,
-            cur_recent: [[NO_VPN; MAX_PREFETCH]; 3],
-            recent: HashMap::new(),
+            recent: RecentMisses::new(prefetch, NO_VPN),
             prefetch: PrefetchWork::default(),
             climber,
             micro,
@@ -1190,8 +1188,8 @@ impl SoftwareManagedTlb {
             // Bala's fast path: the software TLB, in unmapped memory, before any state is
             // saved; a hit is inserted at once and cannot nest.
             let stlb = self.stlb.as_mut().expect("stlb_serves");
-            let hit = stlb.lookup(vpn);
-            let entry = stlb.entry_addr(vpn);
+            let hit = stlb.lookup(KERNEL, vpn).is_some();
+            let entry = STLB_BASE + (stlb.set_of(KERNEL, vpn) * stlb.ways() * STLB_ENTRY) as u64;
             let c = &self.params.costs;
             let instructions = if hit {
                 c.stlb_hit
@@ -1240,7 +1238,7 @@ impl SoftwareManagedTlb {
         }
         if self.stlb_serves(class) {
             if let Some(s) = &mut self.stlb {
-                s.fill(vpn);
+                s.fill(KERNEL, vpn, vpn);
             }
         }
         self.fill(vpn, GLOBAL, class);
@@ -1314,11 +1312,7 @@ impl SoftwareManagedTlb {
             .iter()
             .position(|&c| c == class)
             .expect("a prefetch class");
-        let n = self.params.prefetch.entries[class];
-        if n == 0 {
-            return;
-        }
-        to_front(&mut self.cur_recent[class][..n], vpn);
+        self.recent.note(class, vpn);
     }
 
     /// Bala's IPC-path prefetch into the address space just entered: probe the TLB for each
@@ -1328,11 +1322,7 @@ impl SoftwareManagedTlb {
     /// is left out, as it would only trap again.
     fn prefetch_recent(&mut self) {
         for (c, &class) in PREFETCH_CLASSES.iter().enumerate() {
-            for i in 0..self.params.prefetch.entries[c] {
-                let vpn = self.cur_recent[c][i];
-                if vpn == NO_VPN {
-                    break;
-                }
+            for vpn in self.recent.current(c) {
                 // The context the entry goes in with, the two a present entry may have (a
                 // user page's clean or dirty one), and where its PTE is.
                 let (ctx, present, pte) = match class {
@@ -1426,12 +1416,7 @@ impl SoftwareManagedTlb {
             m.switched(|c| c & GLOBAL != 0);
         }
         if self.params.prefetch.on() {
-            self.recent.insert(self.cur_asid, self.cur_recent);
-            self.cur_recent = self
-                .recent
-                .get(&asid)
-                .copied()
-                .unwrap_or([[NO_VPN; MAX_PREFETCH]; 3]);
+            self.recent.switch(self.cur_asid, asid);
         }
         self.enter(asid);
         if self.params.prefetch.on() {
@@ -1506,7 +1491,7 @@ impl SoftwareManagedTlb {
                     _ => {}
                 }
                 if let Some(s) = &mut self.stlb {
-                    s.invalidate(vpn);
+                    s.invalidate(KERNEL, vpn);
                 }
             }
             _ => {}

@@ -21,8 +21,8 @@
 //! | hashed | `hw_hpt + s·second_way` on a head hit, `+ overflow + k·chain` after a head miss | `sw_hpt + s·second_way + k·chain` |
 //! | inverted | — | `sw_hpt + ipt_extra + k·chain` |
 //! | radix (n entries read) | `hw_fmpt + (n−2)⁺·hw_fmpt_level` | `sw_fmpt + (n−2)⁺·sw_fmpt_level` |
-//! | hybrid | `hw_hpt (+s)`; miss: `+ sw_fmpt (+levels) + hpt_refill` | the same with `sw_hpt` |
-//! | swtlb | — | `swtlb`; miss: `+` the software cost behind it `+ hpt_refill` |
+//! | hybrid | `hw_hpt (+s)`; miss: `+` the software cost behind it (radix: `sw_fmpt (+levels)`) `+ hpt_refill` | the same with `sw_hpt` |
+//! | swtlb | as the hybrid | `swtlb`; miss: `+` the software cost behind it `+ hpt_refill` |
 //!
 //! On a machine with a memory system (`[memory]`), the table references are loads (and the
 //! front tables' refills stores) through its data cache instead, at the physical addresses
@@ -56,7 +56,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::cache::system::{Activity, At, MemorySystem};
+use crate::cache::system::{mapping_space, Activity, At, MemorySystem, KERNEL_SPACE};
 use crate::cache::{Cache, CacheParams, WritePolicy};
 use crate::config::{Compare, Organisation, PageTableConfig, SpaceIds};
 use crate::error::{Error, Result};
@@ -331,22 +331,18 @@ fn build_table(
             .map_err(|m| err("ways", m))?,
         ),
         Organisation::Hybrid | Organisation::Swtlb => {
-            let (kind, inner_org, default_entries) = if org == Organisation::Hybrid {
+            // Huck & Hays' hybrid fronts a forward-mapped table, PA-RISC's swTLB an IPT; either
+            // may front any table that is not a front itself.
+            let (kind, default_behind, default_entries) = if org == Organisation::Hybrid {
                 (FrontKind::Hybrid, Organisation::Radix, 8192)
             } else {
-                let b = c.behind.unwrap_or(Organisation::Inverted);
-                if matches!(b, Organisation::Hybrid | Organisation::Swtlb) {
-                    return Err(err(
-                        "behind",
-                        format!("'{}' is not radix, inverted or hashed", b.name()),
-                    ));
-                }
-                (FrontKind::SwTlb, b, 2048)
+                (FrontKind::SwTlb, Organisation::Inverted, 2048)
             };
-            if org == Organisation::Hybrid && c.behind.is_some_and(|b| b != Organisation::Radix) {
+            let inner_org = c.behind.unwrap_or(default_behind);
+            if matches!(inner_org, Organisation::Hybrid | Organisation::Swtlb) {
                 return Err(err(
                     "behind",
-                    "a hybrid's HPT cache fronts a forward-mapped (radix) table".into(),
+                    format!("'{}' is not radix, inverted or hashed", inner_org.name()),
                 ));
             }
             let entries = c.entries.unwrap_or(default_entries);
@@ -488,9 +484,7 @@ impl Walker {
         let random_ids = c.space_ids == SpaceIds::Random;
         let serial = c.compare == Compare::Serial;
         let org = c.organisation;
-        if refill == RefillBy::Hardware
-            && matches!(org, Organisation::Inverted | Organisation::Swtlb)
-        {
+        if refill == RefillBy::Hardware && org == Organisation::Inverted {
             return Err(err(
                 "refill",
                 format!(
@@ -586,15 +580,27 @@ impl Walker {
         self.data_refs
     }
 
-    /// The (space id, page number) of `addr` in address space `asid`.
+    /// The space id of address space `asid`'s own pages (its root, for a radix table).
+    #[inline(always)]
+    fn space_id(&self, asid: u32) -> u32 {
+        if self.random_ids {
+            scramble_space(asid)
+        } else {
+            asid
+        }
+    }
+
+    /// The (space id, page number) of `addr` in address space `asid`. Per process, the
+    /// kernel half of a 64-bit space (the top bit set) is one set of pages every address
+    /// space shares, under [`KERNEL_SPACE`] — one translation, one fault and one frame per
+    /// kernel page, as the memory system maps it ([`mapping_space`]) — not a copy per process.
     #[inline(always)]
     fn page(&self, asid: u32, addr: u64) -> (u32, u64) {
         match self.addresses {
             Addresses::PerProcess => (
-                if self.random_ids {
-                    scramble_space(asid)
-                } else {
-                    asid
+                match mapping_space(asid, addr) {
+                    KERNEL_SPACE => KERNEL_SPACE,
+                    _ => self.space_id(asid),
                 },
                 addr >> PAGE_SHIFT,
             ),
@@ -616,8 +622,13 @@ impl Walker {
         mut memory: Option<&mut MemorySystem>,
     ) {
         let (space, vpn) = self.page(asid, addr);
+        // The walk starts at the running space's root (global addresses: the page's space).
+        let root = match self.addresses {
+            Addresses::PerProcess => self.space_id(asid),
+            Addresses::Global => space,
+        };
         self.refs.clear();
-        let mut w = self.table.lookup(space, vpn, &mut self.refs);
+        let mut w = self.table.lookup_from(root, space, vpn, &mut self.refs);
         if w.frame.is_none() {
             // One physical memory: the frame the caches will see the page's data in.
             let placed = memory.as_deref_mut().map(|m| m.frame_of(asid, addr, paddr));
@@ -626,7 +637,7 @@ impl Walker {
                 return;
             }
             self.refs.clear();
-            w = self.table.lookup(space, vpn, &mut self.refs);
+            w = self.table.lookup_from(root, space, vpn, &mut self.refs);
         }
         self.count(&w, asid, memory);
     }
@@ -747,24 +758,18 @@ impl Walker {
                 }
             }
             ("hashed", RefillBy::Software) => c.sw_hpt as u64 + second + beyond,
-            ("hybrid", r) => {
-                let probe = if r == RefillBy::Hardware {
-                    c.hw_hpt
-                } else {
-                    c.sw_hpt
-                } as u64
-                    + second;
+            (front @ ("hybrid" | "swtlb"), r) => {
+                // The probe (by hardware as an HPT's head bucket), then on a miss the software
+                // search of the table behind and the refill.
+                let probe = match (front, r) {
+                    (_, RefillBy::Hardware) => c.hw_hpt as u64 + second,
+                    ("hybrid", _) => c.sw_hpt as u64 + second,
+                    _ => c.swtlb as u64,
+                };
                 if w.front_miss {
-                    probe + software("radix") + c.hpt_refill as u64
+                    probe + software(self.behind) + c.hpt_refill as u64
                 } else {
                     probe
-                }
-            }
-            ("swtlb", _) => {
-                if w.front_miss {
-                    c.swtlb as u64 + software(self.behind) + c.hpt_refill as u64
-                } else {
-                    c.swtlb as u64
                 }
             }
             (kind, _) => software(kind),
@@ -960,6 +965,33 @@ mod tests {
         let j = run(&mut m, 16, 3);
         assert_eq!(j["cycles"]["basic"], 16 * (9 + 28 + 8) + 32 * 9);
         assert_eq!(j["head_hits"], 32);
+    }
+
+    #[test]
+    fn the_kernel_half_is_mapped_once_for_every_address_space() {
+        // Three address spaces touch the same two kernel pages and a user page each, through
+        // a TLB of 4 per-ASID entries that they keep evicting: the kernel pages fault once,
+        // and a 4-level table holds one kernel subtree (3 table pages below the roots, the
+        // kernel's own root as swapper_pg_dir is).
+        for org in ["organisation='radix'\nlevels=4", "organisation='hashed'"] {
+            let mut m = machine(&format!("{org}\n[pagetable.cache]\nsize=0")).unwrap();
+            let mut ev = Vec::new();
+            for round in 0..3u64 {
+                for asid in 1..=3u32 {
+                    for a in [0xffff_8880_0000_0000u64, 0xffff_8880_0000_1000, 0x40_0000] {
+                        let a = a + (round % 2) * 0x2000 * (a >> 63);
+                        ev.push(Event::reference(Kind::Load, a, 8).with_asid(asid));
+                    }
+                }
+            }
+            m.run_batch(&ev);
+            let j = m.walker().unwrap().json();
+            assert_eq!(j["faults"], 4 + 3, "{org}: 4 kernel pages, 3 user pages");
+            if org.contains("radix") {
+                // 3 roots; 3 user subtrees of 3 pages; the kernel's root and 3 pages.
+                assert_eq!(j["table"]["bytes"], (3 + 3 * 3 + 1 + 3) * 4096, "{org}");
+            }
+        }
     }
 
     #[test]
@@ -1169,6 +1201,31 @@ mod tests {
         let j = run(&mut m, 16, 3);
         assert_eq!(j["levels"][1]["name"], "head");
         assert_eq!(j["table"]["bytes"], 2048 * 16 + 8192 * 2 * 16);
+    }
+
+    #[test]
+    fn a_software_tlb_fronts_any_table_probed_by_either() {
+        // One idea (a software TLB in memory before the walk), any table behind, probed by
+        // hardware (as an HPT's head bucket, 9 cycles) or software: the first walk of each
+        // page misses the front (probe + the software search behind + 8 to refill), later
+        // ones hit it (the probe).
+        let nocache = "[pagetable.cache]\nsize = 0";
+        for (pt, probe, behind) in [
+            ("organisation='swtlb'\nways=1", 9, 33), // hardware, IPT behind: 27 + 6
+            ("organisation='swtlb'\nrefill='software'\nways=1", 27, 33),
+            ("organisation='hybrid'\nbehind='hashed'", 9, 27),
+            ("organisation='hybrid'\nbehind='inverted'", 9, 33),
+            ("organisation='hybrid'", 9, 28), // Huck & Hays' hybrid: a 2-level FMPT
+        ] {
+            let mut m = machine(&format!("{pt}\nspace_ids='asid'\n{nocache}")).unwrap();
+            let j = run(&mut m, 16, 3);
+            assert_eq!(
+                j["cycles"]["basic"],
+                16 * (probe + behind + 8) + 32 * probe,
+                "{pt}"
+            );
+            assert_eq!(j["head_hits"], 32, "{pt}");
+        }
     }
 
     #[test]

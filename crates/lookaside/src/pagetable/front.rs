@@ -8,13 +8,12 @@
 //! * **swTLB** (earlier PA-RISC HP-UX releases): a 2-way software TLB indexed by the low 10–12
 //!   page-number bits, consulted before the table behind it (there, an IPT).
 //!
-//! Both are a set-associative store of `(page, space)` tags with 16-byte entries (a
-//! [`Tlb`] holds the tags and replacement state; each slot's frame is kept beside it), at a
-//! physical address of their own so that their references go through the data cache.
-
-use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
+//! Both are a software TLB ([`Stlb`], the one home of the idea, Bala's STLB included) with
+//! 16-byte entries, at a physical address of their own so that their references go through
+//! the data cache.
 
 use super::hashed::HPT_ENTRY;
+use super::stlb::{Stlb, StlbIndex};
 use super::{InsertError, PageTable, Refs, TableRef, Usage, Walk};
 
 /// Which front table.
@@ -42,8 +41,7 @@ pub struct FrontParams {
 #[derive(Debug)]
 pub struct Front {
     p: FrontParams,
-    tags: Tlb,
-    frames: Vec<u64>,
+    stlb: Stlb,
     inner: PageTable,
     /// Refills written into the front table.
     pub refills: u64,
@@ -57,10 +55,12 @@ impl Front {
         if !matches!(p.ways, 1 | 2) {
             return Err(format!("{} ways: 1 or 2", p.ways));
         }
-        let tags = Tlb::new(&TlbParams::new(p.sets * p.ways, p.ways, Policy::Lru))?;
+        let index = match p.kind {
+            FrontKind::Hybrid => StlbIndex::Xor,
+            FrontKind::SwTlb => StlbIndex::Low,
+        };
         Ok(Front {
-            frames: vec![0; p.sets * p.ways],
-            tags,
+            stlb: Stlb::new(p.sets * p.ways, p.ways, index)?,
             inner,
             refills: 0,
             p,
@@ -79,27 +79,16 @@ impl Front {
         &self.p
     }
 
-    /// The tag stored for a page: its set comes from the low bits, so for the hybrid the
-    /// page number is XORed with the space id (a bijection for a given space, so tags stay
-    /// unique) and the set is the XOR hash.
-    #[inline(always)]
-    fn key(&self, space: u32, vpn: u64) -> u64 {
-        match self.p.kind {
-            FrontKind::Hybrid => super::xor_hash(space, vpn),
-            FrontKind::SwTlb => vpn,
-        }
-    }
-
     #[inline(always)]
     fn slot_addr(&self, set: usize, way: usize) -> u64 {
         self.p.base + (set * self.p.ways + way) as u64 * HPT_ENTRY
     }
 
-    pub fn lookup(&mut self, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
-        let key = self.key(space, vpn);
-        let ctx = space as u64;
-        let set = self.tags.set_of(key);
-        match self.tags.probe(key, ctx, NO_CTX) {
+    /// Look up `(space, vpn)`; a miss walks the table behind from `root`'s root (see
+    /// [`PageTable::lookup_from`]).
+    pub fn lookup(&mut self, root: u32, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
+        let set = self.stlb.set_of(space, vpn);
+        match self.stlb.probe(space, vpn) {
             Some((_, way)) => {
                 for w in 0..=way {
                     refs.push(TableRef {
@@ -108,9 +97,8 @@ impl Front {
                         write: false,
                     });
                 }
-                self.tags.lookup(key, ctx, NO_CTX);
                 return Walk {
-                    frame: Some(self.frames[set * self.p.ways + way]),
+                    frame: self.stlb.lookup(space, vpn),
                     chain: 1,
                     head: true,
                     second_way: way > 0,
@@ -128,7 +116,7 @@ impl Front {
             }
         }
         let from = refs.len();
-        let mut w = self.inner.lookup(space, vpn, refs);
+        let mut w = self.inner.lookup_from(root, space, vpn, refs);
         for r in &mut refs[from..] {
             r.level += 1;
         }
@@ -136,15 +124,12 @@ impl Front {
         w.front_miss = true;
         w.second_way = self.p.ways > 1;
         if let Some(frame) = w.frame {
-            self.tags.fill(key, ctx, Part::Upper);
-            if let Some((s, way)) = self.tags.probe(key, ctx, NO_CTX) {
-                self.frames[s * self.p.ways + way] = frame;
-                refs.push(TableRef {
-                    addr: self.slot_addr(s, way),
-                    level: 0,
-                    write: true,
-                });
-            }
+            let (s, way) = self.stlb.fill(space, vpn, frame);
+            refs.push(TableRef {
+                addr: self.slot_addr(s, way),
+                level: 0,
+                write: true,
+            });
             self.refills += 1;
         }
         w
@@ -161,8 +146,7 @@ impl Front {
     }
 
     pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
-        let key = self.key(space, vpn);
-        self.tags.invalidate(key, space as u64, NO_CTX);
+        self.stlb.invalidate(space, vpn);
         self.inner.remove(space, vpn)
     }
 

@@ -15,6 +15,8 @@
 //! * [`Front`] — a small translation cache in memory in front of another table: the hybrid
 //!   (a small HPT refilled by software from an FMPT, so every refill lands in the head bucket)
 //!   and the PA-RISC software TLB (swTLB: 2-way, indexed by the low page-number bits).
+//! * [`Stlb`] — the software TLB a front table keeps, which is also Bala et al.'s STLB of the
+//!   MIPS refill model ([`crate::mmu`]): one home for the idea.
 //!
 //! [`PageTable`] is the one interface: an enum over the organisations (a walk is one `match`,
 //! never a virtual call). A lookup appends the table words it read to a caller-owned
@@ -36,6 +38,7 @@ mod front;
 mod hashed;
 mod inverted;
 mod radix;
+mod stlb;
 
 #[cfg(test)]
 mod reference;
@@ -46,6 +49,7 @@ pub use front::{Front, FrontKind, FrontParams};
 pub use hashed::{Chaining, Hashed, HashedParams, HPT_ENTRY};
 pub use inverted::{Inverted, InvertedParams, HAT_ENTRY, IPT_ENTRY};
 pub use radix::{Radix, RadixParams};
+pub use stlb::{Stlb, StlbIndex};
 
 /// The base page: 4 KiB.
 pub const PAGE_SHIFT: u32 = 12;
@@ -122,11 +126,19 @@ impl PageTable {
     /// Look up `(space, vpn)`, appending the words read to `refs`.
     #[inline]
     pub fn lookup(&mut self, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
+        self.lookup_from(space, space, vpn, refs)
+    }
+
+    /// Look up `(space, vpn)` for a walk that starts at the root of space `root` (the
+    /// running address space's; it differs from `space` for the kernel half, which every
+    /// address space shares): a forward-mapped table reads its root entry from `root`'s
+    /// root page, as each x86-64 process's PML4 holds a copy of the kernel's entries.
+    pub fn lookup_from(&mut self, root: u32, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
         match self {
-            PageTable::Radix(t) => t.lookup(space, vpn, refs),
+            PageTable::Radix(t) => t.lookup_from(root, space, vpn, refs),
             PageTable::Inverted(t) => t.lookup(space, vpn, refs),
             PageTable::Hashed(t) => t.lookup(space, vpn, refs),
-            PageTable::Front(t) => t.lookup(space, vpn, refs),
+            PageTable::Front(t) => t.lookup(root, space, vpn, refs),
         }
     }
 

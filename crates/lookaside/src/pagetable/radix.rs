@@ -130,7 +130,8 @@ pub struct Radix {
     nodes: Vec<(u64, Box<[u32]>)>,
     next_addr: u64,
     roots: HashMap<u32, u32, BuildHasherDefault<SpaceHasher>>,
-    last_root: (u32, u32),
+    /// The last (space, root node) looked up.
+    last_root: Option<(u32, u32)>,
     psc: Vec<Option<Tlb>>,
     pages: u64,
     mapped_bytes: u64,
@@ -168,7 +169,7 @@ impl Radix {
             node_bytes,
             nodes: Vec::new(),
             roots: HashMap::default(),
-            last_root: (u32::MAX, u32::MAX),
+            last_root: None,
             psc,
             pages: 0,
             mapped_bytes: 0,
@@ -198,11 +199,13 @@ impl Radix {
 
     #[inline]
     fn root(&mut self, space: u32) -> Option<u32> {
-        if self.last_root.0 == space {
-            return Some(self.last_root.1);
+        if let Some((s, r)) = self.last_root {
+            if s == space {
+                return Some(r);
+            }
         }
         let r = *self.roots.get(&space)?;
-        self.last_root = (space, r);
+        self.last_root = Some((space, r));
         Some(r)
     }
 
@@ -227,8 +230,14 @@ impl Radix {
         ((vpn >> self.below[level]) & ((1u64 << self.p.bits[level]) - 1)) as usize
     }
 
-    /// Walk the levels for `vpn`; see [`super::PageTable::lookup`].
+    /// Walk the levels of `space`'s table for `vpn`.
     pub fn lookup(&mut self, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
+        self.lookup_from(space, space, vpn, refs)
+    }
+
+    /// Walk the levels of `space`'s table for `vpn`, starting at the root page of space
+    /// `from`; see [`super::PageTable::lookup_from`].
+    pub fn lookup_from(&mut self, from: u32, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
         let mut w = Walk::default();
         let Some(vpn) = self.in_range(vpn) else {
             return w;
@@ -237,6 +246,23 @@ impl Radix {
             // No table yet: the walk reads the (empty) root pointer's target and faults.
             return w;
         };
+        // The shared kernel half: the root entry is read from `from`'s own root page (every
+        // address space has one, holding a copy of the kernel's entries, which point at the
+        // same tables); the paging-structure caches are tagged by `from`, as by PCID.
+        let root_addr = if from == space {
+            self.nodes[root as usize].0
+        } else {
+            let n = match self.roots.get(&from) {
+                Some(&r) => r,
+                None => {
+                    let r = self.new_node(0);
+                    self.roots.insert(from, r);
+                    r
+                }
+            };
+            self.nodes[n as usize].0
+        };
+        let tag = from as u64;
         let n = self.levels();
         // The deepest paging-structure cache that holds this walk's upper entry.
         let mut start = 0;
@@ -244,7 +270,7 @@ impl Radix {
         if !self.psc.is_empty() {
             for l in (0..self.psc.len().min(n - 1)).rev() {
                 if let Some(c) = &mut self.psc[l] {
-                    if c.lookup(vpn >> self.below[l], space as u64, NO_CTX) {
+                    if c.lookup(vpn >> self.below[l], tag, NO_CTX) {
                         start = l + 1;
                         break;
                     }
@@ -262,6 +288,7 @@ impl Radix {
             let i = self.index(l, vpn);
             let (addr, ref entries) = self.nodes[node as usize];
             let e = entries[i];
+            let addr = if l == 0 { root_addr } else { addr };
             refs.push(TableRef {
                 addr: addr + i as u64 * self.p.entry_bytes as u64,
                 level: l as u8,
@@ -277,7 +304,7 @@ impl Radix {
             }
             if l < self.psc.len() {
                 if let Some(c) = &mut self.psc[l] {
-                    c.fill(vpn >> self.below[l], space as u64, Part::Upper);
+                    c.fill(vpn >> self.below[l], tag, Part::Upper);
                 }
             }
             node = e - 1;

@@ -229,6 +229,44 @@ fn an_x86_64_table_walks_both_canonical_halves() {
 }
 
 #[test]
+fn every_space_walks_the_one_kernel_half_from_its_own_root() {
+    // The kernel half is mapped once (space KERNEL); spaces 1 and 2 walk it from their own
+    // root pages (the PML4 each process has), then through the same lower tables.
+    let mut t = PageTable::Radix(Radix::new(RadixParams::x86_64(4)).unwrap());
+    const KERNEL: u32 = u32::MAX;
+    let kernel = 0xffff_8880_1234_5000u64 >> 12;
+    let user = 0x0000_7fff_0000_0000u64 >> 12;
+    t.insert(1, user, 12, 3).unwrap();
+    t.insert(KERNEL, kernel, 12, 7).unwrap();
+    let walk = |t: &mut PageTable, from: u32| {
+        let mut refs = Refs::new();
+        let w = t.lookup_from(from, KERNEL, kernel, &mut refs);
+        (w.frame, refs.iter().map(|r| r.addr).collect::<Vec<_>>())
+    };
+    let (f1, r1) = walk(&mut t, 1);
+    let (f2, r2) = walk(&mut t, 2);
+    assert_eq!((f1, f2), (Some(7), Some(7)));
+    assert_eq!((r1.len(), r2.len()), (4, 4));
+    // Root entry 256 + 17 of two different root pages; the same PDPT, PD and PT entries.
+    assert_ne!(r1[0] >> 12, r2[0] >> 12);
+    assert_eq!(
+        (r1[0] % 4096, r2[0] % 4096),
+        ((256 + 17) * 8, (256 + 17) * 8)
+    );
+    assert_eq!(r1[1..], r2[1..]);
+    let mut refs = Refs::new();
+    assert_eq!(t.lookup_from(1, 1, user, &mut refs).frame, Some(3));
+    assert_eq!(
+        refs[0].addr >> 12,
+        r1[0] >> 12,
+        "space 1's root holds both halves"
+    );
+    // Space 2 has a root page now, and no user pages: the kernel's are not its own.
+    assert_eq!(t.lookup(2, user, &mut refs).frame, None);
+    assert_eq!(t.lookup(2, kernel, &mut refs).frame, None);
+}
+
+#[test]
 fn adversarial_one_bucket_chains_grow_and_shrink() {
     // Every page hashes to bucket 0 of 16: one chain of 16 entries in free slots.
     for ways in [1, 2] {
