@@ -298,12 +298,17 @@ def test_a_sweep_of_caches_beside_a_tlb_runs_point_by_point(tmp_path: Path, demo
     assert (int(row.size_bytes.iloc[0]), int(row.line_bytes.iloc[0])) == (16384, 64)
 
 
-def test_a_sweep_of_a_tlb_with_a_page_table_keeps_its_walks(tmp_path: Path, demo: Path):
-    # A one-pass engine would answer the TLB and drop the walker: the family is refused, and
-    # each point stores what the machine run in full stores, with or without --no-one-pass.
+@pytest.mark.parametrize("section, key", [
+    ('[pagetable]\norganisation = "radix"\nlevels = 4\n', "pagetable"),
+    ("[prefetch]\nuser_entries = 4\nkernel_entries = 4\n", "prefetch"),
+])
+def test_a_sweep_of_a_tlb_keeps_the_sections_beside_it(tmp_path: Path, demo: Path,
+                                                       section: str, key: str):
+    # A one-pass engine would answer the TLB and drop the walker (or the prefetcher): the
+    # family is refused, and each point stores what the machine run in full stores, with or
+    # without --no-one-pass.
     machine = tmp_path / "w.toml"
-    machine.write_text('[[tlb]]\nname = "dtlb"\nentries = 64\n'
-                       '[pagetable]\norganisation = "radix"\nlevels = 4\n')
+    machine.write_text('[[tlb]]\nname = "dtlb"\nentries = 64\n' + section)
     spec_file = tmp_path / "s.toml"
     spec_file.write_text('[sweep]\nmachine = "w.toml"\ntraces = ["demo"]\n[axes]\n'
                          '"tlb.dtlb.entries" = [16, 32, 64]\n')
@@ -311,7 +316,7 @@ def test_a_sweep_of_a_tlb_with_a_page_table_keeps_its_walks(tmp_path: Path, demo
     slow = run_sweep(load_spec(spec_file), tmp_path / "slow", progress=False, one_pass=False)
     keys = [sorted(json.loads(f.read_text())["result"])
             for d in ("fast", "slow") for f in sorted((tmp_path / d / "points").glob("*.json"))]
-    assert len(keys) == 6 and all(k == keys[0] for k in keys) and "pagetable" in keys[0]
+    assert len(keys) == 6 and all(k == keys[0] for k in keys) and key in keys[0]
     pd.testing.assert_frame_equal(fast.table, slow.table)
     r = lookaside.simulate(demo, machine, {"tlb.dtlb.entries": 16})
     row = fast.table[(fast.table.structure == "walk") & (fast.table["tlb.dtlb.entries"] == 16)]

@@ -44,6 +44,13 @@ impl Options {
         if config.vac.is_some() {
             return Err("vac: a virtually addressed cache is not simulated in one pass".into());
         }
+        if config.prefetch.is_some() {
+            return Err(
+                "prefetch: IPC-path prefetching fills the TLB at switches, which one pass does \
+                 not simulate"
+                    .into(),
+            );
+        }
         if let Some(c) = config.caches.first() {
             return Err(format!(
                 "cache.{}: caches are not simulated in one pass",
@@ -532,6 +539,7 @@ mod tests {
         for (text, key) in [
             ("[pagetable]\norganisation = \"radix\"\n", "pagetable:"),
             ("[vac]\n", "vac:"),
+            ("[prefetch]\nuser_entries = 4\n", "prefetch:"),
             (
                 "[[cache]]\nname = \"c\"\nsize = \"8k\"\nline = 32\n",
                 "cache.c:",
