@@ -1480,6 +1480,50 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// Per process, a user page is its address space's own and a kernel-half page is one
+        /// page of every space: with memory to spare and nothing unmapped, each organisation
+        /// faults exactly once per distinct (space, page), a kernel page counting once
+        /// whoever touches it (brute force: a set of `mapping_space` keys).
+        #[test]
+        fn a_page_faults_once_per_space_that_owns_it(
+            raw in proptest::collection::vec((0u8..8, 0u16..64, 0u8..4), 1..300),
+            org in proptest::sample::select(&[
+                "organisation='radix'\nlevels=4",
+                "organisation='hashed'",
+                "organisation='inverted'\nrefill='software'",
+                "organisation='hybrid'\nlevels=4\nentries=16",
+                "organisation='swtlb'\nbehind='hashed'\nentries=16",
+            ][..]),
+        ) {
+            let addr = |page: u16| if page < 32 {
+                (page as u64) << 12
+            } else {
+                0xffff_8880_0000_0000 + ((page as u64) << 12)
+            };
+            let evs: Vec<Event> = raw.iter().map(|&(op, page, asid)| match op {
+                0 => Event::control(Kind::ContextSwitch, 0, asid as u32),
+                1 => Event::reference(Kind::Store, addr(page), 8).with_asid(asid as u32),
+                _ => Event::reference(Kind::Load, addr(page) | 0x10, 8).with_asid(asid as u32),
+            }).collect();
+            let text = format!(
+                "[[tlb]]\nname='t'\nentries=8\npolicy='lru'\n[pagetable]\n{org}\nmemory='4MiB'\n"
+            );
+            let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
+            m.run_batch(&evs);
+            let owned: std::collections::HashSet<(u32, u64)> = evs
+                .iter()
+                .filter(|e| e.kind.is_ref())
+                .map(|e| (crate::cache::system::mapping_space(e.asid, e.addr), e.addr >> 12))
+                .collect();
+            let j = m.walker().unwrap().json();
+            proptest::prop_assert_eq!(j["unmappable"].as_u64(), Some(0));
+            proptest::prop_assert_eq!(j["faults"].as_u64(), Some(owned.len() as u64));
+        }
+    }
+
+    proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
 
         /// The memory system changes no translation result: TLB and walk counts and faults
