@@ -88,8 +88,8 @@ impl Front {
     /// [`PageTable::lookup_from`]).
     pub fn lookup(&mut self, root: u32, space: u32, vpn: u64, refs: &mut Refs) -> Walk {
         let set = self.stlb.set_of(space, vpn);
-        match self.stlb.probe(space, vpn) {
-            Some((_, way)) => {
+        match self.stlb.lookup(space, vpn) {
+            Some((way, frame)) => {
                 for w in 0..=way {
                     refs.push(TableRef {
                         addr: self.slot_addr(set, w),
@@ -98,7 +98,7 @@ impl Front {
                     });
                 }
                 return Walk {
-                    frame: self.stlb.lookup(space, vpn),
+                    frame: Some(frame),
                     chain: 1,
                     head: true,
                     second_way: way > 0,

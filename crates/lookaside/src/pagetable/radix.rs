@@ -209,6 +209,17 @@ impl Radix {
         Some(r)
     }
 
+    /// The root node of `space`, an empty root page allocated if it has none yet (leaving the
+    /// last-root memo to the walk's own space).
+    fn root_or_new(&mut self, space: u32) -> u32 {
+        if let Some(&r) = self.roots.get(&space) {
+            return r;
+        }
+        let r = self.new_node(0);
+        self.roots.insert(space, r);
+        r
+    }
+
     /// The page number the levels translate for `vpn`, or `None` when it is out of range:
     /// below 2^total_bits; canonical, the lower half's (below 2^(total_bits - 1)) or the upper
     /// half's, sign-extended (`0xffff8…`), by its low bits, as the MMU walks them (x86-64's
@@ -249,19 +260,12 @@ impl Radix {
         // The shared kernel half: the root entry is read from `from`'s own root page (every
         // address space has one, holding a copy of the kernel's entries, which point at the
         // same tables); the paging-structure caches are tagged by `from`, as by PCID.
-        let root_addr = if from == space {
-            self.nodes[root as usize].0
+        let from_root = if from == space {
+            root
         } else {
-            let n = match self.roots.get(&from) {
-                Some(&r) => r,
-                None => {
-                    let r = self.new_node(0);
-                    self.roots.insert(from, r);
-                    r
-                }
-            };
-            self.nodes[n as usize].0
+            self.root_or_new(from)
         };
+        let root_addr = self.nodes[from_root as usize].0;
         let tag = from as u64;
         let n = self.levels();
         // The deepest paging-structure cache that holds this walk's upper entry.
@@ -337,14 +341,7 @@ impl Radix {
             return Err(InsertError::Frame(frame));
         }
         let leaf = self.leaf_level(shift).ok_or(InsertError::PageSize(shift))?;
-        let mut node = match self.root(space) {
-            Some(r) => r,
-            None => {
-                let r = self.new_node(0);
-                self.roots.insert(space, r);
-                r
-            }
-        };
+        let mut node = self.root_or_new(space);
         for l in 0..leaf {
             let i = self.index(l, vpn);
             let e = self.nodes[node as usize].1[i];

@@ -95,29 +95,24 @@ impl Stlb {
         self.tags.probe(self.key(space, vpn), space as u64, NO_CTX)
     }
 
-    /// The frame of page `vpn` of space `space` if held (its way becomes the set's most
-    /// recent).
+    /// The way and frame of page `vpn` of space `space` if held (its way becomes the set's
+    /// most recent).
     #[inline]
-    pub fn lookup(&mut self, space: u32, vpn: u64) -> Option<u64> {
+    pub fn lookup(&mut self, space: u32, vpn: u64) -> Option<(usize, u64)> {
         let key = self.key(space, vpn);
         let (set, way) = self.tags.probe(key, space as u64, NO_CTX)?;
         self.tags.lookup(key, space as u64, NO_CTX);
-        Some(self.frames[set * self.tags.ways() + way])
+        Some((way, self.frames[set * self.tags.ways() + way]))
     }
 
     /// Hold page `vpn` of space `space` in `frame` (if held already, only its frame and
     /// recency change), replacing the set's least recent entry; its set and way.
     pub fn fill(&mut self, space: u32, vpn: u64, frame: u64) -> (usize, usize) {
         let key = self.key(space, vpn);
-        if !self.tags.lookup(key, space as u64, NO_CTX) {
-            self.tags.fill(key, space as u64, Part::Upper);
-        }
-        let (set, way) = self
-            .tags
-            .probe(key, space as u64, NO_CTX)
-            .expect("just filled");
-        self.frames[set * self.tags.ways() + way] = frame;
-        (set, way)
+        let (slot, _) = self.tags.fill_slot(key, space as u64, Part::Upper);
+        self.frames[slot] = frame;
+        let ways = self.tags.ways();
+        (slot / ways, slot % ways)
     }
 
     /// Forget page `vpn` of space `space` (its translation changed or went away).
@@ -135,9 +130,9 @@ mod tests {
     fn direct_mapped_and_two_way_least_recent_first() {
         let mut d = Stlb::new(4, 1, StlbIndex::Low).unwrap();
         d.fill(0, 1, 10);
-        assert_eq!(d.lookup(0, 1), Some(10));
+        assert_eq!(d.lookup(0, 1), Some((0, 10)));
         d.fill(0, 5, 50); // same set as 1
-        assert_eq!((d.lookup(0, 1), d.lookup(0, 5)), (None, Some(50)));
+        assert_eq!((d.lookup(0, 1), d.lookup(0, 5)), (None, Some((0, 50))));
         let mut t = Stlb::new(4, 2, StlbIndex::Low).unwrap();
         t.fill(0, 0, 1);
         t.fill(0, 2, 3);
