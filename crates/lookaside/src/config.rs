@@ -34,6 +34,11 @@
 //! asid = true              # entries tagged by address space; false = flushed on every switch
 //! partition = { lower = 8, lower_policy = "fifo", upper_policy = "random" }
 //! placement = "upper"      # which partition a fill goes to: upper | kernel-lower
+//!                          # partition.dynamic = { period = 1000, threshold = 0.05,
+//!                          #   step = 1, min_lower = 1, max_lower = ways - 1 }: Uhlig's
+//!                          # dynamic partitioning, moving the point every `period` events
+//!                          # (traps with [refill], else misses of this structure) by the
+//!                          # cost (trap cycles; walk cycles; or those misses)
 //!
 //! [refill]                 # present: software refill of the one TLB (MIPS R2000 model)
 //! levels = 3               # 3: Mach 3.0 / OSF/1 (mapped L2 tables, unmapped L3 root); 2: Ultrix
@@ -59,11 +64,6 @@
 //! l2_entries = 3           # the receiver's most recent L1 page-table pages (at most 8)
 //! l1u_entries = 0          # its most recently missed user pages (at most 8)
 //! l1k_entries = 0          # the kernel data pages it most recently missed on (at most 8)
-//! [refill.dynamic]         # Uhlig's dynamic partitioning by hill climbing
-//! period = 1000            # traps between decisions
-//! threshold = 0.05         # relative cost change that counts
-//! step = 1                 # slots per move
-//! min_lower = 1            # bounds of the lower partition (max_lower: default ways - 1)
 //!
 //! [prefetch]               # Bala's IPC-path prefetch on a walked machine (not [refill]):
 //! user_entries = 4         # at each switch, the receiver's most recently walked user and
@@ -1079,6 +1079,9 @@ pub struct PartitionConfig {
     pub lower_policy: Policy,
     #[serde(default = "default_policy")]
     pub upper_policy: Policy,
+    /// Move the point while the program runs (Uhlig's dynamic partitioning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<DynamicConfig>,
 }
 
 /// Which partition a miss fills. The software-managed-TLB study adds its policies A–D here.
@@ -1135,8 +1138,10 @@ pub struct RefillConfig {
     /// Prefetching on the IPC path (Bala et al. 1994).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch: Option<PrefetchConfig>,
-    /// Dynamic partitioning by hill climbing (Uhlig et al. 1994, section 5.3).
+    /// No longer here: dynamic partitioning belongs to the partitioned TLB
+    /// (`[[tlb]] partition.dynamic`); kept only to say so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
     pub dynamic: Option<DynamicConfig>,
 }
 
@@ -1316,14 +1321,17 @@ fn default_walk_costs() -> String {
     "huck93".into()
 }
 
-/// Uhlig's dynamic partitioning: every `period` traps, compare the handling cost of the last
-/// interval with the one before; a significant fall keeps the partition point moving the
-/// same way, a significant rise reverses it, anything else leaves it. The paper gives no
-/// values for these parameters.
+/// Uhlig's dynamic partitioning of a partitioned TLB ([`crate::tlb::HillClimber`]): every
+/// `period` events, compare the cost of the last interval with the one before; a
+/// significant fall keeps the partition point moving the same way, a significant rise
+/// reverses it, anything else leaves it. Under `[refill]` the events are traps and the cost
+/// their handling cycles (as in the paper); on a walked machine the events are misses of the
+/// partitioned structure and the cost the walker's cycles (`[pagetable]`), or those misses
+/// where nothing prices a walk. The paper gives no values for these parameters.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DynamicConfig {
-    /// Traps (of every type) between decisions.
+    /// Events (traps, or misses of the structure) between decisions.
     #[serde(default = "default_period")]
     pub period: u64,
     /// Relative change of the interval's cost that counts as significant.

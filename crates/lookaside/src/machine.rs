@@ -45,14 +45,16 @@ use crate::mmu::addresses::Place;
 use crate::mmu::layout::{self, Segment};
 use crate::mmu::{HandlerStep, SoftwareManagedTlb, Trap, Walker};
 use crate::threec::Shadow;
-use crate::tlb::{Engine, Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::{Engine, HillClimber, Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
 use crate::trace::kernel::{KernelClass, KernelLayout, LayoutSource};
 use crate::trace::native::NativeReader;
 use crate::trace::Metadata;
 
 mod alone;
+mod climb;
 mod prefetch;
 use alone::CacheFeed;
+use climb::Climb;
 use prefetch::{Prefetcher, Recent};
 
 /// Context-tag bit of a global entry.
@@ -76,6 +78,8 @@ struct Unit {
     ctx_global: u64,
     /// With `3c`: the shadow that classifies its misses ([`crate::threec`]).
     shadow: Option<Box<Shadow>>,
+    /// With `partition.dynamic`: Uhlig's dynamic partitioning of this structure.
+    climb: Option<Box<Climb>>,
 }
 
 impl Unit {
@@ -730,19 +734,21 @@ enum Step {
 
 /// Whether the page map is uniform, and per reference kind what the fast path does and
 /// whether its root stands alone (see [`Machine::uniform`], [`Machine::fast`] and
-/// [`Machine::alone`]): all derived from the page map and the wiring.
+/// [`Machine::alone`]): all derived from the page map and the wiring, and from the
+/// structures that climb (whose every access is counted, so they take no fast path).
 fn fast_paths(
     pages: &PageMap,
     roots: &Route,
     translated: [bool; 3],
     next: &[Route],
     default_shift: &[u32],
+    units: &[Unit],
 ) -> (bool, [Fast; 3], [bool; 3]) {
     // Uniform apart from unmapped holes: the fast path checks the holes first.
     let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
     let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
         _ if !translated[kind as usize] => Fast::Untranslated,
-        Some(r) if uniform => Fast::Root(r, default_shift[r]),
+        Some(r) if uniform && units[r].climb.is_none() => Fast::Root(r, default_shift[r]),
         _ => Fast::Slow,
     });
     let alone = Kind::REFS.map(|kind| match (fast[kind as usize], pages.default) {
@@ -1018,6 +1024,23 @@ impl Machine {
             } else {
                 None
             };
+            // Under [refill] the refill model climbs the TLB it refills.
+            let dynamic = t.partition.as_ref().and_then(|p| p.dynamic.as_ref());
+            let climb = match (dynamic, params.partition, config.refill.is_some()) {
+                (Some(d), Some(q), false) => {
+                    let climber =
+                        HillClimber::new(d.into(), params.ways, q.lower_ways).map_err(|m| {
+                            let (f, m) = m.split_once(": ").unwrap_or(("", &m));
+                            err(key(t, &format!("partition.dynamic.{f}")), m.to_string())
+                        })?;
+                    Some(Box::new(Climb {
+                        climber,
+                        accesses: 0,
+                        misses: 0,
+                    }))
+                }
+                _ => None,
+            };
             units.push(Unit {
                 tlb,
                 shifts,
@@ -1026,6 +1049,7 @@ impl Machine {
                 ctx_now: NO_CTX,
                 ctx_global: NO_CTX,
                 shadow,
+                climb,
             });
         }
         let caches = Hierarchy::build(&config, config.tlbs.len(), source_name)?.map(Box::new);
@@ -1047,7 +1071,8 @@ impl Machine {
             u.ctx_now = u.ctx(0, s, false);
             u.ctx_global = u.ctx(0, s, true);
         }
-        let (uniform, fast, alone) = fast_paths(&pages, &roots, translated, &next, &default_shift);
+        let (uniform, fast, alone) =
+            fast_paths(&pages, &roots, translated, &next, &default_shift, &units);
         let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,
@@ -1468,6 +1493,7 @@ impl Machine {
                 self.translated,
                 &self.next,
                 &self.default_shift,
+                &self.units,
             );
             self.pages = pages;
             self.kernel.classes = classes;
@@ -1913,8 +1939,11 @@ impl Machine {
     fn translate(&mut self, addr: u64, kind: Kind, mode: Mode, shift: u32) -> bool {
         let root = self.roots.at(kind, shift);
         let walked = self.translate_from(root, addr, kind, mode, shift);
+        // (A structure that climbs counts every access: no repeat is skipped.)
         if let (Some(r), false) = (root, self.uniform) {
-            self.remember(r, addr, kind, shift);
+            if self.units[r].climb.is_none() {
+                self.remember(r, addr, kind, shift);
+            }
         }
         walked
     }
@@ -1981,6 +2010,7 @@ impl Machine {
             };
             self.touched(i, kind, key, !hit);
             self.ledger.access(i, mode, kind, !hit);
+            self.count_climb(i, !hit);
             if hit {
                 return false;
             }

@@ -195,6 +195,9 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
             },
         );
         m.insert("geometry".into(), Value::Object(g));
+        if let Some(d) = machine.dynamic_json(s) {
+            m.insert("dynamic".into(), d);
+        }
         classes_json(l, s, t.three_c, |_, _, _| true, &mut m);
         breakdowns(l, s, t.three_c, &mut m);
         structures.insert(t.name.clone(), Value::Object(m));

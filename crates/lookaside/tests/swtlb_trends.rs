@@ -164,8 +164,8 @@ fn dynamic_partitioning_tracks_the_best_static_partition() {
     let total = |extra: &str, lower: usize| {
         let cfg = format!(
             "[[tlb]]\nname = 'tlb'\nentries = 64\nways = 'full'\n\
-             partition = {{ lower = {lower}, lower_policy = 'fifo', upper_policy = 'random' }}\n\
-             [refill]\nplacement = 'A'\n{extra}"
+             partition = {{ lower = {lower}, lower_policy = 'fifo', upper_policy = 'random'{extra} }}\n\
+             [refill]\nplacement = 'A'\n"
         );
         let mut m = Machine::assemble(Some(&cfg), "dynamic", &[], &[]).unwrap();
         for chunk in events.chunks(4096) {
@@ -182,7 +182,7 @@ fn dynamic_partitioning_tracks_the_best_static_partition() {
     let best = (4..=24)
         .map(|l| total("", l).0)
         .fold(f64::INFINITY, f64::min);
-    let (dynamic, end, work) = total("[refill.dynamic]\nperiod = 200\nthreshold = 0.05\n", 8);
+    let (dynamic, end, work) = total(", dynamic = { period = 200, threshold = 0.05 }", 8);
     eprintln!(
         "dynamic {dynamic:.4} s (ends at {end}, {work:?}); fixed 8 {fixed8:.4}, best static {best:.4}"
     );

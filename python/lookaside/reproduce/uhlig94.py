@@ -146,7 +146,8 @@ def measure_mach3(spec: str, seed: int | None, x86_64: bool = False) -> dict:
         keyed.append((("A-fifo", lw), [f"tlb.tlb.partition.lower={lw}",
                                        f"tlb.tlb.partition.upper_policy={s('fifo')}"]))
     keyed.append((("D", 8), [f"refill.placement={s('D')}"]))
-    keyed.append((("B-dynamic", 8), [f"refill.placement={s('B')}", "refill.dynamic.period=1000"]))
+    keyed.append((("B-dynamic", 8), [f"refill.placement={s('B')}",
+                                     "tlb.tlb.partition.dynamic.period=1000"]))
     for u in UPPER:
         keyed.append((("upper", u), [f"tlb.tlb.entries={u + 16}", "tlb.tlb.partition.lower=16",
                                      f"refill.costs={s('mach3-l1k-utlb')}"]))

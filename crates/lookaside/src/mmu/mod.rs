@@ -43,8 +43,7 @@ pub use micro::MicroParams;
 pub(crate) use recent::RecentMisses;
 pub use recent::MAX_RECENT;
 pub use refill::{
-    placement_parts, DynamicParams, DynamicWork, HandlerStep, HandlerWork, PrefetchParams,
-    PrefetchWork, PteClass, RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH,
-    PREFETCH_CLASSES, PTE_CLASSES,
+    placement_parts, HandlerStep, HandlerWork, PrefetchParams, PrefetchWork, PteClass,
+    RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH, PREFETCH_CLASSES, PTE_CLASSES,
 };
 pub use walker::{Addresses, RefillBy, WalkCosts, WalkStats, Walker, CHAIN_BINS, COST_NAMES};

@@ -71,7 +71,9 @@ use crate::config::{
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, Mode, FLUSH_ALL, NO_PADDR};
 use crate::ledger::Ledger;
-use crate::tlb::{Part, Partition, Policy, Tlb, TlbParams, NO_CTX};
+use crate::tlb::{
+    DynamicParams, DynamicWork, HillClimber, Part, Partition, Policy, Tlb, TlbParams, NO_CTX,
+};
 
 use super::addresses::{AddressMap, Place};
 use super::cost::{CostTable, Service, Trap, TrapCounts, Work};
@@ -209,45 +211,6 @@ pub struct StlbParams {
     pub classes: [bool; 4],
     /// Index by a hash of the page number instead of its low bits.
     pub hashed: bool,
-}
-
-/// Uhlig's dynamic partitioning (see [`crate::config::DynamicConfig`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DynamicParams {
-    /// Traps between decisions.
-    pub period: u64,
-    /// Relative change of an interval's cost that counts as significant.
-    pub threshold: f64,
-    pub step: usize,
-    pub min_lower: usize,
-    /// `None`: ways - 1.
-    pub max_lower: Option<usize>,
-}
-
-/// What dynamic partitioning did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DynamicWork {
-    pub decisions: u64,
-    pub moves_up: u64,
-    pub moves_down: u64,
-    /// Lowest and highest lower-partition sizes used.
-    pub min_seen: usize,
-    pub max_seen: usize,
-}
-
-/// The hill climber's state.
-#[derive(Clone, Debug)]
-struct Climber {
-    p: DynamicParams,
-    max: usize,
-    /// +1 (grow the lower partition) or -1.
-    dir: i64,
-    /// Trap total at which the next decision is due.
-    next: u64,
-    /// Cycles (all work priced) at the start of the interval, and the last interval's cost.
-    start_cycles: u64,
-    prev_cost: Option<u64>,
-    work: DynamicWork,
 }
 
 /// Most entries of one class the prefetcher can consider per switch.
@@ -419,7 +382,9 @@ pub struct SoftwareManagedTlb {
     /// prefetcher.
     recent: RecentMisses<u64, 3>,
     prefetch: PrefetchWork,
-    climber: Option<Climber>,
+    /// Uhlig's dynamic partitioning: events are traps, the cost is the cycles of all work
+    /// priced.
+    climber: Option<HillClimber>,
     micro: Option<Micro>,
 }
 
@@ -479,41 +444,10 @@ impl SoftwareManagedTlb {
             (Some(_), None) => {
                 return Err("dynamic: dynamic partitioning needs a partition (not policy D)".into())
             }
-            (Some(d), Some(q)) => {
-                let max = d.max_lower.unwrap_or(p.tlb.ways - 1);
-                if d.period == 0 || d.step == 0 {
-                    return Err("dynamic.period: period and step must be at least 1".into());
-                }
-                if !(d.threshold.is_finite() && d.threshold >= 0.0) {
-                    return Err("dynamic.threshold: must be a number >= 0".into());
-                }
-                if d.min_lower == 0 || d.min_lower > max || max >= p.tlb.ways {
-                    return Err(format!(
-                        "dynamic.min_lower: the bounds {}..={max} must lie in 1..={} ",
-                        d.min_lower,
-                        p.tlb.ways - 1
-                    ));
-                }
-                if q.lower_ways < d.min_lower || q.lower_ways > max {
-                    return Err(format!(
-                        "dynamic.min_lower: the starting lower partition ({}) is outside {}..={max}",
-                        q.lower_ways, d.min_lower
-                    ));
-                }
-                Some(Climber {
-                    p: *d,
-                    max,
-                    dir: 1,
-                    next: d.period,
-                    start_cycles: 0,
-                    prev_cost: None,
-                    work: DynamicWork {
-                        min_seen: q.lower_ways,
-                        max_seen: q.lower_ways,
-                        ..DynamicWork::default()
-                    },
-                })
-            }
+            (Some(d), Some(q)) => Some(
+                HillClimber::new(*d, p.tlb.ways, q.lower_ways)
+                    .map_err(|e| format!("dynamic.{e}"))?,
+            ),
         };
         let micro = match &p.micro {
             Some(q) if q.index == p.index => {
@@ -640,13 +574,17 @@ impl SoftwareManagedTlb {
                 })
             }
         };
-        let dynamic = r.dynamic.as_ref().map(|d| DynamicParams {
-            period: d.period,
-            threshold: d.threshold,
-            step: d.step,
-            min_lower: d.min_lower,
-            max_lower: d.max_lower,
-        });
+        if r.dynamic.is_some() {
+            return Err(err(
+                "refill.dynamic",
+                format!("dynamic partitioning belongs to the partitioned TLB: write it as tlb.{}.partition.dynamic (e.g. partition = {{ lower = 8, dynamic = {{ period = 1000 }} }})", t.name),
+            ));
+        }
+        let dynamic = t
+            .partition
+            .as_ref()
+            .and_then(|q| q.dynamic.as_ref())
+            .map(DynamicParams::from);
         let params = RefillParams {
             dynamic,
             stlb,
@@ -675,11 +613,11 @@ impl SoftwareManagedTlb {
                 "placement" | "levels" => format!("refill.{field}"),
                 f if f.starts_with("cycles.")
                     || f.starts_with("stlb.")
-                    || f.starts_with("prefetch.")
-                    || f.starts_with("dynamic") =>
+                    || f.starts_with("prefetch.") =>
                 {
                     format!("refill.{f}")
                 }
+                f if f.starts_with("dynamic") => key(&format!("partition.{f}")),
                 _ => key("geometry"),
             };
             err(&k, msg.to_string())
@@ -840,7 +778,12 @@ impl SoftwareManagedTlb {
 
     /// What dynamic partitioning did; `None` without it.
     pub fn dynamic_work(&self) -> Option<&DynamicWork> {
-        self.climber.as_ref().map(|c| &c.work)
+        self.climber.as_ref().map(|c| c.work())
+    }
+
+    /// The hill climber of dynamic partitioning, if any.
+    pub fn climber(&self) -> Option<&HillClimber> {
+        self.climber.as_ref()
     }
 
     /// The lower partition's size now (it moves under dynamic partitioning).
@@ -853,7 +796,7 @@ impl SoftwareManagedTlb {
     #[inline]
     fn after_refill(&mut self) {
         if let Some(c) = &self.climber {
-            if self.counts.all() >= c.next {
+            if c.due(self.counts.all()) {
                 self.climb();
             }
         }
@@ -862,46 +805,14 @@ impl SoftwareManagedTlb {
     #[cold]
     fn climb(&mut self) {
         let now = self.service().total_cycles;
-        let lower = self.current_lower_slots();
         let traps = self.counts.all();
         let c = self.climber.as_mut().expect("climbing");
-        let cost = now - c.start_cycles;
-        let th = c.p.threshold;
-        let move_dir = match c.prev_cost {
-            // The first interval: probe in the starting direction.
-            None => Some(c.dir),
-            Some(prev) if (cost as f64) < prev as f64 * (1.0 - th) => Some(c.dir),
-            Some(prev) if cost as f64 > prev as f64 * (1.0 + th) => {
-                c.dir = -c.dir;
-                Some(c.dir)
-            }
-            Some(_) => None,
-        };
-        c.prev_cost = Some(cost);
-        c.start_cycles = now;
-        c.next = traps + c.p.period;
-        c.work.decisions += 1;
-        let Some(d) = move_dir else {
-            return;
-        };
-        let target =
-            (lower as i64 + d * c.p.step as i64).clamp(c.p.min_lower as i64, c.max as i64) as usize;
-        if target == lower {
-            // At a bound: turn round for next time.
-            c.dir = -c.dir;
-            return;
+        if let Some(target) = c.decide(traps, now) {
+            self.tlb
+                .repartition(target)
+                .expect("target within the validated bounds");
+            self.params.tlb.partition = self.tlb.params().partition;
         }
-        if target > lower {
-            c.work.moves_up += 1;
-        } else {
-            c.work.moves_down += 1;
-        }
-        c.work.min_seen = c.work.min_seen.min(target);
-        c.work.max_seen = c.work.max_seen.max(target);
-        self.tlb
-            .repartition(target)
-            .expect("target within the validated bounds");
-        self.params.tlb.partition = self.tlb.params().partition;
     }
 
     /// The work priced by the configured cost table.

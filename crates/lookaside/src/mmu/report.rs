@@ -19,8 +19,9 @@
 //!                 inserted, evicted, inserted_by_class (L2, L1U, L1K)
 //! traps.micro     (with a micro-TLB) entries, refills (its misses the TLB served
 //!                 without a trap, charged `micro` cycles each)
-//! traps.dynamic   (with dynamic partitioning) period, threshold, step, decisions, moves_up,
-//!                 moves_down, min_lower, max_lower (sizes used), final_lower
+//! traps.dynamic   (with dynamic partitioning) period, threshold, step, cost ("trap cycles"),
+//!                 decisions, moves_up, moves_down, min_lower, max_lower (sizes used),
+//!                 final_lower
 //! ```
 //!
 //! `cycles_per_trap` also has `stlb_hit`, `stlb_miss`, `prefetch` and `l1u_count` (and
@@ -152,18 +153,8 @@ pub fn traps_json(m: &SoftwareManagedTlb) -> Value {
             "hit_ratio": ratio,
         });
     }
-    if let (Some(w), Some(d)) = (m.dynamic_work(), p.dynamic) {
-        out["dynamic"] = json!({
-            "period": d.period,
-            "threshold": d.threshold,
-            "step": d.step,
-            "decisions": w.decisions,
-            "moves_up": w.moves_up,
-            "moves_down": w.moves_down,
-            "min_lower": w.min_seen,
-            "max_lower": w.max_seen,
-            "final_lower": m.current_lower_slots(),
-        });
+    if let Some(c) = m.climber() {
+        out["dynamic"] = c.json("trap cycles");
     }
     if let (Some(q), Some(refills)) = (&p.micro, m.micro_refills()) {
         out["micro"] = json!({

@@ -23,7 +23,7 @@ use crate::config::{FirstTouch, PlacementPolicy, ReadFaultMaps};
 use crate::event::{Event, Kind, Mode, FLUSH_ALL};
 use crate::ledger::Ledger;
 use crate::machine::Machine;
-use crate::tlb::{Part, Partition, Policy, TlbParams};
+use crate::tlb::{DynamicParams, Part, Partition, Policy, TlbParams};
 
 fn model(levels: u8, first_touch: FirstTouch) -> (SoftwareManagedTlb, Ledger) {
     let mut p = RefillParams::r2000_mach3();
@@ -1153,10 +1153,26 @@ fn hill_climbing_moves_the_partition_point() {
     assert!(SoftwareManagedTlb::new(bad)
         .unwrap_err()
         .starts_with("dynamic"));
-    let e = machine("[refill.dynamic]\nperiod = 0\n")
+    // Configured on the partitioned TLB; errors name the key there.
+    let partitioned = |dynamic: &str| {
+        let toml = R2000.replace(
+            "upper_policy = 'random' }",
+            &format!("upper_policy = 'random', dynamic = {{ {dynamic} }} }}"),
+        );
+        Machine::assemble(Some(&format!("{toml}[refill]\n")), "m.toml", &[], &[])
+    };
+    let m = partitioned("period = 4, step = 2").unwrap();
+    assert_eq!(m.refill().unwrap().params().dynamic.unwrap().step, 2);
+    let e = partitioned("period = 0").unwrap_err().to_string();
+    assert!(e.contains("tlb.tlb.partition.dynamic.period"), "{e}");
+    // Its old place says where it went.
+    let e = machine("[refill.dynamic]\nperiod = 10\n")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("refill.dynamic.period"), "{e}");
+    assert!(
+        e.contains("refill.dynamic") && e.contains("tlb.tlb.partition.dynamic"),
+        "{e}"
+    );
 }
 
 // ----- the machine with [refill] and [memory]: handler references reach the caches ---------

@@ -386,7 +386,18 @@ impl Engine {
         each_engine!(self, t => t.flush_all())
     }
 
-    /// The parameters it was built from.
+    /// [`Tlb::repartition`]; an error for an engine with no partition.
+    pub fn repartition(&mut self, lower_ways: usize) -> Result<(), super::ParamError> {
+        match self {
+            Engine::General(t) => t.repartition(lower_ways),
+            _ => Err(super::ParamError {
+                field: "partition.lower_ways",
+                message: "the TLB has no partition to move".into(),
+            }),
+        }
+    }
+
+    /// The parameters it holds now (a partition point may have moved).
     pub fn params(&self) -> &TlbParams {
         match self {
             Engine::General(t) => t.params(),

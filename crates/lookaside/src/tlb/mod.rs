@@ -86,6 +86,7 @@
 //! a short path without the MRU entry, hints, second context or partitions, which a miss
 //! would otherwise pay for; every other TLB is a [`Tlb`].
 
+mod climb;
 mod exact;
 mod hint;
 mod index;
@@ -98,6 +99,7 @@ pub(crate) mod reference;
 #[cfg(test)]
 mod tests;
 
+pub use climb::{DynamicParams, DynamicWork, HillClimber};
 pub use exact::{Engine, ExactTlb};
 pub use policy::{Policy, SplitMix64};
 
