@@ -12,6 +12,7 @@
 //! insertion costs is the PTE's read, which is counted (`inserted`) but not simulated through
 //! `[pagetable]` or `[memory]`: Bala's handler reads it through unmapped memory.
 
+use crate::event::Mode;
 use crate::mmu::RecentMisses;
 
 /// Most entries of one class remembered, and prefetched, per switch.
@@ -92,6 +93,46 @@ impl Prefetcher {
         (0..2)
             .flat_map(|c| self.recent.current(c).map(move |e| (c, e)))
             .collect()
+    }
+}
+
+impl super::Machine {
+    /// A walk of the page of `addr` (backed by pages of `shift`) fills the entry of the
+    /// structure that missed last: the prefetcher remembers it for the running address space.
+    #[cold]
+    pub(super) fn remember_walk(&mut self, addr: u64, shift: u32, global: bool, mode: Mode) {
+        let i = self.last_missed;
+        let s = self.units[i].shift_for(shift);
+        if let Some(p) = self.prefetch.as_deref_mut() {
+            let r = Recent {
+                unit: i as u16,
+                shift: s as u8,
+                global,
+                vpn: addr >> s,
+            };
+            p.note(r, mode == Mode::Kernel);
+        }
+    }
+
+    /// Bala's IPC-path prefetch on a switch from address space `from` to the running one:
+    /// each entry the prefetcher remembers for it is probed for in its structure and inserted
+    /// where absent (see [`prefetch`]).
+    pub(super) fn prefetch_into(&mut self, from: u32) {
+        let Some(p) = self.prefetch.as_deref_mut() else {
+            return;
+        };
+        let todo = p.switch(from, self.cur_asid);
+        for (class, r) in todo {
+            let u = &mut self.units[r.unit as usize];
+            let ctx = u.ctx(self.cur_asid, r.shift as u32, r.global);
+            let p = self.prefetch.as_deref_mut().expect("a prefetcher");
+            p.probes += 1;
+            if !u.tlb.holds(r.vpn, ctx) {
+                let mode = [Mode::User, Mode::Kernel][class];
+                u.tlb.access(r.vpn, ctx, u.part(mode));
+                p.inserted[class] += 1;
+            }
+        }
     }
 }
 
