@@ -1,8 +1,9 @@
 //! Python bindings of the Lookaside engine: thin, no logic. Each function converts its
-//! arguments, calls one engine entry point with the GIL released, and maps engine errors to
-//! the Python exceptions below (one place: [`to_py`]). Results cross as JSON text, which the
-//! Python layer turns into objects and DataFrames; a one-pass family's figures cross as
-//! columns (lists), one call for all its geometries.
+//! arguments, calls one entry point of the engine (or of `lookaside-papers`, for a paper's
+//! tables) with the GIL released, and maps engine errors to the Python exceptions below (one
+//! place: [`to_py`]). Results cross as JSON text, which the Python layer turns into objects
+//! and DataFrames; a one-pass family's figures cross as columns (lists), one call for all its
+//! geometries.
 
 use std::path::PathBuf;
 
@@ -545,7 +546,7 @@ fn one_pass<'py>(
 /// Every cell of Uhlig et al.'s Tables II, VI and VII, ours beside the published one (JSON).
 #[pyfunction]
 fn uhlig94_cells() -> String {
-    lookaside::mmu::uhlig94::cells_json().to_string()
+    lookaside_papers::uhlig94::cells_json().to_string()
 }
 
 /// Inouye et al.'s Tables 1-3 and copy-on-write cases on the virtually addressed cache model,
@@ -553,7 +554,7 @@ fn uhlig94_cells() -> String {
 #[pyfunction]
 #[pyo3(signature = (timing="hp9000-834"))]
 fn inouye92_results(py: Python<'_>, timing: &str) -> PyResult<String> {
-    py.detach(|| lookaside::cache::vac::inouye92::results(timing))
+    py.detach(|| lookaside_papers::inouye92::results(timing))
         .map(|v| v.to_string())
         .map_err(ConfigError::new_err)
 }

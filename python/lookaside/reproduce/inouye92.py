@@ -24,7 +24,7 @@ DESIGNS = {"copy": "Chorus IPC-copy", "move": "Chorus IPC-move (lazy)",
 
 
 def results(timing: str = "hp9000-834") -> dict:
-    """The model's tables beside the published ones (see ``cache::vac::inouye92``)."""
+    """The model's tables beside the published ones (see ``lookaside_papers::inouye92``)."""
     return json.loads(_lookaside.inouye92_results(timing))
 
 

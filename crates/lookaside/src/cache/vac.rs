@@ -15,11 +15,14 @@
 //!   read-only aliasing, equivalent mapping by page colour) and the VM primitives (map,
 //!   unmap, remap, protect, copy page, zero page) priced from the lines each one actually
 //!   finds in the cache.
-//! * [`drive`] — the model fed by an event stream: a machine's `[vac]` section.
+//! * [`drive`] — the model fed by an event stream: a machine's `[vac]` section, or a whole
+//!   source fed phase by phase ([`drive::feed`]).
 //! * [`timing`] — what the primitives cost in microseconds: presets calibrated to the
 //!   HP 9000/834 (Tables 1 and 2 of the paper), shipped as data files.
-//! * [`inouye92`] — the paper's measurements re-run on the model: Tables 1–3, IPC by copy,
-//!   move (lazy or eager mapping) and pure copy, and Mach's copy-on-write cases 1–3.
+//!
+//! The paper's measurements re-run on the model (Tables 1–3, IPC by copy, move and pure copy,
+//! Mach's copy-on-write cases 1–3) are not the engine's: they live in the `lookaside-papers`
+//! crate (`lookaside_papers::inouye92`), which drives this model through its public API.
 //!
 //! # The tag store
 //!
@@ -35,7 +38,6 @@
 
 pub mod alias;
 pub mod drive;
-pub mod inouye92;
 pub mod timing;
 
 #[cfg(test)]

@@ -17,11 +17,14 @@
 //!   [`crate::pagetable::Stlb`], the store of the page tables' front tables too; the
 //!   IPC-path prefetcher lives in [`SoftwareManagedTlb`], and what it remembers (shared with
 //!   the walked machine's, [`crate::machine`]) in `recent`.
-//! * [`uhlig94`] — Tables VI and VII of the paper, exactly, from Tables V and III.
 //! * [`report`] — the `traps` section of the result JSON.
 //! * [`Walker`] — refill from a [`crate::pagetable`] organisation by hardware or software,
 //!   every table reference through a data cache, priced by Huck & Hays' cycle costs
 //!   ([`WalkCosts`]); the `pagetable` section of the result JSON.
+//!
+//! The paper's Tables VI and VII, computed exactly from its Tables V and III with
+//! [`CostTable`], are not the engine's: they live in the `lookaside-papers` crate
+//! (`lookaside_papers::uhlig94`).
 
 pub mod addresses;
 mod cost;
@@ -30,7 +33,6 @@ mod micro;
 mod recent;
 mod refill;
 pub mod report;
-pub mod uhlig94;
 mod walker;
 
 #[cfg(test)]

@@ -649,7 +649,7 @@ impl TraceSource for Cow {
 mod tests {
     use super::*;
     use crate::cache::vac::alias::AliasPolicy;
-    use crate::cache::vac::drive::{FirstTouch, PhaseCost, VacDriver};
+    use crate::cache::vac::drive::{feed, FirstTouch, PhaseCost, VacDriver};
     use crate::cache::vac::timing::Timing;
     use crate::cache::vac::VacParams;
 
@@ -661,8 +661,7 @@ mod tests {
     fn priced(spec: &str, params: &VacParams, policy: AliasPolicy) -> Vec<PhaseCost> {
         let mut source = crate::workload::from_spec(spec).unwrap().unwrap();
         let mut d = VacDriver::new(params, policy, hp(), FirstTouch::Any).unwrap();
-        crate::cache::vac::inouye92::feed(&mut d, &mut *source, |_, _| {})
-            .unwrap_or_else(|e| panic!("{spec}: {e}"));
+        feed(&mut d, &mut *source, |_, _| {}).unwrap_or_else(|e| panic!("{spec}: {e}"));
         d.phases()
     }
 

@@ -45,6 +45,7 @@ use super::VacParams;
 use crate::config::VacConfig;
 use crate::error::{Error, Result};
 use crate::event::{flags, CopySource, Event, Kind, NO_PADDR, PHYSICAL};
+use crate::trace::TraceSource;
 
 /// Which frame a page gets when it is first touched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -380,6 +381,32 @@ impl VacDriver {
             "elapsed_us": self.vm.elapsed_us(),
             "phases": self.phases(),
         })
+    }
+}
+
+/// Feed `source` to `d`, calling `at(label, d)` at each phase marker, before its phase
+/// starts, so that a caller can look at the cache as one phase ends (what a measurement
+/// leaves warm or dirty); the error is the first event the driver refused.
+pub fn feed(
+    d: &mut VacDriver,
+    source: &mut dyn TraceSource,
+    mut at: impl FnMut(&str, &VacDriver),
+) -> std::result::Result<(), String> {
+    let mut batch = Vec::new();
+    while source.next_batch(&mut batch).map_err(|e| e.to_string())? {
+        let mut from = 0;
+        for (i, e) in batch.iter().enumerate() {
+            if let Some(label) = e.phase_label() {
+                d.run_batch(&batch[from..i]);
+                at(&label, d);
+                from = i;
+            }
+        }
+        d.run_batch(&batch[from..]);
+    }
+    match d.error() {
+        Some((n, m)) => Err(format!("event {n}: {m}")),
+        None => Ok(()),
     }
 }
 

@@ -8,11 +8,11 @@
 //!   buffer).
 //! * Table 3 — local, page-aligned `ipcSend` of 1–16 KB by Chorus IPC-copy, IPC-move (lazy
 //!   mapping, as measured, or eager) and pure copy with recycled buffers: `workload:ipc`
-//!   ([`crate::workload::Ipc`], the step lists of §3.6) after three messages that bring the
+//!   ([`lookaside::workload::Ipc`], the step lists of §3.6) after three messages that bring the
 //!   cache to its steady state, priced by a `[vac]` of the HP 9000/834.
 //! * Mach's copy-on-write page initialisation, cases 1–3 (physically addressed cache; VAC
 //!   with pages initialised through physical addresses; VAC with a NO-ACCESS mapping first):
-//!   `workload:cow` ([`crate::workload::Cow`]), priced the same way.
+//!   `workload:cow` ([`lookaside::workload::Cow`]), priced the same way.
 //!
 //! Tables 3 and the copy-on-write cases thus take the code path of `lookaside simulate
 //! workload:ipc,… --config …` with a `[vac]`: the workload's events through a
@@ -24,12 +24,12 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::alias::{AliasPolicy, At, VacVm, VmCounts};
-use super::drive::{FirstTouch, PhaseCost, VacDriver};
-use super::timing::Timing;
-use super::{Indexing, VacParams};
-use crate::workload::vmops::{Cow, CowParams, Ipc, IpcParams, KERNEL, RECEIVER};
-pub use crate::workload::vmops::{CowCase, IpcDesign as Design};
+use lookaside::cache::vac::alias::{AliasPolicy, At, VacVm, VmCounts};
+use lookaside::cache::vac::drive::{feed, FirstTouch, PhaseCost, VacDriver};
+use lookaside::cache::vac::timing::Timing;
+use lookaside::cache::vac::{Indexing, VacParams};
+use lookaside::workload::vmops::{Cow, CowParams, Ipc, IpcParams, KERNEL, RECEIVER};
+pub use lookaside::workload::vmops::{CowCase, IpcDesign as Design};
 
 /// Table 1 of the paper (µs): rows Empty, Clean, Dirty; columns 1, 2, 4, 8 KB.
 pub const TABLE1: [(&str, [f64; 4]); 3] = [
@@ -205,31 +205,6 @@ pub const PLACEMENTS: [(&str, u64, u64, u64); 3] = [
     // the paper's were not): every store of both copies misses and evicts a dirty line.
     ("one-colour", 0, 0, 0),
 ];
-
-/// Feed `source` to `d`, calling `at(label, d)` at each phase marker, before its phase
-/// starts; the error is the first event the driver refused.
-pub fn feed(
-    d: &mut VacDriver,
-    source: &mut dyn crate::trace::TraceSource,
-    mut at: impl FnMut(&str, &VacDriver),
-) -> Result<(), String> {
-    let mut batch = Vec::new();
-    while source.next_batch(&mut batch).map_err(|e| e.to_string())? {
-        let mut from = 0;
-        for (i, e) in batch.iter().enumerate() {
-            if let Some(label) = e.phase_label() {
-                d.run_batch(&batch[from..i]);
-                at(&label, d);
-                from = i;
-            }
-        }
-        d.run_batch(&batch[from..]);
-    }
-    match d.error() {
-        Some((n, m)) => Err(format!("event {n}: {m}")),
-        None => Ok(()),
-    }
-}
 
 /// The phase `label` of what `d` priced.
 fn phase(d: &VacDriver, label: &str) -> Result<PhaseCost, String> {

@@ -15,10 +15,10 @@
 
 use serde_json::Value;
 
-use super::cost::{CostTable, Trap, ALL_TRAPS, TRAPS};
+use lookaside::mmu::{CostTable, Trap, ALL_TRAPS, TRAPS};
 
 /// The paper's tables as transcribed (Tables III, V, VI, VII, VIII, IX), JSON.
-pub const PUBLISHED_JSON: &str = include_str!("../../data/uhlig94-tables.json");
+pub const PUBLISHED_JSON: &str = include_str!("../data/uhlig94-tables.json");
 
 /// The published tables, parsed.
 pub fn published() -> Value {
