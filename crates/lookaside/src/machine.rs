@@ -86,8 +86,6 @@ struct Unit {
     ctx_global: u64,
     /// With `3c`: the shadow that classifies its misses ([`crate::threec`]).
     shadow: Option<Box<Shadow>>,
-    /// With `partition.dynamic`: Uhlig's dynamic partitioning of this structure.
-    climb: Option<Box<Climb>>,
 }
 
 impl Unit {
@@ -354,6 +352,10 @@ pub struct Machine {
     /// The structure whose miss the translation under way last took (what a walk fills, for
     /// the prefetcher).
     last_missed: usize,
+    /// Per structure, Uhlig's dynamic partitioning of it (`partition.dynamic`); empty when
+    /// none climbs. Kept beside the units rather than in them, so that the hot path's units
+    /// stay as small as before.
+    climbs: Vec<Option<Box<Climb>>>,
 }
 
 impl Machine {
@@ -575,7 +577,7 @@ impl Machine {
                 self.translated,
                 &self.next,
                 &self.default_shift,
-                &self.units,
+                &self.climbs,
             );
             self.pages = pages;
             self.kernel.classes = classes;

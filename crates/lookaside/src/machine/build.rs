@@ -229,6 +229,7 @@ impl Machine {
                 ),
             ));
         }
+        let mut climbs = Vec::with_capacity(planned.len());
         let mut units = Vec::with_capacity(planned.len());
         for ((params, shifts), t) in planned.into_iter().zip(&config.tlbs) {
             let tlb = Engine::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
@@ -242,7 +243,7 @@ impl Machine {
             };
             // Under [refill] the refill model climbs the TLB it refills.
             let dynamic = t.partition.as_ref().and_then(|p| p.dynamic.as_ref());
-            let climb = match (dynamic, params.partition, config.refill.is_some()) {
+            climbs.push(match (dynamic, params.partition, config.refill.is_some()) {
                 (Some(d), Some(q), false) => {
                     let climber =
                         HillClimber::new(d.into(), params.ways, q.lower_ways).map_err(|m| {
@@ -256,7 +257,7 @@ impl Machine {
                     }))
                 }
                 _ => None,
-            };
+            });
             units.push(Unit {
                 tlb,
                 shifts,
@@ -265,8 +266,10 @@ impl Machine {
                 ctx_now: NO_CTX,
                 ctx_global: NO_CTX,
                 shadow,
-                climb,
             });
+        }
+        if climbs.iter().all(Option::is_none) {
+            climbs.clear();
         }
         let caches = Hierarchy::build(&config, config.tlbs.len(), source_name)?.map(Box::new);
         let mut names: Vec<String> = config.tlbs.iter().map(|t| t.name.clone()).collect();
@@ -288,7 +291,7 @@ impl Machine {
             u.ctx_global = u.ctx(0, s, true);
         }
         let (uniform, fast, alone) =
-            fast_paths(&pages, &roots, translated, &next, &default_shift, &units);
+            fast_paths(&pages, &roots, translated, &next, &default_shift, &climbs);
         let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,
@@ -407,6 +410,7 @@ impl Machine {
             split: config.machine.straddle == Straddle::Split,
             global_above: config.machine.global_above.unwrap_or(u64::MAX),
             units,
+            climbs,
             roots,
             translated,
             next,

@@ -25,7 +25,7 @@ impl Machine {
     /// the end of an interval, let the climber move its partition point.
     #[inline(always)]
     pub(super) fn count_climb(&mut self, i: usize, missed: bool) {
-        if let Some(c) = self.units[i].climb.as_deref_mut() {
+        if let Some(Some(c)) = self.climbs.get_mut(i) {
             c.accesses += 1;
             c.misses += missed as u64;
             if c.climber.due(c.accesses) {
@@ -42,13 +42,13 @@ impl Machine {
             let s = w.stats();
             s.basic_cycles + s.penalty_cycles
         });
-        let u = &mut self.units[i];
-        let Some(c) = u.climb.as_deref_mut() else {
+        let Some(Some(c)) = self.climbs.get_mut(i) else {
             return;
         };
         let cost = walked.unwrap_or(c.misses);
         if let Some(lower) = c.climber.decide(c.accesses, cost) {
-            u.tlb
+            self.units[i]
+                .tlb
                 .repartition(lower)
                 .expect("a climber's structure is partitioned, its bounds validated");
             self.forget_pages();
@@ -57,7 +57,7 @@ impl Machine {
 
     /// What dynamic partitioning did on structure `i` (as reported), if it has it.
     pub fn dynamic_json(&self, i: usize) -> Option<serde_json::Value> {
-        let c = self.units.get(i)?.climb.as_deref()?;
+        let c = self.climbs.get(i)?.as_deref()?;
         let cost = if self.walker.is_some() {
             "walk cycles"
         } else {

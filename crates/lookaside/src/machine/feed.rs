@@ -412,13 +412,15 @@ pub(super) fn fast_paths(
     translated: [bool; 3],
     next: &[Route],
     default_shift: &[u32],
-    units: &[Unit],
+    climbs: &[Option<Box<Climb>>],
 ) -> (bool, [Fast; 3], [bool; 3]) {
     // Uniform apart from unmapped holes: the fast path checks the holes first.
     let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
     let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
         _ if !translated[kind as usize] => Fast::Untranslated,
-        Some(r) if uniform && units[r].climb.is_none() => Fast::Root(r, default_shift[r]),
+        Some(r) if uniform && !climbs.get(r).is_some_and(Option::is_some) => {
+            Fast::Root(r, default_shift[r])
+        }
         _ => Fast::Slow,
     });
     let alone = Kind::REFS.map(|kind| match (fast[kind as usize], pages.default) {
