@@ -78,6 +78,29 @@ def test_mechanisms_combine_with_any_hierarchy():
         lookaside.simulate("workload:os", "decstation3100-mach3", ["prefetch.user_entries=1"])
 
 
+def test_a_machine_is_data(demo):
+    # A preset as data, changed as data, back to TOML: the same machine as by --set.
+    m = lookaside.machine_data("modern-x86")
+    stlb = next(t for t in m["tlb"] if t["name"] == "stlb")
+    stlb.update(placement="kernel-lower", partition={"lower": 4, "dynamic": {"period": 500}})
+    sets = ["tlb.stlb.placement=kernel-lower", "tlb.stlb.partition.lower=4",
+            "tlb.stlb.partition.dynamic.period=500"]
+    a = lookaside.simulate("workload:os", m)
+    b = lookaside.simulate("workload:os", "modern-x86", sets)
+    assert a.data["structures"] == b.data["structures"]
+    d = a.data["structures"]["stlb"]["dynamic"]
+    assert d["cost"] == "misses" and d["decisions"] >= 1
+    assert a.frames()["structures"].set_index("structure").loc["stlb", "dynamic.final_lower"] \
+        == d["final_lower"]
+    # The round trip of a whole preset, through data and through text, is the preset.
+    hpt = lookaside.machine_data("pa-risc-hpt")
+    assert lookaside.machine_data(hpt) == hpt
+    assert "[pagetable]" in lookaside.machine_toml(hpt)
+    stlb["bogus"] = 1
+    with pytest.raises(lookaside.ConfigError, match="unknown field `bogus`"):
+        lookaside.machine_toml(m)
+
+
 def test_bigger_fully_associative_lru_never_misses_more(demo):
     # LRU is a stack algorithm: misses can only fall as a fully associative TLB grows.
     misses = [lookaside.simulate(demo, tlb=[f"dtlb:entries={n},ways=full,policy=lru"])["dtlb"]

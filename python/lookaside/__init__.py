@@ -39,6 +39,8 @@ __all__ = [
     "access_map",
     "check_config",
     "config_schema",
+    "machine_data",
+    "machine_toml",
     "metadata",
     "convert",
     "convert_counts",
@@ -82,11 +84,14 @@ def demo_trace() -> Path:
     return _data_dir("data") / "demo.lks"
 
 
-def _machine_source(config: PathLike | None, flags: str = "--tlb") -> tuple[str | None, str]:
-    """(TOML text, name for messages) of a config given as a path, a preset name or None
-    (a machine of `flags` only)."""
+def _machine_source(config: PathLike | Mapping[str, Any] | None,
+                    flags: str = "--tlb") -> tuple[str | None, str]:
+    """(TOML text, name for messages) of a config given as a path, a preset name, machine
+    data (:func:`machine_data`) or None (a machine of `flags` only)."""
     if config is None:
         return None, flags
+    if isinstance(config, Mapping):
+        return machine_toml(config, "machine data"), "machine data"
     p = Path(config)
     if p.is_file():
         return _read_text(p, ConfigError), _as_text(str(p))
@@ -227,7 +232,7 @@ class Result:
 
 def simulate(
     trace: PathLike,
-    config: PathLike | None = DEFAULT_PRESET,
+    config: PathLike | Mapping[str, Any] | None = DEFAULT_PRESET,
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     tlb: Sequence[str] = (),
@@ -240,8 +245,9 @@ def simulate(
 ) -> Result:
     """Simulate ``trace`` on a machine and return its :class:`Result`.
 
-    ``config`` is a preset name (see :func:`preset_names`), a TOML file, or ``None`` for a
-    machine made only of ``tlb`` flags (``"dtlb:entries=64,ways=full,policy=lru,page=4k"``)
+    ``config`` is a preset name (see :func:`preset_names`), a TOML file, machine data
+    (:func:`machine_data`), or ``None`` for a machine made only of ``tlb`` flags
+    (``"dtlb:entries=64,ways=full,policy=lru,page=4k"``)
     and ``cache`` flags (``"l1d:size=32k,line=64,ways=8,serves=data"``).
     ``overrides`` (a mapping or ``key=value`` strings) and keyword arguments with ``__`` for
     dots (``tlb__dtlb__entries=128``) change single keys, like ``--set``. ``reading`` is
@@ -279,7 +285,7 @@ def _size(n: str | int | None) -> str | None:
 
 
 def check_config(
-    config: PathLike | None = DEFAULT_PRESET,
+    config: PathLike | Mapping[str, Any] | None = DEFAULT_PRESET,
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     tlb: Sequence[str] = (),
@@ -292,6 +298,30 @@ def check_config(
     return _lookaside.check_config(text, name, _utf8("--tlb", tlb),
                                    _utf8("--set", _overrides(overrides, kwargs)),
                                    _size(max_memory), _utf8("--cache", cache))
+
+
+def machine_data(config: PathLike | Mapping[str, Any] | None = DEFAULT_PRESET,
+                 overrides: Mapping[str, Any] | Sequence[str] | None = None,
+                 **kwargs: Any) -> dict[str, Any]:
+    """A machine as data: a preset's or file's config (or data), validated, every default
+    filled in, as nested dicts and lists (``[[tlb]]`` is ``data["tlb"]``). Change it as data
+    and simulate it as it is (``simulate(trace, data)``) or as text (:func:`machine_toml`) —
+    no editing of TOML text."""
+    return _toml_loads(check_config(config, overrides, **kwargs))
+
+
+def machine_toml(data: Mapping[str, Any], name: str = "machine") -> str:
+    """The TOML text of machine `data` (as :func:`machine_data` gives it), read by the engine's
+    own schema: a key or value it does not know is a :class:`ConfigError` naming it."""
+    return _lookaside.config_toml(json.dumps(data), name)
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    try:
+        import tomllib  # Python ≥ 3.11
+    except ModuleNotFoundError:  # pragma: no cover
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads(text)
 
 
 def config_schema() -> dict[str, Any]:

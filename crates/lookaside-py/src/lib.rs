@@ -279,6 +279,16 @@ fn check_config(
     Ok(m.config().to_toml())
 }
 
+/// A machine given as data (the JSON of its config, as `check_config`'s TOML reads) as
+/// normalised TOML: so that recipes build machines as data, not by editing text. Keys and
+/// types are the engine's schema; a bad one is a `ConfigError` naming it.
+#[pyfunction]
+fn config_toml(config_json: &str, config_name: &str) -> PyResult<String> {
+    let c: lookaside::config::MachineConfig = serde_json::from_str(config_json)
+        .map_err(|e| ConfigError::new_err(format!("{config_name}: {e}")))?;
+    Ok(c.to_toml())
+}
+
 /// The machine description's JSON Schema (`lookaside::config::json_schema`), as JSON text.
 #[pyfunction]
 fn config_schema() -> String {
@@ -607,6 +617,7 @@ fn _lookaside(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_machines, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(config_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(config_toml, m)?)?;
     m.add_function(wrap_pyfunction!(page_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(byte_count, m)?)?;
     m.add_function(wrap_pyfunction!(one_pass_answers, m)?)?;

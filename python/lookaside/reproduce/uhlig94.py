@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import LookasideError, _data_dir, _lookaside, corpus, preset_path
+from .. import (
+    LookasideError,
+    _data_dir,
+    _lookaside,
+    _toml_loads,
+    corpus,
+    machine_data,
+    machine_toml,
+    preset_path,
+)
 from ..report import plot_bars, plot_lines, subplots
 from ..sweep import run_point, run_points
 from . import RECIPES, Outcome, parallel, save_figure, watch
@@ -38,14 +46,29 @@ def preset(name: str = "decstation3100-mach3") -> str:
     return preset_path(name).read_text(encoding="utf-8")
 
 
+@functools.cache
+def _preset_json(name: str) -> str:
+    return json.dumps(machine_data(name))
+
+
+def preset_data(name: str = "decstation3100-mach3") -> dict[str, Any]:
+    """A preset as data (a fresh copy: change it freely)."""
+    return json.loads(_preset_json(name))
+
+
+def machine_with(lower: int, placement: str = "A", upper: str = "random") -> dict[str, Any]:
+    """The DECstation 3100 under Mach 3.0, with `lower` lower slots, as data."""
+    m = preset_data()
+    (tlb,) = m["tlb"]
+    tlb["partition"].update(lower=lower, upper_policy=upper)
+    m["refill"]["placement"] = placement
+    return m
+
+
 def machine(lower: int, placement: str = "A", upper: str = "random", extra: str = "") -> str:
-    """The DECstation 3100 under Mach 3.0, with `lower` lower slots."""
-    text = preset()
-    text = text.replace('partition = { lower = 8, lower_policy = "fifo", upper_policy = "random" }',
-                        f'partition = {{ lower = {lower}, lower_policy = "fifo", '
-                        f'upper_policy = "{upper}" }}')
-    text = text.replace('placement = "A"', f'placement = "{placement}"')
-    return text + extra
+    """The DECstation 3100 under Mach 3.0, with `lower` lower slots; `extra`: whole sections
+    to add (TOML)."""
+    return machine_toml(machine_with(lower, placement, upper)) + extra
 
 
 #: The kernel classes of a Linux trace's ``kernel_layout`` that a MIPS kernel reaches through
@@ -58,12 +81,13 @@ KSEG0_CLASSES = ("direct_map", "text", "vmemmap")
 def on_x86_64(text: str) -> str:
     """Machine `text` (a DECstation preset) running a whole-system x86-64 trace: its
     addresses mapped onto the MIPS segments (see ``refill.addresses`` in the machine docs)."""
-    regions = ", ".join(f'{{ kernel = "{c}", size = "unmapped" }}' for c in KSEG0_CLASSES)
-    out = text.replace('[pages]\nsize = "4k"\n', f'[pages]\nsize = "4k"\nregions = [{regions}]\n')
-    out = out.replace("[refill]\n", '[refill]\naddresses = "x86-64"\n')
-    if out.count("regions = [") != 1 or out.count('addresses = "x86-64"') != 1:
-        raise ValueError("on_x86_64: not a DECstation preset ([pages] with 4k and [refill])")
-    return out
+    m = _toml_loads(text)
+    if "refill" not in m or m.get("pages", {}).get("regions"):
+        raise ValueError("on_x86_64: not a DECstation preset ([refill], no [pages] regions)")
+    m.setdefault("pages", {})["regions"] = [{"kernel": c, "size": "unmapped"}
+                                            for c in KSEG0_CLASSES]
+    m["refill"]["addresses"] = "x86-64"
+    return machine_toml(m)
 
 
 #: The stored Linux traces that stand for the paper's Mach 3.0 workloads (the claims file
@@ -84,9 +108,11 @@ def real_traces(names: Sequence[str], say: Callable[[str], None]) -> dict[str, s
 
 def unpartitioned(entries: int, ways: int) -> str:
     """The same machine with a plain `entries`-entry `ways`-way TLB (placement D)."""
-    text = re.sub(r"partition = \{[^}]*\}\n", "", machine(8, placement="D"))
-    return text.replace("entries = 64", f"entries = {entries}").replace(
-        'ways = "full"', f"ways = {ways}")
+    m = machine_with(8, placement="D")
+    (tlb,) = m["tlb"]
+    del tlb["partition"]
+    tlb.update(entries=entries, ways=ways)
+    return machine_toml(m)
 
 
 def traps(workload: str, text: str, overrides: Sequence[str] = ()) -> dict:
@@ -500,11 +526,14 @@ def handlers_in_the_caches(o: Outcome) -> None:
     add to Table III."""
     import pandas as pd
 
-    caches = preset("decstation5000-200")
-    caches = caches[caches.index("[memory]"):caches.index("[memory.handler]")]
+    memory = preset_data("decstation5000-200")["memory"]
+    memory.pop("handler", None)
     handlers = []
     for costs in ("mach3", "mach3-new-vectors"):
-        text = machine(8).replace('costs = "mach3"', f'costs = "{costs}"') + "\n" + caches
+        m = machine_with(8)
+        m["refill"]["costs"] = costs
+        m["memory"] = memory
+        text = machine_toml(m)
         r = run_point(ring(3), text, "decstation3100-mach3", [], [])
         h, t = r["memory"]["tlb_handlers"], r["traps"]
         stalls = h["utlb"]["stall_cycles"] + h["ktlb"]["stall_cycles"]
