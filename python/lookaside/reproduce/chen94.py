@@ -15,11 +15,11 @@ the claims, what Chen could not simulate: superpages."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from .. import _data_dir, corpus, demo_trace, preset_path
+from .. import _data_dir, corpus, demo_trace, machine_data, machine_toml
 from ..report import plot_access_map, plot_bars, plot_lines, subplots
 from ..sweep import run_point
 from . import RECIPES, Outcome, parallel, save_figure, watch
@@ -53,24 +53,37 @@ def table_4_3(penalty: int) -> list[dict]:
     return rows
 
 
-def decstation(**changes: str) -> str:
-    """The DECstation 5000/200 preset with `key = value` keys of [memory] set."""
-    text = preset_path("decstation5000-200").read_text(encoding="utf-8")
-    for key, value in changes.items():
-        text, n = re.subn(rf"(?m)^{key} = .*$", f"{key} = {value}", text, count=1)
-        if n == 0:
-            text = text.replace("[memory]\n", f"[memory]\n{key} = {value}\n", 1)
-    return text
+def decstation_data(seed: int | None = None, **memory: Any) -> dict[str, Any]:
+    """The DECstation 5000/200 preset as data, with keys of its [memory] set (and its seed)."""
+    m = machine_data("decstation5000-200")
+    m["memory"].update(memory)
+    if seed is not None:
+        m["machine"]["seed"] = seed
+    return m
 
 
-def tlb_only(tlbs: list[tuple[str, int, str, str]], page: str = "4k") -> str:
-    """A machine of fully associative TLBs (name, entries, policy, serves), no caches: the
-    TLB-only simulator of Chapter 7."""
-    text = f'[pages]\nsize = "{page}"\n'
-    for name, entries, policy, serves in tlbs:
-        text += (f'[[tlb]]\nname = "{name}"\nentries = {entries}\nways = "full"\n'
-                 f'policy = "{policy}"\nserves = "{serves}"\n')
-    return text
+def decstation(seed: int | None = None, **memory: Any) -> str:
+    """:func:`decstation_data` as TOML."""
+    return machine_toml(decstation_data(seed, **memory))
+
+
+def tlb_only_data(tlbs: list[tuple[str, int, str, str]], page: str = "4k",
+                  seed: int | None = None, **pages: Any) -> dict[str, Any]:
+    """A machine of fully associative TLBs (name, entries, policy, serves), no caches, as
+    data: the TLB-only simulator of Chapter 7; `pages`: more keys of its [pages]."""
+    m: dict[str, Any] = {
+        "pages": {"size": page, **pages},
+        "tlb": [{"name": name, "entries": entries, "ways": "full", "policy": policy,
+                 "serves": serves} for name, entries, policy, serves in tlbs]}
+    if seed is not None:
+        m["machine"] = {"seed": seed}
+    return m
+
+
+def tlb_only(tlbs: list[tuple[str, int, str, str]], page: str = "4k", seed: int | None = None,
+             **pages: Any) -> str:
+    """:func:`tlb_only_data` as TOML."""
+    return machine_toml(tlb_only_data(tlbs, page, seed, **pages))
 
 
 def simulate(trace: str, text: str) -> dict:
@@ -95,7 +108,7 @@ def program(name: str) -> str:
 def os_machine(private: str, seed: int = 1) -> str:
     """The DECstation 5000/200 over the OS-structure model, caches shared or private, its
     random TLB replacement seeded with `seed`."""
-    return decstation(private=f'"{private}"').replace("seed = 1", f"seed = {seed}", 1)
+    return decstation(seed, private=private)
 
 
 #: The OS structures of Chapter 4's pairs: Ultrix (monolithic) and Mach 3.0 (microkernel).
@@ -303,7 +316,7 @@ def page_mapping(claims: dict):
     rows = []
     for name in PROGRAMS:
         for mapping, seed in [("deterministic", 1)] + [("random", s) for s in SEEDS]:
-            text = decstation(mapping=f'"{mapping}"').replace("seed = 1", f"seed = {seed}")
+            text = decstation(seed, mapping=mapping)
             m = simulate(program(name), text)["memory"]
             rows.append({"trace": name, "mapping": mapping, "seed": seed, "mcpi": m["mcpi"],
                          **{c: m["by_component"][c]["user"] + m["by_component"][c]["system"]
@@ -365,7 +378,7 @@ def chapter_7(claims: dict, name: str) -> dict:
     rows = []
     for n in (16, 32, 64, 128):
         for policy, seed in [("fifo", 1), ("lru", 1)] + [("random", s) for s in SEEDS]:
-            text = tlb_only([("dtlb", n, policy, "data")]) + f"[machine]\nseed = {seed}\n"
+            text = tlb_only([("dtlb", n, policy, "data")], seed=seed)
             rows.append({"trace": name, "entries": n, "policy": policy, "seed": seed,
                          "misses": misses(simulate(trace, text))})
     dtlb = pd.DataFrame(rows)
@@ -377,7 +390,7 @@ def chapter_7(claims: dict, name: str) -> dict:
                                                  {"fifo": f, "random": r.misses})
     for seed in SEEDS:
         for serves in ("data", "unified"):
-            text = tlb_only([("tlb", 64, "random", serves)]) + f"[machine]\nseed = {seed}\n"
+            text = tlb_only([("tlb", 64, "random", serves)], seed=seed)
             r = simulate(trace, text)
             claims["tlb-256k-under-0.1-cpi"].add(f"{name}, {serves}", seed,
                                                  100 * misses(r) / r["trace"]["instructions"])
@@ -494,10 +507,10 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     rows = []
     for region, pages in regions.items():
         start = int(region) * (2 << 20)
-        text = tlb_only([("tlb", 16, "lru", "unified")]).replace(
-            'serves = "unified"\n', 'serves = "unified"\npage = ["4k", "2M"]\n')
-        text = text.replace('size = "4k"\n', f'size = "4k"\nregions = [{{ start = {start}, '
-                                             f'end = {start + (2 << 20)}, size = "2M" }}]\n')
+        m = tlb_only_data([("tlb", 16, "lru", "unified")],
+                          regions=[{"start": start, "end": start + (2 << 20), "size": "2M"}])
+        m["tlb"][0]["page"] = ["4k", "2M"]
+        text = machine_toml(m)
         rows.append({"region": hex(start), "pages_touched": int(pages),
                      "misses": misses(simulate(trace, text))})
     mixed = pd.DataFrame(rows)

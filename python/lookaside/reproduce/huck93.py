@@ -98,13 +98,15 @@ MEMORY_SYSTEMS = {
 
 
 def machine(pagetable: str, global_addresses: bool, extra: str = "",
-            memory_mb: int = MEMORY_MB) -> str:
-    """The PA-RISC machine with this [pagetable] (common keys added)."""
+            memory_mb: int = MEMORY_MB, *, preload: float = 0.5, data_refs: bool = True) -> str:
+    """The PA-RISC machine with this [pagetable] (common keys added; `data_refs`: the
+    program's loads and stores reach the walker's data cache, as they must be left out with a
+    [memory] system, whose D-cache they reach anyway)."""
     head = "[machine]\nglobal_above = 0\n" if global_addresses else ""
-    common = (f'memory = "{memory_mb}M"\ndata_refs = true\n'
+    common = (f'memory = "{memory_mb}M"\n' + ("data_refs = true\n" if data_refs else "")
               # HP-UX's memory is full of other processes' pages: the hashed and inverted
               # tables hold them too (the per-process tables of the ASM do not).
-              + ('addresses = "global"\npreload = 0.5\n' if global_addresses else ""))
+              + (f'addresses = "global"\npreload = {preload}\n' if global_addresses else ""))
     return f"{head}{TLB}[pagetable]\n{pagetable}\n{common}{extra}"
 
 
@@ -302,7 +304,7 @@ def structures(claims: dict) -> tuple:
     for ratio in (4, 2, 1, 0.5, 0.25):
         pt = (f'organisation = "hashed"\nrefill = "software"\nratio = {ratio}\n'
               'chaining = "overflow"')
-        text = machine(pt, True).replace("preload = 0.5", "preload = 0")
+        text = machine(pt, True, preload=0)
         p = simulate("workload:uniform,pages=8192,rounds=3", text)["pagetable"]
         chains.append({"entries_per_page": ratio, "alpha": 1 / ratio, "formula": 1 + 0.5 / ratio,
                        "measured": p["chain"]["mean"]})
@@ -438,7 +440,7 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
         pt, glob = CONFIGS[label][3], CONFIGS[label][4]
         w = MULTI if glob else per_process(MULTI)
         for name, mem in MEMORY_SYSTEMS.items():
-            text = machine(pt, glob).replace("data_refs = true\n", "") + mem
+            text = machine(pt, glob, data_refs=False) + mem
             cpm = simulate(w, text)["pagetable"]["cycles_per_miss"]
             through.append({"config": label, "data_cache": name, "basic": cpm["basic"],
                             "cache_penalty": cpm["cache_penalty"], "total": cpm["total"]})

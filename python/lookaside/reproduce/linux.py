@@ -43,10 +43,12 @@ UNTAGGED = [f"tlb.{t}.asid=false" for t in ("itlb", "dtlb", "stlb")]
 def decstation(private: str) -> str:
     """The DECstation 5000/200 memory system over a Linux trace: the guest's own frames
     (512 MiB), no synthesised MIPS TLB handlers; caches shared or private per mode."""
-    from .chen94 import decstation as chen
+    from .. import machine_toml
+    from .chen94 import decstation_data
 
-    text = chen(mapping='"trace"', memory='"512MiB"', private=f'"{private}"')
-    return text[:text.index("[memory.handler]")]
+    m = decstation_data(mapping="trace", memory="512MiB", private=private)
+    del m["memory"]["handler"]
+    return machine_toml(m)
 
 
 def memory(path: Path | str, machine: Callable[[str], str] | None = None,
