@@ -437,6 +437,20 @@ def test_the_linux_recipe_runs_on_the_stored_whole_system_traces(tmp_path):
     assert not (tmp_path / "linux" / "traces").exists(), "nothing is captured"
 
 
+@needs_system
+def test_the_marker_module_builds_the_same_anywhere():
+    """The marker module goes into every initramfs: built again in another directory (as on
+    another host) it is the same bytes, so that the initramfs a capture names does not depend
+    on where its module was built."""
+    from lookaside import corpus
+
+    a = system.assets(say=lambda m: None, kernel=corpus.KERNEL)
+    first = system.build_module(a)
+    data = first.read_bytes()
+    first.unlink()
+    assert system.build_module(a).read_bytes() == data
+
+
 def test_without_apt_the_cached_kernel_serves(tmp_path, monkeypatch):
     """Offline (apt cannot name the kernel), the one release in the cache is used; with none
     or several, the error says why."""

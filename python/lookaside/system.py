@@ -532,10 +532,13 @@ def toolchain_files(root: Path) -> list[tuple[str, Path]]:
 
 def build_module(a: Assets) -> Path:
     """The marker module for this kernel, built unless its cached tree (beside the kernel)
-    has a build of this source."""
+    has a build of this source. The build directory's name is mapped away
+    (``-ffile-prefix-map``): the linker derives the module's ELF build-id from everything it
+    links, debug information naming that (temporary) directory included, so that each host
+    would otherwise build other bytes and give the initramfs another hash."""
     src = _data_dir("tracers") / "system"
     files = [src / "lookaside_marks.c", src / "Kbuild"]
-    h = hashlib.sha256(a.release.encode())
+    h = hashlib.sha256(a.release.encode() + b" prefix-mapped")
     for f in files:
         h.update(f.read_bytes())
     out = a.root / f"lookaside_marks-{h.hexdigest()[:16]}.ko"
@@ -545,7 +548,8 @@ def build_module(a: Assets) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
             shutil.copy(f, tmp)
-        _run(["make", "-C", str(a.headers), f"M={tmp}", "modules"],
+        _run(["make", "-C", str(a.headers), f"M={tmp}", f"KCFLAGS=-ffile-prefix-map={tmp}=.",
+              "modules"],
              f"building the marker module for {a.release}")
         tmp_ko = out.with_name(f".{out.name}.{os.getpid()}")
         _run(["strip", "--strip-debug", "-o", str(tmp_ko), str(Path(tmp) / "lookaside_marks.ko")],
