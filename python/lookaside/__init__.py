@@ -316,12 +316,16 @@ def machine_toml(data: Mapping[str, Any], name: str = "machine") -> str:
     return _lookaside.config_toml(json.dumps(data), name)
 
 
-def _toml_loads(text: str) -> dict[str, Any]:
+def _toml_loads(text: str, source: str | os.PathLike[str] = "machine") -> dict[str, Any]:
+    """TOML text as data; text that is not TOML is a :class:`ConfigError` naming `source`."""
     try:
         import tomllib  # Python ≥ 3.11
-    except ModuleNotFoundError:  # pragma: no cover
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
         import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib.loads(text)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{source}: {e}") from None
 
 
 def config_schema() -> dict[str, Any]:

@@ -54,6 +54,7 @@ from . import (
     _lookaside,
     _page_bytes,
     _read_text,
+    _toml_loads,
     demo_trace,
     preset_path,
 )
@@ -166,15 +167,7 @@ def _err(source: str, key: str, msg: str) -> ConfigError:
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
-    try:
-        import tomllib  # Python ≥ 3.11
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    text = _read_text(path, ConfigError)
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: {e}") from None
+    return _toml_loads(_read_text(path, ConfigError), path)
 
 
 def example_names() -> list[str]:

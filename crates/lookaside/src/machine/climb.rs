@@ -20,8 +20,14 @@ pub(super) struct Climb {
     pub misses: u64,
 }
 
+/// Whether structure `i` climbs (`climbs` as [`Machine`] keeps them): then it takes no fast
+/// path and no repeat of its accesses is skipped, so that each is counted.
+pub(super) fn climbs(climbs: &[Option<Box<Climb>>], i: usize) -> bool {
+    climbs.get(i).is_some_and(Option::is_some)
+}
+
 impl Machine {
-    /// Structure `i` was accessed (and missed): with dynamic partitioning, count it and, at
+    /// Structure `i` was accessed (`missed`: and whether it missed): with dynamic partitioning, count it and, at
     /// the end of an interval, let the climber move its partition point.
     #[inline(always)]
     pub(super) fn count_climb(&mut self, i: usize, missed: bool) {

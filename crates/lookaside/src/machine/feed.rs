@@ -418,9 +418,7 @@ pub(super) fn fast_paths(
     let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
     let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
         _ if !translated[kind as usize] => Fast::Untranslated,
-        Some(r) if uniform && !climbs.get(r).is_some_and(Option::is_some) => {
-            Fast::Root(r, default_shift[r])
-        }
+        Some(r) if uniform && !climb::climbs(climbs, r) => Fast::Root(r, default_shift[r]),
         _ => Fast::Slow,
     });
     let alone = Kind::REFS.map(|kind| match (fast[kind as usize], pages.default) {

@@ -108,7 +108,7 @@ impl Machine {
         let walked = self.translate_from(root, addr, kind, mode, shift);
         // (A structure that climbs counts every access: no repeat is skipped.)
         if let (Some(r), false) = (root, self.uniform) {
-            if !self.climbs.get(r).is_some_and(Option::is_some) {
+            if !climb::climbs(&self.climbs, r) {
                 self.remember(r, addr, kind, shift);
             }
         }
