@@ -272,10 +272,18 @@ pub fn xor_hash(space: u32, vpn: u64) -> u64 {
 }
 
 /// A pseudo-random space id for address space `asid`, as HP-UX allocates them: a bijection
-/// (multiplication by an odd constant), so distinct spaces keep distinct ids.
+/// (multiplication by an odd constant), so distinct spaces keep distinct ids. The one
+/// address space whose product is `u32::MAX` — the id the kernel's shared pages are kept
+/// under ([`crate::cache::system::KERNEL_SPACE`]) — takes the product of `u32::MAX` instead,
+/// which is never a process's own space (it is [`crate::event::PHYSICAL`]); so no process's
+/// pages share the kernel's, and the ids stay distinct.
 #[inline(always)]
 pub fn scramble_space(asid: u32) -> u32 {
-    asid.wrapping_mul(0x9E37_79B1)
+    const ODD: u32 = 0x9E37_79B1;
+    match asid.wrapping_mul(ODD) {
+        u32::MAX => u32::MAX.wrapping_mul(ODD),
+        s => s,
+    }
 }
 
 /// The owner of a frame whose page was unmapped.

@@ -426,3 +426,24 @@ proptest! {
         prop_assert_eq!(fr.in_use(), mapped.values().collect::<BTreeSet<_>>().len() as u64);
     }
 }
+
+/// No process's space id is the kernel's: the address space whose scrambled id would be
+/// `u32::MAX` (4,050,964,655) would otherwise have its pages kept with the kernel's shared
+/// ones. The ids stay distinct over every space that is not `u32::MAX` itself.
+#[test]
+fn no_space_id_is_the_kernels() {
+    let kernel = crate::cache::system::KERNEL_SPACE;
+    let odd = 4_050_964_655u32;
+    assert_eq!(
+        odd.wrapping_mul(0x9E37_79B1),
+        kernel,
+        "the space that collided"
+    );
+    assert_ne!(scramble_space(odd), kernel);
+    let mut seen = std::collections::HashSet::new();
+    for asid in (0..1u32 << 16).chain([odd, odd - 1, odd + 1, u32::MAX - 1]) {
+        let id = scramble_space(asid);
+        assert_ne!(id, kernel, "asid {asid}");
+        assert!(seen.insert(id), "asid {asid} shares id {id:#x}");
+    }
+}
