@@ -511,6 +511,14 @@ impl Shadow<Tlb> {
         self.classify(vpn, ctx, 1, true, true, true).0
     }
 
+    /// The structure was filled with `(vpn, ctx)` without a reference (a prefetch): so is
+    /// the shadow, and the entry counts as referenced, as DineroIV's shadow and infinite
+    /// cache see its prefetches. Nothing is classified: the classes are of demand misses.
+    pub fn prefetched(&mut self, vpn: u64, ctx: u64) {
+        self.fa.touch(vpn, ctx);
+        self.seen(vpn, ctx, 1);
+    }
+
     /// The structure lost the entry `(vpn, ctx)`: so does the shadow.
     pub fn invalidate(&mut self, vpn: u64, ctx: u64) {
         match &mut self.fa {

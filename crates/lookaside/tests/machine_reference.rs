@@ -3,9 +3,10 @@
 //! flushes and shootdowns — against a brute-force model written from the semantics in
 //! `machine.rs`'s module doc, on random and adversarial event streams; and with Bala's
 //! IPC-path prefetching (`[prefetch]`), against the same model remembering every walk in
-//! plain lists per address space.
+//! plain lists per address space; and with every structure classifying its misses (`3c`),
+//! against a fully associative copy of each structure and the set of entries ever referenced.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use lookaside::event::{Event, Kind, Mode, FLUSH_ALL};
 use lookaside::machine::Machine;
@@ -13,6 +14,26 @@ use proptest::prelude::*;
 
 /// An entry the prefetcher remembers: (structure, page, shift, global).
 type Walked = (usize, u64, u32, bool);
+
+/// An entry of a structure: (vpn, page shift, asid-or-None-for-global).
+type Entry = (u64, u32, Option<u32>);
+
+/// Look `e` up in `set` (recency order with `lru`, else insertion order; front = next
+/// victim) and fill it when absent, evicting the front of a full set: whether it hit.
+fn lookup_fill(set: &mut Vec<Entry>, ways: usize, lru: bool, e: Entry) -> bool {
+    if let Some(i) = set.iter().position(|x| *x == e) {
+        if lru {
+            let x = set.remove(i);
+            set.push(x);
+        }
+        return true;
+    }
+    if set.len() == ways {
+        set.remove(0);
+    }
+    set.push(e);
+    false
+}
 
 /// One structure of the model: per set a Vec in recency (LRU) or insertion (FIFO) order, front
 /// = next victim. Entries are (vpn, page shift, asid-or-None-for-global).
@@ -27,26 +48,55 @@ struct RefTlb {
     /// Page shifts held.
     sizes: Vec<u32>,
     next: Vec<usize>,
-    content: Vec<Vec<(u64, u32, Option<u32>)>>,
+    content: Vec<Vec<Entry>>,
     accesses: u64,
     misses: u64,
+    /// Hill's classes of its misses: a fully associative structure of as many entries and
+    /// the same policy, updated as this one is (fills, prefetches, invalidations); the
+    /// entries ever referenced (or prefetched); compulsory, capacity and conflict misses.
+    full: Vec<Entry>,
+    seen: HashSet<Entry>,
+    classes: [u64; 3],
 }
 
 impl RefTlb {
+    /// A reference's look-up (filling on a miss), classified: whether it hit.
     fn lookup_fill(&mut self, vpn: u64, shift: u32, tag: Option<u32>) -> bool {
+        let e = (vpn, shift, tag);
         let set = &mut self.content[(vpn % self.sets as u64) as usize];
-        if let Some(i) = set.iter().position(|e| *e == (vpn, shift, tag)) {
-            if self.lru {
-                let e = set.remove(i);
-                set.push(e);
-            }
-            return true;
+        let hit = lookup_fill(set, self.ways, self.lru, e);
+        let full_hit = lookup_fill(&mut self.full, self.sets * self.ways, self.lru, e);
+        let first = self.seen.insert(e);
+        if !hit {
+            self.classes[if full_hit {
+                2
+            } else if first {
+                0
+            } else {
+                1
+            }] += 1;
         }
-        if set.len() == self.ways {
-            set.remove(0);
+        hit
+    }
+
+    /// A prefetch fills the absent entry `e`, in the fully associative copy too.
+    fn prefetch(&mut self, e: Entry) {
+        lookup_fill(
+            &mut self.content[(e.0 % self.sets as u64) as usize],
+            self.ways,
+            self.lru,
+            e,
+        );
+        lookup_fill(&mut self.full, self.sets * self.ways, self.lru, e);
+        self.seen.insert(e);
+    }
+
+    /// Every entry `keep` rejects leaves the structure and its fully associative copy.
+    fn retain(&mut self, keep: impl Fn(&Entry) -> bool) {
+        for set in &mut self.content {
+            set.retain(&keep);
         }
-        set.push((vpn, shift, tag));
-        false
+        self.full.retain(&keep);
     }
 }
 
@@ -137,9 +187,7 @@ impl RefMachine {
         if asid != self.asid {
             self.asid = asid;
             for t in self.tlbs.iter_mut().filter(|t| !t.tagged) {
-                for s in &mut t.content {
-                    s.retain(|e| e.2.is_none());
-                }
+                t.retain(|e| e.2.is_none());
             }
             // The receiver's remembered entries, user then kernel, each looked for in its
             // structure and filled where absent.
@@ -156,7 +204,7 @@ impl RefMachine {
                 self.probes += 1;
                 let set = &t.content[(vpn % t.sets as u64) as usize];
                 if !set.contains(&(vpn, s, tag)) {
-                    t.lookup_fill(vpn, s, tag);
+                    t.prefetch((vpn, s, tag));
                     self.inserted += 1;
                 }
             }
@@ -190,7 +238,7 @@ impl RefMachine {
             Kind::ContextSwitch => self.switch(e.asid),
             Kind::TlbFlush if e.addr == FLUSH_ALL => {
                 for t in &mut self.tlbs {
-                    t.content.iter_mut().for_each(Vec::clear);
+                    t.retain(|_| false);
                 }
             }
             Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
@@ -215,9 +263,7 @@ impl RefMachine {
                         Some(0)
                     };
                     for &s in &t.sizes.clone() {
-                        for set in &mut t.content {
-                            set.retain(|x| *x != (e.addr >> s, s, tag));
-                        }
+                        t.retain(|x| *x != (e.addr >> s, s, tag));
                     }
                 }
             }
@@ -330,12 +376,17 @@ const MIXED: &str = "[pages]\nregions = [{ start = 0x5800, end = 0x6800, size = 
 /// machine's uniform-page fast path; 2, an unmapped hole, which the fast path checks first;
 /// 3, [`MIXED`] page sizes. Every path must match the model.
 fn build(spec: &[Spec], regions: u8) -> (Machine, RefMachine) {
-    build_with(spec, regions, [0, 0])
+    build_with(spec, regions, [0, 0], false)
 }
 
 /// [`build`] with IPC-path prefetching of `prefetch` (user, kernel) entries per switch
-/// (none: `[0, 0]`).
-fn build_with(spec: &[Spec], regions: u8, prefetch: [usize; 2]) -> (Machine, RefMachine) {
+/// (none: `[0, 0]`), and every structure classifying its misses if `three_c`.
+fn build_with(
+    spec: &[Spec],
+    regions: u8,
+    prefetch: [usize; 2],
+    three_c: bool,
+) -> (Machine, RefMachine) {
     let mut toml = String::from("[machine]\nglobal_above = \"0xffff000000000000\"\n");
     if prefetch != [0, 0] {
         toml += &format!(
@@ -372,6 +423,9 @@ fn build_with(spec: &[Spec], regions: u8, prefetch: [usize; 2]) -> (Machine, Ref
         if !s.page.is_empty() {
             toml += &format!("page={:?}\n", s.page);
         }
+        if three_c {
+            toml += "3c=true\n";
+        }
     }
     let m = Machine::assemble(Some(&toml), "test", &[], &[]).unwrap();
     let tlbs = spec
@@ -400,6 +454,9 @@ fn build_with(spec: &[Spec], regions: u8, prefetch: [usize; 2]) -> (Machine, Ref
             content: vec![Vec::new(); s.entries / s.ways],
             accesses: 0,
             misses: 0,
+            full: Vec::new(),
+            seen: HashSet::new(),
+            classes: [0; 3],
         })
         .collect();
     let regions = match regions {
@@ -467,11 +524,14 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 fn check(which: usize, regions: u8, events: &[Event]) {
-    check_with(which, regions, [0, 0], events);
+    check_with(which, regions, [0, 0], false, events);
 }
 
-fn check_with(which: usize, regions: u8, prefetch: [usize; 2], events: &[Event]) {
-    let (mut m, mut r) = build_with(MACHINES[which], regions, prefetch);
+/// The machine `which` (with `prefetch` entries per switch, classifying misses if `three_c`)
+/// and its model give the same counts: every structure's accesses and misses (and classes),
+/// the walks, the prefetcher's probes and insertions.
+fn check_with(which: usize, regions: u8, prefetch: [usize; 2], three_c: bool, events: &[Event]) {
+    let (mut m, mut r) = build_with(MACHINES[which], regions, prefetch, three_c);
     for chunk in events.chunks(7) {
         m.run_batch(chunk);
     }
@@ -487,6 +547,10 @@ fn check_with(which: usize, regions: u8, prefetch: [usize; 2], events: &[Event])
             "structure {}",
             t.name
         );
+        if three_c {
+            let classes = l.class_total(i, |_, _, _| true);
+            assert_eq!(classes, t.classes, "classes of structure {}", t.name);
+        }
     }
     assert_eq!(
         l.total(l.walk_index(), |_, _, _| true).misses,
@@ -513,7 +577,14 @@ proptest! {
     #[test]
     fn prefetching_machine_matches_reference(which in 0..MACHINES.len(), regions in 0u8..4, user in 0usize..=8, kernel in 0usize..=3, events in prop::collection::vec(event(), 1..400)) {
         let prefetch = if user + kernel == 0 { [1, 0] } else { [user, kernel] };
-        check_with(which, regions, prefetch, &events);
+        check_with(which, regions, prefetch, false, &events);
+    }
+
+    /// Every structure classifying its misses, with and without prefetching: the same
+    /// counts and classes (the prefetcher's insertions reach the fully associative copy).
+    #[test]
+    fn classifying_machine_matches_reference(which in 0..MACHINES.len(), regions in 0u8..4, user in 0usize..=8, kernel in 0usize..=3, events in prop::collection::vec(event(), 1..400)) {
+        check_with(which, regions, [user, kernel], true, &events);
     }
 }
 

@@ -184,12 +184,6 @@ impl Machine {
                     "{source_name}: prefetch: IPC-path prefetching with a virtually addressed cache ([vac])"
                 )));
             }
-            if let Some(t) = config.tlbs.iter().find(|t| t.three_c) {
-                return Err(Error::NotYet(format!(
-                    "{source_name}: tlb.{}.3c: classifying misses with IPC-path prefetching ([prefetch]), whose fills the shadow does not see",
-                    t.name
-                )));
-            }
             for (n, key) in [
                 (p.user_entries, "user_entries"),
                 (p.kernel_entries, "kernel_entries"),

@@ -10,7 +10,10 @@
 //! `user_entries` and `kernel_entries` most recent are probed for in their structures (a probe
 //! changes no replacement state) and those absent are inserted, as a hit-free fill. What an
 //! insertion costs is the PTE's read, which is counted (`inserted`) but not simulated through
-//! `[pagetable]` or `[memory]`: Bala's handler reads it through unmapped memory.
+//! `[pagetable]` or `[memory]`: Bala's handler reads it through unmapped memory. A structure
+//! that classifies its misses (`3c`) gives its shadow the same insertions
+//! ([`crate::threec::Shadow::prefetched`]): its classes are of demand misses, against a
+//! fully associative structure that was prefetched into as it was.
 
 use crate::event::Mode;
 use crate::mmu::RecentMisses;
@@ -130,6 +133,9 @@ impl super::Machine {
             if !u.tlb.holds(r.vpn, ctx) {
                 let mode = [Mode::User, Mode::Kernel][class];
                 u.tlb.access(r.vpn, ctx, u.part(mode));
+                if let Some(sh) = u.shadow.as_deref_mut() {
+                    sh.prefetched(r.vpn, ctx);
+                }
                 p.inserted[class] += 1;
             }
         }
