@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import lookaside
 from lookaside.sweep import load_spec, run_sweep
 
 
@@ -420,6 +421,13 @@ def test_a_config_file_whose_name_is_not_utf8_is_read(tmp_path: Path):
     p = lookaside_bytes(b"config", b"--config", d + b"/caf\xe9.toml")
     # Its content is read; the error (a misspelt key) names it, bytes escaped.
     assert_clean_error(p, "caf\\xe9.toml", "waays")
+
+
+def test_a_config_name_too_long_for_a_path_is_a_config_error():
+    # TOML text passed where a path or preset name goes: a ConfigError, not an OSError.
+    text = "[[tlb]]\nname = 'dtlb'\nentries = 64\n" * 20
+    with pytest.raises(lookaside.ConfigError, match="not a config file"):
+        lookaside.machine_data(text)
 
 
 # ----- no silently wrong answer: references left unsimulated, huge accesses, huge machines ---

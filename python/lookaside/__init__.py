@@ -93,7 +93,12 @@ def _machine_source(config: PathLike | Mapping[str, Any] | None,
     if isinstance(config, Mapping):
         return machine_toml(config, "machine data"), "machine data"
     p = Path(config)
-    if p.is_file():
+    try:
+        is_file = p.is_file()
+    except OSError as e:  # a name too long for a path, say: none such
+        raise ConfigError(f"{_as_text(str(config))[:80]}: not a config file ({e.strerror})"
+                          ) from None
+    if is_file:
         return _read_text(p, ConfigError), _as_text(str(p))
     if isinstance(config, str) and "/" not in config and not config.endswith(".toml"):
         return preset_path(config).read_text(encoding="utf-8"), f"preset {config}"

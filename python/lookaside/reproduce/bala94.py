@@ -13,31 +13,49 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import _data_dir, _lookaside
+from .. import _data_dir, _lookaside, machine_toml
 from ..report import plot_lines, subplots
 from . import RECIPES, Outcome, parallel, save_figure, watch
 from .claims import load, plot_ranges
-from .uhlig94 import machine, on_linux_traces, on_x86_64, real_traces, ring, traps
+from .uhlig94 import machine_with, on_linux_traces, on_x86_64, real_traces, ring, traps
 
 SEEDS = range(1, 6)
 SERVERS = (2, 3, 4)
 PAGES_PER_HOP = (6, 12, 24, 48)
 HOPS = 2000
-#: The STLB organisations run (the abstract gives none; see the claims file).
+#: The STLB organisations run (the abstract gives none; see the claims file), as the
+#: ``[refill]`` keys each adds.
 STLBS = {
-    "stlb 1024 direct low": "\n[refill.stlb]\nentries = 1024\nways = 1\nindex = \"low\"\n",
-    "stlb 1024 2-way hash": "\n[refill.stlb]\nentries = 1024\nways = 2\nindex = \"hash\"\n",
+    "stlb 1024 direct low": {"stlb": {"entries": 1024, "ways": 1, "index": "low"}},
+    "stlb 1024 2-way hash": {"stlb": {"entries": 1024, "ways": 2, "index": "hash"}},
 }
-PREFETCH = "\n[refill.prefetch]\n"
+#: IPC-path prefetching with its defaults (the receiver's 3 most recent L2 PTEs).
+PREFETCH = {"prefetch": {}}
 #: Mach 3.0 applications: the real program under one server, and under two (AFSout).
 APPLICATIONS = {"tar, Mach 3.0": "microkernel", "tar, Mach 3.0 + AFS server": "decomposed"}
 #: The stored Linux traces run (the claims file says why), and whether each is a synthetic
 #: multi-address-space benchmark.
 REAL = {"compile-user": False, "compile-user2": False, "ring": True}
-#: The machines of one workload: none, prefetching, and each STLB alone and with it.
-CONFIGS = {"base": "", "prefetch": PREFETCH,
+#: The machines of one workload, as the ``[refill]`` keys each adds: none, prefetching, and
+#: each STLB alone and with it.
+CONFIGS = {"base": {}, "prefetch": PREFETCH,
            **{k: v for stlb, extra in STLBS.items()
-              for k, v in ((stlb, extra), (f"{stlb} + prefetch", extra + PREFETCH))}}
+              for k, v in ((stlb, extra), (f"{stlb} + prefetch", extra | PREFETCH))}}
+#: Which classes to prefetch (see :func:`prefetch_classes`): L2 PTEs, user pages, kernel data.
+PREFETCH_CLASSES = {
+    "none": {},
+    **{name: {"prefetch": {"l2_entries": l2, "l1u_entries": l1u, "l1k_entries": l1k}}
+       for name, (l2, l1u, l1k) in (("L2", (3, 0, 0)), ("L2 + L1U", (3, 4, 0)),
+                                    ("L2 + L1U + L1K", (3, 4, 4)))},
+}
+
+
+def bala_machine(refill: dict) -> str:
+    """The DECstation 3100 under Mach 3.0 (8 lower slots) with the ``[refill]`` keys
+    `refill` added (``stlb``, ``prefetch``)."""
+    m = machine_with(8)
+    m["refill"].update(refill)
+    return machine_toml(m)
 
 
 def kernel(t: dict) -> int:
@@ -62,15 +80,15 @@ def workloads() -> list[tuple[str, str, int | None, bool]]:
     return out
 
 
-def run_one(spec: str, seed: int, extra: str) -> dict:
-    return traps(spec, machine(8, extra=extra), [f"machine.seed={seed}"])
+def run_one(spec: str, seed: int, refill: dict) -> dict:
+    return traps(spec, bala_machine(refill), [f"machine.seed={seed}"])
 
 
 def run_trace(path: str) -> dict[str, dict]:
     """The traps of a stored Linux trace on every machine of :data:`CONFIGS`, mapped onto
     the MIPS segments, on one reading of it (once: the preset's machine seed)."""
-    machines = [(on_x86_64(machine(8, extra=extra)), "decstation3100-mach3", [], [])
-                for extra in CONFIGS.values()]
+    machines = [(on_x86_64(bala_machine(refill)), "decstation3100-mach3", [], [])
+                for refill in CONFIGS.values()]
     rs = json.loads(_lookaside.simulate_many(path, machines, None, watch, None))
     return {k: r["traps"] for k, r in zip(CONFIGS, rs)}
 
@@ -144,12 +162,8 @@ def prefetch_classes():
 
     rows = []
     w = ring(3, seed=7)
-    for name, entries in (("none", None), ("L2", (3, 0, 0)), ("L2 + L1U", (3, 4, 0)),
-                          ("L2 + L1U + L1K", (3, 4, 4))):
-        extra = "" if entries is None else (
-            "\n[refill.prefetch]\nl2_entries = {}\nl1u_entries = {}\nl1k_entries = {}\n"
-            .format(*entries))
-        t = traps(w, machine(8, extra=extra))
+    for name, refill in PREFETCH_CLASSES.items():
+        t = traps(w, bala_machine(refill))
         pf = t.get("prefetch", {})
         rows.append({"prefetched": name, "L1U": t["counts"]["L1U"], "kernel_traps": kernel(t),
                      "probes": pf.get("probes", 0), "inserted": pf.get("inserted", 0),

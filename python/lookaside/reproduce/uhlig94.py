@@ -65,10 +65,9 @@ def machine_with(lower: int, placement: str = "A", upper: str = "random") -> dic
     return m
 
 
-def machine(lower: int, placement: str = "A", upper: str = "random", extra: str = "") -> str:
-    """The DECstation 3100 under Mach 3.0, with `lower` lower slots; `extra`: whole sections
-    to add (TOML)."""
-    return machine_toml(machine_with(lower, placement, upper)) + extra
+def machine(lower: int, placement: str = "A", upper: str = "random") -> str:
+    """The DECstation 3100 under Mach 3.0, with `lower` lower slots (TOML)."""
+    return machine_toml(machine_with(lower, placement, upper))
 
 
 #: The kernel classes of a Linux trace's ``kernel_layout`` that a MIPS kernel reaches through
