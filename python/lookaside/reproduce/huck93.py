@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import LookasideError, corpus
+from .. import LookasideError, corpus, machine_toml
 from ..report import plot_bars, plot_lines, subplots
 from ..sweep import run_point
 from . import RECIPES, Outcome, parallel, save_figure, watch
@@ -49,37 +49,37 @@ FRAMES = MEMORY_MB * 256
 #: Basic cycles of the hardware FMPT walker swept against the hybrid (the preset: 9).
 WALKER_CYCLES = (6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36)
 
-TLB = '[[tlb]]\nname = "tlb"\nentries = 96\nways = "full"\npolicy = "lru"\n'
+TLB = {"name": "tlb", "entries": 96, "ways": "full", "policy": "lru"}
 
 #: The paper's configurations: label → (table type, hardware support, total entries,
 #: [pagetable] keys, global addresses).
-CONFIGS: dict[str, tuple[str, str, str, str, bool]] = {
+CONFIGS: dict[str, tuple[str, str, str, dict, bool]] = {
     "UX-SW-IPT4x-1w": ("IPT", "All SW", "32K",
-                       'organisation = "inverted"\nrefill = "software"\nratio = 4', True),
+                       {"organisation": "inverted", "refill": "software", "ratio": 4}, True),
     "UX-SW-HPT4x-1w": ("HPT", "All SW", "32K",
-                       'organisation = "hashed"\nrefill = "software"\nratio = 4', True),
+                       {"organisation": "hashed", "refill": "software", "ratio": 4}, True),
     "UX-HW-HPT4x-1w": ("HPT", "HW-HPT, SW-overflow", "32K",
-                       'organisation = "hashed"\nratio = 4', True),
+                       {"organisation": "hashed", "ratio": 4}, True),
     "UX-HW-HPT2x-2w": ("HPT", "HW-HPT, SW-overflow", "32K",
-                       'organisation = "hashed"\nratio = 2\nways = 2', True),
+                       {"organisation": "hashed", "ratio": 2, "ways": 2}, True),
     "ASM-HW-HPT2x-1w": ("FMPT", "HW-HPT, SW-FMPT", "16K",
-                        'organisation = "hybrid"\nentries = 16384', False),
+                        {"organisation": "hybrid", "entries": 16384}, False),
     "ASM-HW-HPT1x-1w": ("FMPT", "HW-HPT, SW-FMPT", "8K",
-                        'organisation = "hybrid"\nentries = 8192', False),
+                        {"organisation": "hybrid", "entries": 8192}, False),
     "ASM-HW-HPT.5x-1w": ("FMPT", "HW-HPT, SW-FMPT", "4K",
-                         'organisation = "hybrid"\nentries = 4096', False),
+                         {"organisation": "hybrid", "entries": 4096}, False),
     "ASM-HW-HPT.25x-1w": ("FMPT", "HW-HPT, SW-FMPT", "2K",
-                          'organisation = "hybrid"\nentries = 2048', False),
+                          {"organisation": "hybrid", "entries": 2048}, False),
     "ASM-SW-FMPT": ("FMPT", "All SW, no HPT", "—",
-                    'organisation = "radix"\nrefill = "software"', False),
-    "ASM-HW-FMPT": ("FMPT", "All HW, no HPT", "—", 'organisation = "radix"', False),
+                    {"organisation": "radix", "refill": "software"}, False),
+    "ASM-HW-FMPT": ("FMPT", "All HW, no HPT", "—", {"organisation": "radix"}, False),
     # MPE/iX ran on a 64 MB machine (16K frames): 2 × 16K = 32K entries.
     "iX-SW-IPT2x-1w": ("IPT", "All SW", "32K",
-                       'organisation = "inverted"\nrefill = "software"\nratio = 2', True),
+                       {"organisation": "inverted", "refill": "software", "ratio": 2}, True),
     "iX-HW-HPT2x-1w": ("HPT", "HW-HPT, SW overflow", "32K",
-                       'organisation = "hashed"\nratio = 2', True),
+                       {"organisation": "hashed", "ratio": 2}, True),
     "iX-SW-HPT2x-1w": ("HPT", "All SW", "32K",
-                       'organisation = "hashed"\nrefill = "software"\nratio = 2', True),
+                       {"organisation": "hashed", "refill": "software", "ratio": 2}, True),
 }
 
 
@@ -88,26 +88,32 @@ CONFIGS: dict[str, tuple[str, str, str, str, bool]] = {
 #: the DECstation 5000/200's data cache (Chen 1994: 64 KB direct-mapped, 4-byte lines fetching
 #: 16 bytes, write-through, 15 cycles a miss).
 MEMORY_SYSTEMS = {
-    "memory system, 256 KB D-cache": (
-        '[memory]\nmemory = "32MiB"\n[memory.dcache]\nsize = "256KiB"\nline = 32\n'
-        'miss_cycles = 30\n'),
-    "memory system, DECstation 5000/200 D-cache": (
-        '[memory]\nmemory = "32MiB"\n[memory.dcache]\nsize = "64KiB"\nline = 4\nfetch = 16\n'
-        'write = "through"\nmiss_cycles = 15\n'),
+    "memory system, 256 KB D-cache": {
+        "memory": "32MiB", "dcache": {"size": "256KiB", "line": 32, "miss_cycles": 30}},
+    "memory system, DECstation 5000/200 D-cache": {
+        "memory": "32MiB", "dcache": {"size": "64KiB", "line": 4, "fetch": 16,
+                                      "write": "through", "miss_cycles": 15}},
 }
 
 
-def machine(pagetable: str, global_addresses: bool, extra: str = "",
-            memory_mb: int = MEMORY_MB, *, preload: float = 0.5, data_refs: bool = True) -> str:
-    """The PA-RISC machine with this [pagetable] (common keys added; `data_refs`: the
-    program's loads and stores reach the walker's data cache, as they must be left out with a
-    [memory] system, whose D-cache they reach anyway)."""
-    head = "[machine]\nglobal_above = 0\n" if global_addresses else ""
-    common = (f'memory = "{memory_mb}M"\n' + ("data_refs = true\n" if data_refs else "")
-              # HP-UX's memory is full of other processes' pages: the hashed and inverted
-              # tables hold them too (the per-process tables of the ASM do not).
-              + (f'addresses = "global"\npreload = {preload}\n' if global_addresses else ""))
-    return f"{head}{TLB}[pagetable]\n{pagetable}\n{common}{extra}"
+def machine(pagetable: dict, global_addresses: bool, extra: dict | None = None,
+            memory_mb: int = MEMORY_MB, *, preload: float = 0.5, data_refs: bool = True,
+            memory: dict | None = None) -> str:
+    """The PA-RISC machine with this [pagetable] (its keys, and `extra` ones, as data; common
+    keys added; `data_refs`: the program's loads and stores reach the walker's data cache, as
+    they must be left out with a `memory` system, whose D-cache they reach anyway)."""
+    pt = {**pagetable, **(extra or {}), "memory": f"{memory_mb}M"}
+    m: dict = {"tlb": [dict(TLB)], "pagetable": pt}
+    if data_refs:
+        pt["data_refs"] = True
+    if global_addresses:
+        m["machine"] = {"global_above": 0}
+        # HP-UX's memory is full of other processes' pages: the hashed and inverted tables
+        # hold them too (the per-process tables of the ASM do not).
+        pt.update(addresses="global", preload=preload)
+    if memory is not None:
+        m["memory"] = memory
+    return machine_toml(m)
 
 
 def simulate(workload: str, text: str) -> dict:
@@ -118,7 +124,7 @@ def per_process(workload: str) -> str:
     return workload + ("," if "," in workload else ",") + "addresses=per-process"
 
 
-def row(label: str, workload: str, extra: str = "") -> dict:
+def row(label: str, workload: str, extra: dict | None = None) -> dict:
     kind, hw, entries, pt, glob = CONFIGS[label]
     mb = 64 if label.startswith("iX") else MEMORY_MB
     r = simulate(workload if glob else per_process(workload), machine(pt, glob, extra, mb))
@@ -292,9 +298,11 @@ def structures(claims: dict) -> tuple:
     storage = []
     for cid, label, pt in [
         ("ipt-storage", "IPT: 16K-entry HAT + 8K-entry IPT",
-         'organisation = "inverted"\nrefill = "software"\nratio = 2'),
-        ("hpt-storage-2x", "HPT 2× (16K 16-byte entries)", 'organisation = "hashed"\nratio = 2'),
-        ("hpt-storage-4x", "HPT 4× (32K 16-byte entries)", 'organisation = "hashed"\nratio = 4'),
+         {"organisation": "inverted", "refill": "software", "ratio": 2}),
+        ("hpt-storage-2x", "HPT 2× (16K 16-byte entries)",
+         {"organisation": "hashed", "ratio": 2}),
+        ("hpt-storage-4x", "HPT 4× (32K 16-byte entries)",
+         {"organisation": "hashed", "ratio": 4}),
     ]:
         p = simulate(SINGLE + ",slices=20", machine(pt, True))["pagetable"]
         claims[cid].add(label, None, p["table"]["of_memory"])
@@ -302,8 +310,8 @@ def structures(claims: dict) -> tuple:
                         "percent": 100 * p["table"]["of_memory"]})
     chains = []
     for ratio in (4, 2, 1, 0.5, 0.25):
-        pt = (f'organisation = "hashed"\nrefill = "software"\nratio = {ratio}\n'
-              'chaining = "overflow"')
+        pt = {"organisation": "hashed", "refill": "software", "ratio": ratio,
+              "chaining": "overflow"}
         text = machine(pt, True, preload=0)
         p = simulate("workload:uniform,pages=8192,rounds=3", text)["pagetable"]
         chains.append({"entries_per_page": ratio, "alpha": 1 / ratio, "formula": 1 + 0.5 / ratio,
@@ -398,8 +406,8 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     sweep = []
     for name, w in (("single process", SINGLE), ("multi-user (12 users)", MULTI)):
         for hw in WALKER_CYCLES:
-            p = simulate(per_process(w), machine(f'organisation = "radix"\ncycles = '
-                                                 f'{{ hw_fmpt = {hw} }}', False))["pagetable"]
+            radix = {"organisation": "radix", "cycles": {"hw_fmpt": hw}}
+            p = simulate(per_process(w), machine(radix, False))["pagetable"]
             sweep.append({"workload": name, "hw_fmpt": hw, **{
                 k: p["cycles_per_miss"][k] for k in ("basic", "cache_penalty", "total")}})
     sw = pd.DataFrame(sweep)
@@ -414,8 +422,8 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
                            ("multi-user (12 users)", MULTI, (2, 4, 8, 16))):
         walker = sw[(sw.workload == name) & (sw.hw_fmpt == 9)].iloc[0]
         for x in sizes:
-            p = simulate(per_process(w), machine(f'organisation = "hybrid"\nentries = '
-                                                 f'{x * FRAMES}', False))["pagetable"]
+            hybrid = {"organisation": "hybrid", "entries": x * FRAMES}
+            p = simulate(per_process(w), machine(hybrid, False))["pagetable"]
             c = p["cycles_per_miss"]
             versus.append({"workload": name, "hpt_cache": f"{x}×", "entries": x * FRAMES,
                            "head_hit_rate": p["head_hit_rate"],
@@ -428,10 +436,10 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
     o.tables["hybrid_vs_walker"] = vs
     # Deeper forward-mapped tables (2, 3, 4 levels, 4-byte PTEs): no published numbers.
     deep = []
-    for bits in ("[10, 10]", "[7, 7, 6]", "[5, 5, 5, 5]"):
+    for bits in ([10, 10], [7, 7, 6], [5, 5, 5, 5]):
         for label in ("ASM-HW-HPT2x-1w", "ASM-HW-FMPT"):
-            r = row(label, MULTI, f"bits = {bits}\nentry_bytes = 4\n")
-            deep.append({"config": label, "levels": bits.count(",") + 1, "basic": r["basic"],
+            r = row(label, MULTI, {"bits": bits, "entry_bytes": 4})
+            deep.append({"config": label, "levels": len(bits), "basic": r["basic"],
                          "cache_penalty": r["cache_penalty"], "total": r["total"]})
     o.tables["deeper_fmpt"] = pd.DataFrame(deep)
     # The same walks with the table references in a memory system's data cache.
@@ -440,7 +448,7 @@ def run(d: Path, say: Callable[[str], None]) -> Outcome:
         pt, glob = CONFIGS[label][3], CONFIGS[label][4]
         w = MULTI if glob else per_process(MULTI)
         for name, mem in MEMORY_SYSTEMS.items():
-            text = machine(pt, glob, data_refs=False) + mem
+            text = machine(pt, glob, data_refs=False, memory=mem)
             cpm = simulate(w, text)["pagetable"]["cycles_per_miss"]
             through.append({"config": label, "data_cache": name, "basic": cpm["basic"],
                             "cache_penalty": cpm["cache_penalty"], "total": cpm["total"]})

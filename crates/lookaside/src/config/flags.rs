@@ -151,13 +151,27 @@ pub fn cache_from_flag(flag: &str) -> Result<toml::Table> {
             "expected NAME:key=value,… (e.g. l1d:size=32k,line=64,ways=8,serves=data)".into(),
         ));
     }
-    let mut t = toml::Table::new();
+    let mut t = key_values(rest).map_err(err)?;
     t.insert("name".into(), toml::Value::String(name.into()));
-    for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    Ok(t)
+}
+
+/// The table of `key=value,key=value` (each value a TOML literal, or a plain string when it
+/// is not one; a number written as a whole float, `1e7`, an integer): a `--cache` flag's keys,
+/// a `workload:` spec's.
+pub(crate) fn key_values(text: &str) -> std::result::Result<toml::Table, String> {
+    let mut t = toml::Table::new();
+    for kv in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = kv
             .split_once('=')
-            .ok_or_else(|| err(format!("'{kv}' is not key=value")))?;
-        t.insert(k.trim().into(), parse_value(v.trim()));
+            .ok_or_else(|| format!("'{kv}' is not key=value"))?;
+        let value = match parse_value(v.trim()) {
+            toml::Value::Float(f) if f >= 0.0 && f.fract() == 0.0 && f < 9.2e18 => {
+                toml::Value::Integer(f as i64)
+            }
+            v => v,
+        };
+        t.insert(k.trim().into(), value);
     }
     Ok(t)
 }

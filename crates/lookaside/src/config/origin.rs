@@ -326,6 +326,18 @@ pub(super) fn step_to_mut<'v>(
     })
 }
 
+/// The key (dotted, the field it names last) and one-line message of an error from reading
+/// a table that is not a whole machine (a `workload:` spec's keys).
+pub(crate) fn key_and_message(e: &toml::de::Error) -> (String, String) {
+    let mut keys = error_keys(e);
+    let (field, message) = tidy(e.message());
+    keys.extend(field);
+    match keys.is_empty() {
+        true => ("toml".into(), message),
+        false => (keys.join("."), message),
+    }
+}
+
 /// The keys a toml error says it is in (`in `tlb.page``), outermost first.
 pub(super) fn error_keys(e: &toml::de::Error) -> Vec<String> {
     let mut bare = e.clone();

@@ -123,6 +123,12 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
     digits.trim().parse::<u64>().ok()?.checked_mul(mult)
 }
 
+/// A byte count as a machine writes one (`2k`, 2048: [`Bytes`]), for a field that is a
+/// plain `u64` (`#[serde(deserialize_with = "crate::config::byte_count")]`).
+pub(crate) fn byte_count<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+    Bytes::deserialize(d).map(|b| b.0)
+}
+
 /// A byte count, written as a TOML integer or a string such as `"64KiB"` (see
 /// [`parse_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

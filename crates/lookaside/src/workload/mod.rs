@@ -47,224 +47,158 @@ pub fn from_spec(spec: &str) -> Result<Option<Box<dyn TraceSource + Send>>> {
     let Some(rest) = spec.strip_prefix(PREFIX) else {
         return Ok(None);
     };
-    let mut parts = rest.split(',');
-    let name = parts.next().unwrap_or("");
+    let (name, keys) = rest.split_once(',').unwrap_or((rest, ""));
     let err = |key: &str, msg: String| Error::config(spec, key, msg);
-    let mut kv = Vec::new();
-    for p in parts.filter(|p| !p.is_empty()) {
-        let (k, v) = p
-            .split_once('=')
-            .ok_or_else(|| err(p, "expected key=value".into()))?;
-        kv.push((k.trim(), v.trim()));
+    let table = crate::config::key_values(keys).map_err(|m| err(keys, m))?;
+    // The keys as a `T`, by the same reading (and messages) as a machine's sections.
+    fn read<T: serde::de::DeserializeOwned>(spec: &str, table: &toml::Table) -> Result<T> {
+        T::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+            let (key, message) = crate::config::key_and_message(&e);
+            Error::config(spec, key, message)
+        })
     }
-    let num = |k: &str, v: &str| -> Result<u64> {
-        v.parse::<u64>()
-            .ok()
-            .or_else(|| {
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|f| *f >= 0.0)
-                    .map(|f| f as u64)
-            })
-            .ok_or_else(|| err(k, format!("'{v}' is not a non-negative number")))
+    let percent = |key: &str, v: u64| match v {
+        0..=100 => Ok(()),
+        _ => Err(err(key, format!("{v} is not a percentage (0 to 100)"))),
     };
-    let small = |k: &str, v: &str| -> Result<u32> {
-        u32::try_from(num(k, v)?).map_err(|_| err(k, format!("{v} is too large")))
-    };
-    let bytes = |k: &str, v: &str| -> Result<u64> {
-        crate::config::parse_bytes(v)
-            .ok_or_else(|| err(k, format!("'{v}' is not a byte count (2k, 4096, …)")))
-    };
-    match name {
-        "multiserver" => {
-            let mut p = MultiserverParams::default();
-            for (k, v) in kv {
-                match k {
-                    "servers" => p.servers = small(k, v)?,
-                    "pages_per_hop" => p.pages_per_hop = small(k, v)?,
-                    "kernel_pages" => p.kernel_pages = small(k, v)?,
-                    "kernel_regions" => p.kernel_regions = small(k, v)?,
-                    "refs_per_page" => p.refs_per_page = small(k, v)?,
-                    "data_pages" => p.data_pages = small(k, v)?,
-                    "hops" => p.hops = num(k, v)?,
-                    "seed" => p.seed = num(k, v)?,
-                    _ => return Err(err(k, "unknown key (servers, pages_per_hop, kernel_pages, kernel_regions, refs_per_page, data_pages, hops, seed)".into())),
-                }
-            }
-            Ok(Some(Box::new(Multiserver::new(p))))
-        }
+    Ok(Some(match name {
+        "multiserver" => Box::new(Multiserver::new(read(spec, &table)?)),
         "os" => {
-            let mut p = OsWorkloadParams::default();
-            let (mut trace, mut every) = (None, None);
-            let mut model_keys = Vec::new();
-            for (k, v) in kv {
-                if matches!(k, "syscalls" | "app_pages" | "burst_pages") {
-                    model_keys.push(k);
-                }
-                match k {
-                    "structure" => {
-                        p.structure = match v {
-                            "monolithic" | "monolithic-unmapped" => OsStructure::MonolithicUnmapped,
-                            "monolithic-mapped" => OsStructure::MonolithicMapped,
-                            "microkernel" => OsStructure::Microkernel,
-                            "decomposed" => OsStructure::Decomposed,
-                            _ => return Err(err(k, format!("'{v}' is not monolithic, monolithic-mapped, microkernel or decomposed"))),
-                        }
-                    }
-                    "syscalls" => p.syscalls = num(k, v)?,
-                    "app_pages" => p.app_pages = small(k, v)?,
-                    "burst_pages" => p.burst_pages = small(k, v)?,
-                    "kernel_pages" => p.kernel_pages = small(k, v)?,
-                    "ipc_pages" => p.ipc_pages = small(k, v)?,
-                    "server_pages" => p.server_pages = small(k, v)?,
-                    "forward_every" => p.forward_every = small(k, v)?,
-                    "refs_per_page" => p.refs_per_page = small(k, v)?,
-                    "seed" => p.seed = num(k, v)?,
-                    "trace" => trace = Some(v),
-                    "every" => match num(k, v)? {
-                        0 => return Err(err(k, "must be at least 1".into())),
-                        n => every = Some(n),
-                    },
-                    _ => return Err(err(k, "unknown key (structure, syscalls, app_pages, burst_pages, kernel_pages, ipc_pages, server_pages, forward_every, refs_per_page, seed, trace, every)".into())),
+            // The model's parameters, and the keys that give it a program's trace instead.
+            let (mut model, mut program) = (table.clone(), toml::Table::new());
+            for k in ["trace", "every"] {
+                if let Some(v) = model.remove(k) {
+                    program.insert(k.into(), v);
                 }
             }
-            let Some(path) = trace else {
-                if every.is_some() {
+            let params: OsWorkloadParams = read(spec, &model).map_err(|e| match e {
+                Error::Config { key, message, .. } if message.starts_with("unknown key (") => {
+                    err(&key, message.replacen(")", ", trace, every)", 1))
+                }
+                e => e,
+            })?;
+            let s: spec::OsTrace = read(spec, &program)?;
+            let Some(path) = s.trace else {
+                if s.every.is_some() {
                     return Err(err(
                         "every",
                         "injects calls into a program's trace: give trace=FILE too".into(),
                     ));
                 }
-                return Ok(Some(Box::new(OsWorkload::new(p))));
+                return Ok(Some(Box::new(OsWorkload::new(params))));
             };
-            if let Some(k) = model_keys.first() {
+            // The program's own references and calls replace the model's application.
+            if let Some(k) = ["syscalls", "app_pages", "burst_pages"]
+                .into_iter()
+                .find(|k| table.contains_key(*k))
+            {
                 return Err(err(k, "with trace=, the program's own references and calls replace the model's application (remove this key)".into()));
             }
-            let source = crate::trace::open(std::path::Path::new(path), None)?;
-            Ok(Some(Box::new(OsWorkload::over_trace(
-                p, source, path, every,
-            ))))
+            let source = crate::trace::open(std::path::Path::new(&path), None)?;
+            Box::new(OsWorkload::over_trace(params, source, &path, s.every))
         }
         "multiuser" => {
-            let mut p = MultiuserParams::default();
-            for (k, v) in kv {
-                match k {
-                    "users" => p.users = small(k, v)?,
-                    "quantum" => p.quantum = num(k, v)?,
-                    "slices" => p.slices = num(k, v)?,
-                    "text_pages" => p.text_pages = small(k, v)?,
-                    "shm_pages" => p.shm_pages = small(k, v)?,
-                    "data_pages" => p.data_pages = small(k, v)?,
-                    "stack_pages" => p.stack_pages = small(k, v)?,
-                    "shared" => p.shared = small(k, v)?.min(100),
-                    "run" => p.run = small(k, v)?,
-                    "span" => p.span = small(k, v)?,
-                    "seed" => p.seed = num(k, v)?,
-                    "addresses" => {
-                        p.addresses = match v {
-                            "global" => AddressModel::Global,
-                            "per-process" => AddressModel::PerProcess,
-                            _ => return Err(err(k, format!("'{v}' is not global or per-process"))),
-                        }
-                    }
-                    _ => return Err(err(k, "unknown key (users, quantum, slices, text_pages, shm_pages, data_pages, stack_pages, shared, run, span, seed, addresses)".into())),
-                }
-            }
-            Ok(Some(Box::new(Multiuser::new(p))))
+            let p: MultiuserParams = read(spec, &table)?;
+            percent("shared", p.shared.into())?;
+            Box::new(Multiuser::new(p))
         }
         "rewrite" => {
-            let (mut trace, mut to) = (None, None);
-            for (k, v) in kv {
-                match k {
-                    "trace" => trace = Some(v),
-                    "to" => {
-                        to = Some(match v {
-                            "global" => AddressModel::Global,
-                            "per-process" => AddressModel::PerProcess,
-                            _ => return Err(err(k, format!("'{v}' is not global or per-process"))),
-                        })
-                    }
-                    _ => return Err(err(k, "unknown key (trace, to)".into())),
-                }
-            }
-            let trace = trace.ok_or_else(|| err("trace", "the trace to rewrite is missing (trace=FILE)".into()))?;
-            let to = to.ok_or_else(|| err("to", "missing: to=per-process or to=global".into()))?;
-            let source = crate::trace::open(std::path::Path::new(trace), None)?;
-            Ok(Some(Box::new(Rewrite::named(source, to, trace))))
+            let s: spec::Rewrite = read(spec, &table)?;
+            let source = crate::trace::open(std::path::Path::new(&s.trace), None)?;
+            Box::new(Rewrite::named(source, s.to, &s.trace))
         }
         "uniform" => {
-            let (mut pages, mut rounds, mut seed) = (8192u32, 4u64, 1u64);
-            for (k, v) in kv {
-                match k {
-                    "pages" => pages = small(k, v)?,
-                    "rounds" => rounds = num(k, v)?,
-                    "seed" => seed = num(k, v)?,
-                    _ => return Err(err(k, "unknown key (pages, rounds, seed)".into())),
-                }
-            }
-            Ok(Some(Box::new(Uniform::new(pages, rounds, seed))))
+            let s: spec::Uniform = read(spec, &table)?;
+            Box::new(Uniform::new(s.pages, s.rounds, s.seed))
         }
-        "ipc" => {
-            let mut p = IpcParams::default();
-            for (k, v) in kv {
-                match k {
-                    "design" => p.design = IpcDesign::parse(v).map_err(|m| err(k, m))?,
-                    "size" => p.bytes = bytes(k, v)?,
-                    "messages" => p.messages = num(k, v)?,
-                    "warm" => p.warm = num(k, v)?,
-                    "page" => p.page = bytes(k, v)?,
-                    "sender_colour" => p.sender_colour = small(k, v)?.into(),
-                    "receiver_colour" => p.receiver_colour = small(k, v)?.into(),
-                    "buffer_colour" => p.buffer_colour = small(k, v)?.into(),
-                    _ => return Err(err(k, "unknown key (design, size, messages, warm, page, sender_colour, receiver_colour, buffer_colour)".into())),
-                }
-            }
-            let w = Ipc::new(p).map_err(|(k, m)| err(k, m))?;
-            Ok(Some(Box::new(w)))
-        }
-        "cow" => {
-            let mut p = CowParams::default();
-            for (k, v) in kv {
-                match k {
-                    "case" => p.case = CowCase::parse(v).map_err(|m| err(k, m))?,
-                    "pages" => p.pages = num(k, v)?,
-                    "page" => p.page = bytes(k, v)?,
-                    _ => return Err(err(k, "unknown key (case, pages, page)".into())),
-                }
-            }
-            let w = Cow::new(p).map_err(|(k, m)| err(k, m))?;
-            Ok(Some(Box::new(w)))
-        }
+        "ipc" => Box::new(Ipc::new(read(spec, &table)?).map_err(|(k, m)| err(k, m))?),
+        "cow" => Box::new(Cow::new(read(spec, &table)?).map_err(|(k, m)| err(k, m))?),
         "synthetic" => {
-            let (mut refs, mut seed) = (10_000_000u64, 1u64);
-            for (k, v) in kv {
-                match k {
-                    "refs" => refs = num(k, v)?,
-                    "seed" => seed = num(k, v)?,
-                    _ => return Err(err(k, "unknown key (refs, seed)".into())),
-                }
-            }
-            Ok(Some(Box::new(Synthetic::new(refs, seed, 256, 64 << 10))))
+            let s: spec::Synthetic = read(spec, &table)?;
+            Box::new(Synthetic::new(s.refs, s.seed, 256, 64 << 10))
         }
         "segments" => {
-            let mut p = SegmentsParams::default();
-            for (k, v) in kv {
-                match k {
-                    "refs" => p.refs = num(k, v)?,
-                    "region" => p.region = bytes(k, v)?,
-                    "segment" => p.segment = num(k, v)?.max(1),
-                    "random" => p.random = num(k, v)?.min(100),
-                    "stores" => p.stores = num(k, v)?.min(100),
-                    "seed" => p.seed = num(k, v)?,
-                    _ => return Err(err(k, "unknown key (refs, region, segment, random, stores, seed)".into())),
-                }
-            }
-            Ok(Some(Box::new(Segments::new(p))))
+            let p: SegmentsParams = read(spec, &table)?;
+            percent("random", p.random)?;
+            percent("stores", p.stores)?;
+            Box::new(Segments::new(p))
         }
-        _ => Err(err(
-            "workload",
-            format!("'{name}' is not a workload (cow, ipc, multiserver, multiuser, os, rewrite, segments, synthetic, uniform)"),
-        )),
+        _ => {
+            return Err(err(
+                "workload",
+                format!("'{name}' is not a workload (cow, ipc, multiserver, multiuser, os, rewrite, segments, synthetic, uniform)"),
+            ))
+        }
+    }))
+}
+
+/// The keys of the workloads whose parameters are not one type of their own, read as the
+/// rest are: serde types, unknown keys refused.
+mod spec {
+    use super::*;
+    use serde::Deserialize;
+
+    /// `workload:os` over a program's trace (`trace`), with calls injected `every`
+    /// references where it has no markers (the model's parameters are the other keys).
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct OsTrace {
+        pub trace: Option<String>,
+        #[serde(default, deserialize_with = "at_least_one")]
+        pub every: Option<u64>,
+    }
+
+    fn at_least_one<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> std::result::Result<Option<u64>, D::Error> {
+        match u64::deserialize(d)? {
+            0 => Err(serde::de::Error::custom("must be at least 1")),
+            n => Ok(Some(n)),
+        }
+    }
+
+    /// `workload:rewrite`: any trace, its shared pages rewritten `to` a sharing model.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct Rewrite {
+        pub trace: String,
+        pub to: AddressModel,
+    }
+
+    /// `workload:uniform`: `rounds` passes over `pages` pages in random order.
+    #[derive(Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    pub(super) struct Uniform {
+        pub pages: u32,
+        pub rounds: u64,
+        pub seed: u64,
+    }
+
+    impl Default for Uniform {
+        fn default() -> Self {
+            Uniform {
+                pages: 8192,
+                rounds: 4,
+                seed: 1,
+            }
+        }
+    }
+
+    /// `workload:synthetic`: a program-like stream of `refs` references.
+    #[derive(Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    pub(super) struct Synthetic {
+        pub refs: u64,
+        pub seed: u64,
+    }
+
+    impl Default for Synthetic {
+        fn default() -> Self {
+            Synthetic {
+                refs: 10_000_000,
+                seed: 1,
+            }
+        }
     }
 }
 
@@ -307,9 +241,37 @@ mod tests {
             ("workload:ipc,buffer_colour=9000", "buffer_colour"),
             ("workload:cow,case=4", "case"),
             ("workload:cow,pages=0", "pages"),
+            ("workload:multiuser,shared=101", "shared"),
+            ("workload:segments,random=150", "random"),
+            ("workload:synthetic,refs=2.5", "refs"),
+            ("workload:os,every=0,trace=t.lks", "every"),
+            ("workload:rewrite,trace=t.lks", "to"),
+            ("workload:uniform,pages=-1", "pages"),
         ] {
             let e = from_spec(spec).err().unwrap().to_string();
             assert!(e.contains(key) && e.starts_with(spec), "{e}");
         }
+    }
+
+    /// A spec's keys are read as a machine's are: their messages say what is expected, an
+    /// unknown key lists the keys there are, a whole float is a count.
+    #[test]
+    fn specs_read_as_machines_do() {
+        let e = |spec: &str| from_spec(spec).err().unwrap().to_string();
+        assert!(
+            e("workload:os,speed=1").contains("trace, every"),
+            "{}",
+            e("workload:os,speed=1")
+        );
+        assert!(e("workload:os,structure=exo").contains("microkernel"));
+        assert!(e("workload:multiuser,addresses=local").contains("per-process"));
+        assert!(e("workload:rewrite,trace=t.lks").contains("missing"));
+        assert!(from_spec("workload:segments,refs=2e3,region=1M")
+            .unwrap()
+            .is_some());
+        assert!(from_spec("workload:ipc,design=move-eager,size=4k,page=4k")
+            .unwrap()
+            .is_some());
+        assert!(from_spec("workload:cow,case=1").unwrap().is_some());
     }
 }

@@ -29,7 +29,8 @@ use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
 
 /// Parameters of the token ring.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MultiserverParams {
     /// Servers besides the client (N); N + 1 address spaces.
     pub servers: u32,

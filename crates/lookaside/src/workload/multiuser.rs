@@ -30,7 +30,8 @@ use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
 
 /// How the stream's addresses name shared pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AddressModel {
     /// One global address per shared page (space id in the upper bits).
     Global,
@@ -39,7 +40,8 @@ pub enum AddressModel {
 }
 
 /// Parameters of the multi-user workload.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MultiuserParams {
     /// User processes (1: a single-process benchmark).
     pub users: u32,

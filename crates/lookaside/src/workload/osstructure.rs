@@ -30,16 +30,21 @@ use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
 
 /// How the operating system is built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize)]
 pub enum OsStructure {
+    #[serde(rename = "monolithic", alias = "monolithic-unmapped")]
     MonolithicUnmapped,
+    #[serde(rename = "monolithic-mapped")]
     MonolithicMapped,
+    #[serde(rename = "microkernel")]
     Microkernel,
+    #[serde(rename = "decomposed")]
     Decomposed,
 }
 
 /// Parameters of the application and its calls.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct OsWorkloadParams {
     pub structure: OsStructure,
     /// System calls to make.

@@ -13,11 +13,13 @@ use crate::tlb::SplitMix64;
 use crate::trace::TraceSource;
 
 /// Parameters of [`Segments`] (the `workload:segments` keys).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SegmentsParams {
     /// References in all.
     pub refs: u64,
     /// Bytes of the region (rounded up to a power of two, at least a page).
+    #[serde(deserialize_with = "crate::config::byte_count")]
     pub region: u64,
     /// Mean references per segment (lengths uniform in 1 ..= 2 × mean - 1).
     pub segment: u64,

@@ -23,7 +23,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::event::{flags, CopySource, Event, Kind, BATCH, PHYSICAL};
@@ -51,7 +51,7 @@ pub const COW_BASE: u64 = 0x40_0000;
 const WORD: u64 = 4;
 
 /// An IPC design of the paper's Table 3.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IpcDesign {
     /// Chorus IPC-copy: copy into a fresh kernel page, then move it to the receiver.
@@ -99,10 +99,15 @@ impl IpcDesign {
 }
 
 /// Parameters of [`Ipc`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct IpcParams {
     pub design: IpcDesign,
-    /// Bytes per message (page-aligned; a multiple of a word).
+    /// Bytes per message (page-aligned; a multiple of a word): `size` in a spec.
+    #[serde(
+        rename(deserialize = "size"),
+        deserialize_with = "crate::config::byte_count"
+    )]
     pub bytes: u64,
     /// Messages measured (phase `send`).
     pub messages: u64,
@@ -110,6 +115,7 @@ pub struct IpcParams {
     /// their steady state.
     pub warm: u64,
     /// The VM page (the `[vac]`'s), at most 64 KiB.
+    #[serde(deserialize_with = "crate::config::byte_count")]
     pub page: u64,
     /// Colours of the sender's and receiver's buffers (not cache aligned in the paper), and
     /// of the kernel's recycled IPC buffer (pure copy).
@@ -496,13 +502,23 @@ impl CowCase {
 }
 
 /// Parameters of [`Cow`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CowParams {
+    /// 1, 2 or 3 in a spec ([`CowCase::parse`]).
+    #[serde(deserialize_with = "cow_case")]
     pub case: CowCase,
     /// Pages the parent writes and the child then faults on, one after the other.
     pub pages: u64,
     /// The VM page (the `[vac]`'s), at most 64 KiB.
+    #[serde(deserialize_with = "crate::config::byte_count")]
     pub page: u64,
+}
+
+/// A copy-on-write case, written as its number.
+fn cow_case<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<CowCase, D::Error> {
+    let n = u64::deserialize(d)?;
+    CowCase::parse(&n.to_string()).map_err(serde::de::Error::custom)
 }
 
 impl Default for CowParams {
