@@ -62,7 +62,9 @@ pub use build::{human_bytes, memory_estimate, MemoryLimit};
 use build::{page_map, ResolvedClass};
 use climb::Climb;
 pub use feed::Feed;
-use feed::{entry_key, fast_paths, Fast, Memo, MemoryFeed, Tally, NO_MEMO, NO_PAGE};
+use feed::{
+    entry_key, fast_paths, slow_structures, Fast, Memo, MemoryFeed, Tally, NO_MEMO, NO_PAGE,
+};
 use prefetch::Prefetcher;
 
 /// Context-tag bit of a global entry.
@@ -80,6 +82,9 @@ struct Unit {
     shifts: Vec<u32>,
     tagged: bool,
     placement: Placement,
+    /// Its replacement policy reads the reference's kind and mode ([`Policy::reads_reference`]):
+    /// each access tells it them first.
+    reads_reference: bool,
     /// Context tags of an entry for the default page size under the running address space,
     /// non-global and global (kept current by [`Machine::switch_to`] for the fast path).
     ctx_now: u64,
@@ -96,6 +101,16 @@ impl Unit {
             Placement::KernelLower if mode == Mode::Kernel => Part::Lower,
             _ => Part::Upper,
         }
+    }
+
+    /// Look `(vpn, ctx)` up for a reference of `kind` in `mode`, filling it on a miss (into
+    /// the partition the mode's placement says); whether it hit.
+    #[inline(always)]
+    fn access(&mut self, vpn: u64, ctx: u64, kind: Kind, mode: Mode) -> bool {
+        if self.reads_reference {
+            self.tlb.set_reference(kind, mode);
+        }
+        self.tlb.access(vpn, ctx, self.part(mode))
     }
 
     /// The page shift an entry for a page of `backing` shift has here: the largest size held
@@ -577,7 +592,7 @@ impl Machine {
                 self.translated,
                 &self.next,
                 &self.default_shift,
-                &self.climbs,
+                &slow_structures(&self.units, &self.climbs),
             );
             self.pages = pages;
             self.kernel.classes = classes;

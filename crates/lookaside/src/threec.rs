@@ -511,6 +511,15 @@ impl Shadow<Tlb> {
         self.classify(vpn, ctx, 1, true, true, true).0
     }
 
+    /// The kind and mode of the reference the next accesses serve, for a policy that reads
+    /// them ([`Tlb::set_reference`]; the exact stores' LRU and FIFO do not).
+    #[inline(always)]
+    pub fn set_reference(&mut self, kind: crate::event::Kind, mode: crate::event::Mode) {
+        if let Store::General(t) = &mut self.fa {
+            t.set_reference(kind, mode);
+        }
+    }
+
     /// The structure was filled with `(vpn, ctx)` without a reference (a prefetch): so is
     /// the shadow, and the entry counts as referenced, as DineroIV's shadow and infinite
     /// cache see its prefetches. Nothing is classified: the classes are of demand misses.

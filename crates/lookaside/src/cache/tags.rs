@@ -66,7 +66,7 @@
 //! block.
 
 use crate::tlb::policy::list::Lists;
-use crate::tlb::policy::{Replacement, State, Visit};
+use crate::tlb::policy::{AccessInfo, Replacement, State, Visit};
 use crate::tlb::{filled, Policy, SetIndex, SplitMix64, MAX_ENTRIES};
 
 /// Largest associativity of LRU and FIFO sets whose recency is an order word (16 way numbers
@@ -603,14 +603,14 @@ impl Slots {
         let (way, evicted) = if !self.is_full(set) {
             (self.take_invalid(set), None)
         } else {
-            let w = pol.victim(set, rng);
+            let w = pol.victim(set, rng, AccessInfo::of(block, 0));
             let old = self.tags[base + w];
             self.unindex(set, w, old);
             (w, Some(old))
         };
         self.tags[base + way] = block;
         self.index(set, way, block);
-        pol.on_fill(set, way);
+        pol.on_fill(set, way, AccessInfo::of(block, 0));
         self.remember(block, base + way);
         (base + way, evicted)
     }
@@ -632,7 +632,7 @@ impl Visit for Access<'_> {
     fn visit<P: Replacement>(self, pol: &mut P) -> Touch {
         let Access { s, rng, set, block } = self;
         if let Some(way) = s.find(set, block) {
-            pol.on_hit(set, way);
+            pol.on_hit(set, way, AccessInfo::of(block, 0));
             let slot = set * s.ways + way;
             s.remember(block, slot);
             return Touch::hit(slot);
@@ -682,6 +682,11 @@ impl CacheTags {
         let words = if direct { 0 } else { ways.div_ceil(64) };
         let ordered = ways <= ORDER_MAX_WAYS;
         let repl = match policy {
+            _ if policy.reads_reference() => {
+                return Err(format!(
+                "'{policy}' reads the reference's mode, which a cache is not told (a TLB's policy)"
+            ))
+            }
             _ if direct => Repl::Direct,
             Policy::Lru if ordered => Repl::Lru,
             Policy::Fifo if ordered => Repl::Fifo,
@@ -894,7 +899,7 @@ impl CacheTags {
         let way = self.s.find(set, block)?;
         match &mut self.repl {
             Repl::WideLru(order) => order.move_to_back(set, way),
-            Repl::Policy(state) => state.on_hit(set, way),
+            Repl::Policy(state) => state.on_hit(set, way, AccessInfo::of(block, 0)),
             Repl::Lru | Repl::Fifo | Repl::WideFifo(_) | Repl::Direct => {}
         }
         let slot = set * self.s.ways + way;

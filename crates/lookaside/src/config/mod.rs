@@ -25,7 +25,7 @@
 //! name = "dtlb"
 //! entries = 64
 //! ways = 4                 # or "full"
-//! policy = "lru"           # lru | fifo | random | plru | nru
+//! policy = "lru"           # lru | fifo | random | plru | nru | user-first
 //! page = ["4k", "2M"]      # sizes this structure holds (default: [pages.size])
 //! serves = "data"          # instruction | data | unified (default: from the name's first
 //!                          # letter, i: instruction, d: data, else unified)

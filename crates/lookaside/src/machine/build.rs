@@ -226,6 +226,29 @@ impl Machine {
         let mut climbs = Vec::with_capacity(planned.len());
         let mut units = Vec::with_capacity(planned.len());
         for ((params, shifts), t) in planned.into_iter().zip(&config.tlbs) {
+            let policies = match params.partition {
+                Some(q) => vec![q.lower_policy, q.upper_policy],
+                None => vec![params.policy],
+            };
+            let reads_reference = policies.iter().any(|p| p.reads_reference());
+            if reads_reference {
+                let field = match params.partition {
+                    Some(_) => "partition",
+                    None => "policy",
+                };
+                if config.refill.is_some() {
+                    return Err(Error::NotYet(format!(
+                        "{source_name}: {}: a policy that reads the reference's mode under [refill] (the software-refill model does not tell its TLBs)",
+                        key(t, field)
+                    )));
+                }
+                if t.partition.as_ref().is_some_and(|p| p.dynamic.is_some()) {
+                    return Err(Error::NotYet(format!(
+                        "{source_name}: {}: a policy that reads the reference's mode with partition.dynamic (a move of the partition point forgets which mode filled each entry)",
+                        key(t, field)
+                    )));
+                }
+            }
             let tlb = Engine::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             let shadow = if t.three_c {
                 let policy = params.partition.map_or(params.policy, |p| p.upper_policy);
@@ -257,6 +280,7 @@ impl Machine {
                 shifts,
                 tagged: t.asid,
                 placement: t.placement,
+                reads_reference,
                 ctx_now: NO_CTX,
                 ctx_global: NO_CTX,
                 shadow,
@@ -284,8 +308,14 @@ impl Machine {
             u.ctx_now = u.ctx(0, s, false);
             u.ctx_global = u.ctx(0, s, true);
         }
-        let (uniform, fast, alone) =
-            fast_paths(&pages, &roots, translated, &next, &default_shift, &climbs);
+        let (uniform, fast, alone) = fast_paths(
+            &pages,
+            &roots,
+            translated,
+            &next,
+            &default_shift,
+            &slow_structures(&units, &climbs),
+        );
         let mut memory = match &config.memory {
             Some(mc) => Some(Box::new(MemorySystem::build(
                 mc,

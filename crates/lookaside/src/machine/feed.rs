@@ -190,6 +190,7 @@ impl Feed<'_> {
         } else {
             u.ctx_now
         };
+        debug_assert!(!u.reads_reference, "no fast path tells the reference");
         let hit = u.tlb.access(page, ctx, u.part(mode));
         if u.shadow.is_some() {
             m.classify(r, page, ctx, hit, mode, kind);
@@ -363,6 +364,7 @@ impl Feed<'_> {
                     } else {
                         u.ctx_now
                     };
+                    debug_assert!(!u.reads_reference, "no fast path tells the reference");
                     let hit = u.tlb.access(page, ctx, u.part(e.mode));
                     if u.shadow.is_some() {
                         m.classify(r, page, ctx, hit, e.mode, e.kind);
@@ -405,20 +407,20 @@ pub(super) enum Step {
 /// Whether the page map is uniform, and per reference kind what the fast path does and
 /// whether its root stands alone (see [`Machine::uniform`], [`Machine::fast`] and
 /// [`Machine::alone`]): all derived from the page map and the wiring, and from the
-/// structures that climb (whose every access is counted, so they take no fast path).
+/// structures that take no fast path (`slow`, see [`slow_structures`]).
 pub(super) fn fast_paths(
     pages: &PageMap,
     roots: &Route,
     translated: [bool; 3],
     next: &[Route],
     default_shift: &[u32],
-    climbs: &[Option<Box<Climb>>],
+    slow: &[bool],
 ) -> (bool, [Fast; 3], [bool; 3]) {
     // Uniform apart from unmapped holes: the fast path checks the holes first.
     let uniform = (pages.regions.is_empty() || pages.has_holes) && pages.default.is_some();
     let fast = Kind::REFS.map(|kind| match pages.default.and_then(|d| roots.at(kind, d)) {
         _ if !translated[kind as usize] => Fast::Untranslated,
-        Some(r) if uniform && !climb::climbs(climbs, r) => Fast::Root(r, default_shift[r]),
+        Some(r) if uniform && !slow[r] => Fast::Root(r, default_shift[r]),
         _ => Fast::Slow,
     });
     let alone = Kind::REFS.map(|kind| match (fast[kind as usize], pages.default) {
@@ -426,6 +428,16 @@ pub(super) fn fast_paths(
         _ => false,
     });
     (uniform, fast, alone)
+}
+
+/// Per structure, whether it takes no fast path: it climbs (its every access is counted), or
+/// its policy reads the reference's kind and mode (which the full path tells it, see
+/// [`Unit::access`]; the fast path's inline probe tells nothing, so that the others pay
+/// nothing for it).
+pub(super) fn slow_structures(units: &[Unit], climbs: &[Option<Box<Climb>>]) -> Vec<bool> {
+    (0..units.len())
+        .map(|i| climb::climbs(climbs, i) || units[i].reads_reference)
+        .collect()
 }
 
 /// What the fast path of [`EventSink::event`] does with a reference of one kind.

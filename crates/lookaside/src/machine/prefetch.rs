@@ -15,7 +15,7 @@
 //! ([`crate::threec::Shadow::prefetched`]): its classes are of demand misses, against a
 //! fully associative structure that was prefetched into as it was.
 
-use crate::event::Mode;
+use crate::event::{Kind, Mode};
 use crate::mmu::RecentMisses;
 
 /// Most entries of one class remembered, and prefetched, per switch.
@@ -132,8 +132,9 @@ impl super::Machine {
             p.probes += 1;
             if !u.tlb.holds(r.vpn, ctx) {
                 let mode = [Mode::User, Mode::Kernel][class];
-                u.tlb.access(r.vpn, ctx, u.part(mode));
+                u.access(r.vpn, ctx, Kind::Load, mode);
                 if let Some(sh) = u.shadow.as_deref_mut() {
+                    sh.set_reference(Kind::Load, mode);
                     sh.prefetched(r.vpn, ctx);
                 }
                 p.inserted[class] += 1;

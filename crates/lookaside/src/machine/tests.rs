@@ -633,3 +633,40 @@ fn an_access_past_the_top_of_the_address_space_is_clamped_and_counted() {
     m.run_batch(&[Event::reference(Kind::Load, u64::MAX - 3, 8)]);
     assert_eq!((misses(&m, 0), m.ledger().wrapped), ((1, 1), 1));
 }
+
+/// A policy that reads the reference's mode is told it on every path — the fast path's
+/// first level, a next level, a 3C shadow — and keeps the kernel's entries through a user
+/// stream that LRU lets flush them; where nothing tells it, it is refused.
+#[test]
+fn user_first_keeps_the_kernels_entries() {
+    let machine = |policy: &str, three_c: bool| {
+        format!(
+            "[[tlb]]\nname='d'\nentries=2\nways='full'\nserves='unified'\nnext='s'\n\
+             [[tlb]]\nname='s'\nentries=4\nways='full'\npolicy='{policy}'\n{}",
+            if three_c { "3c=true\n" } else { "" }
+        )
+    };
+    // Two kernel pages, then a user stream through 6 pages, then the kernel pages again.
+    let mut events: Vec<Event> = (0..2).map(|p| kload(0x10_0000 + p * 4096)).collect();
+    for round in 0..3 {
+        events.extend((0..6).map(|p| load((round + p) * 4096 + 0x1000)));
+        events.extend((0..2).map(|p| kload(0x10_0000 + p * 4096)));
+    }
+    let run = |policy: &str, three_c: bool| {
+        let mut m = build(&machine(policy, three_c)).unwrap();
+        m.run_batch(&events);
+        let kernel = m.ledger().total(1, |_, mode, _| mode == Mode::Kernel);
+        (kernel.accesses, kernel.misses)
+    };
+    // LRU: each user stream flushes the kernel's pages, which miss every round.
+    assert_eq!(run("lru", false), (8, 8));
+    // User first: only their first references miss.
+    assert_eq!(run("user-first", false), (8, 2));
+    assert_eq!(run("user-first", true), (8, 2));
+    let refill = format!("{}[refill]\n", machine("user-first", false));
+    let e = build(&refill).unwrap_err().to_string();
+    assert!(e.contains("tlb.s.policy") && e.contains("[refill]"), "{e}");
+    let cache = "[[cache]]\nname='l1'\nsize='1k'\nline=64\nways=2\npolicy='user-first'\n";
+    let e = build(cache).unwrap_err().to_string();
+    assert!(e.contains("user-first") && e.contains("cache"), "{e}");
+}

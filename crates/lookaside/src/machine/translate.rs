@@ -164,7 +164,7 @@ impl Machine {
                 u.shift_for(shift)
             };
             let ctx = u.ctx(self.cur_asid, s, global);
-            let hit = u.tlb.access(addr >> s, ctx, u.part(mode));
+            let hit = u.access(addr >> s, ctx, kind, mode);
             if u.shadow.is_some() {
                 self.classify(i, addr >> s, ctx, hit, mode, kind);
             }
@@ -237,6 +237,7 @@ impl Machine {
         kind: Kind,
     ) {
         if let Some(s) = self.units[i].shadow.as_deref_mut() {
+            s.set_reference(kind, mode);
             if let Some(c) = s.tlb_access(vpn, ctx, !hit) {
                 self.ledger.classify(i, mode, kind, c);
             }

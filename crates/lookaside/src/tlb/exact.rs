@@ -341,6 +341,15 @@ impl Engine {
         })
     }
 
+    /// The kind and mode of the reference the next accesses serve ([`Tlb::set_reference`]);
+    /// the exact engines' policies (LRU, FIFO) read neither.
+    #[inline(always)]
+    pub fn set_reference(&mut self, kind: crate::event::Kind, mode: crate::event::Mode) {
+        if let Engine::General(t) = self {
+            t.set_reference(kind, mode);
+        }
+    }
+
     /// [`Tlb::access`] with `gctx = NO_CTX`: look up `(vpn, ctx)`, fill it (into `part`, when
     /// partitioned) on a miss; returns whether it hit.
     #[inline(always)]

@@ -101,8 +101,9 @@ mod tests;
 
 pub use climb::{DynamicParams, DynamicWork, HillClimber};
 pub use exact::{Engine, ExactTlb};
-pub use policy::{Policy, SplitMix64};
+pub use policy::{AccessInfo, Policy, SplitMix64};
 
+use crate::event::{Kind, Mode};
 use hint::{Hint, Hints};
 use index::WayIndex;
 use policy::{Replacement, State, Visit};
@@ -343,6 +344,9 @@ pub struct Tlb {
     pols: [State; 2],
     rng: SplitMix64,
     params: TlbParams,
+    /// The kind and mode of the reference the next accesses serve ([`Tlb::set_reference`]),
+    /// for a policy that reads them.
+    reference: (Kind, Mode),
 }
 
 /// Everything of a [`Tlb`] but its replacement state: the tags, valid bits, lookup structures
@@ -396,6 +400,7 @@ struct Access<'a> {
     vpn: u64,
     ctx: u64,
     gctx: u64,
+    reference: (Kind, Mode),
 }
 
 impl Visit for Access<'_> {
@@ -409,14 +414,15 @@ impl Visit for Access<'_> {
             vpn,
             ctx,
             gctx,
+            reference,
         } = self;
         let set = t.set_of(vpn);
         let mut chain = None;
         if let Some((c, g)) = contexts(ctx, gctx) {
             let (found, ch) = t.find_chained(set, vpn, c, g);
             if let Some(way) = found {
-                pol.on_hit(set, way);
                 let slot = set * t.ways + way;
+                pol.on_hit(set, way, info(vpn, t.ctx[slot], reference));
                 t.hint(t.vpn[slot], t.ctx[slot], c, set, way);
                 return true;
             }
@@ -428,8 +434,20 @@ impl Visit for Access<'_> {
             "Tlb::access: NO_CTX is not a storable context"
         );
         // The search missed (vpn, ctx), so the key is new.
-        t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx, chain);
+        let at = info(vpn, ctx, reference);
+        t.insert_in(pol, rng, set, Span::whole(t.ways), at, chain);
         false
+    }
+}
+
+/// What a policy is told of an access to `(vpn, ctx)` by a reference of `(kind, mode)`.
+#[inline(always)]
+fn info(vpn: u64, ctx: u64, (kind, mode): (Kind, Mode)) -> AccessInfo {
+    AccessInfo {
+        key: vpn,
+        ctx,
+        kind,
+        mode,
     }
 }
 
@@ -439,6 +457,7 @@ struct AccessSlot<'a> {
     rng: &'a mut SplitMix64,
     vpn: u64,
     ctx: u64,
+    reference: (Kind, Mode),
 }
 
 impl Visit for AccessSlot<'_> {
@@ -446,10 +465,17 @@ impl Visit for AccessSlot<'_> {
 
     #[inline(always)]
     fn visit<P: Replacement>(self, pol: &mut P) -> Touch {
-        let AccessSlot { t, rng, vpn, ctx } = self;
+        let AccessSlot {
+            t,
+            rng,
+            vpn,
+            ctx,
+            reference,
+        } = self;
         let set = t.set_of(vpn);
+        let at = info(vpn, ctx, reference);
         if let Some(way) = t.find(set, vpn, ctx, ctx) {
-            pol.on_hit(set, way);
+            pol.on_hit(set, way, at);
             t.hint(vpn, ctx, ctx, set, way);
             return Touch {
                 slot: set * t.ways + way,
@@ -457,7 +483,7 @@ impl Visit for AccessSlot<'_> {
                 evicted: None,
             };
         }
-        let (way, evicted) = t.insert_in(pol, rng, set, Span::whole(t.ways), vpn, ctx, None);
+        let (way, evicted) = t.insert_in(pol, rng, set, Span::whole(t.ways), at, None);
         Touch {
             slot: set * t.ways + way,
             hit: false,
@@ -481,8 +507,7 @@ struct Insert<'a> {
     rng: &'a mut SplitMix64,
     set: usize,
     span: Span,
-    vpn: u64,
-    ctx: u64,
+    at: AccessInfo,
 }
 
 impl Visit for Insert<'_> {
@@ -495,10 +520,9 @@ impl Visit for Insert<'_> {
             rng,
             set,
             span,
-            vpn,
-            ctx,
+            at,
         } = self;
-        t.insert_in(pol, rng, set, span, vpn, ctx, None)
+        t.insert_in(pol, rng, set, span, at, None)
     }
 }
 
@@ -617,10 +641,10 @@ impl Tags {
         self.mru_query = NO_CTX;
     }
 
-    /// Put the new key `(vpn, ctx)` into partition `span` of `set`, replaced by `pol` (see the
-    /// module documentation for the choice of way); returns its way and the evicted entry, if
-    /// a valid one was replaced. `chain`: the new key's chain in the hash index, if known.
-    #[allow(clippy::too_many_arguments)]
+    /// Put the new key of `at`, `(at.key, at.ctx)`, into partition `span` of `set`, replaced
+    /// by `pol` (see the module documentation for the choice of way); returns its way and the
+    /// evicted entry, if a valid one was replaced. `chain`: the new key's chain in the hash
+    /// index, if known.
     #[inline(always)]
     fn insert_in<P: Replacement>(
         &mut self,
@@ -628,10 +652,10 @@ impl Tags {
         rng: &mut SplitMix64,
         set: usize,
         span: Span,
-        vpn: u64,
-        ctx: u64,
+        at: AccessInfo,
         chain: Option<usize>,
     ) -> (usize, Option<(u64, u64)>) {
+        let (vpn, ctx) = (at.key, at.ctx);
         let base = set * self.ways;
         let pv = 2 * set + span.part;
         let (way, evicted) = if (self.part_valid[pv] as usize) < span.n {
@@ -641,7 +665,7 @@ impl Tags {
             self.valid += 1;
             (w, None)
         } else {
-            let w = span.lo + pol.victim(set, rng);
+            let w = span.lo + pol.victim(set, rng, at);
             let old = (self.vpn[base + w], self.ctx[base + w]);
             if let Some(ix) = &mut self.index {
                 ix.remove(set, w, old.0, old.1);
@@ -654,7 +678,7 @@ impl Tags {
             let chain = chain.unwrap_or_else(|| ix.chain(set, vpn, ctx));
             ix.insert_in(chain, set, way);
         }
-        pol.on_fill(set, way - span.lo);
+        pol.on_fill(set, way - span.lo, at);
         // Overwrites the bucket of `vpn`, dropping any hint a global hit left there that the
         // new key would now shadow.
         self.hint(vpn, ctx, ctx, set, way);
@@ -721,7 +745,16 @@ impl Tlb {
             pols,
             rng: SplitMix64::new(p.seed),
             params: p.clone(),
+            reference: (Kind::Load, Mode::User),
         })
+    }
+
+    /// The kind and mode of the reference the next accesses serve, for a replacement policy
+    /// that reads them ([`Policy::reads_reference`]); until told, a user-mode load. A
+    /// structure that never tells refuses such a policy instead.
+    #[inline(always)]
+    pub fn set_reference(&mut self, kind: Kind, mode: Mode) {
+        self.reference = (kind, mode);
     }
 
     /// Number of sets.
@@ -769,7 +802,8 @@ impl Tlb {
         let h = *self.t.hints.get(vpn);
         let slot = h.slot as usize;
         if h.matches(vpn, ctx, gctx) && self.t.vpn[slot] == vpn && self.t.ctx[slot] == h.ctx {
-            self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize);
+            let at = info(vpn, h.ctx, self.reference);
+            self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize, at);
             self.t.mru_vpn = vpn;
             self.t.mru_ctx = h.ctx;
             self.t.mru_query = h.query;
@@ -783,8 +817,9 @@ impl Tlb {
     /// `c`.
     fn hit(&mut self, set: usize, way: usize, c: u64) {
         let (p, lo) = self.t.part_of(way);
-        self.pols[p].on_hit(set, way - lo);
         let slot = set * self.t.ways + way;
+        let at = info(self.t.vpn[slot], self.t.ctx[slot], self.reference);
+        self.pols[p].on_hit(set, way - lo, at);
         self.t.hint(self.t.vpn[slot], self.t.ctx[slot], c, set, way);
     }
 
@@ -892,7 +927,8 @@ impl Tlb {
         let h = *self.t.hints.get(vpn);
         let slot = h.slot as usize;
         if h.matches(vpn, ctx, NO_CTX) && self.t.vpn[slot] == vpn && self.t.ctx[slot] == h.ctx {
-            self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize);
+            let at = info(vpn, h.ctx, self.reference);
+            self.pols[h.part as usize & 1].on_hit(h.set as usize, h.way as usize, at);
             self.t.mru_vpn = vpn;
             self.t.mru_ctx = h.ctx;
             self.t.mru_query = h.query;
@@ -921,8 +957,21 @@ impl Tlb {
                 evicted,
             };
         }
-        let Tlb { t, pols, rng, .. } = self;
-        pols[0].visit(AccessSlot { t, rng, vpn, ctx })
+        let Tlb {
+            t,
+            pols,
+            rng,
+            reference,
+            ..
+        } = self;
+        let reference = *reference;
+        pols[0].visit(AccessSlot {
+            t,
+            rng,
+            vpn,
+            ctx,
+            reference,
+        })
     }
 
     /// [`Tlb::lookup`], and on a miss [`Tlb::fill`] `(vpn, ctx)` into `part`; returns hit.
@@ -942,13 +991,20 @@ impl Tlb {
     #[inline(never)]
     fn access_slow(&mut self, vpn: u64, ctx: u64, gctx: u64, part: Part) -> bool {
         if self.t.split == self.t.ways {
-            let Tlb { t, pols, rng, .. } = self;
+            let Tlb {
+                t,
+                pols,
+                rng,
+                reference,
+                ..
+            } = self;
             return pols[0].visit(Access {
                 t,
                 rng,
                 vpn,
                 ctx,
                 gctx,
+                reference: *reference,
             });
         }
         let set = self.t.set_of(vpn);
@@ -990,14 +1046,14 @@ impl Tlb {
                 n: split,
             }
         };
+        let at = info(vpn, ctx, self.reference);
         let Tlb { t, pols, rng, .. } = self;
         pols[span.part].visit(Insert {
             t,
             rng,
             set,
             span,
-            vpn,
-            ctx,
+            at,
         })
     }
 
@@ -1090,7 +1146,9 @@ impl Tlb {
             for way in 0..self.t.ways {
                 if self.t.ctx[set * self.t.ways + way] != NO_CTX {
                     let (pi, lo) = self.t.part_of(way);
-                    self.pols[pi].on_fill(set, way - lo);
+                    let slot = set * self.t.ways + way;
+                    let at = AccessInfo::of(self.t.vpn[slot], self.t.ctx[slot]);
+                    self.pols[pi].on_fill(set, way - lo, at);
                     self.t.part_valid[2 * set + pi] += 1;
                 }
             }

@@ -7,6 +7,7 @@
 //! with the real engine.
 
 use super::{Part, Policy, TlbParams, NO_CTX};
+use crate::event::Mode;
 
 /// Replacement state of one partition of one set.
 #[derive(Clone, Debug)]
@@ -25,6 +26,11 @@ enum Pol {
     Clock {
         refs: Vec<bool>,
         hand: usize,
+    },
+    /// Ways least recently used first, and whether a kernel-mode reference filled each.
+    UserFirst {
+        order: Vec<usize>,
+        kernel: Vec<bool>,
     },
 }
 
@@ -48,11 +54,23 @@ impl Pol {
                 refs: vec![false; n],
                 hand: 0,
             },
+            Policy::UserFirst => Pol::UserFirst {
+                order: Vec::new(),
+                kernel: vec![false; n],
+            },
         }
     }
 
-    fn touch(&mut self, w: usize, is_fill: bool) {
+    /// Way `w` was hit, or filled (`is_fill`) by a reference in `mode`.
+    fn touch(&mut self, w: usize, is_fill: bool, mode: Mode) {
         match self {
+            Pol::UserFirst { order, kernel } => {
+                order.retain(|&x| x != w);
+                order.push(w);
+                if is_fill {
+                    kernel[w] = mode == Mode::Kernel;
+                }
+            }
             Pol::Lru(order) => {
                 order.retain(|&x| x != w);
                 order.push(w);
@@ -87,6 +105,7 @@ impl Pol {
     fn invalidate(&mut self, w: usize) {
         match self {
             Pol::Lru(order) | Pol::Fifo(order) => order.retain(|&x| x != w),
+            Pol::UserFirst { order, .. } => order.retain(|&x| x != w),
             Pol::Random | Pol::Plru { .. } => {}
             Pol::Clock { refs, .. } => refs[w] = false,
         }
@@ -103,6 +122,14 @@ impl Pol {
                 order[0]
             }
             Pol::Random => rng.below(n),
+            Pol::UserFirst { order, kernel } => {
+                assert_eq!(
+                    order.len(),
+                    n,
+                    "victim asked of a partition that is not full"
+                );
+                *order.iter().find(|&&w| !kernel[w]).unwrap_or(&order[0])
+            }
             Pol::Plru { bits, leaves } => {
                 let (mut node, mut lo, mut size) = (1, 0, *leaves);
                 while size > 1 {
@@ -159,6 +186,8 @@ pub struct RefTlb {
     /// The policy of each partition.
     policies: Vec<Policy>,
     rng: RefRng,
+    /// The mode of the reference the next accesses serve (see `Tlb::set_reference`).
+    mode: Mode,
 }
 
 impl RefTlb {
@@ -188,7 +217,13 @@ impl RefTlb {
             pols,
             policies,
             rng: RefRng(p.seed),
+            mode: Mode::User,
         }
+    }
+
+    /// The mode of the reference the next accesses serve.
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
     }
 
     fn set_of(&self, vpn: u64) -> usize {
@@ -218,7 +253,8 @@ impl RefTlb {
     fn touch(&mut self, set: usize, way: usize, is_fill: bool) {
         let p = self.part_of(way);
         let lo = self.parts[p].0;
-        self.pols[set][p].touch(way - lo, is_fill);
+        let mode = self.mode;
+        self.pols[set][p].touch(way - lo, is_fill, mode);
     }
 
     pub fn lookup(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
@@ -294,11 +330,14 @@ impl RefTlb {
                 .zip(&policies)
                 .map(|(r, &pol)| Pol::new(pol, r.1 - r.0))
                 .collect();
+            // Refilled as by a user-mode reference (the engine knows no better).
+            let mode = std::mem::replace(&mut self.mode, Mode::User);
             for way in 0..self.ways {
                 if self.slots[set][way].is_some() {
                     self.touch(set, way, true);
                 }
             }
+            self.mode = mode;
         }
         true
     }

@@ -423,6 +423,8 @@ enum Op {
     FlushNonGlobal,
     FlushVpnMod3(u64),
     FlushAll,
+    /// The accesses that follow serve references of this mode ([`Tlb::set_reference`]).
+    Mode(Mode),
 }
 
 /// A raw operation, interpreted against the geometry by [`expand`] (so that proptest can
@@ -495,6 +497,7 @@ fn expand(raw: &[Raw], p: &TlbParams) -> Vec<Op> {
             12 => ops.push(Op::FlushNonGlobal),
             16 => ops.push(Op::Retag(vpn, ctx, CTXS[(z as usize >> 4) % 4])),
             17 => ops.push(Op::Repartition(x as usize % (p.ways + 1))),
+            14 => ops.push(Op::Mode(if z & 1 == 1 { Mode::Kernel } else { Mode::User })),
             13 => {
                 // Cyclic sweep of ways+1 (or +2) pages of one set, 1-3 rounds.
                 let set = x % sets;
@@ -572,6 +575,10 @@ fn differential(p: &TlbParams, lookup: Lookup, ops: &[Op]) -> Result<(), TestCas
             Op::FlushAll => {
                 t.flush_all();
                 r.flush_all();
+            }
+            Op::Mode(m) => {
+                t.set_reference(Kind::Load, m);
+                r.set_mode(m);
             }
         }
         prop_assert_eq!(t.valid_entries(), r.valid_entries(), "#{} {:?}", i, op);
@@ -666,6 +673,10 @@ fn apply(t: &mut Tlb, op: &Op) -> String {
         Op::FlushVpnMod3(m) => format!("{:?}", t.flush_if(|v, _| v % 3 == m)),
         Op::FlushAll => {
             t.flush_all();
+            String::new()
+        }
+        Op::Mode(m) => {
+            t.set_reference(Kind::Load, m);
             String::new()
         }
     }
@@ -777,6 +788,10 @@ fn engine_differential(p: &TlbParams, ops: &[Op]) -> Result<(), TestCaseError> {
             Op::FlushAll => {
                 e.flush_all();
                 r.flush_all();
+            }
+            Op::Mode(m) => {
+                e.set_reference(Kind::Load, m);
+                r.set_mode(m);
             }
             Op::Lookup(..) | Op::Retag(..) | Op::Repartition(_) => continue,
         }

@@ -5,7 +5,7 @@
 //! matching "oldest insertion first" as soon as entries are invalidated.
 
 use super::list::Lists;
-use super::{Replacement, SplitMix64};
+use super::{AccessInfo, Replacement, SplitMix64};
 
 #[derive(Clone)]
 pub(crate) struct Fifo {
@@ -20,10 +20,10 @@ impl Replacement for Fifo {
     }
 
     #[inline(always)]
-    fn on_hit(&mut self, _set: usize, _way: usize) {}
+    fn on_hit(&mut self, _set: usize, _way: usize, _at: AccessInfo) {}
 
     #[inline(always)]
-    fn on_fill(&mut self, set: usize, way: usize) {
+    fn on_fill(&mut self, set: usize, way: usize, _at: AccessInfo) {
         self.order.move_to_back(set, way);
     }
 
@@ -33,7 +33,7 @@ impl Replacement for Fifo {
     }
 
     #[inline]
-    fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
+    fn victim(&mut self, set: usize, _rng: &mut SplitMix64, _at: AccessInfo) -> usize {
         self.order.front(set).unwrap_or(0)
     }
 }
@@ -41,15 +41,16 @@ impl Replacement for Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tlb::policy::ANY;
 
     #[test]
     fn hits_do_not_reorder() {
         let mut f = Fifo::new(1, 3).unwrap();
         for w in 0..3 {
-            f.on_fill(0, w);
+            f.on_fill(0, w, ANY);
         }
-        f.on_hit(0, 0);
+        f.on_hit(0, 0, ANY);
         assert_eq!(f.order.order(0), vec![0, 1, 2]);
-        assert_eq!(f.victim(0, &mut SplitMix64::new(0)), 0);
+        assert_eq!(f.victim(0, &mut SplitMix64::new(0), ANY), 0);
     }
 }

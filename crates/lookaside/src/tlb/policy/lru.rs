@@ -17,7 +17,7 @@
 //! 2^58 of them without a single fill.
 
 use super::list::Lists;
-use super::{Replacement, SplitMix64};
+use super::{AccessInfo, Replacement, SplitMix64};
 use crate::tlb::filled;
 
 /// Largest associativity kept as timestamps rather than a list; the way number must fit in
@@ -49,24 +49,24 @@ impl Replacement for Stamps {
     }
 
     #[inline(always)]
-    fn on_hit(&mut self, set: usize, way: usize) {
+    fn on_hit(&mut self, set: usize, way: usize, _at: AccessInfo) {
         self.now += 1 << WAY_BITS;
         self.stamp[set * self.ways + way] = self.now | way as u64;
     }
 
     #[inline(always)]
-    fn on_fill(&mut self, set: usize, way: usize) {
+    fn on_fill(&mut self, set: usize, way: usize, _at: AccessInfo) {
         if self.now >= RENUMBER_AT {
             self.now = renumber(&mut self.stamp, self.ways);
         }
-        self.on_hit(set, way);
+        self.on_hit(set, way, _at);
     }
 
     #[inline]
     fn on_invalidate(&mut self, _set: usize, _way: usize) {}
 
     #[inline(always)]
-    fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
+    fn victim(&mut self, set: usize, _rng: &mut SplitMix64, _at: AccessInfo) -> usize {
         oldest(&self.stamp[set * self.ways..(set + 1) * self.ways])
     }
 }
@@ -92,12 +92,12 @@ impl Replacement for List {
     }
 
     #[inline(always)]
-    fn on_hit(&mut self, set: usize, way: usize) {
+    fn on_hit(&mut self, set: usize, way: usize, _at: AccessInfo) {
         self.order.move_to_back(set, way);
     }
 
     #[inline(always)]
-    fn on_fill(&mut self, set: usize, way: usize) {
+    fn on_fill(&mut self, set: usize, way: usize, _at: AccessInfo) {
         self.order.move_to_back(set, way);
     }
 
@@ -107,7 +107,7 @@ impl Replacement for List {
     }
 
     #[inline(always)]
-    fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
+    fn victim(&mut self, set: usize, _rng: &mut SplitMix64, _at: AccessInfo) -> usize {
         // Only asked when every way is valid, so the list holds every way.
         self.order.front(set).unwrap_or(0)
     }
@@ -151,20 +151,21 @@ fn renumber(stamp: &mut [u64], ways: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tlb::policy::ANY;
 
     /// The same calls on both representations, with the list's whole order checked.
     fn check_agree<P: Replacement>(ways: usize, list: impl Fn(&P, usize) -> Option<Vec<usize>>) {
         let mut rng = SplitMix64::new(0);
         let mut l = P::new(2, ways).unwrap();
         for w in 0..ways {
-            l.on_fill(1, w);
+            l.on_fill(1, w, ANY);
         }
-        l.on_hit(1, 0);
-        l.on_hit(1, 2);
-        assert_eq!(l.victim(1, &mut rng), 1);
+        l.on_hit(1, 0, ANY);
+        l.on_hit(1, 2, ANY);
+        assert_eq!(l.victim(1, &mut rng, ANY), 1);
         l.on_invalidate(1, 1);
-        l.on_fill(1, 1);
-        assert_eq!(l.victim(1, &mut rng), 3);
+        l.on_fill(1, 1, ANY);
+        assert_eq!(l.victim(1, &mut rng, ANY), 3);
         if let Some(order) = list(&l, 1) {
             let mut expect: Vec<usize> = (3..ways).collect();
             expect.extend([0, 2, 1]);
@@ -187,26 +188,26 @@ mod tests {
         let mut l = Stamps::new(3, 20).unwrap();
         for set in 0..3 {
             for w in (0..20).rev() {
-                l.on_fill(set, w);
+                l.on_fill(set, w, ANY);
             }
         }
         for w in [7, 3, 11] {
-            l.on_hit(2, w);
+            l.on_hit(2, w, ANY);
         }
         l.now = RENUMBER_AT;
         // Set 2's order: 19 18 .. 0 (without 7 3 11), then 7 3 11; the fill renumbers first.
-        l.on_fill(1, 5);
+        l.on_fill(1, 5, ANY);
         assert!(l.now < 1 << 20);
-        assert_eq!(l.victim(2, &mut rng), 19);
-        assert_eq!(l.victim(1, &mut rng), 19);
+        assert_eq!(l.victim(2, &mut rng, ANY), 19);
+        assert_eq!(l.victim(1, &mut rng, ANY), 19);
         for w in (12..20).rev().chain([10, 9, 8, 6, 5, 4, 2, 1, 0]) {
-            l.on_hit(2, w);
+            l.on_hit(2, w, ANY);
         }
-        assert_eq!(l.victim(2, &mut rng), 7);
-        l.on_hit(2, 7);
-        assert_eq!(l.victim(2, &mut rng), 3);
-        l.on_hit(2, 3);
-        assert_eq!(l.victim(2, &mut rng), 11);
+        assert_eq!(l.victim(2, &mut rng, ANY), 7);
+        l.on_hit(2, 7, ANY);
+        assert_eq!(l.victim(2, &mut rng, ANY), 3);
+        l.on_hit(2, 3, ANY);
+        assert_eq!(l.victim(2, &mut rng, ANY), 11);
     }
 
     #[test]

@@ -17,27 +17,64 @@ mod lru;
 mod nru;
 mod plru;
 mod random;
+mod user_first;
 
 pub use random::SplitMix64;
 
 use std::fmt;
 use std::str::FromStr;
 
+use crate::event::{Kind, Mode};
+
+/// What a replacement policy knows of the access a hook serves: the page (or block) number
+/// and the context tag the structure keys its entry by (for a TLB, the address space and page
+/// size; see [`super::Tlb`]), and the kind and mode of the reference. A policy that uses any
+/// of it — a mode-aware insertion, a signature of the page — is one file like the others
+/// ([`user_first`] is one); the hooks are inlined, so a policy that ignores it costs nothing.
+///
+/// The kind and mode are those the structure was last told ([`super::Tlb::set_reference`]);
+/// a structure that is never told (a cache, the software-refill model's TLB) refuses a
+/// policy that reads them ([`Policy::reads_reference`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccessInfo {
+    pub key: u64,
+    pub ctx: u64,
+    pub kind: Kind,
+    pub mode: Mode,
+}
+
+impl AccessInfo {
+    /// An access nothing is known of but its key and context: a user-mode load.
+    pub const fn of(key: u64, ctx: u64) -> AccessInfo {
+        AccessInfo {
+            key,
+            ctx,
+            kind: Kind::Load,
+            mode: Mode::User,
+        }
+    }
+}
+
+/// An access the unit tests of a policy know nothing of (a user-mode load of page 0).
+#[cfg(test)]
+pub(crate) const ANY: AccessInfo = AccessInfo::of(0, 0);
+
 /// What a replacement policy must do. `set` is the set number, `way` the way number within the
-/// partition (`0..ways` of the `ways` given to [`Replacement::new`]).
+/// partition (`0..ways` of the `ways` given to [`Replacement::new`]); `at` the access a hook
+/// serves ([`AccessInfo`]).
 pub(crate) trait Replacement: Clone {
     /// State for `sets` sets of `ways` ways each, all of them invalid; an error (never an
     /// abort) when its arrays cannot be allocated.
     fn new(sets: usize, ways: usize) -> Result<Self, String>;
     /// A lookup hit `way`.
-    fn on_hit(&mut self, set: usize, way: usize);
+    fn on_hit(&mut self, set: usize, way: usize, at: AccessInfo);
     /// `way` now holds a new entry: it was invalid, or it is the victim just returned.
-    fn on_fill(&mut self, set: usize, way: usize);
+    fn on_fill(&mut self, set: usize, way: usize, at: AccessInfo);
     /// The entry in `way` was removed; the way is invalid until its next `on_fill`.
     fn on_invalidate(&mut self, set: usize, way: usize);
-    /// The way to replace. Only called when every way of the set is valid. A policy that needs
-    /// randomness draws from `rng`, exactly once per call.
-    fn victim(&mut self, set: usize, rng: &mut SplitMix64) -> usize;
+    /// The way to replace for the access `at`. Only called when every way of the set is
+    /// valid. A policy that needs randomness draws from `rng`, exactly once per call.
+    fn victim(&mut self, set: usize, rng: &mut SplitMix64, at: AccessInfo) -> usize;
 }
 
 /// Code to run with the concrete type of a [`State`]'s policy ([`State::visit`]): a whole
@@ -51,7 +88,7 @@ pub(crate) trait Visit {
 macro_rules! policies {
     ($( $(#[$doc:meta])* $variant:ident = [$name:literal $(, $alias:literal)*], )+) => {
         /// A replacement policy. Parses from its [`Policy::name`] or an alias
-        /// (case-insensitive): `lru`, `fifo`, `random`, `plru`, `nru` (or `clock`).
+        /// (case-insensitive): `lru`, `fifo`, `random`, `plru`, `nru` (or `clock`), `user-first`.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Policy {
             $( $(#[$doc])* $variant, )+
@@ -90,6 +127,9 @@ policies! {
     Plru = ["plru"],
     /// Not-recently-used with a clock hand (second chance): one reference bit per way.
     Nru = ["nru", "clock"],
+    /// LRU among the set's user-mode entries; the kernel's (filled by a kernel-mode
+    /// reference) only when there is no user entry ([`user_first`]).
+    UserFirst = ["user-first"],
 }
 
 /// Runs `$e` with `$s` bound to the concrete policy of state `$state`.
@@ -102,6 +142,7 @@ macro_rules! each_state {
             State::Random($s) => $e,
             State::Plru($s) => $e,
             State::Nru($s) => $e,
+            State::UserFirst($s) => $e,
         }
     };
 }
@@ -119,6 +160,7 @@ pub(crate) enum State {
     Random(random::Random),
     Plru(plru::Plru),
     Nru(nru::Nru),
+    UserFirst(user_first::UserFirst),
 }
 
 impl State {
@@ -132,6 +174,7 @@ impl State {
             Policy::Random => State::Random(random::Random::new(sets, ways)?),
             Policy::Plru => State::Plru(plru::Plru::new(sets, ways)?),
             Policy::Nru => State::Nru(nru::Nru::new(sets, ways)?),
+            Policy::UserFirst => State::UserFirst(user_first::UserFirst::new(sets, ways)?),
         })
     }
 
@@ -142,18 +185,26 @@ impl State {
     }
 
     #[inline(always)]
-    pub(crate) fn on_hit(&mut self, set: usize, way: usize) {
-        each_state!(self, s => s.on_hit(set, way))
+    pub(crate) fn on_hit(&mut self, set: usize, way: usize, at: AccessInfo) {
+        each_state!(self, s => s.on_hit(set, way, at))
     }
 
     #[inline(always)]
-    pub(crate) fn on_fill(&mut self, set: usize, way: usize) {
-        each_state!(self, s => s.on_fill(set, way))
+    pub(crate) fn on_fill(&mut self, set: usize, way: usize, at: AccessInfo) {
+        each_state!(self, s => s.on_fill(set, way, at))
     }
 
     #[inline]
     pub(crate) fn on_invalidate(&mut self, set: usize, way: usize) {
         each_state!(self, s => s.on_invalidate(set, way))
+    }
+}
+
+impl Policy {
+    /// Whether the policy reads the reference's kind or mode ([`AccessInfo`]): only a
+    /// structure told them ([`super::Tlb::set_reference`]) may use it.
+    pub fn reads_reference(self) -> bool {
+        matches!(self, Policy::UserFirst)
     }
 }
 

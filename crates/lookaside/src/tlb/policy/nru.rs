@@ -11,7 +11,7 @@
 //! The bits are kept in `u64` words so a sweep tests 64 ways at a time; each bit cleared by a
 //! sweep was set by an earlier hit or fill, so victim choice is amortised O(1).
 
-use super::{Replacement, SplitMix64};
+use super::{AccessInfo, Replacement, SplitMix64};
 use crate::tlb::filled;
 
 #[derive(Clone)]
@@ -57,13 +57,13 @@ impl Replacement for Nru {
     }
 
     #[inline(always)]
-    fn on_hit(&mut self, set: usize, way: usize) {
+    fn on_hit(&mut self, set: usize, way: usize, _at: AccessInfo) {
         self.refs[set * self.words + way / 64] |= 1 << (way % 64);
     }
 
     #[inline(always)]
-    fn on_fill(&mut self, set: usize, way: usize) {
-        self.on_hit(set, way);
+    fn on_fill(&mut self, set: usize, way: usize, _at: AccessInfo) {
+        self.on_hit(set, way, _at);
     }
 
     #[inline]
@@ -71,7 +71,7 @@ impl Replacement for Nru {
         self.refs[set * self.words + way / 64] &= !(1 << (way % 64));
     }
 
-    fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
+    fn victim(&mut self, set: usize, _rng: &mut SplitMix64, _at: AccessInfo) -> usize {
         let base = set * self.words;
         let mut h = self.hand[set] as usize;
         loop {
@@ -105,25 +105,26 @@ impl Replacement for Nru {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tlb::policy::ANY;
 
     #[test]
     fn clock_example() {
         let mut rng = SplitMix64::new(0);
         let mut c = Nru::new(1, 4).unwrap();
         for w in 0..4 {
-            c.on_fill(0, w);
+            c.on_fill(0, w, ANY);
         }
         // All referenced: the sweep clears 0..3 and comes back to 0.
-        assert_eq!(c.victim(0, &mut rng), 0);
+        assert_eq!(c.victim(0, &mut rng, ANY), 0);
         assert_eq!(c.hand(0), 1);
         assert!((0..4).all(|w| !c.referenced(0, w)));
-        c.on_fill(0, 0);
-        c.on_hit(0, 2);
+        c.on_fill(0, 0, ANY);
+        c.on_hit(0, 2, ANY);
         // From hand 1: way 1 is unreferenced.
-        assert_eq!(c.victim(0, &mut rng), 1);
-        c.on_fill(0, 1);
+        assert_eq!(c.victim(0, &mut rng, ANY), 1);
+        c.on_fill(0, 1, ANY);
         // From hand 2: way 2 referenced (cleared), way 3 not -> 3; hand wraps to 0.
-        assert_eq!(c.victim(0, &mut rng), 3);
+        assert_eq!(c.victim(0, &mut rng, ANY), 3);
         assert_eq!(c.hand(0), 0);
         assert!(!c.referenced(0, 2) && c.referenced(0, 0) && c.referenced(0, 1));
     }
@@ -133,20 +134,20 @@ mod tests {
         let mut rng = SplitMix64::new(0);
         let mut c = Nru::new(2, 130).unwrap();
         for w in 0..130 {
-            c.on_fill(1, w);
+            c.on_fill(1, w, ANY);
         }
         c.on_invalidate(1, 100);
-        assert_eq!(c.victim(1, &mut rng), 100);
+        assert_eq!(c.victim(1, &mut rng, ANY), 100);
         assert_eq!(c.hand(1), 101);
         for w in 0..130 {
             assert_eq!(c.referenced(1, w), w > 100);
         }
         // From 101: 101..=129 are referenced (cleared), wrap to way 0, which is not.
-        assert_eq!(c.victim(1, &mut rng), 0);
+        assert_eq!(c.victim(1, &mut rng, ANY), 0);
         assert_eq!(c.hand(1), 1);
         assert!((0..130).all(|w| !c.referenced(1, w)));
-        c.on_hit(1, 1);
-        assert_eq!(c.victim(1, &mut rng), 2);
+        c.on_hit(1, 1, ANY);
+        assert_eq!(c.victim(1, &mut rng, ANY), 2);
         assert!(!c.referenced(1, 1));
     }
 }

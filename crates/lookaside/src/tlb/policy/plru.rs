@@ -18,7 +18,7 @@
 //! The bits are stored in 6-level blocks (see [`Plru`]), so that a touch is one and-or per
 //! six levels and a 1024-way tree costs little more than a 64-way one.
 
-use super::{Replacement, SplitMix64};
+use super::{AccessInfo, Replacement, SplitMix64};
 use crate::tlb::filled;
 
 /// Levels of the tree held in one word (a 6-level subtree has 63 nodes).
@@ -113,7 +113,7 @@ impl Replacement for Plru {
     }
 
     #[inline(always)]
-    fn on_hit(&mut self, set: usize, way: usize) {
+    fn on_hit(&mut self, set: usize, way: usize, _at: AccessInfo) {
         if self.words == 1 {
             // One band, one block: one and-or.
             let (mask, val) = self.top[way & 63];
@@ -125,14 +125,14 @@ impl Replacement for Plru {
     }
 
     #[inline]
-    fn on_fill(&mut self, set: usize, way: usize) {
-        self.on_hit(set, way);
+    fn on_fill(&mut self, set: usize, way: usize, _at: AccessInfo) {
+        self.on_hit(set, way, _at);
     }
 
     #[inline(always)]
     fn on_invalidate(&mut self, _set: usize, _way: usize) {}
 
-    fn victim(&mut self, set: usize, _rng: &mut SplitMix64) -> usize {
+    fn victim(&mut self, set: usize, _rng: &mut SplitMix64, _at: AccessInfo) -> usize {
         let bits = &self.bits[set * self.words..(set + 1) * self.words];
         let mut lo = 0;
         let mut half = (1usize << self.depth) / 2;
@@ -170,23 +170,24 @@ impl Plru {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tlb::policy::ANY;
 
     fn victim(p: &mut Plru) -> usize {
-        p.victim(0, &mut SplitMix64::new(0))
+        p.victim(0, &mut SplitMix64::new(0), ANY)
     }
 
     #[test]
     fn four_way_textbook_example() {
         let mut p = Plru::new(1, 4).unwrap();
         for w in [0, 1, 2, 3] {
-            p.on_fill(0, w);
+            p.on_fill(0, w, ANY);
         }
         // After 0 1 2 3 the root points left (3 was last, on the right), node 2 points at 0.
         assert_eq!(victim(&mut p), 0);
-        p.on_hit(0, 0);
+        p.on_hit(0, 0, ANY);
         // Root now points right; node 3 points away from 3, at 2.
         assert_eq!(victim(&mut p), 2);
-        p.on_hit(0, 2);
+        p.on_hit(0, 2, ANY);
         // Root left; node 2 points away from 0, at 1.
         assert_eq!(victim(&mut p), 1);
     }
@@ -195,18 +196,18 @@ mod tests {
     fn three_ways_never_pick_the_missing_leaf() {
         let mut p = Plru::new(1, 3).unwrap();
         for w in [0, 1, 2] {
-            p.on_fill(0, w);
+            p.on_fill(0, w, ANY);
         }
         // Touching 2 points node 3 at the missing leaf 3 and the root left: victim in {0, 1}.
         assert_eq!(victim(&mut p), 0);
-        p.on_hit(0, 0);
-        p.on_hit(0, 1);
+        p.on_hit(0, 0, ANY);
+        p.on_hit(0, 1, ANY);
         // Root points right (away from 1); node 3 points at missing leaf 3 -> take way 2.
         assert_eq!(victim(&mut p), 2);
         for _ in 0..10 {
             let v = victim(&mut p);
             assert!(v < 3);
-            p.on_hit(0, v);
+            p.on_hit(0, v, ANY);
         }
     }
 
@@ -261,25 +262,25 @@ mod tests {
                     rng.below(ways)
                 };
                 naive.touch(way);
-                p.on_hit(1, way);
+                p.on_hit(1, way, ANY);
                 assert_eq!(
-                    p.victim(1, &mut rng),
+                    p.victim(1, &mut rng, ANY),
                     naive.victim(),
                     "{ways} ways, step {i}"
                 );
             }
-            assert_eq!(p.victim(0, &mut rng), 0);
+            assert_eq!(p.victim(0, &mut rng, ANY), 0);
         }
     }
 
     #[test]
     fn one_way_and_many_sets() {
         let mut p = Plru::new(3, 1).unwrap();
-        p.on_fill(2, 0);
-        assert_eq!(p.victim(2, &mut SplitMix64::new(0)), 0);
+        p.on_fill(2, 0, ANY);
+        assert_eq!(p.victim(2, &mut SplitMix64::new(0), ANY), 0);
         let mut q = Plru::new(2, 128).unwrap();
-        q.on_fill(1, 0);
-        assert_eq!(q.victim(1, &mut SplitMix64::new(0)), 64);
-        assert_eq!(q.victim(0, &mut SplitMix64::new(0)), 0);
+        q.on_fill(1, 0, ANY);
+        assert_eq!(q.victim(1, &mut SplitMix64::new(0), ANY), 64);
+        assert_eq!(q.victim(0, &mut SplitMix64::new(0), ANY), 0);
     }
 }

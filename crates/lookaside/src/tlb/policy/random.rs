@@ -5,7 +5,7 @@
 //! drawn per victim choice and none when an invalid way is filled, so the sequence of victims
 //! depends only on the seed and the sequence of full-partition misses.
 
-use super::Replacement;
+use super::{AccessInfo, Replacement};
 
 /// SplitMix64 (Steele, Lea & Flood 2014): tiny, fast, and good enough to pick victims.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,16 +49,16 @@ impl Replacement for Random {
     }
 
     #[inline(always)]
-    fn on_hit(&mut self, _set: usize, _way: usize) {}
+    fn on_hit(&mut self, _set: usize, _way: usize, _at: AccessInfo) {}
 
     #[inline(always)]
-    fn on_fill(&mut self, _set: usize, _way: usize) {}
+    fn on_fill(&mut self, _set: usize, _way: usize, _at: AccessInfo) {}
 
     #[inline(always)]
     fn on_invalidate(&mut self, _set: usize, _way: usize) {}
 
     #[inline]
-    fn victim(&mut self, _set: usize, rng: &mut SplitMix64) -> usize {
+    fn victim(&mut self, _set: usize, rng: &mut SplitMix64, _at: AccessInfo) -> usize {
         rng.below(self.ways)
     }
 }
