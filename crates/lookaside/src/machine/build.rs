@@ -179,11 +179,6 @@ impl Machine {
             if config.refill.is_some() {
                 return refuse("prefetch", "with [refill] the IPC-path prefetcher is [refill.prefetch] (its classes are the MIPS page-table levels)");
             }
-            if config.vac.is_some() {
-                return Err(Error::NotYet(format!(
-                    "{source_name}: prefetch: IPC-path prefetching with a virtually addressed cache ([vac])"
-                )));
-            }
             for (n, key) in [
                 (p.user_entries, "user_entries"),
                 (p.kernel_entries, "kernel_entries"),

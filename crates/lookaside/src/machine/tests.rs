@@ -670,3 +670,42 @@ fn user_first_keeps_the_kernels_entries() {
     let e = build(cache).unwrap_err().to_string();
     assert!(e.contains("user-first") && e.contains("cache"), "{e}");
 }
+
+/// IPC-path prefetching beside a virtually addressed cache: the two see the same events and
+/// share nothing, so each counts exactly what it counts alone — the TLB and the prefetcher
+/// as without `[vac]`, the VAC as without `[prefetch]` — on Uhlig's token ring (IPCs
+/// between three address spaces and the kernel).
+#[test]
+fn prefetch_and_a_vac_count_as_each_alone() {
+    let tlb = "[[tlb]]\nname='dtlb'\nentries=8\nways='full'\nserves='unified'\n";
+    let prefetch = "[prefetch]\nuser_entries=4\nkernel_entries=2\n";
+    let vac = "[vac]\n";
+    let run = |toml: String| {
+        let mut m = build(&toml).unwrap();
+        let mut src = crate::workload::from_spec("workload:multiserver,servers=2,hops=300")
+            .unwrap()
+            .unwrap();
+        let mut batch = Vec::new();
+        while src.next_batch(&mut batch).unwrap() {
+            m.run_batch(&batch);
+        }
+        assert!(m.refused().is_none(), "{:?}", m.refused());
+        crate::report::result_json(&m, &Default::default())
+    };
+    let both = run(format!("{tlb}{prefetch}{vac}"));
+    let tlb_alone = run(format!("{tlb}{prefetch}"));
+    let vac_alone = run(format!("{tlb}{vac}"));
+    assert_eq!(both["structures"], tlb_alone["structures"]);
+    assert_eq!(both["prefetch"], tlb_alone["prefetch"]);
+    assert!(
+        both["prefetch"]["probes"].as_u64() > Some(0),
+        "{}",
+        both["prefetch"]
+    );
+    assert_eq!(both["vac"], vac_alone["vac"]);
+    assert!(
+        both["vac"]["lines"]["misses"].as_u64() > Some(0),
+        "{}",
+        both["vac"]
+    );
+}
