@@ -90,12 +90,19 @@ impl Prefetcher {
 
     /// The running address space changes from `from` to `to`: keep `from`'s lists, take
     /// `to`'s, and return the entries to prefetch for it (with their class), class by class,
-    /// most recent first.
-    pub fn switch(&mut self, from: u32, to: u32) -> Vec<(usize, Recent)> {
+    /// most recent first — in an array (the first `.1` of it), so that a switch allocates
+    /// nothing.
+    pub fn switch(&mut self, from: u32, to: u32) -> ([(usize, Recent); 2 * MAX_ENTRIES], usize) {
         self.recent.switch(from, to);
-        (0..2)
-            .flat_map(|c| self.recent.current(c).map(move |e| (c, e)))
-            .collect()
+        let mut out = [(0, NONE); 2 * MAX_ENTRIES];
+        let mut n = 0;
+        for c in 0..2 {
+            for e in self.recent.current(c) {
+                out[n] = (c, e);
+                n += 1;
+            }
+        }
+        (out, n)
     }
 }
 
@@ -124,8 +131,8 @@ impl super::Machine {
         let Some(p) = self.prefetch.as_deref_mut() else {
             return;
         };
-        let todo = p.switch(from, self.cur_asid);
-        for (class, r) in todo {
+        let (todo, n) = p.switch(from, self.cur_asid);
+        for &(class, r) in &todo[..n] {
             let u = &mut self.units[r.unit as usize];
             let ctx = u.ctx(self.cur_asid, r.shift as u32, r.global);
             let p = self.prefetch.as_deref_mut().expect("a prefetcher");
@@ -147,6 +154,12 @@ impl super::Machine {
 mod tests {
     use super::*;
 
+    /// The entries a switch returns, as a list.
+    fn switched(p: &mut Prefetcher, from: u32, to: u32) -> Vec<(usize, Recent)> {
+        let (all, n) = p.switch(from, to);
+        all[..n].to_vec()
+    }
+
     fn page(vpn: u64) -> Recent {
         Recent {
             unit: 0,
@@ -164,16 +177,16 @@ mod tests {
         }
         p.note(page(9), true);
         // Space 0's lists wait while space 1 (nothing remembered) runs.
-        assert!(p.switch(0, 1).is_empty());
+        assert!(switched(&mut p, 0, 1).is_empty());
         p.note(page(7), false);
-        let back = p.switch(1, 0);
+        let back = switched(&mut p, 1, 0);
         assert_eq!(back, [(0, page(3)), (0, page(1)), (1, page(9))]);
         // Unmapping a page of space 0 forgets it there only; space 1 runs, 0 waits.
-        let other = p.switch(0, 1);
+        let other = switched(&mut p, 0, 1);
         assert_eq!(other, [(0, page(7))]);
         p.forget(0, 1 << 12, false, 1);
         p.forget(5, 7 << 12, false, 1);
-        assert_eq!(p.switch(1, 0), [(0, page(3)), (1, page(9))]);
-        assert_eq!(p.switch(0, 1), [(0, page(7))]);
+        assert_eq!(switched(&mut p, 1, 0), [(0, page(3)), (1, page(9))]);
+        assert_eq!(switched(&mut p, 0, 1), [(0, page(7))]);
     }
 }
