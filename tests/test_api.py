@@ -215,3 +215,18 @@ def test_metadata_reads_the_header_alone(tmp_path):
     din = tmp_path / "t.din"
     din.write_text("0 1000\n1 2000\n")
     assert lookaside.metadata(din) == {}
+
+
+def test_the_engine_stub_names_every_function_of_the_engine():
+    # The type stub is what editors and type checkers know of the engine: a function the
+    # engine exports and the stub leaves out is a function they call blind.
+    import ast
+    from pathlib import Path
+
+    from lookaside import _lookaside
+
+    stub = Path(lookaside.__file__).with_name("_lookaside.pyi").read_text()
+    declared = {n.name for n in ast.parse(stub).body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    exported = {n for n in dir(_lookaside) if not n.startswith("_")}
+    assert exported - declared == set()
