@@ -720,8 +720,23 @@ impl Machine {
     /// software-refill machine whose user references lie above kuseg (a 64-bit trace) for
     /// more than [`DROPPED_WARN_SHARE`] of them, while `refill.fold_user_addresses` is off —
     /// its result would count nothing but address errors. The fix is named rather than
-    /// applied: folding changes the addresses (pages above 2 GB alias those below).
+    /// applied: folding changes the addresses (pages above 2 GB alias those below). Or a
+    /// machine that keeps the kernel's pages under an address-space id of its own, given a
+    /// trace whose references run under that id.
     pub fn cannot_follow(&self, name: &str) -> Option<Error> {
+        // The id the walker, the memory system and the refill model keep the kernel's shared
+        // pages under is no process's own: a process running under it would have its pages
+        // taken for the kernel's.
+        let spaces_matter = self.walker.is_some() || self.memory.is_some() || self.refill.is_some();
+        let kernel = crate::cache::system::KERNEL_SPACE;
+        if spaces_matter && self.ledger.asids().contains(&kernel) {
+            return Some(Error::trace(
+                name,
+                crate::error::Location::Whole,
+                "asid",
+                format!("references run in address space {kernel}, the id this machine keeps the kernel's shared pages under (a page table, a memory system or software refill): renumber the trace's address spaces"),
+            ));
+        }
         let r = self.refill.as_deref()?;
         if let Some(why) = r.unplaceable() {
             return Some(Error::trace(

@@ -709,3 +709,31 @@ fn prefetch_and_a_vac_count_as_each_alone() {
         both["vac"]
     );
 }
+
+/// A trace whose references run in address space u32::MAX — the id the walker and the
+/// memory system keep the kernel's shared pages under — cannot be followed by a machine
+/// that keeps them so: its result would give that process's pages the kernel's frames and
+/// translations. A plain TLB machine, for which the id is only a tag, follows it.
+#[test]
+fn the_kernels_space_id_is_no_process() {
+    let events = [
+        load(0x1000).with_asid(u32::MAX),
+        load(0x2000).with_asid(u32::MAX),
+    ];
+    let walked = format!("{TLB}[pagetable]\norganisation = 'radix'\n");
+    for (toml, refused) in [(walked, true), (TLB.to_string(), false)] {
+        let mut m = build(&toml).unwrap();
+        m.run_batch(&events);
+        let e = m.cannot_follow("t.lks").map(|e| e.to_string());
+        assert_eq!(e.is_some(), refused, "{toml}: {e:?}");
+        if let Some(e) = e {
+            assert!(
+                e.contains("t.lks") && e.contains("asid") && e.contains("4294967295"),
+                "{e}"
+            );
+        }
+        let mut fine = build(&toml).unwrap();
+        fine.run_batch(&[load(0x1000).with_asid(7)]);
+        assert!(fine.cannot_follow("t.lks").is_none());
+    }
+}
