@@ -447,6 +447,12 @@ impl Machine {
             }
             return;
         }
+        if self.refill.is_some() && self.caches.is_some() {
+            for e in events {
+                self.refill_cache_event(*e);
+            }
+            return;
+        }
         if let Some(r) = self.refill.as_deref_mut() {
             return r.run_batch(events, &mut self.ledger);
         }

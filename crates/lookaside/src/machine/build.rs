@@ -31,7 +31,6 @@ impl Machine {
         if !config.caches.is_empty() {
             let other = [
                 ("memory", config.memory.is_some()),
-                ("refill", config.refill.is_some()),
                 ("pagetable", config.pagetable.is_some()),
                 ("vac", config.vac.is_some()),
             ];
@@ -342,8 +341,8 @@ impl Machine {
                     &tlbs,
                     source_name,
                 )?);
-                // The memory system sees the handlers' work.
-                r.record_handler_refs(memory.is_some());
+                // The memory system, or the caches, see the handlers' work.
+                r.record_handler_refs(memory.is_some() || caches.is_some());
                 Some(r)
             }
             None => None,

@@ -94,6 +94,50 @@ impl Machine {
         mem.reference_in(&e, mapped, space);
     }
 
+    /// One event on a machine with `[refill]` and `[[cache]]`: the refill model translates
+    /// (and counts) it, then the caches see what its handlers did — each trap's instruction
+    /// fetches from its vector, each PTE load, in kernel mode — and then the reference itself
+    /// at the address the refill model translated (a 64-bit trace's mapped pages at their
+    /// MIPS addresses), unless it was an address error. The caches are addressed as they are
+    /// on any machine: by virtual address (kseg0 and kseg1 are the physical ones).
+    #[inline(never)]
+    pub(super) fn refill_cache_event(&mut self, e: Event) {
+        let (Some(r), Some(h)) = (self.refill.as_deref_mut(), self.caches.as_deref_mut()) else {
+            return;
+        };
+        r.run_batch(std::slice::from_ref(&e), &mut self.ledger);
+        r.take_handler_refs(&mut self.steps);
+        for s in &self.steps {
+            match *s {
+                HandlerStep::Enter {
+                    code, instructions, ..
+                } => {
+                    for i in 0..instructions as u64 {
+                        h.reference_parts(
+                            code + 4 * i,
+                            4,
+                            Kind::Fetch,
+                            Mode::Kernel,
+                            &mut self.ledger,
+                        );
+                    }
+                }
+                HandlerStep::Load(l) => h.reference(&l, &mut self.ledger),
+                HandlerStep::Leave => {}
+            }
+        }
+        if !e.kind.is_ref() {
+            return;
+        }
+        let addr = match r.place(e.addr, e.mode, e.asid) {
+            Place::User(addr) | Place::Kernel(addr) => addr,
+            Place::Unmapped => e.addr,
+            // An address error: no memory reference.
+            Place::Error => return,
+        };
+        h.reference(&Event { addr, ..e }, &mut self.ledger);
+    }
+
     /// Synthesise the work of the software miss handler for `e`, which walked (MIPS R3000,
     /// Chen): a miss on a user-space address takes the UTLB handler (its instructions, then a
     /// load of the PTE from the linear page table in mapped kernel memory, which can itself

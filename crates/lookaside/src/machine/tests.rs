@@ -737,3 +737,67 @@ fn the_kernels_space_id_is_no_process() {
         assert!(fine.cannot_follow("t.lks").is_none());
     }
 }
+
+/// The DECstation 3100 under Mach 3.0 with a `[[cache]]`: the cache sees every program
+/// reference (in its mode) and, in kernel mode, every instruction fetch and load of the TLB
+/// miss handlers — as many as the refill model's handler steps hold, counted here by driving
+/// a second model directly, and the same instructions a memory system sees — and the TLB
+/// counts exactly what it counts without the cache.
+#[test]
+fn a_cache_sees_the_refill_handlers() {
+    let preset =
+        std::fs::read_to_string("../../python/lookaside/presets/decstation3100-mach3.toml")
+            .unwrap();
+    let spec = "workload:os,structure=microkernel,syscalls=500,seed=3";
+    let run = |m: &mut Machine| {
+        let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
+        let mut batch = Vec::new();
+        while src.next_batch(&mut batch).unwrap() {
+            m.run_batch(&batch);
+        }
+        crate::report::result_json(m, &Default::default())
+    };
+    let cache = ["u1:size=8k,line=16,serves=unified".to_string()];
+    let mut cached = Machine::assemble_all(Some(&preset), "p", &[], &cache, &[]).unwrap();
+    let with = run(&mut cached);
+    let without = run(&mut Machine::assemble(Some(&preset), "p", &[], &[]).unwrap());
+    assert_eq!(with["structures"]["tlb"], without["structures"]["tlb"]);
+    assert_eq!(with["traps"], without["traps"]);
+    // The handlers' steps, from a model driven event by event.
+    let mut steps_of =
+        Machine::assemble(Some(&preset), "p", &[], &["memory.memory=\"16M\"".into()]).unwrap();
+    let (mut fetches, mut loads) = (0u64, 0u64);
+    let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
+    let mut batch = Vec::new();
+    while src.next_batch(&mut batch).unwrap() {
+        for e in &batch {
+            let r = steps_of.refill.as_deref_mut().unwrap();
+            r.run_batch(std::slice::from_ref(e), &mut steps_of.ledger);
+            r.take_handler_refs(&mut steps_of.steps);
+            for s in &steps_of.steps {
+                match *s {
+                    HandlerStep::Enter { instructions, .. } => fetches += instructions as u64,
+                    HandlerStep::Load(_) => loads += 1,
+                    HandlerStep::Leave => {}
+                }
+            }
+        }
+    }
+    assert!(fetches > 0 && loads > 0);
+    let u1 = &with["structures"]["u1"]["by_mode"];
+    let trace = &with["trace"]["by_mode"];
+    let count = |j: &serde_json::Value| j.as_u64().unwrap();
+    assert_eq!(count(&u1["user"]["accesses"]), count(&trace["user"]));
+    assert_eq!(
+        count(&u1["kernel"]["accesses"]),
+        count(&trace["kernel"]) + fetches + loads
+    );
+    // A memory system sees the same instructions.
+    let mut memory =
+        Machine::assemble(Some(&preset), "p", &[], &["memory.memory=\"16M\"".into()]).unwrap();
+    let h = &run(&mut memory)["memory"]["tlb_handlers"];
+    assert_eq!(
+        count(&h["utlb"]["instructions"]) + count(&h["ktlb"]["instructions"]),
+        fetches
+    );
+}
