@@ -28,9 +28,15 @@ impl Machine {
                 "the machine has no TLB and no cache (add a [[tlb]] or [[cache]] table, --tlb or --cache)".into(),
             ));
         }
+        if !config.caches.is_empty() && config.memory.is_some() {
+            // Not "not yet": one stream through two cache hierarchies is two machines.
+            return Err(err(
+                "cache".into(),
+                "[[cache]] together with [memory]: a machine has one cache hierarchy, and a memory system's are [memory.icache], [memory.dcache] and [memory.l2] (timed); to compare the two, simulate two machines (a sweep over both reads the trace once)".into(),
+            ));
+        }
         if !config.caches.is_empty() {
             let other = [
-                ("memory", config.memory.is_some()),
                 ("pagetable", config.pagetable.is_some()),
                 ("vac", config.vac.is_some()),
             ];

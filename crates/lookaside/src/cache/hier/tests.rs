@@ -489,10 +489,11 @@ fn bad_hierarchies_name_the_key() {
         &[],
     )
     .unwrap_err();
-    assert!(matches!(memory, crate::Error::NotYet(_)), "{memory}");
+    assert!(matches!(memory, crate::Error::Config { .. }), "{memory}");
     assert!(memory
         .to_string()
         .contains("[[cache]] together with [memory]"));
+    assert!(memory.to_string().contains("two machines"), "{memory}");
 }
 
 /// Caches alone make a machine: no TLB, nothing translated, no walk shown.
