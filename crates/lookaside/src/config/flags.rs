@@ -106,36 +106,30 @@ pub fn tlb_from_flag(flag: &str) -> Result<toml::Table> {
     }
     let mut t = toml::Table::new();
     t.insert("name".into(), toml::Value::String(name.into()));
-    for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| err(format!("'{kv}' is not key=value")))?;
-        let k = k.trim();
-        let v = v.trim();
-        let value = match k {
-            // Lists inside a comma-separated flag use '+': page=4k+2M, next=stlb+stlb1g.
-            "page" | "next" => toml::Value::Array(
-                v.split('+')
-                    .map(|p| toml::Value::String(p.trim().into()))
-                    .collect(),
-            ),
-            "partition" => {
-                // partition=8/fifo/random : lower ways / lower policy / upper policy
-                let f: Vec<&str> = v.split('/').collect();
-                let mut p = toml::Table::new();
-                p.insert("lower".into(), parse_value(f[0]));
-                if let Some(lp) = f.get(1) {
-                    p.insert("lower_policy".into(), toml::Value::String(lp.to_string()));
-                }
-                if let Some(up) = f.get(2) {
-                    p.insert("upper_policy".into(), toml::Value::String(up.to_string()));
-                }
-                toml::Value::Table(p)
+    let keys = pairs(rest, |k, v| match k {
+        // Lists inside a comma-separated flag use '+': page=4k+2M, next=stlb+stlb1g.
+        "page" | "next" => toml::Value::Array(
+            v.split('+')
+                .map(|p| toml::Value::String(p.trim().into()))
+                .collect(),
+        ),
+        "partition" => {
+            // partition=8/fifo/random : lower ways / lower policy / upper policy
+            let f: Vec<&str> = v.split('/').collect();
+            let mut p = toml::Table::new();
+            p.insert("lower".into(), parse_value(f[0]));
+            if let Some(lp) = f.get(1) {
+                p.insert("lower_policy".into(), toml::Value::String(lp.to_string()));
             }
-            _ => parse_value(v),
-        };
-        t.insert(k.into(), value);
-    }
+            if let Some(up) = f.get(2) {
+                p.insert("upper_policy".into(), toml::Value::String(up.to_string()));
+            }
+            toml::Value::Table(p)
+        }
+        _ => parse_value(v),
+    })
+    .map_err(err)?;
+    t.extend(keys);
     Ok(t)
 }
 
@@ -151,8 +145,9 @@ pub fn cache_from_flag(flag: &str) -> Result<toml::Table> {
             "expected NAME:key=value,… (e.g. l1d:size=32k,line=64,ways=8,serves=data)".into(),
         ));
     }
-    let mut t = key_values(rest).map_err(err)?;
+    let mut t = toml::Table::new();
     t.insert("name".into(), toml::Value::String(name.into()));
+    t.extend(key_values(rest).map_err(err)?);
     Ok(t)
 }
 
@@ -160,18 +155,27 @@ pub fn cache_from_flag(flag: &str) -> Result<toml::Table> {
 /// is not one; a number written as a whole float, `1e7`, an integer): a `--cache` flag's keys,
 /// a `workload:` spec's.
 pub(crate) fn key_values(text: &str) -> std::result::Result<toml::Table, String> {
+    pairs(text, |_, v| match parse_value(v) {
+        toml::Value::Float(f) if f >= 0.0 && f.fract() == 0.0 && f < 9.2e18 => {
+            toml::Value::Integer(f as i64)
+        }
+        v => v,
+    })
+}
+
+/// The table of `key=value,key=value`, each value read by `value(key, text)` (both trimmed):
+/// the one reader of a flag's keys.
+fn pairs(
+    text: &str,
+    value: impl Fn(&str, &str) -> toml::Value,
+) -> std::result::Result<toml::Table, String> {
     let mut t = toml::Table::new();
     for kv in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| format!("'{kv}' is not key=value"))?;
-        let value = match parse_value(v.trim()) {
-            toml::Value::Float(f) if f >= 0.0 && f.fract() == 0.0 && f < 9.2e18 => {
-                toml::Value::Integer(f as i64)
-            }
-            v => v,
-        };
-        t.insert(k.trim().into(), value);
+        let (k, v) = (k.trim(), v.trim());
+        t.insert(k.into(), value(k, v));
     }
     Ok(t)
 }

@@ -226,11 +226,11 @@ impl Machine {
         let mut climbs = Vec::with_capacity(planned.len());
         let mut units = Vec::with_capacity(planned.len());
         for ((params, shifts), t) in planned.into_iter().zip(&config.tlbs) {
-            let policies = match params.partition {
-                Some(q) => vec![q.lower_policy, q.upper_policy],
-                None => vec![params.policy],
-            };
-            let reads_reference = policies.iter().any(|p| p.reads_reference());
+            let reads_reference = params
+                .partition
+                .map_or(params.policy.reads_reference(), |q| {
+                    q.lower_policy.reads_reference() || q.upper_policy.reads_reference()
+                });
             if reads_reference {
                 let field = match params.partition {
                     Some(_) => "partition",

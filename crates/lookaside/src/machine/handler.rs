@@ -5,6 +5,19 @@
 
 use super::*;
 
+/// Where reference `e` lies, as the refill model `r` translated it (a 64-bit trace's mapped
+/// pages at their MIPS addresses): the reference there, whether it is mapped, and the space
+/// its page's frame is taken under (kseg2's are [`KSEG2_SPACE`]); none for an address error,
+/// which reaches no memory.
+fn placed(r: &mut SoftwareManagedTlb, e: Event) -> Option<(Event, bool, u32)> {
+    Some(match r.place(e.addr, e.mode, e.asid) {
+        Place::User(addr) => (Event { addr, ..e }, true, e.asid),
+        Place::Unmapped => (e, false, e.asid),
+        Place::Kernel(addr) => (Event { addr, ..e }, true, KSEG2_SPACE),
+        Place::Error => return None,
+    })
+}
+
 impl Machine {
     /// A reference the miss handler makes (in the running address space), on a machine with a
     /// memory system: translation through the TLBs (the handler of a walk it takes in turn),
@@ -82,16 +95,9 @@ impl Machine {
             }
             return;
         }
-        // Where the reference lies, as the refill model translated it (a 64-bit trace's
-        // mapped pages at their MIPS addresses).
-        let (e, mapped, space) = match r.place(e.addr, e.mode, e.asid) {
-            Place::User(addr) => (Event { addr, ..e }, true, e.asid),
-            Place::Unmapped => (e, false, e.asid),
-            Place::Kernel(addr) => (Event { addr, ..e }, true, KSEG2_SPACE),
-            // An address error: no memory reference.
-            Place::Error => return,
-        };
-        mem.reference_in(&e, mapped, space);
+        if let Some((e, mapped, space)) = placed(r, e) {
+            mem.reference_in(&e, mapped, space);
+        }
     }
 
     /// One event on a machine with `[refill]` and `[[cache]]`: the refill model translates
@@ -129,13 +135,9 @@ impl Machine {
         if !e.kind.is_ref() {
             return;
         }
-        let addr = match r.place(e.addr, e.mode, e.asid) {
-            Place::User(addr) | Place::Kernel(addr) => addr,
-            Place::Unmapped => e.addr,
-            // An address error: no memory reference.
-            Place::Error => return,
-        };
-        h.reference(&Event { addr, ..e }, &mut self.ledger);
+        if let Some((e, ..)) = placed(r, e) {
+            h.reference(&e, &mut self.ledger);
+        }
     }
 
     /// Synthesise the work of the software miss handler for `e`, which walked (MIPS R3000,

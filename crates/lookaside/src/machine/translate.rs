@@ -236,8 +236,11 @@ impl Machine {
         mode: Mode,
         kind: Kind,
     ) {
+        let tell = self.units[i].reads_reference;
         if let Some(s) = self.units[i].shadow.as_deref_mut() {
-            s.set_reference(kind, mode);
+            if tell {
+                s.set_reference(kind, mode);
+            }
             if let Some(c) = s.tlb_access(vpn, ctx, !hit) {
                 self.ledger.classify(i, mode, kind, c);
             }
