@@ -45,6 +45,25 @@ def test_results_are_deterministic(demo):
     assert c["dtlb"]["accesses"] == a["dtlb"]["accesses"]
 
 
+def test_a_preset_named_with_flags_is_kept(demo):
+    # Flags alone make a machine of their own; a preset named beside them gains them.
+    flags = lookaside.simulate(demo, cache=["l1d:size=32k,line=64,ways=8"])
+    assert set(flags.structures) == {"l1d"}
+    named = lookaside.simulate(demo, "modern-x86", cache=["l1d:size=32k,line=64,ways=8"])
+    assert set(named.structures) == {"itlb", "dtlb", "stlb", "l1d"}
+    named = lookaside.simulate(demo, "modern-x86", tlb=["u:entries=8,serves=instruction,next=itlb"])
+    assert {"itlb", "u"} <= set(named.structures)
+
+
+def test_caches_behind_a_page_table_are_physical(demo):
+    # The walker's table reads reach the caches in kernel mode (the demo is user-only).
+    r = lookaside.simulate(demo, "modern-x86", cache=["l1d:size=32k,line=64,ways=8"],
+                           pagetable__organisation="radix", pagetable__levels=4)
+    assert r.data["pagetable"]["cache"] == "caches"
+    kernel = r["l1d"]["by_mode"]["kernel"]["accesses"]
+    assert kernel == sum(level["refs"] for level in r.data["pagetable"]["levels"]) > 0
+
+
 def test_overrides_three_ways(demo):
     base = lookaside.simulate(demo, "modern-x86")
     a = lookaside.simulate(demo, "modern-x86", {"tlb.dtlb.entries": 16, "tlb.dtlb.ways": 2})

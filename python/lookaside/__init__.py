@@ -62,6 +62,20 @@ class LookasideWarning(UserWarning):
 DEFAULT_PRESET = "modern-x86"
 
 
+class _DefaultPreset(str):
+    """The default of a ``config`` argument: the default preset, unless ``tlb`` or ``cache``
+    flags describe the machine. A value of its own, so that the preset named explicitly is
+    kept with the flags."""
+
+
+_DEFAULT = _DefaultPreset(DEFAULT_PRESET)
+
+
+def _config_of(config: Any, tlb: Sequence[str], cache: Sequence[str]) -> Any:
+    """`config`, or none when it was left at its default and flags describe the machine."""
+    return None if config is _DEFAULT and (tlb or cache) else config
+
+
 def _data_dir(name: str) -> Path:
     return Path(str(resources.files(__name__).joinpath(name)))
 
@@ -237,7 +251,7 @@ class Result:
 
 def simulate(
     trace: PathLike,
-    config: PathLike | Mapping[str, Any] | None = DEFAULT_PRESET,
+    config: PathLike | Mapping[str, Any] | None = _DEFAULT,
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     tlb: Sequence[str] = (),
@@ -253,7 +267,9 @@ def simulate(
     ``config`` is a preset name (see :func:`preset_names`), a TOML file, machine data
     (:func:`machine_data`), or ``None`` for a machine made only of ``tlb`` flags
     (``"dtlb:entries=64,ways=full,policy=lru,page=4k"``)
-    and ``cache`` flags (``"l1d:size=32k,line=64,ways=8,serves=data"``).
+    and ``cache`` flags (``"l1d:size=32k,line=64,ways=8,serves=data"``), which otherwise add
+    to the config's structures. Left out, it is the default preset, or ``None`` when flags
+    are given.
     ``overrides`` (a mapping or ``key=value`` strings) and keyword arguments with ``__`` for
     dots (``tlb__dtlb__entries=128``) change single keys, like ``--set``. ``reading`` is
     where the trace is read: ``"one-thread"`` (with the simulation), ``"pipelined"`` (on a
@@ -263,9 +279,8 @@ def simulate(
     with a ``ConfigError`` before anything is allocated. The GIL is released while the
     simulation runs.
     """
-    if config == DEFAULT_PRESET and (tlb or cache):
-        config = None
-    text, name = _machine_source(config, "--tlb" if tlb else "--cache")
+    text, name = _machine_source(_config_of(config, tlb, cache),
+                                 "--tlb" if tlb else "--cache")
     raw = _lookaside.simulate(
         os.fspath(trace),
         text,
@@ -290,7 +305,7 @@ def _size(n: str | int | None) -> str | None:
 
 
 def check_config(
-    config: PathLike | Mapping[str, Any] | None = DEFAULT_PRESET,
+    config: PathLike | Mapping[str, Any] | None = _DEFAULT,
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     tlb: Sequence[str] = (),
@@ -299,7 +314,8 @@ def check_config(
     **kwargs: Any,
 ) -> str:
     """Validate a machine; returns it as normalised TOML (every default filled in)."""
-    text, name = _machine_source(config, "--tlb" if tlb else "--cache")
+    text, name = _machine_source(_config_of(config, tlb, cache),
+                                 "--tlb" if tlb else "--cache")
     return _lookaside.check_config(text, name, _utf8("--tlb", tlb),
                                    _utf8("--set", _overrides(overrides, kwargs)),
                                    _size(max_memory), _utf8("--cache", cache))

@@ -100,7 +100,8 @@ def add_machine_args(p: argparse.ArgumentParser) -> None:
                         "policy=lru,serves=data,next=l2 (keys: size, line, ways, policy, "
                         "serves, next, write (back|through), allocate (yes|no|no-fetch), "
                         "fetch, prefetch_distance, sub_block, 3c); repeatable; caches see "
-                        "virtual addresses, no TLB needed")
+                        "virtual addresses, no TLB needed (physical ones, and the walks, "
+                        "with a [pagetable])")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. tlb.dtlb.entries=128, "
                         "cache.l1d.ways=4 or machine.seed=3; repeatable")

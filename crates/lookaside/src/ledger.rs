@@ -139,6 +139,12 @@ impl Ledger {
         self.control[kind as usize] += 1;
     }
 
+    /// The counts of structure `s` under the running address space, `mode` and `kind`.
+    #[inline]
+    pub fn current(&self, s: usize, mode: Mode, kind: Kind) -> Counter {
+        self.cells[self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize]
+    }
+
     /// Count one access to structure `s` (or the walk, `s == structures.len()`).
     #[inline(always)]
     pub fn access(&mut self, s: usize, mode: Mode, kind: Kind, miss: bool) {

@@ -55,6 +55,7 @@ mod build;
 mod climb;
 mod feed;
 mod handler;
+mod physical;
 mod prefetch;
 mod translate;
 use alone::CacheFeed;

@@ -4,7 +4,9 @@
 //!
 //! Caches are addressed by the references' virtual addresses (an identity mapping, as
 //! DineroIV's): no TLB is needed, and TLBs, when the machine has some, translate the same
-//! references independently. Each cache keeps its blocks in the caches' tag store
+//! references independently. On a machine with a page table they are physically addressed
+//! instead, at the walker's frames, and see its table references too (the machine's
+//! `physical` module). Each cache keeps its blocks in the caches' tag store
 //! ([`CacheTags`]: any geometry, and the TLB engine's policies with their exact semantics)
 //! with, per slot, masks of its valid, dirty and referenced sub-blocks.
 //!
@@ -467,6 +469,19 @@ impl Hierarchy {
     #[inline]
     pub fn reference(&mut self, e: &Event, ledger: &mut Ledger) {
         self.reference_parts(e.addr, e.size, e.kind, e.mode, ledger);
+    }
+
+    /// A reference the translation machinery makes (a page-table walker's table read or
+    /// write, at its physical address), in kernel mode; returns whether it missed the first
+    /// level.
+    pub fn machinery(&mut self, addr: u64, size: u16, kind: Kind, ledger: &mut Ledger) -> bool {
+        let Some(root) = self.roots[kind as usize & 3] else {
+            return false;
+        };
+        let at = self.base + root;
+        let before = ledger.current(at, Mode::Kernel, kind).misses;
+        self.reference_parts(addr, size, kind, Mode::Kernel, ledger);
+        ledger.current(at, Mode::Kernel, kind).misses != before
     }
 
     /// [`Hierarchy::reference`] of a reference given by its fields.

@@ -35,15 +35,14 @@ impl Machine {
                 "[[cache]] together with [memory]: a machine has one cache hierarchy, and a memory system's are [memory.icache], [memory.dcache] and [memory.l2] (timed); to compare the two, simulate two machines (a sweep over both reads the trace once)".into(),
             ));
         }
+        if !config.caches.is_empty() && config.vac.is_some() {
+            return Err(Error::NotYet(format!(
+                "{source_name}: cache: [[cache]] together with [vac] (the virtually addressed cache gives pages frames of its own; one physical memory for both is not built)"
+            )));
+        }
         if !config.caches.is_empty() {
-            let other = [
-                ("pagetable", config.pagetable.is_some()),
-                ("vac", config.vac.is_some()),
-            ];
-            if let Some((section, _)) = other.iter().find(|o| o.1) {
-                return Err(Error::NotYet(format!(
-                    "{source_name}: cache: [[cache]] together with [{section}] (the [[cache]] hierarchy sees the program's references by virtual address, without timing; give a timed memory system's caches as [memory.icache], [memory.dcache] and [memory.l2])"
-                )));
+            if let Some(p) = &config.pagetable {
+                physical_caches(&config, p, source_name)?;
             }
         }
         if config.vac.is_some() {
@@ -396,6 +395,10 @@ impl Machine {
                     // The table references go through the memory system's caches.
                     m.set_walker();
                 }
+                let mut w = w;
+                if caches.is_some() {
+                    w.serve_caches();
+                }
                 Some(w)
             }
             None => None,
@@ -518,6 +521,50 @@ impl Machine {
         let origin = Origin::with_caches(text, source_name, tlb_flags, cache_flags, overrides)?;
         Machine::build_within(config, source_name, limit).map_err(|e| origin.locate(e))
     }
+}
+
+/// The checks of a machine whose `[[cache]]` hierarchy is physically addressed at the frames
+/// of page table `p` (see the `physical` module): the walker's table references go through
+/// the hierarchy, so its private cache and its own pass of the program's data are refused,
+/// and pages are 4 KiB (a frame of the walker's memory).
+fn physical_caches(
+    config: &MachineConfig,
+    p: &crate::config::PageTableConfig,
+    source_name: &str,
+) -> Result<()> {
+    let err = |k: &str, m: &str| Err(Error::config(source_name, k, m));
+    if p.data_refs {
+        return err(
+            "pagetable.data_refs",
+            "with [[cache]] the program's loads and stores reach the caches at their frames, as do the walker's table references; leave data_refs out",
+        );
+    }
+    if p.cache != crate::config::WalkCacheConfig::default() {
+        return err(
+            "pagetable.cache",
+            "with [[cache]] the walker's table references take the [[cache]] hierarchy; leave [pagetable.cache] out",
+        );
+    }
+    let sizes = std::iter::once(("pages.size".to_string(), config.pages.size)).chain(
+        config
+            .pages
+            .regions
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("pages.regions[{i}].size"), r.size)),
+    );
+    for (key, size) in sizes {
+        if size
+            .shift()
+            .is_some_and(|s| s != crate::pagetable::PAGE_SHIFT)
+        {
+            return Err(Error::NotYet(format!(
+                "{source_name}: {key}: {} pages with [[cache]] and [pagetable] (the caches are physically addressed at the walker's 4 KiB frames)",
+                size.label()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A bound on the memory one machine may take, and the option that sets it (for the message

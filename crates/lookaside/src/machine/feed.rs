@@ -66,6 +66,9 @@ pub struct Feed<'m> {
     data: bool,
     /// The machine has a `[[cache]]` hierarchy: every reference takes the full path.
     cached: bool,
+    /// ... physically addressed at the page-table walker's frames
+    /// ([`Machine::physical_cache_reference`]).
+    physical: bool,
     /// None of the three above, and no page-table walker (which needs each reference's
     /// physical address): a reference in the running address space needs nothing but
     /// translation (one flag to test per event instead of four).
@@ -310,6 +313,9 @@ impl Feed<'_> {
                     mem.reference(&copy, mapped);
                 }
             }
+        } else if self.physical {
+            let (mapped, _) = self.translate::<true>(e, cell);
+            self.m.physical_cache_reference(e, mapped);
         } else {
             let _ = self.translate::<false>(e, cell);
             if self.cached {
@@ -480,6 +486,7 @@ impl Machine {
         let memory = self.memory.is_some();
         let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
         let cached = self.caches.is_some();
+        let physical = cached && self.walker.is_some();
         let plain = !(refilled || memory || cached || self.walker.is_some());
         let caches_only = self.caches_alone();
         Feed {
@@ -494,6 +501,7 @@ impl Machine {
             memory,
             data,
             cached,
+            physical,
             plain,
             plain_asid: if plain {
                 self.cur_asid as u64

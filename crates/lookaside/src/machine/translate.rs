@@ -190,13 +190,26 @@ impl Machine {
             self.remember_walk(addr, shift, global, mode);
         }
         if let Some(w) = self.walker.as_deref_mut() {
-            w.miss(
-                self.cur_asid,
-                addr,
-                self.walk_paddr,
-                shift,
-                self.memory.as_deref_mut(),
-            );
+            match self.caches.as_deref_mut() {
+                // The [[cache]] hierarchy is physically addressed at the walker's frames.
+                Some(h) => {
+                    w.miss_through(
+                        self.cur_asid,
+                        addr,
+                        self.walk_paddr,
+                        shift,
+                        h,
+                        &mut self.ledger,
+                    );
+                }
+                None => w.miss(
+                    self.cur_asid,
+                    addr,
+                    self.walk_paddr,
+                    shift,
+                    self.memory.as_deref_mut(),
+                ),
+            }
         }
         true
     }

@@ -56,15 +56,18 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::cache::hier::Hierarchy;
 use crate::cache::system::{mapping_space, Activity, At, MemorySystem, KERNEL_SPACE};
 use crate::cache::{Cache, CacheParams, WritePolicy};
 use crate::config::{Compare, Organisation, PageTableConfig, SpaceIds};
 use crate::error::{Error, Result};
 use crate::event::{Kind, NO_PADDR};
+use crate::ledger::Ledger;
+use crate::onepass::map::PageMap;
 use crate::pagetable::{
     scramble_space, Frames, Front, FrontKind, FrontParams, Hashed, HashedParams, InsertError,
-    Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, Usage, Walk, PAGE_SHIFT,
-    TABLE_BASE,
+    Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, TableRef, Usage, Walk,
+    PAGE_SHIFT, TABLE_BASE,
 };
 
 /// Cycle costs of the refill handlers (see the module documentation for how they combine).
@@ -233,12 +236,78 @@ pub struct Walker {
     stats: WalkStats,
     names: Vec<String>,
     data_refs: bool,
-    /// With `data_refs`: the frame of every resident page, and the last one used.
-    resident: HashMap<(u32, u64), u64>,
-    last: (u32, u64, u64),
+    /// With `data_refs` or physically addressed caches ([`Walker::serve_caches`]): the
+    /// frame of every resident page.
+    resident: Option<Resident>,
     config: PageTableConfig,
-    /// The table references go through the machine's memory system (see [`Walker::miss`]).
-    through_memory: bool,
+    /// Where the table references go: the private cache, the machine's memory system (see
+    /// [`Walker::miss`]) or its `[[cache]]` hierarchy (see [`Walker::miss_through`]).
+    through: Through,
+}
+
+/// Where a walker's table references go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Through {
+    Private,
+    Memory,
+    Caches,
+}
+
+/// Entries of [`Resident`]'s cache of recent pages (a power of two).
+const RECENT: usize = 16;
+
+/// No frame: a page that was resident and lost its frame ([`PageMap`] never deletes).
+const GONE: u32 = u32::MAX;
+
+/// The frame of every resident page `(space, vpn)`, looked up for each program reference
+/// that reaches a cache at its physical address: an open-addressing map (one multiply per
+/// look-up, not SipHash) behind a direct-mapped cache of recent pages, as instruction and
+/// data references alternate between a few pages. Frames stay below 2^28.
+#[derive(Clone, Debug)]
+struct Resident {
+    map: PageMap,
+    recent: [(u64, u32, u32); RECENT],
+}
+
+impl Resident {
+    fn new() -> Resident {
+        Resident {
+            map: PageMap::new(),
+            recent: [(u64::MAX, 0, GONE); RECENT],
+        }
+    }
+
+    #[inline(always)]
+    fn get(&mut self, space: u32, vpn: u64) -> Option<u64> {
+        let r = (vpn as usize ^ space as usize) & (RECENT - 1);
+        let (v, s, f) = self.recent[r];
+        if v == vpn && s == space {
+            return Some(f as u64);
+        }
+        let f = self.map.get(self.map.find(vpn, space as u64)?);
+        if f == GONE {
+            return None;
+        }
+        self.recent[r] = (vpn, space, f);
+        Some(f as u64)
+    }
+
+    fn insert(&mut self, space: u32, vpn: u64, frame: u64) {
+        let (slot, _) = self.map.entry(vpn, space as u64, frame as u32);
+        self.map.set(slot, frame as u32);
+        let r = (vpn as usize ^ space as usize) & (RECENT - 1);
+        self.recent[r] = (vpn, space, frame as u32);
+    }
+
+    fn remove(&mut self, space: u32, vpn: u64) {
+        if let Some(slot) = self.map.find(vpn, space as u64) {
+            self.map.set(slot, GONE);
+        }
+        let r = (vpn as usize ^ space as usize) & (RECENT - 1);
+        if self.recent[r].0 == vpn && self.recent[r].1 == space {
+            self.recent[r] = (u64::MAX, 0, GONE);
+        }
+    }
 }
 
 /// Build a table of organisation `org` from the config (`behind` for a swTLB's inner).
@@ -567,10 +636,13 @@ impl Walker {
             refs: Refs::with_capacity(64),
             evicted: Vec::new(),
             data_refs: c.data_refs,
-            resident: HashMap::new(),
-            last: (u32::MAX, u64::MAX, 0),
+            resident: c.data_refs.then(Resident::new),
             config: c.clone(),
-            through_memory,
+            through: if through_memory {
+                Through::Memory
+            } else {
+                Through::Private
+            },
         })
     }
 
@@ -578,6 +650,41 @@ impl Walker {
     #[inline(always)]
     pub fn sees_data(&self) -> bool {
         self.data_refs
+    }
+
+    /// The machine's `[[cache]]` hierarchy is physically addressed at this walker's frames:
+    /// the table references go through it ([`Walker::miss_through`]) instead of the private
+    /// cache, and the program's references reach it at [`Walker::physical`].
+    pub fn serve_caches(&mut self) {
+        self.through = Through::Caches;
+        self.resident.get_or_insert_with(Resident::new);
+    }
+
+    /// The physical address that `addr` of address space `asid` reaches: its page's frame,
+    /// for a physically addressed cache. A page with no frame yet is mapped now (a fault,
+    /// without a walk), as the OS maps a page on its first touch: a reference no TLB
+    /// translates never walks. `paddr` as for [`Walker::miss`]. `None` if the table cannot
+    /// hold the page (counted in `unmappable`).
+    #[inline]
+    pub fn physical(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
+        let (space, vpn) = self.page(asid, addr);
+        let offset = addr & ((1 << PAGE_SHIFT) - 1);
+        let resident = self.resident.as_mut()?;
+        if let Some(f) = resident.get(space, vpn) {
+            return Some((f << PAGE_SHIFT) | offset);
+        }
+        self.map_on_touch(space, vpn, paddr)
+            .map(|f| (f << PAGE_SHIFT) | offset)
+    }
+
+    /// [`Walker::physical`] of a page with no frame: map it, and return its frame.
+    #[inline(never)]
+    fn map_on_touch(&mut self, space: u32, vpn: u64, paddr: u64) -> Option<u64> {
+        if !self.fault(space, vpn, paddr, PAGE_SHIFT, None) {
+            self.stats.unmappable += 1;
+            return None;
+        }
+        self.resident.as_mut()?.get(space, vpn)
     }
 
     /// The space id of address space `asid`'s own pages (its root, for a radix table).
@@ -621,6 +728,55 @@ impl Walker {
         shift: u32,
         mut memory: Option<&mut MemorySystem>,
     ) {
+        let Some(w) = self.walk(asid, addr, paddr, shift, memory.as_deref_mut()) else {
+            return;
+        };
+        self.count(&w);
+        match memory {
+            Some(m) => self.table_refs_through_memory(asid, m),
+            None => self.table_refs_through_private(),
+        }
+    }
+
+    /// [`Walker::miss`] on a machine whose `[[cache]]` hierarchy is physically addressed
+    /// ([`Walker::serve_caches`]): the table references go through `caches` as kernel-mode
+    /// loads and stores of a word at their physical addresses, counted in `ledger` with
+    /// the program's references; each that misses the first level costs `cache_miss`.
+    pub fn miss_through(
+        &mut self,
+        asid: u32,
+        addr: u64,
+        paddr: u64,
+        shift: u32,
+        caches: &mut Hierarchy,
+        ledger: &mut Ledger,
+    ) {
+        let Some(w) = self.walk(asid, addr, paddr, shift, None) else {
+            return;
+        };
+        self.count(&w);
+        let s = &mut self.stats;
+        let mut misses = 0u64;
+        for r in &self.refs {
+            let kind = if r.write { Kind::Store } else { Kind::Load };
+            let missed = caches.machinery(r.addr, TABLE_WORD, kind, ledger);
+            s.level_refs[r.level as usize] += 1;
+            s.level_misses[r.level as usize] += missed as u64;
+            misses += missed as u64;
+        }
+        s.penalty_cycles += misses * self.costs.cache_miss as u64;
+    }
+
+    /// The walk of [`Walker::miss`], its table references in `self.refs`; `None` if the
+    /// page faulted and the table cannot hold it (counted in `unmappable`).
+    fn walk(
+        &mut self,
+        asid: u32,
+        addr: u64,
+        paddr: u64,
+        shift: u32,
+        memory: Option<&mut MemorySystem>,
+    ) -> Option<Walk> {
         let (space, vpn) = self.page(asid, addr);
         // The walk starts at the running space's root (global addresses: the page's space).
         let root = match self.addresses {
@@ -631,15 +787,15 @@ impl Walker {
         let mut w = self.table.lookup_from(root, space, vpn, &mut self.refs);
         if w.frame.is_none() {
             // One physical memory: the frame the caches will see the page's data in.
-            let placed = memory.as_deref_mut().map(|m| m.frame_of(asid, addr, paddr));
+            let placed = memory.map(|m| m.frame_of(asid, addr, paddr));
             if !self.fault(space, vpn, paddr, shift, placed) {
                 self.stats.unmappable += 1;
-                return;
+                return None;
             }
             self.refs.clear();
             w = self.table.lookup_from(root, space, vpn, &mut self.refs);
         }
-        self.count(&w, asid, memory);
+        Some(w)
     }
 
     /// Page fault on `(space, vpn)`: give it a frame — `placed`, the memory system's choice,
@@ -670,9 +826,8 @@ impl Walker {
         }
         for &(os, ov) in &evicted {
             self.table.remove(os, ov);
-            if self.data_refs {
-                self.resident.remove(&(os, ov));
-                self.last = (u32::MAX, u64::MAX, 0);
+            if let Some(r) = &mut self.resident {
+                r.remove(os, ov);
             }
         }
         self.evicted = evicted;
@@ -683,8 +838,8 @@ impl Walker {
                 return false;
             }
         }
-        if self.data_refs {
-            self.resident.insert((space, vpn), m.frame);
+        if let Some(r) = &mut self.resident {
+            r.insert(space, vpn, m.frame);
         }
         self.stats.faults += 1;
         if m.shared {
@@ -693,7 +848,8 @@ impl Walker {
         true
     }
 
-    fn count(&mut self, w: &Walk, asid: u32, memory: Option<&mut MemorySystem>) {
+    /// Count walk `w` and its basic cycles (its table references are counted where they go).
+    fn count(&mut self, w: &Walk) {
         let basic = self.basic(w);
         let s = &mut self.stats;
         s.walks += 1;
@@ -703,18 +859,26 @@ impl Walker {
         s.second_way += w.second_way as u64;
         s.psc_skipped += w.skipped as u64;
         s.basic_cycles += basic;
-        if let Some(m) = memory {
-            let previous = m.enter(Activity::Walk);
-            for r in &self.refs {
-                let kind = if r.write { Kind::Store } else { Kind::Load };
-                let c = m.machinery(asid, kind, At::Physical(r.addr), TABLE_WORD);
-                s.level_refs[r.level as usize] += 1;
-                s.level_misses[r.level as usize] += c.missed as u64;
-                s.penalty_cycles += c.stalls;
-            }
-            m.leave(previous);
-            return;
+    }
+
+    /// The last walk's table references through the memory system `m`: their penalty is the
+    /// stall cycles it charges them.
+    fn table_refs_through_memory(&mut self, asid: u32, m: &mut MemorySystem) {
+        let s = &mut self.stats;
+        let previous = m.enter(Activity::Walk);
+        for r in &self.refs {
+            let kind = if r.write { Kind::Store } else { Kind::Load };
+            let c = m.machinery(asid, kind, At::Physical(r.addr), TABLE_WORD);
+            s.level_refs[r.level as usize] += 1;
+            s.level_misses[r.level as usize] += c.missed as u64;
+            s.penalty_cycles += c.stalls;
         }
+        m.leave(previous);
+    }
+
+    /// The last walk's table references through the private data cache (none: all hit).
+    fn table_refs_through_private(&mut self) {
+        let s = &mut self.stats;
         let mut misses = 0u64;
         for r in &self.refs {
             let hit = match &mut self.cache {
@@ -782,9 +946,8 @@ impl Walker {
         let (space, vpn) = self.page(asid, addr);
         if let Some(f) = self.table.remove(space, vpn) {
             self.frames.unmap(f, space, vpn);
-            if self.data_refs {
-                self.resident.remove(&(space, vpn));
-                self.last = (u32::MAX, u64::MAX, 0);
+            if let Some(r) = &mut self.resident {
+                r.remove(space, vpn);
             }
         }
     }
@@ -793,16 +956,8 @@ impl Walker {
     #[inline]
     pub fn data_ref(&mut self, asid: u32, addr: u64, write: bool) {
         let (space, vpn) = self.page(asid, addr);
-        let frame = if self.last.0 == space && self.last.1 == vpn {
-            self.last.2
-        } else {
-            match self.resident.get(&(space, vpn)) {
-                Some(&f) => {
-                    self.last = (space, vpn, f);
-                    f
-                }
-                None => return,
-            }
+        let Some(frame) = self.resident.as_mut().and_then(|r| r.get(space, vpn)) else {
+            return;
         };
         if let Some(c) = &mut self.cache {
             self.stats.data_refs += 1;
@@ -811,6 +966,12 @@ impl Walker {
                 self.stats.data_misses += 1;
             }
         }
+    }
+
+    /// The table references of the last walk, in the order it made them (physical
+    /// addresses; a walk that faulted: those of the walk repeated after the fault).
+    pub fn last_walk(&self) -> &[TableRef] {
+        &self.refs
     }
 
     pub fn stats(&self) -> &WalkStats {
@@ -866,7 +1027,12 @@ impl Walker {
             "refill": match self.refill { RefillBy::Hardware => "hardware", RefillBy::Software => "software" },
             "addresses": self.config.addresses,
             "costs": costs,
-            "cache": if self.through_memory { "memory" } else if self.cache.is_some() { "private" } else { "none" },
+            "cache": match self.through {
+                Through::Memory => "memory",
+                Through::Caches => "caches",
+                Through::Private if self.cache.is_some() => "private",
+                Through::Private => "none",
+            },
             "walks": s.walks,
             "faults": s.faults,
             "unmappable": s.unmappable,
