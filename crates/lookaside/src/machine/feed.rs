@@ -313,18 +313,17 @@ impl Feed<'_> {
                     mem.reference(&copy, mapped);
                 }
             }
-        } else if self.physical {
-            let (mapped, _) = self.translate::<true>(e, cell);
-            self.m.physical_cache_reference(e, mapped);
+        } else if self.cached {
+            if self.physical {
+                return self.physical_reference(e, cell);
+            }
+            let _ = self.translate::<false>(e, cell);
+            let m = &mut *self.m;
+            if let Some(h) = m.caches.as_deref_mut() {
+                h.reference(e, &mut m.ledger);
+            }
         } else {
             let _ = self.translate::<false>(e, cell);
-            if self.cached {
-                let m = &mut *self.m;
-                if let Some(h) = m.caches.as_deref_mut() {
-                    h.reference(e, &mut m.ledger);
-                }
-                return;
-            }
             // The walker's data cache sees the program's loads and stores.
             if self.data
                 && e.kind != Kind::Fetch
@@ -339,6 +338,15 @@ impl Feed<'_> {
 }
 
 impl Feed<'_> {
+    /// Reference `e` (counted in `cell`) on a machine whose caches are physically
+    /// addressed: translated, then to the caches at its frames. Out of line, so that the
+    /// other machines' path keeps one copy of [`Feed::translate`].
+    #[inline(never)]
+    fn physical_reference(&mut self, e: &Event, cell: usize) {
+        let (mapped, _) = self.translate::<true>(e, cell);
+        self.m.physical_cache_reference(e, mapped);
+    }
+
     /// Translate reference `e` (counted in `cell`), through the fast path when it applies;
     /// returns whether its address is mapped and whether a translation walked. `MAPPED`:
     /// whether the caller needs the first answer for untranslated kinds (computing it costs a

@@ -7,6 +7,9 @@
 use super::*;
 use crate::pagetable::PAGE_SHIFT;
 
+/// Bytes of a page of the walker's physical memory (a frame).
+const PAGE: u64 = 1 << PAGE_SHIFT;
+
 impl Machine {
     /// Reference `e`, just translated, reaches the caches at its physical address: a mapped
     /// page's at its frame ([`Walker::physical`], which maps a page no walk has mapped yet),
@@ -22,7 +25,20 @@ impl Machine {
             h.reference(e, &mut self.ledger);
             return;
         }
-        const PAGE: u64 = 1 << PAGE_SHIFT;
+        if (e.addr & (PAGE - 1)) + e.size.max(1) as u64 > PAGE {
+            return self.physical_pages(e);
+        }
+        if let Some(p) = w.physical(e.asid, e.addr, e.paddr) {
+            h.reference_parts(p, e.size, e.kind, e.mode, &mut self.ledger);
+        }
+    }
+
+    /// [`Machine::physical_cache_reference`] of a mapped reference crossing pages.
+    #[inline(never)]
+    fn physical_pages(&mut self, e: &Event) {
+        let (Some(w), Some(h)) = (self.walker.as_deref_mut(), self.caches.as_deref_mut()) else {
+            return;
+        };
         let mut addr = e.addr;
         let mut left = e.size.max(1) as u64;
         loop {

@@ -189,29 +189,25 @@ impl Machine {
         if self.prefetch.is_some() {
             self.remember_walk(addr, shift, global, mode);
         }
-        if let Some(w) = self.walker.as_deref_mut() {
-            match self.caches.as_deref_mut() {
-                // The [[cache]] hierarchy is physically addressed at the walker's frames.
-                Some(h) => {
-                    w.miss_through(
-                        self.cur_asid,
-                        addr,
-                        self.walk_paddr,
-                        shift,
-                        h,
-                        &mut self.ledger,
-                    );
-                }
-                None => w.miss(
-                    self.cur_asid,
-                    addr,
-                    self.walk_paddr,
-                    shift,
-                    self.memory.as_deref_mut(),
-                ),
-            }
+        if self.walker.is_some() {
+            self.walk(addr, shift);
         }
         true
+    }
+
+    /// The walker refills the page of `addr` (of `2^shift` bytes), its table references
+    /// going through the memory system, the `[[cache]]` hierarchy or its own cache.
+    #[inline(never)]
+    fn walk(&mut self, addr: u64, shift: u32) {
+        let Some(w) = self.walker.as_deref_mut() else {
+            return;
+        };
+        let (asid, paddr) = (self.cur_asid, self.walk_paddr);
+        match self.caches.as_deref_mut() {
+            // The [[cache]] hierarchy is physically addressed at the walker's frames.
+            Some(h) => w.miss_through(asid, addr, paddr, shift, h, &mut self.ledger),
+            None => w.miss(asid, addr, paddr, shift, self.memory.as_deref_mut()),
+        }
     }
 
     /// The running address space becomes `asid`: untagged structures lose non-global entries.
