@@ -664,3 +664,18 @@ fn modes_and_address_spaces_are_counted_apart() {
     assert_eq!(l.cell(1, 0, Mode::Kernel, Kind::Load).misses, 1);
     assert_eq!(l.cell(1, 0, Mode::Kernel, Kind::Store).misses, 0);
 }
+
+/// An access whose last 4 KiB page ends in an unmapped hole (0x5800) is translated at its
+/// last byte, in the hole; a reference in the hole after it is unmapped, not a repeat of
+/// that translation (the machine remembered the hole's span as the entry's).
+#[test]
+fn an_access_ending_in_a_hole_maps_no_more_of_it() {
+    let mut a = Event::reference(Kind::Load, 0x4000, 0x1801);
+    a.asid = 1;
+    let mut b = Event::reference(Kind::Load, 0x5800, 1);
+    b.asid = 1;
+    for which in 0..MACHINES.len() {
+        check_with(which, 3, [1, 0], false, &[a, b]);
+        check(which, 3, &[a, b]);
+    }
+}

@@ -120,6 +120,12 @@ impl Machine {
     /// the backing page size is the same (see [`Memo`]).
     #[inline(never)]
     pub(super) fn remember(&mut self, r: usize, addr: u64, kind: Kind, shift: u32) {
+        // An access whose last page ends in an unmapped region is translated at its last
+        // byte, in that region (see [`Machine::translate_rest`]): the span there is the
+        // region's, whose addresses no entry maps.
+        if self.pages.backing(addr, self.cur_asid).is_none() {
+            return;
+        }
         let s = self.units[r].shift_for(shift);
         let (lo, hi) = self.pages.span(addr, self.cur_asid);
         let start = (addr >> s) << s;
