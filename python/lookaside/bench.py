@@ -69,6 +69,11 @@ TWO_LEVEL_CACHE = memory(icache=_timed(10), dcache=_timed(10, write="back"),
 
 DTLB64 = "dtlb:entries=64,ways=full,policy=lru,page=4k"
 
+#: A 4-level x86-64 radix table behind modern-x86's TLBs, with paging-structure caches.
+RADIX = ["pagetable.organisation=radix", "pagetable.levels=4",
+         "pagetable.psc=[{level=0,entries=4,ways=4},{level=1,entries=4,ways=4},"
+         "{level=2,entries=32,ways=4}]"]
+
 
 def configurations() -> list[dict[str, Any]]:
     """The rows of the bench: TLBs, caches, whole machines (presets), one-pass engines."""
@@ -98,10 +103,9 @@ def configurations() -> list[dict[str, Any]]:
                 max_refs=PREFIX),
         machine("MIPS software refill (decstation3100-mach3)", [],
                 preset("decstation3100-mach3"), ["refill.fold_user_addresses=true"], PREFIX),
-        machine("radix walk + PSCs (modern-x86)", [], preset("modern-x86"),
-                ["pagetable.organisation=radix", "pagetable.levels=4",
-                 "pagetable.psc=[{level=0,entries=4,ways=4},{level=1,entries=4,ways=4},"
-                 "{level=2,entries=32,ways=4}]"], PREFIX),
+        machine("radix walk + PSCs (modern-x86)", [], preset("modern-x86"), RADIX, PREFIX),
+        machine("radix walk + physical caches 32 KiB I/D + 1 MiB L2", [], preset("modern-x86"),
+                RADIX, PREFIX, cache=CACHE_TWO_LEVEL),
         machine("hashed walk (pa-risc-hpt)", [], preset("pa-risc-hpt"), max_refs=PREFIX),
         machine("Chen's memory system (decstation5000-200)", [], preset("decstation5000-200"),
                 max_refs=PREFIX_CHEN),

@@ -172,12 +172,6 @@ impl Machine {
                 "with [memory] the walker's table references take the memory system's data cache; leave [pagetable.cache] out".into(),
             ));
         }
-        if config.refill.is_some() && config.tlbs.iter().any(|t| t.three_c) {
-            return Err(Error::NotYet(format!(
-                "{source_name}: tlb.{}.3c: classifying the misses of a software-refilled TLB ([refill])",
-                config.tlbs[0].name
-            )));
-        }
         if let Some(p) = &config.prefetch {
             let refuse = |key: &str, why: &str| Err(err(key.into(), why.into()));
             if config.refill.is_some() {
@@ -249,7 +243,8 @@ impl Machine {
                 }
             }
             let tlb = Engine::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
-            let shadow = if t.three_c {
+            // Under [refill] the refill model keeps the refilled TLB's shadow.
+            let shadow = if t.three_c && config.refill.is_none() {
                 let policy = params.partition.map_or(params.policy, |p| p.upper_policy);
                 let s = Shadow::<Tlb>::new(params.entries, policy, params.seed ^ 0x3c, true)
                     .map_err(|m| err(key(t, "3c"), m))?;
@@ -296,6 +291,7 @@ impl Machine {
         let mut ledger = Ledger::new(names);
         if units.iter().any(|u| u.shadow.is_some())
             || caches.as_ref().is_some_and(|h| h.classifies())
+            || (config.refill.is_some() && config.tlbs.iter().any(|t| t.three_c))
         {
             ledger.classify_misses();
         }

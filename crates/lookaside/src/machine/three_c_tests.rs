@@ -175,3 +175,42 @@ proptest! {
         prop_assert_eq!(with["structures"]["dtlb"]["compulsory"].as_u64(), Some(distinct));
     }
 }
+
+/// The software-refilled TLB classifies its misses through the machine: every miss has a
+/// class, and the counts and traps are those without classifying; a micro-TLB in front of
+/// it does not classify yet.
+#[test]
+fn a_software_refilled_tlb_classifies_its_misses() {
+    let preset =
+        std::fs::read_to_string("../../python/lookaside/presets/decstation3100-mach3.toml")
+            .unwrap();
+    let spec = "workload:os,structure=microkernel,syscalls=300,seed=2";
+    let run = |sets: &[String]| {
+        let mut m = Machine::assemble(Some(&preset), "p", &[], sets).unwrap();
+        let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
+        let mut batch = Vec::new();
+        while src.next_batch(&mut batch).unwrap() {
+            m.run_batch(&batch);
+        }
+        crate::report::result_json(&m, &Default::default())
+    };
+    let with = run(&["tlb.tlb.3c=true".into()]);
+    let without = run(&[]);
+    let (t, plain) = (&with["structures"]["tlb"], &without["structures"]["tlb"]);
+    for k in ["accesses", "misses"] {
+        assert_eq!(t[k], plain[k], "{k}");
+    }
+    assert_eq!(with["traps"], without["traps"]);
+    let class = |k: &str| t[k].as_u64().unwrap();
+    let classes = class("compulsory") + class("capacity") + class("conflict");
+    assert_eq!(classes, class("misses"));
+    assert!(class("compulsory") > 0 && class("capacity") > 0);
+    let micro = Machine::assemble(
+        Some(&preset),
+        "p",
+        &["u:entries=4,serves=instruction,next=tlb,3c=yes".into()],
+        &[],
+    );
+    let e = micro.err().unwrap().to_string();
+    assert!(e.contains("tlb.u.3c") && e.contains("not yet"), "{e}");
+}

@@ -5,7 +5,7 @@
 //! trace's addresses are placed on the MIPS segments by the rule of `addresses.rs` read as
 //! written: a `BTreeMap` of blocks searched on every reference, the kernel classes scanned.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::{FirstTouch, PlacementPolicy, ReadFaultMaps, RefillAddresses};
 use crate::event::{Event, Kind, Mode, FLUSH_ALL};
@@ -84,6 +84,66 @@ pub struct RefModel {
     /// after every change to the TLB, brute force drops every copy the TLB no longer has.
     pub micro: Option<(RefTlb, bool)>,
     pub micro_counts: [u64; 3],
+    /// With `three_c` (and an LRU or FIFO upper policy): the TLB's misses by class.
+    pub classes: Option<Classes>,
+}
+
+/// The 3C classification of the TLB's misses, brute force: a fully associative list of its
+/// size in recency (LRU) or arrival (FIFO) order, the pages ever referenced, and the counts
+/// (compulsory, capacity, conflict). Pages are (page, context) with a user page's clean
+/// context: the page, not its dirty bit.
+pub struct Classes {
+    entries: usize,
+    lru: bool,
+    /// Most recent (or newest) last.
+    order: Vec<(u64, u64)>,
+    seen: BTreeSet<(u64, u64)>,
+    pub counts: [u64; 3],
+}
+
+impl Classes {
+    /// `(vpn, ctx)` is looked up in the list (moved to the end, or added, evicting the
+    /// first); a miss of the TLB (`missed`) is classified: the list held it, conflict; it was
+    /// referenced before, capacity; else compulsory (now referenced). Counted if `count`.
+    fn access(&mut self, vpn: u64, ctx: u64, missed: bool, count: bool) {
+        let at = self.order.iter().position(|&p| p == (vpn, ctx));
+        let held = at.is_some();
+        self.touch(vpn, ctx, at);
+        if !missed {
+            return;
+        }
+        let class = if held {
+            2
+        } else if self.seen.contains(&(vpn, ctx)) {
+            1
+        } else {
+            self.seen.insert((vpn, ctx));
+            0
+        };
+        if count {
+            self.counts[class] += 1;
+        }
+    }
+
+    fn touch(&mut self, vpn: u64, ctx: u64, at: Option<usize>) {
+        match at {
+            Some(i) if self.lru => {
+                let p = self.order.remove(i);
+                self.order.push(p);
+            }
+            Some(_) => {}
+            None => {
+                if self.order.len() == self.entries {
+                    self.order.remove(0);
+                }
+                self.order.push((vpn, ctx));
+            }
+        }
+    }
+
+    fn invalidate(&mut self, vpn: u64, ctx: u64) {
+        self.order.retain(|&p| p != (vpn, ctx));
+    }
 }
 
 impl RefModel {
@@ -125,6 +185,32 @@ impl RefModel {
             unmapped: 0,
             micro: p.micro.as_ref().map(|q| (RefTlb::new(&q.tlb), q.tagged)),
             micro_counts: [0; 3],
+            classes: (p.three_c && tp.policy != crate::tlb::Policy::Random).then(|| Classes {
+                entries: tp.entries,
+                lru: tp.policy == crate::tlb::Policy::Lru,
+                order: Vec::new(),
+                seen: BTreeSet::new(),
+                counts: [0; 3],
+            }),
+        }
+    }
+
+    /// A look-up of the handlers through the TLB (a PTE's page): seen by the classes,
+    /// unclassified.
+    fn handler_lookup(&mut self, vpn: u64) -> bool {
+        let hit = self.tlb.lookup(vpn, G, NO_CTX);
+        if let Some(c) = &mut self.classes {
+            c.access(vpn, G, !hit, false);
+        }
+        hit
+    }
+
+    /// Invalidate the TLB's entry of `vpn` with context `ctx` or `gctx`, and the classes'.
+    fn invalidate(&mut self, vpn: u64, ctx: u64, gctx: u64) {
+        self.tlb.invalidate(vpn, ctx, gctx);
+        if let Some(c) = &mut self.classes {
+            c.invalidate(vpn, ctx & !D);
+            c.invalidate(vpn, gctx & !D);
         }
     }
 
@@ -195,6 +281,9 @@ impl RefModel {
         }
         if !self.tagged {
             self.tlb.flush_if(|_, c| c & G == 0);
+            if let Some(c) = &mut self.classes {
+                c.order.retain(|p| p.1 & G != 0);
+            }
             self.sync_micro();
         }
         if let Some((micro, false)) = &mut self.micro {
@@ -219,14 +308,17 @@ impl RefModel {
                 Kind::ContextSwitch => self.switch(e.asid),
                 Kind::TlbFlush if e.addr == FLUSH_ALL => {
                     self.tlb.flush_all();
+                    if let Some(c) = &mut self.classes {
+                        c.order.clear();
+                    }
                     self.sync_micro();
                 }
                 Kind::TlbFlush | Kind::Map | Kind::Unmap | Kind::Protect => {
                     if e.addr < 0x8000_0000 {
                         let b = self.base(e.asid);
-                        self.tlb.invalidate(vpn, b | D, b);
+                        self.invalidate(vpn, b | D, b);
                     } else if (0xC000_0000..1 << 32).contains(&e.addr) {
-                        self.tlb.invalidate(vpn, G, NO_CTX);
+                        self.invalidate(vpn, G, NO_CTX);
                     }
                     self.sync_micro();
                     let st = match e.kind {
@@ -297,6 +389,9 @@ impl RefModel {
         };
         self.accesses += 1;
         self.misses += !hit as u64;
+        if let (Some(c), Some((vpn, ctx, _))) = (&mut self.classes, key) {
+            c.access(vpn, ctx & !D, !hit, true);
+        }
         if let (true, Some((vpn, ctx, gctx))) = (through_micro, key) {
             // Copy in the entry the TLB now holds for the page (an exact context first).
             let held = self.tlb.contents();
@@ -332,10 +427,10 @@ impl RefModel {
         let slot = self.spaces.iter().position(|&a| a == self.asid).unwrap() as u64;
         let pte = 0xC800_0000 + slot * (2 << 20) + vpn * 4;
         self.handler.pte_loads_mapped += 1;
-        if !self.tlb.lookup(pte >> 12, G, NO_CTX) {
+        if !self.handler_lookup(pte >> 12) {
             self.kernel_miss(pte, 1);
             self.handler.pte_loads_mapped += 1;
-            self.tlb.lookup(pte >> 12, G, NO_CTX);
+            self.handler_lookup(pte >> 12);
         }
         let default = if self.first_touch == FirstTouch::None {
             St::Dirty
@@ -386,7 +481,7 @@ impl RefModel {
         } else {
             let q = 0xFFC0_0000 + (addr >> 12) * 4;
             self.handler.pte_loads_mapped += 1;
-            if !self.tlb.lookup(q >> 12, G, NO_CTX) {
+            if !self.handler_lookup(q >> 12) {
                 self.kernel_miss(q, depth + 1);
             }
         }

@@ -81,6 +81,7 @@ use super::layout::{self, Segment, PAGE_SHIFT};
 use super::micro::{Micro, MicroParams};
 use super::recent::RecentMisses;
 use crate::pagetable::{self, Stlb};
+use crate::threec::Shadow;
 
 /// The class of a PTE, which decides the partition it is placed in.
 #[repr(usize)]
@@ -245,6 +246,9 @@ pub struct RefillParams {
     pub index: usize,
     /// A micro-TLB for instruction fetches in front of the TLB, if any.
     pub micro: Option<MicroParams>,
+    /// Classify the TLB's misses (compulsory, capacity, conflict) against a fully
+    /// associative shadow of its size, replaced by its (upper partition's) policy.
+    pub three_c: bool,
 }
 
 impl RefillParams {
@@ -277,6 +281,7 @@ impl RefillParams {
             dynamic: None,
             index: 0,
             micro: None,
+            three_c: false,
         }
     }
 }
@@ -386,6 +391,8 @@ pub struct SoftwareManagedTlb {
     /// priced.
     climber: Option<HillClimber>,
     micro: Option<Micro>,
+    /// With `three_c`: the TLB's fully associative shadow (see [`SoftwareManagedTlb::classify`]).
+    shadow: Option<Box<Shadow<Tlb>>>,
 }
 
 impl SoftwareManagedTlb {
@@ -457,6 +464,14 @@ impl SoftwareManagedTlb {
             None => None,
         };
         let tlb = Tlb::new(&p.tlb)?;
+        let shadow = if p.three_c {
+            let policy = p.tlb.partition.map_or(p.tlb.policy, |q| q.upper_policy);
+            let s = Shadow::new(p.tlb.entries, policy, p.tlb.seed ^ 0x3c, true)
+                .map_err(|m| format!("3c: {m}"))?;
+            Some(Box::new(s))
+        } else {
+            None
+        };
         let x86_64 = p.addresses == RefillAddresses::X86_64;
         let map = (x86_64 || p.fold_user_addresses).then(|| AddressMap::new(x86_64));
         let prefetch = p.prefetch.entries;
@@ -484,6 +499,7 @@ impl SoftwareManagedTlb {
             prefetch: PrefetchWork::default(),
             climber,
             micro,
+            shadow,
         };
         m.enter(0);
         Ok(m)
@@ -606,6 +622,7 @@ impl SoftwareManagedTlb {
             split_straddles: config.machine.straddle == Straddle::Split,
             index,
             micro,
+            three_c: t.three_c,
         };
         SoftwareManagedTlb::new(params).map_err(|m| {
             let (field, msg) = m.split_once(": ").unwrap_or(("", &m));
@@ -863,16 +880,20 @@ impl SoftwareManagedTlb {
     /// also a `walk`, i.e. a refill), control events applied.
     pub fn run_batch(&mut self, events: &[Event], ledger: &mut Ledger) {
         // Chosen once per batch: a machine without a micro-TLB never tests for one, and
-        // counts its TLB as structure 0.
+        // counts its TLB as structure 0; one that does not classify never tests for a shadow
+        // (with a micro-TLB, the rarer machine, it is tested per miss of the micro-TLB).
         if self.micro.is_some() {
-            self.run::<true>(events, ledger);
+            self.run::<true, false>(events, ledger);
+        } else if self.shadow.is_some() {
+            self.run::<false, true>(events, ledger);
         } else {
-            self.run::<false>(events, ledger);
+            self.run::<false, false>(events, ledger);
         }
     }
 
-    /// [`SoftwareManagedTlb::run_batch`] on a machine with a micro-TLB (`MICRO`) or without.
-    fn run<const MICRO: bool>(&mut self, events: &[Event], ledger: &mut Ledger) {
+    /// [`SoftwareManagedTlb::run_batch`] on a machine with a micro-TLB (`MICRO`) or without,
+    /// classifying the TLB's misses (`C3`) or not.
+    fn run<const MICRO: bool, const C3: bool>(&mut self, events: &[Event], ledger: &mut Ledger) {
         for e in events {
             if !e.kind.is_ref() {
                 ledger.control(e.kind);
@@ -883,12 +904,12 @@ impl SoftwareManagedTlb {
                 self.switch_to(e.asid, ledger);
             }
             ledger.add_references(e.mode, e.kind, 1);
-            self.translate::<MICRO>(e.addr, e.kind, e.mode, ledger);
+            self.translate::<MICRO, C3>(e.addr, e.kind, e.mode, ledger);
             if self.params.split_straddles
                 && e.size > 1
                 && (e.addr ^ e.addr.wrapping_add(e.size as u64 - 1)) >> PAGE_SHIFT != 0
             {
-                self.translate_rest::<MICRO>(e, ledger);
+                self.translate_rest::<MICRO, C3>(e, ledger);
             }
         }
     }
@@ -897,7 +918,11 @@ impl SoftwareManagedTlb {
     /// in `straddles` (as [`crate::machine::Machine`] does: an access past 2^64 ends at the
     /// top of the address space and is counted in `wrapped`).
     #[inline(never)]
-    fn translate_rest<const MICRO: bool>(&mut self, e: &Event, ledger: &mut Ledger) {
+    fn translate_rest<const MICRO: bool, const C3: bool>(
+        &mut self,
+        e: &Event,
+        ledger: &mut Ledger,
+    ) {
         let last = e.addr.checked_add(e.size as u64 - 1).unwrap_or_else(|| {
             ledger.wrapped += 1;
             u64::MAX
@@ -907,14 +932,14 @@ impl SoftwareManagedTlb {
             page += 1;
             let addr = (page << PAGE_SHIFT | ((1 << PAGE_SHIFT) - 1)).min(last);
             ledger.straddles += 1;
-            self.translate::<MICRO>(addr, e.kind, e.mode, ledger);
+            self.translate::<MICRO, C3>(addr, e.kind, e.mode, ledger);
         }
     }
 
     /// Translate one reference (one page) and count it; `MICRO`: the machine has a
-    /// micro-TLB (else its TLB is structure 0).
+    /// micro-TLB (else its TLB is structure 0); `C3`: its TLB may classify its misses.
     #[inline(always)]
-    fn translate<const MICRO: bool>(
+    fn translate<const MICRO: bool, const C3: bool>(
         &mut self,
         addr: u64,
         kind: Kind,
@@ -923,12 +948,16 @@ impl SoftwareManagedTlb {
     ) {
         let store = kind == Kind::Store;
         let micro = MICRO && kind == Kind::Fetch;
-        let hit = match self.place(addr, mode, self.cur_asid) {
+        let (hit, vpn, ctx) = match self.place(addr, mode, self.cur_asid) {
             Place::User(a) if micro => {
                 let (clean, dirty) = (self.uctx, self.uctx | DIRTY);
                 return self.fetch_through_micro(a, dirty, clean, mode, ledger);
             }
-            Place::User(a) => self.user_ref(a >> PAGE_SHIFT, store),
+            Place::User(a) => (
+                self.user_ref(a >> PAGE_SHIFT, store),
+                a >> PAGE_SHIFT,
+                self.uctx,
+            ),
             Place::Unmapped => {
                 ledger.unmapped += 1;
                 return;
@@ -936,7 +965,7 @@ impl SoftwareManagedTlb {
             Place::Kernel(a) if micro => {
                 return self.fetch_through_micro(a, GLOBAL, NO_CTX, mode, ledger)
             }
-            Place::Kernel(a) => self.kernel_ref(a),
+            Place::Kernel(a) => (self.kernel_ref(a), a >> PAGE_SHIFT, GLOBAL),
             Place::Error => {
                 self.address_errors += 1;
                 self.user_address_errors += (mode == Mode::User) as u64;
@@ -945,6 +974,44 @@ impl SoftwareManagedTlb {
         };
         let index = if MICRO { self.params.index } else { 0 };
         count(index, hit, mode, kind, ledger);
+        if (MICRO || C3) && self.shadow.is_some() {
+            self.classify(index, vpn, ctx, hit, mode, kind, ledger);
+        }
+    }
+
+    /// The TLB classifies its misses: the shadow sees the reference's access to page `vpn`
+    /// of context `ctx` (a user page's clean one: the page, not its dirty bit), after the
+    /// handlers' own look-ups, as the TLB is written after them; a miss (`!hit`) is counted
+    /// by class under structure `index`.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn classify(
+        &mut self,
+        index: usize,
+        vpn: u64,
+        ctx: u64,
+        hit: bool,
+        mode: Mode,
+        kind: Kind,
+        ledger: &mut Ledger,
+    ) {
+        if let Some(s) = self.shadow.as_deref_mut() {
+            if let Some(c) = s.tlb_access(vpn, ctx, !hit) {
+                ledger.classify(index, mode, kind, c);
+            }
+        }
+    }
+
+    /// A look-up the miss handlers make through the TLB (a PTE's kseg2 page); true on a hit.
+    /// A classifying shadow sees it as the TLB does, unclassified: its misses are nested
+    /// traps, not misses of the references the ledger counts.
+    #[inline]
+    fn handler_lookup(&mut self, vpn: u64) -> bool {
+        let hit = self.tlb.lookup(vpn, GLOBAL, NO_CTX);
+        if let Some(s) = self.shadow.as_deref_mut() {
+            let _ = s.tlb_access(vpn, GLOBAL, !hit);
+        }
+        hit
     }
 
     /// An instruction fetch at `addr` (a kuseg or kseg2 address; its entry has context
@@ -982,6 +1049,10 @@ impl SoftwareManagedTlb {
         }
         m.refills += hit as u64;
         count(self.params.index, hit, mode, Kind::Fetch, ledger);
+        if self.shadow.is_some() {
+            let page = if ctx == GLOBAL { GLOBAL } else { self.uctx };
+            self.classify(self.params.index, vpn, page, hit, mode, Kind::Fetch, ledger);
+        }
     }
 
     /// A reference to user page `vpn` of the running address space; true on a TLB hit.
@@ -1027,7 +1098,7 @@ impl SoftwareManagedTlb {
             self.note_recent(PteClass::L2, pte >> PAGE_SHIFT);
             self.note_recent(PteClass::L1U, vpn);
         }
-        if self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
+        if self.handler_lookup(pte >> PAGE_SHIFT) {
             self.record(pte, false);
         } else {
             // The load traps: the nested L2 trap (generic vector); Mach's handler then loads
@@ -1035,7 +1106,7 @@ impl SoftwareManagedTlb {
             self.count_pte(false);
             self.kernel_miss(pte, 1);
             self.record(pte, false);
-            self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX);
+            self.handler_lookup(pte >> PAGE_SHIFT);
         }
         self.leave_handler();
         let key = user_key(self.cur_asid, vpn);
@@ -1126,7 +1197,7 @@ impl SoftwareManagedTlb {
             // pmap_pte(kernel_pmap, addr): a kseg2 load that can miss, nesting an L3 (after
             // which it is made again).
             let pte = layout::kpte_addr(addr);
-            if self.tlb.lookup(pte >> PAGE_SHIFT, GLOBAL, NO_CTX) {
+            if self.handler_lookup(pte >> PAGE_SHIFT) {
                 self.record(pte, false);
             } else {
                 self.count_pte(false);
@@ -1260,6 +1331,9 @@ impl SoftwareManagedTlb {
                     if self.fill(vpn, ctx, class) {
                         self.prefetch.evicted += 1;
                     }
+                    if let Some(s) = self.shadow.as_deref_mut() {
+                        s.prefetched(vpn, ctx & !DIRTY);
+                    }
                 }
             }
         }
@@ -1382,6 +1456,9 @@ impl SoftwareManagedTlb {
                 if let Some(m) = &mut self.micro {
                     m.flush_all();
                 }
+                if let Some(s) = self.shadow.as_deref_mut() {
+                    s.flush_all();
+                }
             }
             Kind::TlbFlush => self.shoot_down(addr, e.asid),
             Kind::Map | Kind::Unmap | Kind::Protect => {
@@ -1441,6 +1518,11 @@ impl SoftwareManagedTlb {
         if let Some(m) = &mut self.micro {
             m.drop_entry(vpn, ctx, gctx);
         }
+        if let Some(s) = self.shadow.as_deref_mut() {
+            for c in [ctx, gctx].into_iter().filter(|&c| c != NO_CTX) {
+                s.invalidate(vpn, c & !DIRTY);
+            }
+        }
     }
 
     /// Remove every entry of the TLB that `pred` holds of (page, context), and its copy in
@@ -1449,6 +1531,10 @@ impl SoftwareManagedTlb {
         self.tlb.flush_if(pred);
         if let Some(m) = &mut self.micro {
             m.drop_if(pred);
+        }
+        // (The shadow's contexts are clean ones: every test here reads the GLOBAL bit.)
+        if let Some(s) = self.shadow.as_deref_mut() {
+            s.flush_if(pred);
         }
     }
 }

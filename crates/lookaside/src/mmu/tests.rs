@@ -650,10 +650,11 @@ fn params_strategy() -> impl Strategy<Value = RefillParams> {
             0u8..3,
             any::<bool>(),
             any::<u64>(),
+            any::<bool>(),
         ),
     )
         .prop_map(
-            |(geom, lower, lp, up, placement, (tagged, two, ft, dirty, seed))| {
+            |(geom, lower, lp, up, placement, (tagged, two, ft, dirty, seed, three_c))| {
                 let mut p = RefillParams::r2000_mach3();
                 p.tlb = TlbParams {
                     entries: geom.0,
@@ -676,6 +677,7 @@ fn params_strategy() -> impl Strategy<Value = RefillParams> {
                 if dirty {
                     p.read_fault_maps = ReadFaultMaps::Dirty;
                 }
+                p.three_c = three_c;
                 p
             },
         )
@@ -690,6 +692,9 @@ fn agrees(
     evs: &[Event],
 ) -> Result<(), TestCaseError> {
     let mut l = Ledger::new(vec!["tlb".into()]);
+    if m.params().three_c {
+        l.classify_misses();
+    }
     for chunk in evs.chunks(37) {
         m.run_batch(chunk, &mut l);
     }
@@ -703,6 +708,12 @@ fn agrees(
     prop_assert_eq!((t.accesses, t.misses), (r.accesses, r.misses));
     prop_assert_eq!(l.unmapped, r.unmapped);
     prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
+    if let Some(c) = &r.classes {
+        // Every miss classified, as the brute-force classes count them (an LRU or FIFO
+        // shadow: a random one draws from its own generator).
+        prop_assert_eq!(l.class_total(0, |_, _, _| true), c.counts);
+        prop_assert_eq!(c.counts.iter().sum::<u64>(), t.misses);
+    }
     Ok(())
 }
 
@@ -783,6 +794,9 @@ proptest! {
             names.reverse();
         }
         let mut l = Ledger::new(names);
+        if p.three_c {
+            l.classify_misses();
+        }
         for chunk in evs.chunks(37) {
             m.run_batch(chunk, &mut l);
         }
@@ -798,6 +812,9 @@ proptest! {
         prop_assert_eq!([u.accesses, u.misses, m.micro_refills().unwrap()], r.micro_counts);
         prop_assert_eq!(m.tlb().entries_iter().collect::<Vec<_>>(), r.tlb.contents());
         prop_assert_eq!(m.micro_entries(), r.micro.as_ref().unwrap().0.contents());
+        if let Some(c) = &r.classes {
+            prop_assert_eq!(l.class_total(ti, |_, _, _| true), c.counts);
+        }
     }
 }
 
