@@ -769,6 +769,7 @@ impl Walker {
 
     /// The walk of [`Walker::miss`], its table references in `self.refs`; `None` if the
     /// page faulted and the table cannot hold it (counted in `unmappable`).
+    #[inline(always)]
     fn walk(
         &mut self,
         asid: u32,
@@ -849,6 +850,7 @@ impl Walker {
     }
 
     /// Count walk `w` and its basic cycles (its table references are counted where they go).
+    #[inline(always)]
     fn count(&mut self, w: &Walk) {
         let basic = self.basic(w);
         let s = &mut self.stats;
@@ -877,6 +879,7 @@ impl Walker {
     }
 
     /// The last walk's table references through the private data cache (none: all hit).
+    #[inline(always)]
     fn table_refs_through_private(&mut self) {
         let s = &mut self.stats;
         let mut misses = 0u64;
