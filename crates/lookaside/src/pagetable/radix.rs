@@ -212,7 +212,7 @@ impl Radix {
     /// The root node of `space`, an empty root page allocated if it has none yet (leaving the
     /// last-root memo to the walk's own space).
     fn root_or_new(&mut self, space: u32) -> u32 {
-        if let Some(&r) = self.roots.get(&space) {
+        if let Some(r) = self.root(space) {
             return r;
         }
         let r = self.new_node(0);
