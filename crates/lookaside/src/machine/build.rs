@@ -350,7 +350,7 @@ impl Machine {
         };
         let walker = match &config.pagetable {
             Some(p) => {
-                let w = Box::new(match memory.as_deref_mut() {
+                let mut w = Box::new(match memory.as_deref_mut() {
                     // One physical memory: the walker maps pages where the caches see them.
                     Some(m) => {
                         if config.memory.as_ref().map(|c| c.mapping)
@@ -391,7 +391,6 @@ impl Machine {
                     // The table references go through the memory system's caches.
                     m.set_walker();
                 }
-                let mut w = w;
                 if caches.is_some() {
                     w.serve_caches();
                 }

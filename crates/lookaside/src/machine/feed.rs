@@ -66,7 +66,7 @@ pub struct Feed<'m> {
     data: bool,
     /// The machine has a `[[cache]]` hierarchy: every reference takes the full path.
     cached: bool,
-    /// ... physically addressed at the page-table walker's frames
+    /// The `[[cache]]` hierarchy is physically addressed at the page-table walker's frames
     /// ([`Machine::physical_cache_reference`]).
     physical: bool,
     /// None of the three above, and no page-table walker (which needs each reference's

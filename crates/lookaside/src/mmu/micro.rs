@@ -15,9 +15,10 @@
 //! Fetches only: the miss handlers' PTE loads go to the TLB directly, which a micro-TLB for
 //! data would see first; the handlers' own code is in unmapped kseg0 and needs no entry.
 
-#[cfg(doc)]
-use crate::tlb::NO_CTX;
-use crate::tlb::{Part, Tlb, TlbParams};
+use crate::event::{Kind, Mode};
+use crate::ledger::Ledger;
+use crate::threec::Shadow;
+use crate::tlb::{Part, Tlb, TlbParams, NO_CTX};
 
 /// The shape of a micro-TLB (see the module documentation).
 #[derive(Clone, Debug)]
@@ -27,6 +28,8 @@ pub struct MicroParams {
     pub tagged: bool,
     /// Its structure in the ledger (the refilled TLB's is [`super::RefillParams::index`]).
     pub index: usize,
+    /// Classify its misses against a fully associative shadow of its size and policy.
+    pub three_c: bool,
 }
 
 /// A micro-TLB (see the module documentation).
@@ -38,25 +41,56 @@ pub(super) struct Micro {
     pub index: usize,
     /// Misses the TLB behind served without a trap.
     pub refills: u64,
+    /// With `three_c`: its shadow, which every look-up and every loss of a copy reaches too
+    /// (as the shadow of any structure: an inclusive fully associative micro-TLB would lose
+    /// the same), keyed by a page's context less `dirty` (the page, not its dirty entry).
+    shadow: Option<Box<Shadow<Tlb>>>,
+    dirty: u64,
 }
 
 impl Micro {
-    pub fn new(p: &MicroParams) -> Result<Micro, String> {
+    /// A micro-TLB of shape `p`, whose entries' contexts carry the bit `dirty` for a dirty
+    /// page.
+    pub fn new(p: &MicroParams, dirty: u64) -> Result<Micro, String> {
         if p.tlb.partition.is_some() {
             return Err("micro.partition: a micro-TLB has no partition".into());
         }
+        let shadow = if p.three_c {
+            let s = Shadow::new(p.tlb.entries, p.tlb.policy, p.tlb.seed ^ 0x3c, true)
+                .map_err(|m| format!("micro.3c: {m}"))?;
+            Some(Box::new(s))
+        } else {
+            None
+        };
         Ok(Micro {
             tlb: Tlb::new(&p.tlb).map_err(|e| format!("micro.{e}"))?,
             tagged: p.tagged,
             index: p.index,
             refills: 0,
+            shadow,
+            dirty,
         })
     }
 
-    /// Does it hold page `vpn` with context `ctx` or `gctx`?
+    /// Does it hold page `vpn` with context `ctx` or `gctx`? A fetch of `mode` looks: counted
+    /// in `ledger` (and classified, with a shadow).
     #[inline(always)]
-    pub fn lookup(&mut self, vpn: u64, ctx: u64, gctx: u64) -> bool {
-        self.tlb.lookup(vpn, ctx, gctx)
+    pub fn lookup(
+        &mut self,
+        vpn: u64,
+        ctx: u64,
+        gctx: u64,
+        mode: Mode,
+        ledger: &mut Ledger,
+    ) -> bool {
+        let held = self.tlb.lookup(vpn, ctx, gctx);
+        ledger.access(self.index, mode, Kind::Fetch, !held);
+        if let Some(s) = self.shadow.as_deref_mut() {
+            if let Some(c) = s.tlb_access(vpn, ctx & !self.dirty, !held) {
+                ledger.classify(self.index, mode, Kind::Fetch, c);
+            }
+        }
+        held
     }
 
     /// Copy in the TLB's entry `(vpn, ctx)` after a miss.
@@ -69,22 +103,34 @@ impl Micro {
     #[inline]
     pub fn drop_entry(&mut self, vpn: u64, ctx: u64, gctx: u64) {
         self.tlb.invalidate(vpn, ctx, gctx);
+        if let Some(s) = self.shadow.as_deref_mut() {
+            for c in [ctx, gctx].into_iter().filter(|&c| c != NO_CTX) {
+                s.invalidate(vpn, c & !self.dirty);
+            }
+        }
     }
 
-    /// The TLB lost every entry `pred` holds of: the copies go.
-    pub fn drop_if(&mut self, pred: impl FnMut(u64, u64) -> bool) {
+    /// The TLB lost every entry `pred` holds of: the copies go. (`pred` reads no dirty bit:
+    /// the shadow's contexts have none.)
+    pub fn drop_if(&mut self, pred: impl Fn(u64, u64) -> bool + Copy) {
         self.tlb.flush_if(pred);
+        if let Some(s) = self.shadow.as_deref_mut() {
+            s.flush_if(pred);
+        }
     }
 
     pub fn flush_all(&mut self) {
         self.tlb.flush_all();
+        if let Some(s) = self.shadow.as_deref_mut() {
+            s.flush_all();
+        }
     }
 
     /// The running address space changed: an untagged micro-TLB loses the entries that are
     /// not `global`.
-    pub fn switched(&mut self, global: impl Fn(u64) -> bool) {
+    pub fn switched(&mut self, global: impl Fn(u64) -> bool + Copy) {
         if !self.tagged {
-            self.tlb.flush_if(|_, c| !global(c));
+            self.drop_if(|_, c| !global(c));
         }
     }
 

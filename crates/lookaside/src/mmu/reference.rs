@@ -86,6 +86,9 @@ pub struct RefModel {
     pub micro_counts: [u64; 3],
     /// With `three_c` (and an LRU or FIFO upper policy): the TLB's misses by class.
     pub classes: Option<Classes>,
+    /// The micro-TLB's, likewise: its shadow loses what the micro-TLB is told to lose (every
+    /// entry the TLB loses or rewrites, held or not), as any structure's shadow.
+    pub micro_classes: Option<Classes>,
 }
 
 /// The 3C classification of the TLB's misses, brute force: a fully associative list of its
@@ -102,6 +105,16 @@ pub struct Classes {
 }
 
 impl Classes {
+    fn new(entries: usize, policy: crate::tlb::Policy) -> Classes {
+        Classes {
+            entries,
+            lru: policy == crate::tlb::Policy::Lru,
+            order: Vec::new(),
+            seen: BTreeSet::new(),
+            counts: [0; 3],
+        }
+    }
+
     /// `(vpn, ctx)` is looked up in the list (moved to the end, or added, evicting the
     /// first); a miss of the TLB (`missed`) is classified: the list held it, conflict; it was
     /// referenced before, capacity; else compulsory (now referenced). Counted if `count`.
@@ -185,13 +198,27 @@ impl RefModel {
             unmapped: 0,
             micro: p.micro.as_ref().map(|q| (RefTlb::new(&q.tlb), q.tagged)),
             micro_counts: [0; 3],
-            classes: (p.three_c && tp.policy != crate::tlb::Policy::Random).then(|| Classes {
-                entries: tp.entries,
-                lru: tp.policy == crate::tlb::Policy::Lru,
-                order: Vec::new(),
-                seen: BTreeSet::new(),
-                counts: [0; 3],
-            }),
+            classes: (p.three_c && tp.policy != crate::tlb::Policy::Random)
+                .then(|| Classes::new(tp.entries, tp.policy)),
+            micro_classes: p
+                .micro
+                .as_ref()
+                .filter(|q| q.three_c && q.tlb.policy != crate::tlb::Policy::Random)
+                .map(|q| Classes::new(q.tlb.entries, q.tlb.policy)),
+        }
+    }
+
+    /// The micro-TLB is told to lose its copy of `(vpn, ctx)`: so is its shadow.
+    fn micro_lost(&mut self, vpn: u64, ctx: u64) {
+        if let Some(c) = &mut self.micro_classes {
+            c.invalidate(vpn, ctx & !D);
+        }
+    }
+
+    /// The micro-TLB (and its shadow) lose every entry that is not global.
+    fn micro_lost_user(&mut self) {
+        if let Some(c) = &mut self.micro_classes {
+            c.order.retain(|p| p.1 & G != 0);
         }
     }
 
@@ -212,6 +239,8 @@ impl RefModel {
             c.invalidate(vpn, ctx & !D);
             c.invalidate(vpn, gctx & !D);
         }
+        self.micro_lost(vpn, ctx);
+        self.micro_lost(vpn, gctx);
     }
 
     /// Drop from the micro-TLB every entry the TLB does not hold (with that context).
@@ -285,9 +314,11 @@ impl RefModel {
                 c.order.retain(|p| p.1 & G != 0);
             }
             self.sync_micro();
+            self.micro_lost_user();
         }
         if let Some((micro, false)) = &mut self.micro {
             micro.flush_if(|_, c| c & G == 0);
+            self.micro_lost_user();
         }
         self.asid = asid;
         if !self.spaces.contains(&asid) {
@@ -309,6 +340,9 @@ impl RefModel {
                 Kind::TlbFlush if e.addr == FLUSH_ALL => {
                     self.tlb.flush_all();
                     if let Some(c) = &mut self.classes {
+                        c.order.clear();
+                    }
+                    if let Some(c) = &mut self.micro_classes {
                         c.order.clear();
                     }
                     self.sync_micro();
@@ -360,7 +394,11 @@ impl RefModel {
         let through_micro = match (key, &mut self.micro) {
             (Some((vpn, ctx, gctx)), Some((micro, _))) if kind == Kind::Fetch => {
                 self.micro_counts[0] += 1;
-                if micro.lookup(vpn, ctx, gctx) {
+                let held = micro.lookup(vpn, ctx, gctx);
+                if let Some(c) = &mut self.micro_classes {
+                    c.access(vpn, ctx & !D, !held, true);
+                }
+                if held {
                     return;
                 }
                 self.micro_counts[1] += 1;
@@ -460,6 +498,7 @@ impl RefModel {
         let b = self.base(self.asid);
         self.tlb.retag(vpn, b, b | D);
         self.sync_micro();
+        self.micro_lost(vpn, b);
         self.pages.insert((false, self.asid, vpn), St::Dirty);
     }
 
@@ -500,6 +539,7 @@ impl RefModel {
         let evicted = self.tlb.fill(vpn, ctx, part);
         self.sync_micro();
         if let Some((v, c)) = evicted {
+            self.micro_lost(v, c);
             let ev = if c & G == 0 {
                 0
             } else if v < 0xC8000 {

@@ -460,7 +460,7 @@ impl SoftwareManagedTlb {
             Some(q) if q.index == p.index => {
                 return Err("micro.index: the micro-TLB and the TLB count as one structure".into())
             }
-            Some(q) => Some(Micro::new(q)?),
+            Some(q) => Some(Micro::new(q, DIRTY)?),
             None => None,
         };
         let tlb = Tlb::new(&p.tlb)?;
@@ -681,13 +681,11 @@ impl SoftwareManagedTlb {
                 if !u.page.is_empty() && u.page != [crate::config::PageSize::Size(4096)] {
                     return Err(err(key("page"), "the R2000 holds 4 KiB pages only"));
                 }
-                if u.three_c {
-                    return Err(err(key("3c"), "classifying the misses of a micro-TLB in front of a software-refilled TLB ([refill]): not yet"));
-                }
                 Some(MicroParams {
                     tlb: tlbs[i].clone(),
                     tagged: u.asid,
                     index: i,
+                    three_c: u.three_c,
                 })
             }
             n => {
@@ -1028,9 +1026,7 @@ impl SoftwareManagedTlb {
     ) {
         let vpn = addr >> PAGE_SHIFT;
         let m = self.micro.as_mut().expect("a micro-TLB");
-        let index = m.index;
-        let held = m.lookup(vpn, ctx, gctx);
-        ledger.access(index, mode, Kind::Fetch, !held);
+        let held = m.lookup(vpn, ctx, gctx, mode, ledger);
         if held {
             return;
         }

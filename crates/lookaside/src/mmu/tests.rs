@@ -770,16 +770,17 @@ proptest! {
     #[test]
     fn a_micro_tlb_matches_the_reference_model(
         p in params_strategy(),
-        micro in (1usize..=4, prop::sample::select(&[Policy::Lru, Policy::Fifo, Policy::Random][..]), any::<bool>(), any::<bool>()),
+        micro in (1usize..=4, prop::sample::select(&[Policy::Lru, Policy::Fifo, Policy::Random][..]), any::<bool>(), any::<bool>(), any::<bool>()),
         raw in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>()), 1..400),
     ) {
-        let (entries, policy, tagged, first) = micro;
+        let (entries, policy, tagged, first, micro_3c) = micro;
         let mut p = p;
         p.index = first as usize;
         p.micro = Some(MicroParams {
             tlb: TlbParams { entries, ways: entries, policy, partition: None, seed: 7 },
             tagged,
             index: 1 - first as usize,
+            three_c: micro_3c,
         });
         // Half the loads become fetches, so that the micro-TLB sees many.
         let evs: Vec<Event> = events(&raw)
@@ -794,7 +795,7 @@ proptest! {
             names.reverse();
         }
         let mut l = Ledger::new(names);
-        if p.three_c {
+        if p.three_c || micro_3c {
             l.classify_misses();
         }
         for chunk in evs.chunks(37) {
@@ -815,6 +816,10 @@ proptest! {
         if let Some(c) = &r.classes {
             prop_assert_eq!(l.class_total(ti, |_, _, _| true), c.counts);
         }
+        if let Some(c) = &r.micro_classes {
+            prop_assert_eq!(l.class_total(ui, |_, _, _| true), c.counts);
+            prop_assert_eq!(c.counts.iter().sum::<u64>(), u.misses);
+        }
     }
 }
 
@@ -825,6 +830,7 @@ fn with_micro(tagged: bool) -> (SoftwareManagedTlb, Ledger) {
         tlb: TlbParams::new(2, 2, Policy::Lru),
         tagged,
         index: 1,
+        three_c: false,
     });
     (
         SoftwareManagedTlb::new(p).unwrap(),
