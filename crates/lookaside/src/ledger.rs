@@ -111,6 +111,18 @@ impl Ledger {
         self.ref_base = i * MODES * REF_KINDS;
     }
 
+    /// Where the cell of structure `s`, `mode` and `kind` lies within an address space's.
+    #[inline(always)]
+    fn offset(s: usize, mode: Mode, kind: Kind) -> usize {
+        (s * MODES + mode as usize) * REF_KINDS + kind as usize
+    }
+
+    /// The index of that cell under the running address space.
+    #[inline(always)]
+    fn here(&self, s: usize, mode: Mode, kind: Kind) -> usize {
+        self.cell_base + Self::offset(s, mode, kind)
+    }
+
     /// Count `n` references of the stream at once.
     #[inline]
     pub fn add_references(&mut self, mode: Mode, kind: Kind, n: u64) {
@@ -120,14 +132,14 @@ impl Ledger {
     /// Count `n` hits in structure `s` at once.
     #[inline]
     pub fn add_hits(&mut self, s: usize, mode: Mode, kind: Kind, n: u64) {
-        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        let i = self.here(s, mode, kind);
         self.cells[i].accesses += n;
     }
 
     /// Count `n` misses (accesses that missed) in structure `s`, or the walk, at once.
     #[inline]
     pub fn add_misses(&mut self, s: usize, mode: Mode, kind: Kind, n: u64) {
-        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        let i = self.here(s, mode, kind);
         let c = &mut self.cells[i];
         c.accesses += n;
         c.misses += n;
@@ -142,13 +154,13 @@ impl Ledger {
     /// The counts of structure `s` under the running address space, `mode` and `kind`.
     #[inline]
     pub fn current(&self, s: usize, mode: Mode, kind: Kind) -> Counter {
-        self.cells[self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize]
+        self.cells[self.here(s, mode, kind)]
     }
 
     /// Count one access to structure `s` (or the walk, `s == structures.len()`).
     #[inline(always)]
     pub fn access(&mut self, s: usize, mode: Mode, kind: Kind, miss: bool) {
-        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        let i = self.here(s, mode, kind);
         let c = &mut self.cells[i];
         c.accesses += 1;
         c.misses += miss as u64;
@@ -169,7 +181,7 @@ impl Ledger {
     /// Count a miss of structure `s` as of `class` (after [`Ledger::classify_misses`]).
     #[inline]
     pub fn classify(&mut self, s: usize, mode: Mode, kind: Kind, class: crate::threec::Class) {
-        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        let i = self.here(s, mode, kind);
         if let Some(c) = self.classes.get_mut(i) {
             c[class as usize] += 1;
         }
@@ -178,7 +190,7 @@ impl Ledger {
     /// Count `n[c]` misses of structure `s` as of class `c` (after
     /// [`Ledger::classify_misses`]; nothing without, where every `n` is zero).
     pub fn add_classes(&mut self, s: usize, mode: Mode, kind: Kind, n: [u64; 3]) {
-        let i = self.cell_base + (s * MODES + mode as usize) * REF_KINDS + kind as usize;
+        let i = self.here(s, mode, kind);
         if let Some(c) = self.classes.get_mut(i) {
             for (x, y) in c.iter_mut().zip(n) {
                 *x += y;
@@ -215,7 +227,7 @@ impl Ledger {
     /// The classes of misses of one cell.
     pub fn class_cell(&self, asid_idx: usize, s: usize, mode: Mode, kind: Kind) -> [u64; 3] {
         self.classes
-            .get(asid_idx * self.stride + (s * MODES + mode as usize) * REF_KINDS + kind as usize)
+            .get(asid_idx * self.stride + Self::offset(s, mode, kind))
             .copied()
             .unwrap_or_default()
     }
@@ -245,7 +257,7 @@ impl Ledger {
 
     /// The counter of one cell.
     pub fn cell(&self, asid_idx: usize, s: usize, mode: Mode, kind: Kind) -> Counter {
-        self.cells[asid_idx * self.stride + (s * MODES + mode as usize) * REF_KINDS + kind as usize]
+        self.cells[asid_idx * self.stride + Self::offset(s, mode, kind)]
     }
 
     /// References of address space `asid_idx` in `mode` of `kind`.

@@ -231,6 +231,19 @@ pub struct PageSection {
     pub regions: Vec<Region>,
 }
 
+impl PageSection {
+    /// Every page size the section names, with the key that names it (`pages.size`,
+    /// `pages.regions[i].size`), for checks that refuse a size.
+    pub fn sizes(&self) -> impl Iterator<Item = (String, PageSize)> + '_ {
+        std::iter::once(("pages.size".to_string(), self.size)).chain(
+            self.regions
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (format!("pages.regions[{i}].size"), r.size)),
+        )
+    }
+}
+
 fn default_page() -> PageSize {
     PageSize::Size(4096)
 }

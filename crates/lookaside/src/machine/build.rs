@@ -366,23 +366,17 @@ impl Machine {
                     None => Walker::from_config(p, source_name)?,
                 });
                 // Pages the table cannot hold would never be walked: refuse them here.
+                // (An unmapped region, a kernel class among them, has no size to hold.)
                 let holds = w.table().page_shifts();
-                let sizes = std::iter::once(("pages.size".to_string(), pages.default)).chain(
-                    pages
-                        .regions
-                        .iter()
-                        .enumerate()
-                        .map(|(i, r)| (format!("pages.regions[{i}].size"), r.3)),
-                );
-                for (key, shift) in sizes {
-                    let Some(shift) = shift.filter(|s| !holds.contains(s)) else {
+                for (key, size) in config.pages.sizes() {
+                    if size.shift().is_none_or(|s| holds.contains(&s)) {
                         continue;
-                    };
+                    }
                     return Err(err(
                         key,
                         format!(
                             "{} pages with [pagetable]: {}",
-                            PageSize::Size(1 << shift).label(),
+                            size.label(),
                             w.table().page_sizes_held()
                         ),
                     ));
@@ -540,15 +534,7 @@ fn physical_caches(
             "with [[cache]] the walker's table references take the [[cache]] hierarchy; leave [pagetable.cache] out",
         );
     }
-    let sizes = std::iter::once(("pages.size".to_string(), config.pages.size)).chain(
-        config
-            .pages
-            .regions
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (format!("pages.regions[{i}].size"), r.size)),
-    );
-    for (key, size) in sizes {
+    for (key, size) in config.pages.sizes() {
         if size
             .shift()
             .is_some_and(|s| s != crate::pagetable::PAGE_SHIFT)

@@ -460,7 +460,8 @@ fn the_memory_estimate_counts_every_section() {
 }
 
 /// The DECstation 3100 under Mach 3.0, as shipped.
-const MACH3: &str = include_str!("../../../../python/lookaside/presets/decstation3100-mach3.toml");
+pub(super) const MACH3: &str =
+    include_str!("../../../../python/lookaside/presets/decstation3100-mach3.toml");
 
 #[test]
 fn a_mips_machine_refuses_user_references_above_kuseg_naming_the_fix() {
@@ -738,6 +739,16 @@ fn the_kernels_space_id_is_no_process() {
     }
 }
 
+/// Run the `workload:` spec `spec` on `m`; its result JSON.
+pub(super) fn run_spec(m: &mut Machine, spec: &str) -> serde_json::Value {
+    let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
+    let mut batch = Vec::new();
+    while src.next_batch(&mut batch).unwrap() {
+        m.run_batch(&batch);
+    }
+    crate::report::result_json(m, &Default::default())
+}
+
 /// The DECstation 3100 under Mach 3.0 with a `[[cache]]`: the cache sees every program
 /// reference (in its mode) and, in kernel mode, every instruction fetch and load of the TLB
 /// miss handlers — as many as the refill model's handler steps hold, counted here by driving
@@ -745,27 +756,17 @@ fn the_kernels_space_id_is_no_process() {
 /// counts exactly what it counts without the cache.
 #[test]
 fn a_cache_sees_the_refill_handlers() {
-    let preset =
-        std::fs::read_to_string("../../python/lookaside/presets/decstation3100-mach3.toml")
-            .unwrap();
     let spec = "workload:os,structure=microkernel,syscalls=500,seed=3";
-    let run = |m: &mut Machine| {
-        let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
-        let mut batch = Vec::new();
-        while src.next_batch(&mut batch).unwrap() {
-            m.run_batch(&batch);
-        }
-        crate::report::result_json(m, &Default::default())
-    };
+    let run = |m: &mut Machine| run_spec(m, spec);
     let cache = ["u1:size=8k,line=16,serves=unified".to_string()];
-    let mut cached = Machine::assemble_all(Some(&preset), "p", &[], &cache, &[]).unwrap();
+    let mut cached = Machine::assemble_all(Some(MACH3), "p", &[], &cache, &[]).unwrap();
     let with = run(&mut cached);
-    let without = run(&mut Machine::assemble(Some(&preset), "p", &[], &[]).unwrap());
+    let without = run(&mut Machine::assemble(Some(MACH3), "p", &[], &[]).unwrap());
     assert_eq!(with["structures"]["tlb"], without["structures"]["tlb"]);
     assert_eq!(with["traps"], without["traps"]);
     // The handlers' steps, from a model driven event by event.
     let mut steps_of =
-        Machine::assemble(Some(&preset), "p", &[], &["memory.memory=\"16M\"".into()]).unwrap();
+        Machine::assemble(Some(MACH3), "p", &[], &["memory.memory=\"16M\"".into()]).unwrap();
     let (mut fetches, mut loads) = (0u64, 0u64);
     let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
     let mut batch = Vec::new();
@@ -794,7 +795,7 @@ fn a_cache_sees_the_refill_handlers() {
     );
     // A memory system sees the same instructions.
     let mut memory =
-        Machine::assemble(Some(&preset), "p", &[], &["memory.memory=\"16M\"".into()]).unwrap();
+        Machine::assemble(Some(MACH3), "p", &[], &["memory.memory=\"16M\"".into()]).unwrap();
     let h = &run(&mut memory)["memory"]["tlb_handlers"];
     assert_eq!(
         count(&h["utlb"]["instructions"]) + count(&h["ktlb"]["instructions"]),

@@ -1,3 +1,4 @@
+use super::tests::{run_spec, MACH3};
 use super::*;
 use proptest::prelude::*;
 use std::collections::HashSet;
@@ -181,21 +182,15 @@ proptest! {
 /// front of it.
 #[test]
 fn a_software_refilled_tlb_classifies_its_misses() {
-    let preset =
-        std::fs::read_to_string("../../python/lookaside/presets/decstation3100-mach3.toml")
-            .unwrap();
     let spec = "workload:os,structure=microkernel,syscalls=300,seed=2";
-    let run = |sets: &[String]| {
-        let mut m = Machine::assemble(Some(&preset), "p", &[], sets).unwrap();
-        let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
-        let mut batch = Vec::new();
-        while src.next_batch(&mut batch).unwrap() {
-            m.run_batch(&batch);
-        }
-        crate::report::result_json(&m, &Default::default())
+    let run = |tlbs: &[String], sets: &[String]| {
+        run_spec(
+            &mut Machine::assemble(Some(MACH3), "p", tlbs, sets).unwrap(),
+            spec,
+        )
     };
-    let with = run(&["tlb.tlb.3c=true".into()]);
-    let without = run(&[]);
+    let with = run(&[], &["tlb.tlb.3c=true".into()]);
+    let without = run(&[], &[]);
     let (t, plain) = (&with["structures"]["tlb"], &without["structures"]["tlb"]);
     for k in ["accesses", "misses"] {
         assert_eq!(t[k], plain[k], "{k}");
@@ -206,19 +201,11 @@ fn a_software_refilled_tlb_classifies_its_misses() {
     assert_eq!(classes, class("misses"));
     assert!(class("compulsory") > 0 && class("capacity") > 0);
     // A micro-TLB in front classifies its own misses too.
-    let mut m = Machine::assemble(
-        Some(&preset),
-        "p",
+    let micro = run(
         &["u:entries=4,serves=instruction,next=tlb,3c=yes".into()],
         &[],
-    )
-    .unwrap();
-    let mut src = crate::workload::from_spec(spec).unwrap().unwrap();
-    let mut batch = Vec::new();
-    while src.next_batch(&mut batch).unwrap() {
-        m.run_batch(&batch);
-    }
-    let u = &crate::report::result_json(&m, &Default::default())["structures"]["u"];
+    );
+    let u = &micro["structures"]["u"];
     let of = |k: &str| u[k].as_u64().unwrap();
     assert!(of("misses") > 0);
     assert_eq!(

@@ -157,6 +157,11 @@ impl Classes {
     fn invalidate(&mut self, vpn: u64, ctx: u64) {
         self.order.retain(|&p| p != (vpn, ctx));
     }
+
+    /// Lose every entry but the global ones (an untagged structure's switch).
+    fn keep_global(&mut self) {
+        self.order.retain(|p| p.1 & G != 0);
+    }
 }
 
 impl RefModel {
@@ -218,7 +223,7 @@ impl RefModel {
     /// The micro-TLB (and its shadow) lose every entry that is not global.
     fn micro_lost_user(&mut self) {
         if let Some(c) = &mut self.micro_classes {
-            c.order.retain(|p| p.1 & G != 0);
+            c.keep_global();
         }
     }
 
@@ -311,7 +316,7 @@ impl RefModel {
         if !self.tagged {
             self.tlb.flush_if(|_, c| c & G == 0);
             if let Some(c) = &mut self.classes {
-                c.order.retain(|p| p.1 & G != 0);
+                c.keep_global();
             }
             self.sync_micro();
             self.micro_lost_user();

@@ -1046,7 +1046,7 @@ impl SoftwareManagedTlb {
         m.refills += hit as u64;
         count(self.params.index, hit, mode, Kind::Fetch, ledger);
         if self.shadow.is_some() {
-            let page = if ctx == GLOBAL { GLOBAL } else { self.uctx };
+            let page = ctx & !DIRTY;
             self.classify(self.params.index, vpn, page, hit, mode, Kind::Fetch, ledger);
         }
     }
