@@ -24,7 +24,12 @@
 //!   and survive those flushes.
 //! - `TlbFlush` with `FLUSH_ALL` empties every structure; with an address it invalidates that
 //!   page in every structure, as do `Unmap` and `Protect` (a shootdown); `Unmap` also takes
-//!   the page out of the `[pagetable]`, so that its next walk faults.
+//!   the page out of the `[pagetable]`, so that its next walk faults. A `Map` of a page the
+//!   `[pagetable]` holds rewrites its entry: the page leaves the table and every structure
+//!   as on an unmap, and its next walk maps it where the OS now has it.
+//! - With a virtually addressed cache (`[vac]`) and a `[pagetable]`, the machine has one
+//!   physical memory, the VAC's OS's: each event reaches the VAC first, and a page the
+//!   walker faults on takes the frame that OS gave it ([`crate::vm::PhysicalMemory`]).
 //! - With a memory system (`[memory]`), the translation machinery's own references reach its
 //!   caches as kernel references, through [`MemorySystem::machinery`]: the handlers that
 //!   `[memory.handler]` synthesises, the software-refill model's handlers (`[refill]`: their
@@ -439,6 +444,9 @@ impl Machine {
 
     /// Simulate a batch of events, in order.
     pub fn run_batch(&mut self, events: &[Event]) {
+        if self.vac.is_some() && self.walker.is_some() {
+            return self.run_vac_walker_batch(events);
+        }
         if let Some(v) = self.vac.as_deref_mut() {
             v.run_batch(events);
         }
@@ -466,6 +474,17 @@ impl Machine {
         let mut feed = self.feed();
         for e in events {
             feed.event(e);
+        }
+    }
+
+    /// [`Machine::run_batch`] of a machine with a virtually addressed cache and a page table:
+    /// one physical memory, the VAC's OS's, so each event reaches the VAC before the
+    /// walker can fault on its page and ask the OS for the page's frame (the frame of that
+    /// moment: a later event may remap the page).
+    fn run_vac_walker_batch(&mut self, events: &[Event]) {
+        let mut feed = self.feed();
+        for e in events {
+            feed.after_vac(e);
         }
     }
 
@@ -813,3 +832,6 @@ mod tests;
 
 #[cfg(test)]
 mod three_c_tests;
+
+#[cfg(test)]
+mod vac_tests;

@@ -974,6 +974,12 @@ pub fn table(m: &Value) -> String {
     out
 }
 
+impl crate::vm::PhysicalMemory for MemorySystem {
+    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
+        Some(self.frame_of(asid, addr, paddr))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::MachineConfig;

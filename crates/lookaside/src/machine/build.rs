@@ -35,24 +35,29 @@ impl Machine {
                 "[[cache]] together with [memory]: a machine has one cache hierarchy, and a memory system's are [memory.icache], [memory.dcache] and [memory.l2] (timed); to compare the two, simulate two machines (a sweep over both reads the trace once)".into(),
             ));
         }
-        if !config.caches.is_empty() && config.vac.is_some() {
-            return Err(Error::NotYet(format!(
-                "{source_name}: cache: [[cache]] together with [vac] (the virtually addressed cache gives pages frames of its own; one physical memory for both is not built)"
-            )));
+        if config.vac.is_some() {
+            // The data path is one of caches (and write buffer), a VAC, or none.
+            let other = [
+                ("cache", !config.caches.is_empty(), "[[cache]]"),
+                ("memory", config.memory.is_some(), "[memory]"),
+            ];
+            if let Some((key, _, section)) = other.iter().find(|o| o.1) {
+                return Err(err(
+                    (*key).into(),
+                    format!("{section} together with [vac]: the virtually addressed cache is the machine's data cache, with its OS and its own timing, so a second data path would take the same loads and stores again; to compare the two, simulate two machines (a sweep over both reads the trace once)"),
+                ));
+            }
         }
         if !config.caches.is_empty() {
             if let Some(p) = &config.pagetable {
                 physical_caches(&config, p, source_name)?;
             }
         }
-        if config.vac.is_some() {
-            let other = [
-                ("memory", config.memory.is_some()),
-                ("pagetable", config.pagetable.is_some()),
-            ];
-            if let Some((section, _)) = other.iter().find(|o| o.1) {
+        if let (Some(v), Some(_)) = (&config.vac, &config.pagetable) {
+            if v.page.0 < 1 << crate::pagetable::PAGE_SHIFT {
                 return Err(Error::NotYet(format!(
-                    "{source_name}: vac: [vac] together with [{section}] (the virtually addressed cache gives pages frames of its own; one physical memory for both is not built)"
+                    "{source_name}: vac.page: {}-byte VAC pages with [pagetable], whose pages are 4 KiB (one table page would span two of the VAC OS's frames); set vac.page = \"4KiB\" or more",
+                    v.page.0
                 )));
             }
         }
@@ -399,7 +404,17 @@ impl Machine {
             .map(|u| u.tlb.params().hits_change_nothing() && u.shadow.is_none())
             .collect();
         let vac = match &config.vac {
-            Some(c) => Some(Box::new(VacDriver::from_config(c, source_name)?)),
+            Some(c) => {
+                let mut v = Box::new(VacDriver::from_config(c, source_name)?);
+                // One physical memory, the VAC's OS's: the walker maps its faults there, and
+                // the frames its background pages took before the run are not free.
+                if let Some(w) = &walker {
+                    for f in w.frames_held() {
+                        v.claim_frame(f << crate::pagetable::PAGE_SHIFT);
+                    }
+                }
+                Some(v)
+            }
             None => None,
         };
         let prefetch = config

@@ -338,6 +338,17 @@ impl Feed<'_> {
 }
 
 impl Feed<'_> {
+    /// Event `e`, after the machine's virtually addressed cache has taken it
+    /// ([`Machine::run_vac_walker_batch`]).
+    pub(super) fn after_vac(&mut self, e: &Event) {
+        if let Some(v) = self.m.vac.as_deref_mut() {
+            v.run_batch(std::slice::from_ref(e));
+        }
+        self.event(e);
+    }
+}
+
+impl Feed<'_> {
     /// Reference `e` (counted in `cell`) on a machine whose caches are physically
     /// addressed: translated, then to the caches at its frames. Out of line, so that the
     /// other machines' path keeps one copy of [`Feed::translate`].

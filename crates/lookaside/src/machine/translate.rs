@@ -209,10 +209,12 @@ impl Machine {
             return;
         };
         let (asid, paddr) = (self.cur_asid, self.walk_paddr);
-        match self.caches.as_deref_mut() {
+        match (self.caches.as_deref_mut(), self.vac.as_deref_mut()) {
             // The [[cache]] hierarchy is physically addressed at the walker's frames.
-            Some(h) => w.miss_through(asid, addr, paddr, shift, h, &mut self.ledger),
-            None => w.miss(asid, addr, paddr, shift, self.memory.as_deref_mut()),
+            (Some(h), _) => w.miss_through(asid, addr, paddr, shift, h, &mut self.ledger),
+            // The VAC's OS owns the physical memory.
+            (None, Some(v)) => w.miss_placed(asid, addr, paddr, shift, v),
+            (None, None) => w.miss(asid, addr, paddr, shift, self.memory.as_deref_mut()),
         }
     }
 
@@ -285,7 +287,15 @@ impl Machine {
     }
 
     pub(super) fn control(&mut self, e: Event) {
-        if matches!(e.kind, Kind::TlbFlush | Kind::Unmap | Kind::Protect) {
+        // A map event rewrites the page's entry: if the table had the page, it is remapped,
+        // and its translations go as on an unmap (its next touch walks, faults, and takes the
+        // frame the OS now gives it).
+        let remapped = e.kind == Kind::Map
+            && self
+                .walker
+                .as_deref_mut()
+                .is_some_and(|w| w.unmap(e.asid, e.addr));
+        if remapped || matches!(e.kind, Kind::TlbFlush | Kind::Unmap | Kind::Protect) {
             self.forget_pages();
         }
         if e.kind == Kind::Marker {
@@ -303,11 +313,15 @@ impl Machine {
                     }
                 }
             }
-            Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
+            Kind::TlbFlush | Kind::Unmap | Kind::Protect | Kind::Map
+                if e.kind != Kind::Map || remapped =>
+            {
                 if e.kind == Kind::Unmap {
                     if let Some(w) = self.walker.as_deref_mut() {
                         w.unmap(e.asid, e.addr);
                     }
+                }
+                if matches!(e.kind, Kind::Unmap | Kind::Map) {
                     if let Some(p) = self.prefetch.as_deref_mut() {
                         p.forget(e.asid, e.addr, e.addr >= self.global_above, self.cur_asid);
                     }

@@ -69,6 +69,7 @@ use crate::pagetable::{
     Inverted, InvertedParams, PageTable, Radix, RadixParams, Refs, TableRef, Usage, Walk,
     PAGE_SHIFT, TABLE_BASE,
 };
+use crate::vm::PhysicalMemory;
 
 /// Cycle costs of the refill handlers (see the module documentation for how they combine).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -738,6 +739,24 @@ impl Walker {
         }
     }
 
+    /// [`Walker::miss`] on a machine whose one physical memory is another model's — the OS
+    /// of its virtually addressed cache: a faulting page is mapped to the frame `memory`
+    /// gives it; the table references go through the private cache.
+    pub fn miss_placed(
+        &mut self,
+        asid: u32,
+        addr: u64,
+        paddr: u64,
+        shift: u32,
+        memory: &mut impl PhysicalMemory,
+    ) {
+        let Some(w) = self.walk(asid, addr, paddr, shift, Some(memory)) else {
+            return;
+        };
+        self.count(&w);
+        self.table_refs_through_private();
+    }
+
     /// [`Walker::miss`] on a machine whose `[[cache]]` hierarchy is physically addressed
     /// ([`Walker::serve_caches`]): the table references go through `caches` as kernel-mode
     /// loads and stores of a word at their physical addresses, counted in `ledger` with
@@ -751,7 +770,7 @@ impl Walker {
         caches: &mut Hierarchy,
         ledger: &mut Ledger,
     ) {
-        let Some(w) = self.walk(asid, addr, paddr, shift, None) else {
+        let Some(w) = self.walk(asid, addr, paddr, shift, None::<&mut MemorySystem>) else {
             return;
         };
         self.count(&w);
@@ -770,13 +789,13 @@ impl Walker {
     /// The walk of [`Walker::miss`], its table references in `self.refs`; `None` if the
     /// page faulted and the table cannot hold it (counted in `unmappable`).
     #[inline(always)]
-    fn walk(
+    fn walk<P: PhysicalMemory>(
         &mut self,
         asid: u32,
         addr: u64,
         paddr: u64,
         shift: u32,
-        memory: Option<&mut MemorySystem>,
+        memory: Option<&mut P>,
     ) -> Option<Walk> {
         let (space, vpn) = self.page(asid, addr);
         // The walk starts at the running space's root (global addresses: the page's space).
@@ -787,8 +806,15 @@ impl Walker {
         self.refs.clear();
         let mut w = self.table.lookup_from(root, space, vpn, &mut self.refs);
         if w.frame.is_none() {
-            // One physical memory: the frame the caches will see the page's data in.
-            let placed = memory.map(|m| m.frame_of(asid, addr, paddr));
+            // One physical memory: the frame the data path will see the page's data in.
+            let placed = match memory.map(|m| m.frame_for(asid, addr, paddr)) {
+                Some(None) => {
+                    // The memory's model refused the page (and keeps the error).
+                    self.stats.unmappable += 1;
+                    return None;
+                }
+                placed => placed.flatten(),
+            };
             if !self.fault(space, vpn, paddr, shift, placed) {
                 self.stats.unmappable += 1;
                 return None;
@@ -943,16 +969,31 @@ impl Walker {
         }
     }
 
-    /// The OS unmapped the page of `addr` (an `Unmap` event): its translation leaves the
-    /// table and its frame is free.
-    pub fn unmap(&mut self, asid: u32, addr: u64) {
+    /// The OS unmapped the page of `addr` (an `Unmap` event), or rewrote its entry (a `Map`
+    /// event: the next walk faults and maps it where the OS now has it): its translation
+    /// leaves the table and its frame is free. Whether the table had it.
+    pub fn unmap(&mut self, asid: u32, addr: u64) -> bool {
         let (space, vpn) = self.page(asid, addr);
-        if let Some(f) = self.table.remove(space, vpn) {
-            self.frames.unmap(f, space, vpn);
-            if let Some(r) = &mut self.resident {
-                r.remove(space, vpn);
-            }
+        let Some(f) = self.table.remove(space, vpn) else {
+            return false;
+        };
+        self.frames.unmap(f, space, vpn);
+        if let Some(r) = &mut self.resident {
+            r.remove(space, vpn);
         }
+        true
+    }
+
+    /// The frames holding a page (the preloaded background pages' before the run): for
+    /// an OS that owns the machine's memory to keep out of its free pool.
+    pub fn frames_held(&self) -> impl Iterator<Item = u64> + '_ {
+        self.frames.held()
+    }
+
+    /// Every page the table maps, with its frame.
+    #[cfg(test)]
+    pub(crate) fn pages(&self) -> Vec<((u32, u64), u64)> {
+        self.frames.pages()
     }
 
     /// A program load or store (with `data_refs`): through the data cache at its frame.
@@ -1531,7 +1572,8 @@ mod tests {
 
     /// A machine has one physical memory: its size is given once, in `[memory]` or
     /// `[pagetable]`, and the other section takes it; two sizes, an identity mapping (frames
-    /// that are page numbers) and a VAC beside them are refused, each saying why.
+    /// that are page numbers), a VAC beside a memory system (two data paths) and VAC pages
+    /// smaller than the table's are refused, each saying why.
     #[test]
     fn a_machine_has_one_physical_memory() {
         let machine = |pagetable: &str, memory: &str| {
@@ -1570,17 +1612,28 @@ mod tests {
         );
         let identity = machine("", "mapping='identity'").unwrap_err().to_string();
         assert!(identity.contains("memory.mapping"), "{identity}");
-        let vac = Machine::assemble(
-            Some("[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='radix'\n[vac]\nsize='16KiB'\n"),
-            "m.toml",
-            &[],
-            &[],
-        )
-        .unwrap_err()
-        .to_string();
+        // A VAC is a data path of its own; its pages must hold the table's.
+        let vac = |extra: &str| {
+            Machine::assemble(
+                Some(&format!("[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='radix'\n[vac]\nsize='16KiB'\n{extra}")),
+                "m.toml",
+                &[],
+                &[],
+            )
+            .map_err(|e| e.to_string())
+        };
+        let small = vac("").unwrap_err();
         assert!(
-            vac.contains("not yet") && vac.contains("[vac] together with [pagetable]"),
-            "{vac}"
+            small.contains("not yet") && small.contains("vac.page"),
+            "{small}"
+        );
+        assert!(vac("page='4KiB'\n").is_ok());
+        let two =
+            vac("page='4KiB'\n[memory]\n[memory.dcache]\nsize='1KiB'\nline=16\nmiss_cycles=15\n")
+                .unwrap_err();
+        assert!(
+            two.contains("memory") && two.contains("[memory] together with [vac]"),
+            "{two}"
         );
     }
 

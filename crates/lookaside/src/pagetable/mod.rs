@@ -384,6 +384,11 @@ impl Frames {
             .collect()
     }
 
+    /// The frames holding at least one page, in frame order.
+    pub fn held(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.owner.len() as u64).filter(|&f| self.owner[f as usize] != FREE)
+    }
+
     /// Frames holding at least one page.
     pub fn in_use(&self) -> u64 {
         self.owner.iter().filter(|&&o| o != FREE).count() as u64

@@ -21,6 +21,19 @@ mod tests;
 /// Entries of [`PageMapper`]'s cache of recent pages (a power of two).
 const RECENT: usize = 16;
 
+/// The machine's one physical memory as a page-table walker sees it when another model owns
+/// it: the memory system's page mapping ([`crate::cache::system::MemorySystem`]), or the OS
+/// of a virtually addressed cache ([`crate::cache::vac::drive::VacDriver`]). A page the
+/// walker faults on is mapped to the frame this gives it, where that model sees its data, so
+/// the table and the data path never disagree on a page's frame.
+pub trait PhysicalMemory {
+    /// The frame (of 4 KiB) of the page of `addr` in address space `asid`, mapping the page
+    /// now if it has none; `paddr` is the physical address the reference carries
+    /// ([`crate::event::NO_PADDR`] if none). `None`: the model refused the page (it keeps
+    /// the error).
+    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64>;
+}
+
 /// How a frame is chosen for a page touched for the first time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mapping {

@@ -176,6 +176,12 @@ impl VacDriver {
         VacDriver::new(&params, policy, timing, c.mapping).map_err(|m| err("size", m))
     }
 
+    /// Take the frame holding physical address `paddr` out of the OS's free pool: a frame
+    /// the machine's page table gave another process before the run.
+    pub fn claim_frame(&mut self, paddr: u64) {
+        self.vm.claim_frame(paddr);
+    }
+
     pub fn vm(&self) -> &VacVm {
         &self.vm
     }
@@ -381,6 +387,29 @@ impl VacDriver {
             "elapsed_us": self.vm.elapsed_us(),
             "phases": self.phases(),
         })
+    }
+}
+
+/// A machine with a page table and a virtually addressed cache has one physical memory, the
+/// VAC's OS's: the walker maps a faulting page to the frame this OS gave it, mapping it now
+/// (by `mapping`, as on its first touch) if the VAC has not seen it — an instruction page,
+/// which only the walker sees. With VAC pages larger than the walker's 4 KiB, a walker page
+/// is its part of the VAC's frame.
+impl crate::vm::PhysicalMemory for VacDriver {
+    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
+        if self.error.is_some() {
+            return None;
+        }
+        let page = self.vm.vac().params().page;
+        let physical = match self.touch(asid, addr, paddr) {
+            Ok(At::Virt(asid, va)) => self.vm.frame_at(asid, va)? | (va & (page - 1)),
+            Ok(At::Phys(p)) => p,
+            Err(m) => {
+                self.error = Some((self.seen, m));
+                return None;
+            }
+        };
+        Some(physical >> crate::pagetable::PAGE_SHIFT)
     }
 }
 
