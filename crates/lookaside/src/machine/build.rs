@@ -156,9 +156,10 @@ impl Machine {
             ));
         }
         if handler.is_some() && config.pagetable.is_some() {
-            return Err(Error::NotYet(format!(
-                "{source_name}: memory.handler: [memory.handler] together with [pagetable] (a software walker's instruction fetches; its table references reach the caches without it)"
-            )));
+            return Err(err(
+                "memory.handler".into(),
+                "with [pagetable] the walker refills from its table, and its table references reach the memory system's caches already; [memory.handler] synthesises the MIPS handlers of a machine without one (their PTE loads from a linear table of their own): leave one out".into(),
+            ));
         }
         if config.memory.is_some() && config.pagetable.as_ref().is_some_and(|p| p.data_refs) {
             return Err(err(

@@ -1657,7 +1657,10 @@ mod tests {
         let c = e("[pagetable.cache]\nsize = \"64K\"");
         assert!(c.contains("pagetable.cache: with [memory]"), "{c}");
         let h = e("");
-        assert!(h.contains("not yet") && h.contains("memory.handler"), "{h}");
+        assert!(
+            h.contains("memory.handler: with [pagetable]") && !h.contains("not yet"),
+            "{h}"
+        );
     }
 
     /// A random stream of unmaps, switches, stores and loads: `(op, page, address space)`.
