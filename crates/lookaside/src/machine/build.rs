@@ -54,6 +54,16 @@ impl Machine {
             }
         }
         if let (Some(v), Some(_)) = (&config.vac, &config.pagetable) {
+            if let Some((key, size)) = config
+                .pages
+                .sizes()
+                .find(|(_, s)| s.shift().is_some_and(|s| s != crate::pagetable::PAGE_SHIFT))
+            {
+                return Err(Error::NotYet(format!(
+                    "{source_name}: {key}: {} pages with [vac] and [pagetable] (the VAC's OS maps pages of its own size, one frame each)",
+                    size.label()
+                )));
+            }
             if v.page.0 < 1 << crate::pagetable::PAGE_SHIFT {
                 return Err(Error::NotYet(format!(
                     "{source_name}: vac.page: {}-byte VAC pages with [pagetable], whose pages are 4 KiB (one table page would span two of the VAC OS's frames); set vac.page = \"4KiB\" or more",
@@ -553,10 +563,10 @@ fn physical_caches(
     for (key, size) in config.pages.sizes() {
         if size
             .shift()
-            .is_some_and(|s| s != crate::pagetable::PAGE_SHIFT)
+            .is_some_and(|s| s > crate::mmu::LARGEST_PHYSICAL_SHIFT)
         {
             return Err(Error::NotYet(format!(
-                "{source_name}: {key}: {} pages with [[cache]] and [pagetable] (the caches are physically addressed at the walker's 4 KiB frames)",
+                "{source_name}: {key}: {} pages with [[cache]] and [pagetable] (physically addressed caches take pages up to 1 GiB)",
                 size.label()
             )));
         }

@@ -329,8 +329,11 @@ impl Feed<'_> {
                 && e.kind != Kind::Fetch
                 && !matches!(self.m.fast[e.kind as usize], Fast::Untranslated)
             {
-                if let Some(w) = self.m.walker.as_deref_mut() {
-                    w.data_ref(e.asid, e.addr, e.kind == Kind::Store);
+                let m = &mut *self.m;
+                if let (Some(w), Some(shift)) =
+                    (m.walker.as_deref_mut(), m.pages.backing(e.addr, e.asid))
+                {
+                    w.data_ref(e.asid, e.addr, e.kind == Kind::Store, shift);
                 }
             }
         }

@@ -7,33 +7,36 @@
 use super::*;
 use crate::pagetable::PAGE_SHIFT;
 
-/// Bytes of a page of the walker's physical memory (a frame).
-const PAGE: u64 = 1 << PAGE_SHIFT;
-
 impl Machine {
     /// Reference `e`, just translated, reaches the caches at its physical address: a mapped
-    /// page's at its frame ([`Walker::physical`], which maps a page no walk has mapped yet),
-    /// a reference in an unmapped region (`mapped` false) at its address as it is. A
-    /// reference crossing 4 KiB pages is one reference to the caches per page (two
-    /// physical places), only the first with `machine.straddle = "first"`.
+    /// page's at its frame ([`Walker::physical`], which maps a page no walk has mapped yet;
+    /// a large page's data is an aligned run of its size), a reference in an unmapped region
+    /// (`mapped` false) at its address as it is. A reference crossing pages is one reference
+    /// to the caches per page (two physical places), only the first with
+    /// `machine.straddle = "first"`.
     #[inline(never)]
     pub(super) fn physical_cache_reference(&mut self, e: &Event, mapped: bool) {
         let (Some(w), Some(h)) = (self.walker.as_deref_mut(), self.caches.as_deref_mut()) else {
             return;
         };
-        if !mapped {
-            h.reference(e, &mut self.ledger);
-            return;
-        }
-        if (e.addr & (PAGE - 1)) + e.size.max(1) as u64 > PAGE {
+        let shift = match self.pages.backing(e.addr, e.asid) {
+            Some(s) if mapped => s,
+            _ => {
+                h.reference(e, &mut self.ledger);
+                return;
+            }
+        };
+        let page = 1u64 << shift;
+        if (e.addr & (page - 1)) + e.size.max(1) as u64 > page {
             return self.physical_pages(e);
         }
-        if let Some(p) = w.physical(e.asid, e.addr, e.paddr) {
+        if let Some(p) = w.physical(e.asid, e.addr, e.paddr, shift) {
             h.reference_parts(p, e.size, e.kind, e.mode, &mut self.ledger);
         }
     }
 
-    /// [`Machine::physical_cache_reference`] of a mapped reference crossing pages.
+    /// [`Machine::physical_cache_reference`] of a mapped reference crossing pages (a part in
+    /// an unmapped region reaches the caches at its address).
     #[inline(never)]
     fn physical_pages(&mut self, e: &Event) {
         let (Some(w), Some(h)) = (self.walker.as_deref_mut(), self.caches.as_deref_mut()) else {
@@ -42,12 +45,18 @@ impl Machine {
         let mut addr = e.addr;
         let mut left = e.size.max(1) as u64;
         loop {
-            let in_page = (PAGE - (addr & (PAGE - 1))).min(left);
+            let shift = self.pages.backing(addr, e.asid);
+            let page = 1u64 << shift.unwrap_or(PAGE_SHIFT);
+            let in_page = (page - (addr & (page - 1))).min(left);
             let paddr = match e.paddr {
                 crate::event::NO_PADDR => crate::event::NO_PADDR,
                 p => p.wrapping_add(addr - e.addr),
             };
-            if let Some(p) = w.physical(e.asid, addr, paddr) {
+            let at = match shift {
+                Some(s) => w.physical(e.asid, addr, paddr, s),
+                None => Some(addr),
+            };
+            if let Some(p) = at {
                 h.reference_parts(p, in_page as u16, e.kind, e.mode, &mut self.ledger);
             }
             left -= in_page;
@@ -65,6 +74,7 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::NO_PADDR;
     use proptest::prelude::*;
 
     /// A small TLB and a 4-level radix table over 64 KiB of memory (16 frames: pages lose
@@ -76,6 +86,9 @@ mod tests {
         let caches: Vec<String> = caches.iter().map(|c| c.to_string()).collect();
         Machine::assemble_all(Some(&text), "m.toml", &[], &caches, &[]).unwrap()
     }
+
+    /// The user pages of [`events`] in one 2 MiB page.
+    const LARGE: &str = "[pages]\nregions=[{start=0x400000, end=0x600000, size='2M'}]\n";
 
     const CACHES: [&str; 2] = [
         "l1:size=512,line=16,ways=2,serves=unified,next=l2",
@@ -117,8 +130,8 @@ mod tests {
     /// driven one page at a time: each walk's table references (kernel loads and stores of
     /// a word), then, once every page a reference touches is translated (each on its own,
     /// as a straddle is), the reference at their frames, one reference per page.
-    fn physical_stream(events: &[Event]) -> Vec<Event> {
-        let mut m = machine("[pagetable.cache]\nsize=0\n", &[]);
+    fn physical_stream(events: &[Event], pages: &str) -> Vec<Event> {
+        let mut m = machine(&format!("[pagetable.cache]\nsize=0\n{pages}"), &[]);
         m.walker.as_deref_mut().unwrap().serve_caches();
         let mut out = Vec::new();
         for e in events {
@@ -127,7 +140,8 @@ mod tests {
                 pieces.clear();
                 let (mut addr, end) = (e.addr, e.addr + e.size as u64);
                 while addr < end {
-                    let next = ((addr >> 12) + 1) << 12;
+                    let shift = m.pages.backing(addr, e.asid).unwrap();
+                    let next = ((addr >> shift) + 1) << shift;
                     let mut r = *e;
                     r.addr = addr;
                     r.size = (next.min(end) - addr) as u16;
@@ -154,8 +168,9 @@ mod tests {
                 }
             }
             for r in pieces.into_iter().filter(|r| r.kind.is_ref()) {
+                let shift = m.pages.backing(r.addr, r.asid).unwrap();
                 let w = m.walker.as_deref_mut().unwrap();
-                let p = w.physical(r.asid, r.addr, r.paddr).unwrap();
+                let p = w.physical(r.asid, r.addr, r.paddr, shift).unwrap();
                 out.push(Event {
                     addr: p,
                     paddr: crate::event::NO_PADDR,
@@ -170,15 +185,17 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
         /// The caches behind a page table are the caches alone fed the physical stream, and
-        /// the TLB and the walks are those without the caches (their penalty apart).
+        /// the TLB and the walks are those without the caches (their penalty apart); with the
+        /// user pages in one 2 MiB page or not.
         #[test]
-        fn caches_see_the_physical_stream(events in events()) {
-            let mut with = machine("", &CACHES);
+        fn caches_see_the_physical_stream(events in events(), large in any::<bool>()) {
+            let pages = if large { LARGE } else { "" };
+            let mut with = machine(pages, &CACHES);
             with.run_batch(&events);
-            let mut without = machine("[pagetable.cache]\nsize=0\n", &[]);
+            let mut without = machine(&format!("[pagetable.cache]\nsize=0\n{pages}"), &[]);
             without.run_batch(&events);
             let mut alone = Machine::assemble_all(None, "c", &[], &CACHES.map(String::from), &[]).unwrap();
-            alone.run_batch(&physical_stream(&events));
+            alone.run_batch(&physical_stream(&events, pages));
             for s in 0..2 {
                 let c = |m: &Machine, s: usize| m.ledger().total(s, |_, _, _| true);
                 prop_assert_eq!(c(&with, s + 1), c(&alone, s), "cache {}", s);
@@ -258,10 +275,45 @@ mod tests {
         };
         assert!(refused("data_refs=true").contains("pagetable.data_refs"));
         assert!(refused("[pagetable.cache]\nsize='8K'").contains("pagetable.cache"));
-        let big = refused("[pages]\nsize='2M'");
-        assert!(
-            big.contains("not yet") && big.contains("pages.size"),
-            "{big}"
-        );
+    }
+
+    /// A large page's data is one aligned run of its size: its 4 KiB parts are its frame's
+    /// consecutive 4 KiB, one fault maps them all, and a cache sees each part apart.
+    #[test]
+    fn a_large_page_is_an_aligned_run() {
+        let cache = ["l1:size=64k,line=64,ways=4"];
+        let mut m = machine("[pages]\nsize='2M'\n", &cache);
+        let parts: Vec<Event> = (0..8u64)
+            .map(|k| Event::reference(Kind::Load, 0x20_0000 + 0x1_5000 + k * 4096 + 8, 8))
+            .collect();
+        m.run_batch(&parts);
+        m.run_batch(&parts);
+        assert_eq!(m.walker().unwrap().stats().faults, 1);
+        let l1 = m.ledger().total(1, |_, mode, _| mode == Mode::User);
+        assert_eq!((l1.accesses, l1.misses), (16, 8));
+        let w = m.walker.as_deref_mut().unwrap();
+        let base = w.physical(0, 0x20_0000, NO_PADDR, 21).unwrap();
+        assert_eq!(base & ((1 << 21) - 1), 0, "{base:#x}");
+        for k in 0..8u64 {
+            let a = 0x20_0000 + 0x1_5000 + k * 4096 + 8;
+            assert_eq!(w.physical(0, a, NO_PADDR, 21), Some(base + (a - 0x20_0000)));
+        }
+        assert_eq!(m.walker().unwrap().stats().faults, 1);
+    }
+
+    /// With `data_refs`, every load and store of a large page reaches the walker's data cache
+    /// (each of its 4 KiB parts finds the page's frame), not only those of the part whose
+    /// walk faulted.
+    #[test]
+    fn every_part_of_a_large_page_reaches_the_data_cache() {
+        let loads: Vec<Event> = (0..200u64)
+            .map(|i| Event::reference(Kind::Load, 0x1000_0000 + (i % 8) * 4096 + (i * 8) % 4096, 8))
+            .collect();
+        for size in ["4K", "2M"] {
+            let mut m = machine(&format!("data_refs=true\n[pages]\nsize='{size}'\n"), &[]);
+            m.run_batch(&loads);
+            let s = m.walker().unwrap().stats();
+            assert_eq!(s.data_refs, 200, "{size} pages");
+        }
     }
 }

@@ -48,4 +48,7 @@ pub use refill::{
     placement_parts, HandlerStep, HandlerWork, PrefetchParams, PrefetchWork, PteClass,
     RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH, PREFETCH_CLASSES, PTE_CLASSES,
 };
-pub use walker::{Addresses, RefillBy, WalkCosts, WalkStats, Walker, CHAIN_BINS, COST_NAMES};
+pub use walker::{
+    Addresses, RefillBy, WalkCosts, WalkStats, Walker, CHAIN_BINS, COST_NAMES,
+    LARGEST_PHYSICAL_SHIFT,
+};

@@ -240,6 +240,8 @@ pub struct Walker {
     /// With `data_refs` or physically addressed caches ([`Walker::serve_caches`]): the
     /// frame of every resident page.
     resident: Option<Resident>,
+    /// The page shifts above 4 KiB the table holds (none: every page is a base page).
+    large: Vec<u32>,
     config: PageTableConfig,
     /// Where the table references go: the private cache, the machine's memory system (see
     /// [`Walker::miss`]) or its `[[cache]]` hierarchy (see [`Walker::miss_through`]).
@@ -260,7 +262,50 @@ const RECENT: usize = 16;
 /// No frame: a page that was resident and lost its frame ([`PageMap`] never deletes).
 const GONE: u32 = u32::MAX;
 
-/// The frame of every resident page `(space, vpn)`, looked up for each program reference
+/// The key of a page of `2^shift` bytes holding 4 KiB page `vpn` in [`Resident`]: its own
+/// number for a base page; a large page's number, tagged with its size above every page
+/// number (a 64-bit address has 52 bits of 4 KiB page number), so every 4 KiB part of a large
+/// page finds it.
+#[inline(always)]
+fn page_key(vpn: u64, shift: u32) -> u64 {
+    if shift == PAGE_SHIFT {
+        vpn
+    } else {
+        (vpn >> (shift - PAGE_SHIFT)) | ((shift as u64) << 56)
+    }
+}
+
+/// Where large pages' data lies in physical memory: above every 4 KiB frame (2^28 frames)
+/// and every table (from [`TABLE_BASE`], 2^40).
+const LARGE_POOL: u64 = 1 << 60;
+
+/// The largest page shift a large page's data may have for [`frame_address`] to stay inside
+/// the pool (2^28 frames of 1 GiB).
+pub const LARGEST_PHYSICAL_SHIFT: u32 = 30;
+
+/// The physical address of the data of a page of `2^shift` bytes in `frame`: the frame's
+/// 4 KiB for a base page; for a large page, an aligned run of its size in the pool of large
+/// pages ([`LARGE_POOL`]) — the OS's huge-page pool, apart from the base pages' frames. (The
+/// table's memory counts a large page as one frame, as it always has.)
+#[inline(always)]
+fn frame_address(frame: u64, shift: u32) -> u64 {
+    if shift == PAGE_SHIFT {
+        frame << PAGE_SHIFT
+    } else {
+        LARGE_POOL.wrapping_add(frame << shift)
+    }
+}
+
+/// Forget resident page `(space, vpn)` (a base page, or a large page by its first 4 KiB
+/// page) whatever its size: every size the table holds.
+fn forget(r: &mut Resident, large: &[u32], space: u32, vpn: u64) {
+    r.remove(space, vpn);
+    for &s in large {
+        r.remove(space, page_key(vpn, s));
+    }
+}
+
+/// The frame of every resident page `(space, key)` ([`page_key`]), looked up for each program reference
 /// that reaches a cache at its physical address: an open-addressing map (one multiply per
 /// look-up, not SipHash) behind a direct-mapped cache of recent pages, as instruction and
 /// data references alternate between a few pages. Frames stay below 2^28.
@@ -606,6 +651,11 @@ impl Walker {
             ));
         }
         let names = table.level_names();
+        let large = table
+            .page_shifts()
+            .into_iter()
+            .filter(|&s| s != PAGE_SHIFT)
+            .collect();
         let mut table = table;
         let through_memory = memory.is_some();
         let mut own = Frames::new(frames);
@@ -638,6 +688,7 @@ impl Walker {
             evicted: Vec::new(),
             data_refs: c.data_refs,
             resident: c.data_refs.then(Resident::new),
+            large,
             config: c.clone(),
             through: if through_memory {
                 Through::Memory
@@ -661,31 +712,32 @@ impl Walker {
         self.resident.get_or_insert_with(Resident::new);
     }
 
-    /// The physical address that `addr` of address space `asid` reaches: its page's frame,
-    /// for a physically addressed cache. A page with no frame yet is mapped now (a fault,
-    /// without a walk), as the OS maps a page on its first touch: a reference no TLB
-    /// translates never walks. `paddr` as for [`Walker::miss`]. `None` if the table cannot
-    /// hold the page (counted in `unmappable`).
+    /// The physical address that `addr` of address space `asid`, in a page of `2^shift`
+    /// bytes, reaches: its page's frame ([`frame_address`]), for a physically addressed
+    /// cache. A page with no frame yet is mapped now (a fault, without a walk), as the OS
+    /// maps a page on its first touch: a reference no TLB translates never walks. `paddr` as
+    /// for [`Walker::miss`]. `None` if the table cannot hold the page (counted in
+    /// `unmappable`).
     #[inline]
-    pub fn physical(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
+    pub fn physical(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
         let (space, vpn) = self.page(asid, addr);
-        let offset = addr & ((1 << PAGE_SHIFT) - 1);
+        let offset = addr & ((1 << shift) - 1);
         let resident = self.resident.as_mut()?;
-        if let Some(f) = resident.get(space, vpn) {
-            return Some((f << PAGE_SHIFT) | offset);
+        if let Some(f) = resident.get(space, page_key(vpn, shift)) {
+            return Some(frame_address(f, shift) | offset);
         }
-        self.map_on_touch(space, vpn, paddr)
-            .map(|f| (f << PAGE_SHIFT) | offset)
+        self.map_on_touch(space, vpn, paddr, shift)
+            .map(|f| frame_address(f, shift) | offset)
     }
 
     /// [`Walker::physical`] of a page with no frame: map it, and return its frame.
     #[inline(never)]
-    fn map_on_touch(&mut self, space: u32, vpn: u64, paddr: u64) -> Option<u64> {
-        if !self.fault(space, vpn, paddr, PAGE_SHIFT, None) {
+    fn map_on_touch(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32) -> Option<u64> {
+        if !self.fault(space, vpn, paddr, shift, None) {
             self.stats.unmappable += 1;
             return None;
         }
-        self.resident.as_mut()?.get(space, vpn)
+        self.resident.as_mut()?.get(space, page_key(vpn, shift))
     }
 
     /// The space id of address space `asid`'s own pages (its root, for a radix table).
@@ -829,6 +881,8 @@ impl Walker {
     /// on a machine with one; else the one holding its physical page, if `paddr` names one
     /// already in memory, or the next — and map it; false if the table cannot hold it.
     fn fault(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32, placed: Option<u64>) -> bool {
+        // A large page is known by its first 4 KiB page, whichever of its parts faulted.
+        let vpn = vpn & !((1u64 << (shift - PAGE_SHIFT)) - 1);
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
         let m = match placed {
@@ -854,7 +908,7 @@ impl Walker {
         for &(os, ov) in &evicted {
             self.table.remove(os, ov);
             if let Some(r) = &mut self.resident {
-                r.remove(os, ov);
+                forget(r, &self.large, os, ov);
             }
         }
         self.evicted = evicted;
@@ -866,7 +920,7 @@ impl Walker {
             }
         }
         if let Some(r) = &mut self.resident {
-            r.insert(space, vpn, m.frame);
+            r.insert(space, page_key(vpn, shift), m.frame);
         }
         self.stats.faults += 1;
         if m.shared {
@@ -977,9 +1031,14 @@ impl Walker {
         let Some(f) = self.table.remove(space, vpn) else {
             return false;
         };
+        // The frame's page is the one the leaf mapped: a large page by its first 4 KiB page.
         self.frames.unmap(f, space, vpn);
+        for &s in &self.large {
+            self.frames
+                .unmap(f, space, vpn & !((1u64 << (s - PAGE_SHIFT)) - 1));
+        }
         if let Some(r) = &mut self.resident {
-            r.remove(space, vpn);
+            forget(r, &self.large, space, vpn);
         }
         true
     }
@@ -996,16 +1055,18 @@ impl Walker {
         self.frames.pages()
     }
 
-    /// A program load or store (with `data_refs`): through the data cache at its frame.
+    /// A program load or store (with `data_refs`) in a page of `2^shift` bytes: through the
+    /// data cache at its frame.
     #[inline]
-    pub fn data_ref(&mut self, asid: u32, addr: u64, write: bool) {
+    pub fn data_ref(&mut self, asid: u32, addr: u64, write: bool, shift: u32) {
         let (space, vpn) = self.page(asid, addr);
-        let Some(frame) = self.resident.as_mut().and_then(|r| r.get(space, vpn)) else {
+        let key = page_key(vpn, shift);
+        let Some(frame) = self.resident.as_mut().and_then(|r| r.get(space, key)) else {
             return;
         };
         if let Some(c) = &mut self.cache {
             self.stats.data_refs += 1;
-            let paddr = (frame << PAGE_SHIFT) | (addr & ((1 << PAGE_SHIFT) - 1));
+            let paddr = frame_address(frame, shift) | (addr & ((1 << shift) - 1));
             if !c.access(paddr, write).hit {
                 self.stats.data_misses += 1;
             }
