@@ -19,12 +19,17 @@ impl Machine {
         let (Some(w), Some(h)) = (self.walker.as_deref_mut(), self.caches.as_deref_mut()) else {
             return;
         };
-        let shift = match self.pages.backing(e.addr, e.asid) {
-            Some(s) if mapped => s,
-            _ => {
-                h.reference(e, &mut self.ledger);
-                return;
-            }
+        if !mapped {
+            h.reference(e, &mut self.ledger);
+            return;
+        }
+        // A table of base pages needs no look-up of the page's size.
+        let shift = match w.holds_large_pages() {
+            false => PAGE_SHIFT,
+            true => match self.pages.backing(e.addr, e.asid) {
+                Some(s) => s,
+                None => return,
+            },
         };
         let page = 1u64 << shift;
         if (e.addr & (page - 1)) + e.size.max(1) as u64 > page {

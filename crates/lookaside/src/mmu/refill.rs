@@ -62,7 +62,6 @@
 //! dispatched dynamically.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::config::{
     FirstTouch, KernelPte, MachineConfig, PlacementPolicy, ReadFaultMaps, RefillAddresses,
@@ -307,31 +306,7 @@ enum PageState {
     Dirty,
 }
 
-/// A fast hasher for page keys (they are already well spread in their low bits).
-#[derive(Default, Clone, Copy)]
-struct PageHasher(u64);
-
-impl Hasher for PageHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(self.0 ^ b as u64);
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        let mut z = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        z ^= z >> 29;
-        self.0 = z;
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type PageMap = HashMap<u64, PageState, BuildHasherDefault<PageHasher>>;
+type PageMap = crate::pagetable::KeyMap<u64, PageState>;
 
 /// The key of a user page of address space `asid` (kuseg page numbers are below 2^19).
 #[inline]

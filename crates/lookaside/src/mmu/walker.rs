@@ -720,6 +720,29 @@ impl Walker {
     /// `unmappable`).
     #[inline]
     pub fn physical(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
+        if shift == PAGE_SHIFT {
+            return self.physical_base(asid, addr, paddr);
+        }
+        self.physical_large(asid, addr, paddr, shift)
+    }
+
+    /// [`Walker::physical`] of a base page: the program's references' path, kept to its
+    /// constants.
+    #[inline(always)]
+    fn physical_base(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
+        let (space, vpn) = self.page(asid, addr);
+        let offset = addr & ((1 << PAGE_SHIFT) - 1);
+        let resident = self.resident.as_mut()?;
+        if let Some(f) = resident.get(space, vpn) {
+            return Some((f << PAGE_SHIFT) | offset);
+        }
+        self.map_on_touch(space, vpn, paddr, PAGE_SHIFT)
+            .map(|f| (f << PAGE_SHIFT) | offset)
+    }
+
+    /// [`Walker::physical`] of a large page.
+    #[inline(never)]
+    fn physical_large(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
         let (space, vpn) = self.page(asid, addr);
         let offset = addr & ((1 << shift) - 1);
         let resident = self.resident.as_mut()?;
@@ -1055,18 +1078,34 @@ impl Walker {
         self.frames.pages()
     }
 
+    /// Whether the table holds pages over 4 KiB.
+    #[inline(always)]
+    pub fn holds_large_pages(&self) -> bool {
+        !self.large.is_empty()
+    }
+
     /// A program load or store (with `data_refs`) in a page of `2^shift` bytes: through the
     /// data cache at its frame.
     #[inline]
     pub fn data_ref(&mut self, asid: u32, addr: u64, write: bool, shift: u32) {
         let (space, vpn) = self.page(asid, addr);
-        let key = page_key(vpn, shift);
-        let Some(frame) = self.resident.as_mut().and_then(|r| r.get(space, key)) else {
+        let Some(r) = self.resident.as_mut() else {
             return;
+        };
+        // A base page's path kept to its constants.
+        let paddr = if shift == PAGE_SHIFT {
+            match r.get(space, vpn) {
+                Some(f) => (f << PAGE_SHIFT) | (addr & ((1 << PAGE_SHIFT) - 1)),
+                None => return,
+            }
+        } else {
+            match r.get(space, page_key(vpn, shift)) {
+                Some(f) => frame_address(f, shift) | (addr & ((1 << shift) - 1)),
+                None => return,
+            }
         };
         if let Some(c) = &mut self.cache {
             self.stats.data_refs += 1;
-            let paddr = frame_address(frame, shift) | (addr & ((1 << shift) - 1));
             if !c.access(paddr, write).hit {
                 self.stats.data_misses += 1;
             }

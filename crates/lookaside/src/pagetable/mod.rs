@@ -32,6 +32,7 @@
 //! their size, the rest page-aligned, one after the other.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 pub mod bench;
 mod front;
@@ -286,6 +287,39 @@ pub fn scramble_space(asid: u32) -> u32 {
     }
 }
 
+/// A hash map keyed by page numbers, frames, physical addresses or space ids: keys already
+/// spread in their low bits (or small), which one multiply mixes enough — SipHash's
+/// resistance to chosen keys buys nothing on a trace, and costs a fault its time.
+pub(crate) type KeyMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
+
+/// The hasher of [`KeyMap`]: a multiply by the golden ratio, its high bits folded down.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0 ^ b as u64);
+        }
+    }
+
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        let z = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = z ^ (z >> 29);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The owner of a frame whose page was unmapped.
 const FREE: (u32, u64) = (u32::MAX, u64::MAX);
 
@@ -305,10 +339,10 @@ pub struct Frames {
     /// The first page mapping each frame, [`FREE`] if none.
     owner: Vec<(u32, u64)>,
     /// Further pages mapping a frame (aliases of its object).
-    aliases: HashMap<u64, Vec<(u32, u64)>>,
+    aliases: KeyMap<u64, Vec<(u32, u64)>>,
     /// The object each frame holds ([`NO_OBJECT`] for a private page), and back.
     object: Vec<u64>,
-    by_object: HashMap<u64, u64>,
+    by_object: KeyMap<u64, u64>,
     capacity: u64,
     next: u64,
     /// Frames taken from a page that held them.
@@ -328,9 +362,9 @@ impl Frames {
     pub fn new(capacity: u64) -> Frames {
         Frames {
             owner: Vec::new(),
-            aliases: HashMap::new(),
+            aliases: KeyMap::default(),
             object: Vec::new(),
-            by_object: HashMap::new(),
+            by_object: KeyMap::default(),
             capacity: capacity.max(1),
             next: 0,
             reclaimed: 0,

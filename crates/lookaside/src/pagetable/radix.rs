@@ -13,12 +13,9 @@
 //! selects the entry, tagged by space. Table pages are never freed (as in most kernels while
 //! a process lives), so a cached upper entry never goes stale.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use crate::tlb::{Part, Policy, Tlb, TlbParams, NO_CTX};
 
-use super::{InsertError, Refs, TableRef, Usage, Walk, PAGE_SHIFT, TABLE_BASE};
+use super::{InsertError, KeyMap, Refs, TableRef, Usage, Walk, PAGE_SHIFT, TABLE_BASE};
 
 /// The shape of a forward-mapped table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,26 +95,6 @@ impl RadixParams {
 /// memory a sparse table's pages take, which is what a walk's time goes to.
 const LEAF: u32 = 1 << 31;
 
-/// Space ids are already spread (or small): one multiply mixes them enough.
-#[derive(Default)]
-struct SpaceHasher(u64);
-
-impl Hasher for SpaceHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01B3);
-        }
-    }
-    #[inline]
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// A forward-mapped page table of every address space.
 #[derive(Debug)]
 pub struct Radix {
@@ -129,7 +106,7 @@ pub struct Radix {
     /// Physical address and entries of each table page, in allocation order.
     nodes: Vec<(u64, Box<[u32]>)>,
     next_addr: u64,
-    roots: HashMap<u32, u32, BuildHasherDefault<SpaceHasher>>,
+    roots: KeyMap<u32, u32>,
     /// The last (space, root node) looked up.
     last_root: Option<(u32, u32)>,
     psc: Vec<Option<Tlb>>,
@@ -168,7 +145,7 @@ impl Radix {
             below,
             node_bytes,
             nodes: Vec::new(),
-            roots: HashMap::default(),
+            roots: KeyMap::default(),
             last_root: None,
             psc,
             pages: 0,
