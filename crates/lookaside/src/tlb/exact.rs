@@ -399,10 +399,7 @@ impl Engine {
     pub fn repartition(&mut self, lower_ways: usize) -> Result<(), super::ParamError> {
         match self {
             Engine::General(t) => t.repartition(lower_ways),
-            _ => Err(super::ParamError {
-                field: "partition.lower_ways",
-                message: "the TLB has no partition to move".into(),
-            }),
+            _ => Err(super::no_partition()),
         }
     }
 

@@ -96,6 +96,14 @@ pub(crate) mod policy;
 mod bench;
 #[cfg(test)]
 pub(crate) mod reference;
+/// A move of the partition point of a TLB that has none.
+pub(crate) fn no_partition() -> ParamError {
+    ParamError {
+        field: "partition.lower_ways",
+        message: "the TLB has no partition to move".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -1120,10 +1128,7 @@ impl Tlb {
     pub fn repartition(&mut self, lower_ways: usize) -> Result<(), ParamError> {
         let mut p = self.params.clone();
         let Some(q) = &mut p.partition else {
-            return Err(ParamError {
-                field: "partition.lower_ways",
-                message: "the TLB has no partition to move".into(),
-            });
+            return Err(no_partition());
         };
         q.lower_ways = lower_ways;
         p.check()?;
