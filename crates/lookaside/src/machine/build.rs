@@ -171,6 +171,19 @@ impl Machine {
                 "with [pagetable] the walker refills from its table, and its table references reach the memory system's caches already; [memory.handler] synthesises the MIPS handlers of a machine without one (their PTE loads from a linear table of their own): leave one out".into(),
             ));
         }
+        if config.memory.is_some() && config.pagetable.is_some() {
+            // The memory system maps every page at the smallest size in use.
+            let mut sizes = config.pages.sizes().filter(|(_, s)| s.shift().is_some());
+            if let Some((_, first)) = sizes.next() {
+                if let Some((key, other)) = sizes.find(|(_, s)| *s != first) {
+                    return Err(Error::NotYet(format!(
+                        "{source_name}: {key}: {} pages beside {} pages with [memory] and [pagetable] (the memory system maps every page at the smallest size, so a large page's parts would lie in frames other than the walker's)",
+                        other.label(),
+                        first.label()
+                    )));
+                }
+            }
+        }
         if config.memory.is_some() && config.pagetable.as_ref().is_some_and(|p| p.data_refs) {
             return Err(err(
                 "pagetable.data_refs".into(),

@@ -1756,6 +1756,12 @@ mod tests {
         assert!(d.contains("pagetable.data_refs"), "{d}");
         let c = e("[pagetable.cache]\nsize = \"64K\"");
         assert!(c.contains("pagetable.cache: with [memory]"), "{c}");
+        let mixed =
+            e("[pages]\nregions = [{ start = 0x40000000, end = 0x40200000, size = \"2M\" }]");
+        assert!(
+            mixed.contains("not yet") && mixed.contains("pages.regions[0]"),
+            "{mixed}"
+        );
         let h = e("");
         assert!(
             h.contains("memory.handler: with [pagetable]") && !h.contains("not yet"),
