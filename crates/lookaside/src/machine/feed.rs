@@ -331,12 +331,9 @@ impl Feed<'_> {
             {
                 let m = &mut *self.m;
                 if let Some(w) = m.walker.as_deref_mut() {
-                    let store = e.kind == Kind::Store;
-                    // A table of base pages needs no look-up of the page's size.
-                    if !w.holds_large_pages() {
-                        w.data_ref(e.asid, e.addr, store, crate::pagetable::PAGE_SHIFT);
-                    } else if let Some(shift) = m.pages.backing(e.addr, e.asid) {
-                        w.data_ref(e.asid, e.addr, store, shift);
+                    if let Some(shift) = super::physical::walked_shift(w, &m.pages, e.addr, e.asid)
+                    {
+                        w.data_ref(e.asid, e.addr, e.kind == Kind::Store, shift);
                     }
                 }
             }

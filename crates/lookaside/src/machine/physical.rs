@@ -7,6 +7,16 @@
 use super::*;
 use crate::pagetable::PAGE_SHIFT;
 
+/// The size (as a shift) of the mapped page holding `addr` of `asid`, for the frames of
+/// walker `w`: a table of base pages needs no look-up of the page's size.
+#[inline(always)]
+pub(super) fn walked_shift(w: &Walker, pages: &PageMap, addr: u64, asid: u32) -> Option<u32> {
+    match w.holds_large_pages() {
+        false => Some(PAGE_SHIFT),
+        true => pages.backing(addr, asid),
+    }
+}
+
 impl Machine {
     /// Reference `e`, just translated, reaches the caches at its physical address: a mapped
     /// page's at its frame ([`Walker::physical`], which maps a page no walk has mapped yet;
@@ -23,13 +33,8 @@ impl Machine {
             h.reference(e, &mut self.ledger);
             return;
         }
-        // A table of base pages needs no look-up of the page's size.
-        let shift = match w.holds_large_pages() {
-            false => PAGE_SHIFT,
-            true => match self.pages.backing(e.addr, e.asid) {
-                Some(s) => s,
-                None => return,
-            },
+        let Some(shift) = walked_shift(w, &self.pages, e.addr, e.asid) else {
+            return;
         };
         let page = 1u64 << shift;
         if (e.addr & (page - 1)) + e.size.max(1) as u64 > page {

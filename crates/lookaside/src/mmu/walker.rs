@@ -275,6 +275,13 @@ fn page_key(vpn: u64, shift: u32) -> u64 {
     }
 }
 
+/// The first 4 KiB page of the page of `2^shift` bytes holding 4 KiB page `vpn`: what a large
+/// page is known by in the frames and the resident map.
+#[inline(always)]
+fn first_part(vpn: u64, shift: u32) -> u64 {
+    vpn & !((1u64 << (shift - PAGE_SHIFT)) - 1)
+}
+
 /// Where large pages' data lies in physical memory: above every 4 KiB frame (2^28 frames)
 /// and every table (from [`TABLE_BASE`], 2^40).
 const LARGE_POOL: u64 = 1 << 60;
@@ -293,6 +300,19 @@ fn frame_address(frame: u64, shift: u32) -> u64 {
         frame << PAGE_SHIFT
     } else {
         LARGE_POOL.wrapping_add(frame << shift)
+    }
+}
+
+/// The physical address of `addr` (4 KiB page `vpn` of `space`, in a page of `2^shift`
+/// bytes) if its page is resident; a base page's path keeps to its constants.
+#[inline(always)]
+fn resident_address(r: &mut Resident, space: u32, vpn: u64, addr: u64, shift: u32) -> Option<u64> {
+    if shift == PAGE_SHIFT {
+        r.get(space, vpn)
+            .map(|f| (f << PAGE_SHIFT) | (addr & ((1 << PAGE_SHIFT) - 1)))
+    } else {
+        r.get(space, page_key(vpn, shift))
+            .map(|f| frame_address(f, shift) | (addr & ((1 << shift) - 1)))
     }
 }
 
@@ -730,37 +750,40 @@ impl Walker {
     /// constants.
     #[inline(always)]
     fn physical_base(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
-        let (space, vpn) = self.page(asid, addr);
-        let offset = addr & ((1 << PAGE_SHIFT) - 1);
-        let resident = self.resident.as_mut()?;
-        if let Some(f) = resident.get(space, vpn) {
-            return Some((f << PAGE_SHIFT) | offset);
-        }
-        self.map_on_touch(space, vpn, paddr, PAGE_SHIFT)
-            .map(|f| (f << PAGE_SHIFT) | offset)
+        self.physical_sized(asid, addr, paddr, PAGE_SHIFT)
     }
 
     /// [`Walker::physical`] of a large page.
     #[inline(never)]
     fn physical_large(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
-        let (space, vpn) = self.page(asid, addr);
-        let offset = addr & ((1 << shift) - 1);
-        let resident = self.resident.as_mut()?;
-        if let Some(f) = resident.get(space, page_key(vpn, shift)) {
-            return Some(frame_address(f, shift) | offset);
-        }
-        self.map_on_touch(space, vpn, paddr, shift)
-            .map(|f| frame_address(f, shift) | offset)
+        self.physical_sized(asid, addr, paddr, shift)
     }
 
-    /// [`Walker::physical`] of a page with no frame: map it, and return its frame.
+    /// [`Walker::physical`] in a page of `2^shift` bytes.
+    #[inline(always)]
+    fn physical_sized(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
+        let (space, vpn) = self.page(asid, addr);
+        if let Some(p) = resident_address(self.resident.as_mut()?, space, vpn, addr, shift) {
+            return Some(p);
+        }
+        self.map_on_touch(space, vpn, addr, paddr, shift)
+    }
+
+    /// [`Walker::physical`] of a page with no frame: map it, and return the address.
     #[inline(never)]
-    fn map_on_touch(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32) -> Option<u64> {
+    fn map_on_touch(
+        &mut self,
+        space: u32,
+        vpn: u64,
+        addr: u64,
+        paddr: u64,
+        shift: u32,
+    ) -> Option<u64> {
         if !self.fault(space, vpn, paddr, shift, None) {
             self.stats.unmappable += 1;
             return None;
         }
-        self.resident.as_mut()?.get(space, page_key(vpn, shift))
+        resident_address(self.resident.as_mut()?, space, vpn, addr, shift)
     }
 
     /// The space id of address space `asid`'s own pages (its root, for a radix table).
@@ -905,7 +928,7 @@ impl Walker {
     /// already in memory, or the next — and map it; false if the table cannot hold it.
     fn fault(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32, placed: Option<u64>) -> bool {
         // A large page is known by its first 4 KiB page, whichever of its parts faulted.
-        let vpn = vpn & !((1u64 << (shift - PAGE_SHIFT)) - 1);
+        let vpn = first_part(vpn, shift);
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
         let m = match placed {
@@ -1057,8 +1080,7 @@ impl Walker {
         // The frame's page is the one the leaf mapped: a large page by its first 4 KiB page.
         self.frames.unmap(f, space, vpn);
         for &s in &self.large {
-            self.frames
-                .unmap(f, space, vpn & !((1u64 << (s - PAGE_SHIFT)) - 1));
+            self.frames.unmap(f, space, first_part(vpn, s));
         }
         if let Some(r) = &mut self.resident {
             forget(r, &self.large, space, vpn);
@@ -1089,20 +1111,12 @@ impl Walker {
     #[inline]
     pub fn data_ref(&mut self, asid: u32, addr: u64, write: bool, shift: u32) {
         let (space, vpn) = self.page(asid, addr);
-        let Some(r) = self.resident.as_mut() else {
+        let Some(paddr) = self
+            .resident
+            .as_mut()
+            .and_then(|r| resident_address(r, space, vpn, addr, shift))
+        else {
             return;
-        };
-        // A base page's path kept to its constants.
-        let paddr = if shift == PAGE_SHIFT {
-            match r.get(space, vpn) {
-                Some(f) => (f << PAGE_SHIFT) | (addr & ((1 << PAGE_SHIFT) - 1)),
-                None => return,
-            }
-        } else {
-            match r.get(space, page_key(vpn, shift)) {
-                Some(f) => frame_address(f, shift) | (addr & ((1 << shift) - 1)),
-                None => return,
-            }
         };
         if let Some(c) = &mut self.cache {
             self.stats.data_refs += 1;
