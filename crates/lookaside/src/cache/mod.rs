@@ -184,6 +184,9 @@ pub struct Cache {
     /// [`Outcome::writebacks`] of them, in order): where their write-backs go, for a write
     /// buffer whose timing depends on the address (page-mode writes).
     victims: Vec<u64>,
+    /// Lines removed so far (evicted, invalidated, flushed): a line present when this was
+    /// `n` is present still while it is `n`.
+    removals: u64,
 }
 
 impl Cache {
@@ -209,6 +212,7 @@ impl Cache {
             write_allocate: p.write_allocate,
             stats: CacheStats::default(),
             victims: Vec::new(),
+            removals: 0,
         })
     }
 
@@ -255,6 +259,45 @@ impl Cache {
         } else {
             self.read_line(paddr >> self.line_shift)
         }
+    }
+
+    /// `n` more reads of the line the last access read, at `paddr`, counted at once: such a
+    /// read hits and changes nothing but the count ([`CacheTags::lookup`]'s repeat). Returns
+    /// false, counting nothing, when `paddr`'s line was not the last one touched.
+    #[inline]
+    pub fn read_again(&mut self, paddr: u64, n: u64) -> bool {
+        let again = self.tags.is_last(paddr >> self.line_shift);
+        if again {
+            self.stats.reads += n;
+        }
+        again
+    }
+
+    /// Lines removed so far (evicted, invalidated or flushed): while it is unchanged, every
+    /// line present before is present still.
+    pub fn removals(&self) -> u64 {
+        self.removals
+    }
+
+    /// `n` reads of lines all present, the last of them at `last`, counted at once; for a
+    /// cache whose hits change no replacement state ([`Cache::hits_keep_order`]), the same
+    /// as making them one by one.
+    pub fn read_present(&mut self, last: u64, n: u64) {
+        debug_assert!(self.tags.hits_keep_order());
+        self.stats.reads += n;
+        let hit = self.tags.lookup(last >> self.line_shift);
+        debug_assert!(hit.is_some(), "read_present of an absent line");
+    }
+
+    /// The lines present, by slot.
+    #[cfg(test)]
+    pub fn blocks(&self) -> Vec<(usize, u64)> {
+        self.tags.blocks().collect()
+    }
+
+    /// Whether a hit changes no replacement state (see [`Cache::read_present`]).
+    pub fn hits_keep_order(&self) -> bool {
+        self.tags.hits_keep_order()
     }
 
     /// Read the byte at `paddr`; returns whether it hit.
@@ -343,6 +386,7 @@ impl Cache {
     /// Put the absent line `key` in, counting the fill and any dirty line it evicts.
     fn fill(&mut self, key: u64, dirty: bool, o: &mut Outcome) {
         let (slot, evicted) = self.tags.fill(key);
+        self.removals += evicted.is_some() as u64;
         o.fills += 1;
         self.stats.fills += 1;
         if self.write_back {
@@ -372,6 +416,7 @@ impl Cache {
         for key in first..=last {
             if let Some(slot) = self.tags.invalidate(key) {
                 present += 1;
+                self.removals += 1;
                 if self.write_back && self.dirty[slot] {
                     dirty += 1;
                     self.dirty[slot] = false;
@@ -406,6 +451,7 @@ impl Cache {
             self.dirty.fill(false);
         }
         self.tags.flush_all();
+        self.removals += 1;
         dirty
     }
 }

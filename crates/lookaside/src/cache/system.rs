@@ -188,6 +188,11 @@ pub struct MemorySystem {
     idle_acct: Account,
     /// `[activity]`: instructions and stall cycles of handler work (index 0 unused).
     handler: [Account; 4],
+    /// Handler code runs `(I-cache, code, instructions)` all present in their I-cache when
+    /// its [`Cache::removals`] was the number beside them ([`MemorySystem::handler_fetches`]).
+    resident_code: [((usize, u64, u64), u64); 4],
+    /// The next of `resident_code` to replace.
+    resident_next: usize,
     handler_runs: [u64; 4],
     /// The machine has a page-table walker (the report gains `tlb_handlers.walk`).
     walker: bool,
@@ -338,6 +343,8 @@ impl MemorySystem {
             acct: [Account::default(); 2],
             idle_acct: Account::default(),
             handler: [Account::default(); 4],
+            resident_code: [((usize::MAX, 0, 0), 0); 4],
+            resident_next: 0,
             handler_runs: [0; 4],
             walker: false,
             spaces: Vec::new(),
@@ -497,14 +504,7 @@ impl MemorySystem {
                 stalls[UNCACHED] += self.uncached_cycles as u64;
             }
         } else {
-            let side = match self.private {
-                Private::None => self.sides[0],
-                Private::Mode => self.sides[mode],
-                Private::AddressSpace => {
-                    let i = self.side_of_space(e.asid);
-                    self.sides[i]
-                }
-            };
+            let side = self.side(e.asid, mode);
             let (l1, comp) = if e.kind == Kind::Fetch {
                 (side.i, ICACHE)
             } else {
@@ -549,6 +549,105 @@ impl MemorySystem {
         Cost {
             missed: !hit,
             stalls: total,
+        }
+    }
+
+    /// The caches a reference of address space `asid` in `mode` (0 user, 1 kernel) goes
+    /// through.
+    #[inline(always)]
+    fn side(&mut self, asid: u32, mode: usize) -> Side {
+        match self.private {
+            Private::None => self.sides[0],
+            Private::Mode => self.sides[mode],
+            Private::AddressSpace => {
+                let i = self.side_of_space(asid);
+                self.sides[i]
+            }
+        }
+    }
+
+    /// `n` instruction fetches of 4 bytes from `code` on, in unmapped memory, in kernel mode
+    /// in address space `asid`: a miss handler's code, run from its vector. The same as `n`
+    /// [`MemorySystem::machinery`] fetches at [`At::Unmapped`], for less: each line of the
+    /// I-cache is accessed once, and the fetches after the first in a line, which hit the
+    /// line just read and change nothing but counts and the clock, are counted at once.
+    pub fn handler_fetches(&mut self, asid: u32, code: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let fetch = |addr| Event {
+            addr,
+            paddr: NO_PADDR,
+            asid,
+            size: 4,
+            kind: Kind::Fetch,
+            mode: crate::event::Mode::Kernel,
+        };
+        let end = code.checked_add(n.saturating_mul(4)).filter(|&end| {
+            code.is_multiple_of(4) && !self.uncached.iter().any(|&(s, x)| code < x && s < end)
+        });
+        // (Cached fetches: the first one takes this side, as the run does.)
+        let l1 = end.and_then(|_| self.side(asid, 1).i);
+        let shift = l1.map_or(0, |l| self.levels[l].cache.line_shift());
+        let line_mask = (1u64 << shift) - 1;
+        let by_line = shift >= 2 && self.unmapped_mask & line_mask == line_mask;
+        let (Some(end), Some(l1), true) = (end, l1, by_line) else {
+            for i in 0..n {
+                self.access(&fetch(code.wrapping_add(4 * i)), false, asid, NO_PADDR);
+            }
+            return;
+        };
+        let key = (l1, code, n);
+        let cache = &self.levels[l1].cache;
+        let (removals, keeps) = (cache.removals(), cache.hits_keep_order());
+        if keeps && self.resident_code.contains(&(key, removals)) {
+            // Every line is where the last run of this code left it: all hits.
+            if self.spaces.get(self.cur).is_none_or(|s| s.0 != asid) {
+                self.switch_space(asid);
+            }
+            self.levels[l1]
+                .cache
+                .read_present((end - 4) & self.unmapped_mask, n);
+            self.count_hits(n);
+            return;
+        }
+        let mut addr = code;
+        while addr < end {
+            self.access(&fetch(addr), false, asid, NO_PADDR);
+            let stop = (addr | line_mask).saturating_add(1).min(end);
+            let more = (stop - addr) / 4 - 1;
+            if more > 0 {
+                let paddr = addr & self.unmapped_mask;
+                if self.levels[l1].cache.read_again(paddr, more) {
+                    self.count_hits(more);
+                } else {
+                    for a in (addr + 4..stop).step_by(4) {
+                        self.access(&fetch(a), false, asid, NO_PADDR);
+                    }
+                }
+            }
+            addr = stop;
+        }
+        // No line left the cache while the code ran: all of it is there now.
+        if keeps && self.levels[l1].cache.removals() == removals {
+            let slot = self.resident_next % self.resident_code.len();
+            self.resident_code[slot] = (key, removals);
+            self.resident_next += 1;
+        }
+    }
+
+    /// `n` kernel instruction fetches that hit the I-cache: a cycle each, no stalls.
+    #[inline]
+    fn count_hits(&mut self, n: u64) {
+        self.now += n;
+        let acct = if self.idle {
+            &mut self.idle_acct
+        } else {
+            &mut self.acct[1]
+        };
+        acct.instructions += n;
+        if self.activity != Activity::Program {
+            self.handler[self.activity as usize].instructions += n;
         }
     }
 
@@ -1359,5 +1458,134 @@ root_table = "0xffffffff80100000"
         m.run_batch(&[Event::reference(Kind::Load, u64::MAX - 11, 40).with_mode(Mode::Kernel)]);
         let d = &m.memory().unwrap().json()["caches"][1];
         assert_eq!(d["reads"], 3);
+    }
+
+    /// One step of [`handler_fetches_are_fetches_one_by_one`]'s streams.
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// A program reference: kind 0 fetch, 1 load, 2 store; kernel mode; address space.
+        Program(u8, u64, bool, u32),
+        /// A handler's code: vector, instructions, address space.
+        Code(u64, u64, u32),
+        /// A handler starts (UTLB, KTLB) or the last one returns.
+        Enter(bool),
+        Leave,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        let code = proptest::sample::select(vec![
+            0x8000_0000u64,
+            0x8000_0080,
+            0x8000_0102,
+            0x8000_0400,
+            0x9fff_ff00,
+        ]);
+        prop_oneof![
+            6 => (0u8..3, 0u64..0x800, any::<bool>(), 1u32..3)
+                .prop_map(|(k, a, kernel, s)| Step::Program(k, 0x8000_0000 + a * 4, kernel, s)),
+            // A few lengths, so that the same code runs again (the all-present path).
+            3 => (code, proptest::sample::select(vec![0u64, 1, 3, 9, 33, 250]), 1u32..3)
+                .prop_map(|(c, n, s)| Step::Code(c, n, s)),
+            1 => any::<bool>().prop_map(Step::Enter),
+            1 => Just(Step::Leave),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+        /// A handler's code run at once ([`super::MemorySystem::handler_fetches`]: a line at
+        /// a time, or all present) leaves every count, stall and line as its fetches made one
+        /// by one do, whatever the I-cache (direct-mapped or not, any line, fetch block and
+        /// policy, small enough for the code to evict itself), the sides, the uncached
+        /// ranges and what the program does between.
+        #[test]
+        fn handler_fetches_are_fetches_one_by_one(
+            ways in proptest::sample::select(vec![1u32, 2, 4]),
+            policy in proptest::sample::select(vec!["lru", "fifo", "random"]),
+            line in proptest::sample::select(vec![2u32, 4, 8, 16, 32]),
+            fetch_lines in proptest::sample::select(vec![1u32, 2]),
+            size in proptest::sample::select(vec![256u32, 1024, 4096]),
+            private in proptest::sample::select(vec!["none", "mode", "address-space"]),
+            l2 in proptest::prelude::any::<bool>(),
+            uncached in proptest::prelude::any::<bool>(),
+            steps in proptest::collection::vec(step(), 1..120),
+        ) {
+            use super::{Activity, At, MemorySystem};
+            let text = format!(
+                r#"
+[[tlb]]
+name = "tlb"
+entries = 4
+[memory]
+mapping = "deterministic"
+memory = "1MiB"
+unmapped_mask = "0x1fffffff"
+private = "{private}"
+{uncached}
+[memory.icache]
+size = {size}
+line = {line}
+ways = {ways}
+policy = "{policy}"
+fetch = {fetch}
+miss_cycles = 15
+[memory.dcache]
+size = "1KiB"
+line = 4
+write = "through"
+fetch = 16
+miss_cycles = 15
+[memory.write_buffer]
+entries = 2
+write_cycles = 5
+{l2}
+"#,
+                uncached = if uncached { "uncached = [ { start = \"0x80000100\", end = \"0x80000200\" } ]" } else { "" },
+                fetch = line * fetch_lines,
+                l2 = if l2 { "[memory.l2]\nsize = \"8KiB\"\nline = 32\nmiss_cycles = 40" } else { "" },
+            );
+            let c = MachineConfig::from_toml(&text, "t.toml").unwrap();
+            let mc = c.memory.as_ref().unwrap();
+            let build = || MemorySystem::build(mc, mc.memory_bytes(None), 12, 1, c.machine.straddle, "t.toml").unwrap();
+            let (mut fast, mut slow) = (build(), build());
+            let (mut fast_prev, mut slow_prev) = (Vec::new(), Vec::new());
+            for s in &steps {
+                match *s {
+                    Step::Program(k, addr, kernel, space) => {
+                        let kind = [Kind::Fetch, Kind::Load, Kind::Store][k as usize];
+                        let e = Event {
+                            asid: space,
+                            mode: if kernel { Mode::Kernel } else { Mode::User },
+                            ..Event::reference(kind, addr, 4)
+                        };
+                        fast.reference(&e, false);
+                        slow.reference(&e, false);
+                    }
+                    Step::Code(code, n, space) => {
+                        fast.handler_fetches(space, code, n);
+                        for i in 0..n {
+                            slow.machinery(space, Kind::Fetch, At::Unmapped(code + 4 * i), 4);
+                        }
+                    }
+                    Step::Enter(utlb) => {
+                        let a = if utlb { Activity::Utlb } else { Activity::Ktlb };
+                        fast_prev.push(fast.enter(a));
+                        slow_prev.push(slow.enter(a));
+                    }
+                    Step::Leave => {
+                        if let (Some(f), Some(s)) = (fast_prev.pop(), slow_prev.pop()) {
+                            fast.leave(f);
+                            slow.leave(s);
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(fast.json(), slow.json(), "after {:?}", s);
+            }
+            for (f, s) in fast.levels.iter().zip(&slow.levels) {
+                proptest::prop_assert_eq!(f.cache.blocks(), s.cache.blocks());
+            }
+        }
     }
 }

@@ -907,6 +907,19 @@ impl CacheTags {
         Some(slot)
     }
 
+    /// Whether a hit changes no replacement state (direct-mapped and FIFO stores): a run of
+    /// hits of present blocks is then the same as their count.
+    pub fn hits_keep_order(&self) -> bool {
+        matches!(self.repl, Repl::Direct | Repl::Fifo | Repl::WideFifo(_))
+    }
+
+    /// Whether `block` was the last one touched and is still present: a lookup of it now
+    /// would hit and change nothing (see [`CacheTags::lookup`]).
+    #[inline]
+    pub fn is_last(&self, block: u64) -> bool {
+        block == self.s.last_block && self.s.last_slot != NONE
+    }
+
     /// The slot of `block` if present, changing nothing.
     #[inline]
     pub fn probe(&self, block: u64) -> Option<usize> {

@@ -69,9 +69,7 @@ impl Machine {
                     };
                     interrupted[depth & 3] = mem.enter(a);
                     depth += 1;
-                    for i in 0..instructions as u64 {
-                        mem.machinery(e.asid, Kind::Fetch, At::Unmapped(code + 4 * i), 4);
-                    }
+                    mem.handler_fetches(e.asid, code, instructions as u64);
                 }
                 HandlerStep::Load(l) => {
                     let at = match layout::segment(l.addr) {
@@ -140,6 +138,32 @@ impl Machine {
         }
     }
 
+    /// The `n` instruction fetches of a miss handler's code from `code` on, in address space
+    /// `asid`, when all of it lies in unmapped memory (kseg0): counted as
+    /// [`Machine::memory_event`] counts each, and run through the memory system's
+    /// line-at-a-time path ([`MemorySystem::handler_fetches`]). Returns false, doing nothing,
+    /// when some of the code is mapped (its fetches translate, and can miss, one by one).
+    fn unmapped_code(&mut self, asid: u32, code: u64, n: u64) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let Some(last) = n.checked_mul(4).and_then(|b| code.checked_add(b - 1)) else {
+            return false;
+        };
+        if self.pages.backing(code, asid).is_some() || self.pages.span(code, asid).1 < last {
+            return false;
+        }
+        self.ledger.add_references(Mode::Kernel, Kind::Fetch, n);
+        self.handler_refs += n;
+        if self.translated.get(Kind::Fetch as usize) == Some(&true) {
+            self.ledger.unmapped += n;
+        }
+        if let Some(m) = self.memory.as_deref_mut() {
+            m.handler_fetches(asid, code, n);
+        }
+        true
+    }
+
     /// Synthesise the work of the software miss handler for `e`, which walked (MIPS R3000,
     /// Chen): a miss on a user-space address takes the UTLB handler (its instructions, then a
     /// load of the PTE from the linear page table in mapped kernel memory, which can itself
@@ -173,8 +197,10 @@ impl Machine {
             Some(m) if m.activity() != Activity::Ktlb => m.enter(activity),
             _ => return,
         };
-        for i in 0..count as u64 {
-            self.memory_event(&kernel(Kind::Fetch, base + 4 * i, 4));
+        if !self.unmapped_code(e.asid, base, count as u64) {
+            for i in 0..count as u64 {
+                self.memory_event(&kernel(Kind::Fetch, base + 4 * i, 4));
+            }
         }
         self.memory_event(&kernel(Kind::Load, load, pte as u16));
         if let Some(m) = self.memory.as_deref_mut() {
