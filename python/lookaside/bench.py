@@ -33,10 +33,6 @@ QUICK_REFS = 30_000
 #: for a steady rate, few enough that the default bench ends in a few minutes on two cores
 #: (the TLB rows run on every trace whole).
 PREFIX = 2_000_000
-#: Events Chen's memory system runs on: on the miss-heavy stream it synthesises its TLB miss
-#: handlers' instructions and references for half the references (a KTLB miss alone is 250
-#: instructions), well under a million trace events per second.
-PREFIX_CHEN = 500_000
 
 #: A first-level cache: 32 KiB, 8-way, 64-byte lines, LRU (write-back, write-allocate).
 L1 = "size=32k,line=64,ways=8,policy=lru,write=back"
@@ -108,7 +104,7 @@ def configurations() -> list[dict[str, Any]]:
                 RADIX, PREFIX, cache=CACHE_TWO_LEVEL),
         machine("hashed walk (pa-risc-hpt)", [], preset("pa-risc-hpt"), max_refs=PREFIX),
         machine("Chen's memory system (decstation5000-200)", [], preset("decstation5000-200"),
-                max_refs=PREFIX_CHEN),
+                max_refs=PREFIX),
         {"label": "one-pass FA: stack distance, sizes 1-16384", "engine": "stack-distance",
          "max_refs": PREFIX},
         {"label": "one-pass SA: all-associativity, 176 configs", "engine": "all-associativity",
