@@ -69,7 +69,8 @@ use build::{page_map, ResolvedClass};
 use climb::Climb;
 pub use feed::Feed;
 use feed::{
-    entry_key, fast_paths, slow_structures, Fast, Memo, MemoryFeed, Tally, NO_MEMO, NO_PAGE,
+    alone_unless_walks, entry_key, fast_paths, slow_structures, Fast, Memo, MemoryFeed, Tally,
+    NO_MEMO, NO_PAGE,
 };
 use prefetch::Prefetcher;
 
@@ -336,7 +337,8 @@ pub struct Machine {
     fast: [Fast; 3],
     /// Per reference kind with [`Fast::Root`]: its first-level structure has no next level at
     /// the default page size, so a miss there goes straight to the walk, which the fast path
-    /// then only counts ([`Tally::walks`]; plain references never have a walker).
+    /// then only counts ([`Tally::walks`]; never with a prefetcher or a page-table walker:
+    /// [`alone_unless_walks`]).
     alone: [bool; 3],
     ledger: Ledger,
     /// The software-refill model, when the config has `[refill]`: it owns the (one) TLB and
@@ -612,7 +614,8 @@ impl Machine {
         if !self.kernel.classes.is_empty() {
             let name = self.config.machine.name.clone();
             let (pages, classes) = page_map(&self.config, &name, layout.as_ref())?;
-            (self.uniform, self.fast, self.alone) = fast_paths(
+            let alone;
+            (self.uniform, self.fast, alone) = fast_paths(
                 &pages,
                 &self.roots,
                 self.translated,
@@ -620,6 +623,7 @@ impl Machine {
                 &self.default_shift,
                 &slow_structures(&self.units, &self.climbs),
             );
+            self.alone = alone_unless_walks(alone, self.prefetch.is_some(), self.walker.is_some());
             self.pages = pages;
             self.kernel.classes = classes;
         }

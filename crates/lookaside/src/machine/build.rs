@@ -445,12 +445,7 @@ impl Machine {
             .prefetch
             .as_ref()
             .map(|p| Box::new(Prefetcher::new(p.user_entries, p.kernel_entries)));
-        // With the prefetcher every walk goes through `translate_from`, which remembers it.
-        let alone = if prefetch.is_some() {
-            [false; 3]
-        } else {
-            alone
-        };
+        let alone = alone_unless_walks(alone, prefetch.is_some(), walker.is_some());
         Ok(Machine {
             vac,
             fast,

@@ -69,9 +69,9 @@ pub struct Feed<'m> {
     /// The `[[cache]]` hierarchy is physically addressed at the page-table walker's frames
     /// ([`Machine::physical_cache_reference`]).
     physical: bool,
-    /// None of the three above, and no page-table walker (which needs each reference's
-    /// physical address): a reference in the running address space needs nothing but
-    /// translation (one flag to test per event instead of four).
+    /// None of the four above: a reference in the running address space needs nothing but
+    /// translation (one flag to test per event instead of four); a page-table walker gets the
+    /// reference's physical address before a first-level miss ([`Machine::walk_paddr`]).
     plain: bool,
     /// The running address space when `plain`, else [`NOT_PLAIN`] (which no `u32` address
     /// space equals): one compare tells a plain reference.
@@ -123,7 +123,9 @@ impl Feed<'_> {
             self.tally.refs[cell] += 1;
             match self.step(e, cell) {
                 Step::Done => {}
-                Step::Root(r, page) => self.translate_root(r, page, e.addr, e.kind, e.mode),
+                Step::Root(r, page) => {
+                    self.translate_root(r, page, e.addr, e.paddr, e.kind, e.mode)
+                }
                 Step::Full => self.translate_plain(e.addr, e.paddr, e.size, e.kind, e.mode),
             }
             return;
@@ -176,13 +178,15 @@ impl Feed<'_> {
     }
 
     /// Probe first-level structure `r` for `page`, the page of a plain reference at `addr`
-    /// (already counted as a reference); the next levels on a miss.
+    /// (physically `paddr`, for a walker; already counted as a reference); the next levels
+    /// on a miss.
     #[inline(never)]
     pub(super) fn translate_root(
         &mut self,
         r: usize,
         page: u64,
         addr: u64,
+        paddr: u64,
         kind: Kind,
         mode: Mode,
     ) {
@@ -204,6 +208,7 @@ impl Feed<'_> {
         } else if m.alone[kind as usize & 3] {
             self.tally.walks[Tally::cell(mode, kind)] += 1;
         } else {
+            m.walk_paddr = paddr;
             m.root_missed(addr, kind, mode, r);
         }
     }
@@ -227,6 +232,7 @@ impl Feed<'_> {
             kind,
             mode,
         };
+        self.m.walk_paddr = paddr;
         let _ = self.translate::<false>(&e, Tally::cell(mode, kind));
     }
 
@@ -433,6 +439,17 @@ pub(super) enum Step {
     Full,
 }
 
+/// [`Machine::alone`] of a machine whose walks need more than a count: with a prefetcher,
+/// which remembers every walk in `translate_from`, or a page-table walker, which makes it,
+/// no root stands alone.
+pub(super) fn alone_unless_walks(alone: [bool; 3], prefetch: bool, walker: bool) -> [bool; 3] {
+    if prefetch || walker {
+        [false; 3]
+    } else {
+        alone
+    }
+}
+
 /// Whether the page map is uniform, and per reference kind what the fast path does and
 /// whether its root stands alone (see [`Machine::uniform`], [`Machine::fast`] and
 /// [`Machine::alone`]): all derived from the page map and the wiring, and from the
@@ -510,7 +527,7 @@ impl Machine {
         let data = self.walker.as_ref().is_some_and(|w| w.sees_data());
         let cached = self.caches.is_some();
         let physical = cached && self.walker.is_some();
-        let plain = !(refilled || memory || cached || self.walker.is_some());
+        let plain = !(refilled || memory || cached || data);
         let caches_only = self.caches_alone();
         Feed {
             caches_only,
