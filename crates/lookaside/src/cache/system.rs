@@ -141,10 +141,11 @@ struct Account {
 }
 
 impl Account {
-    /// Count one reference (an instruction when `fetch`) and its stalls.
+    /// Count references that are `instructions` instruction fetches (or none), and their
+    /// stalls.
     #[inline(always)]
-    fn add(&mut self, fetch: bool, stalls: &[u64; 4]) {
-        self.instructions += fetch as u64;
+    fn add(&mut self, instructions: u64, stalls: &[u64; 4]) {
+        self.instructions += instructions;
         for (a, s) in self.stalls.iter_mut().zip(stalls) {
             *a += s;
         }
@@ -471,9 +472,7 @@ impl MemorySystem {
     /// at that physical address. Returns what it cost.
     #[inline(always)]
     fn access(&mut self, e: &Event, mapped: bool, space: u32, physical: u64) -> Cost {
-        if self.spaces.get(self.cur).is_none_or(|s| s.0 != e.asid) {
-            self.switch_space(e.asid);
-        }
+        self.running(e.asid);
         let paddr = if physical != NO_PADDR {
             physical
         } else if mapped {
@@ -536,16 +535,7 @@ impl MemorySystem {
         }
         let total: u64 = stalls.iter().sum();
         self.now += total;
-        let acct = if self.idle {
-            &mut self.idle_acct
-        } else {
-            &mut self.acct[mode]
-        };
-        let fetch = e.kind == Kind::Fetch;
-        acct.add(fetch, &stalls);
-        if self.activity != Activity::Program {
-            self.handler[self.activity as usize].add(fetch, &stalls);
-        }
+        self.account(mode, (e.kind == Kind::Fetch) as u64, &stalls);
         Cost {
             missed: !hit,
             stalls: total,
@@ -602,9 +592,7 @@ impl MemorySystem {
         let (removals, keeps) = (cache.removals(), cache.hits_keep_order());
         if keeps && self.resident_code.contains(&(key, removals)) {
             // Every line is where the last run of this code left it: all hits.
-            if self.spaces.get(self.cur).is_none_or(|s| s.0 != asid) {
-                self.switch_space(asid);
-            }
+            self.running(asid);
             self.levels[l1]
                 .cache
                 .read_present((end - 4) & self.unmapped_mask, n);
@@ -640,14 +628,30 @@ impl MemorySystem {
     #[inline]
     fn count_hits(&mut self, n: u64) {
         self.now += n;
+        self.account(1, n, &[0; 4]);
+    }
+
+    /// References in `mode` (0 user, 1 kernel), `instructions` of them fetches, and their
+    /// stalls: into the idle account or the mode's, and the running handler's.
+    #[inline(always)]
+    fn account(&mut self, mode: usize, instructions: u64, stalls: &[u64; 4]) {
         let acct = if self.idle {
             &mut self.idle_acct
         } else {
-            &mut self.acct[1]
+            &mut self.acct[mode]
         };
-        acct.instructions += n;
+        acct.add(instructions, stalls);
         if self.activity != Activity::Program {
-            self.handler[self.activity as usize].instructions += n;
+            self.handler[self.activity as usize].add(instructions, stalls);
+        }
+    }
+
+    /// Address space `asid` makes the next reference: if it is not the running one, it
+    /// starts running ([`MemorySystem::switch_space`]).
+    #[inline(always)]
+    fn running(&mut self, asid: u32) {
+        if self.spaces.get(self.cur).is_none_or(|s| s.0 != asid) {
+            self.switch_space(asid);
         }
     }
 
