@@ -7,47 +7,73 @@
 //! documentation there), and is tested against the same reference model. What it leaves out
 //! is what those parameters never need, and what made a miss cost several times a hit:
 //!
-//! * no MRU entry or hints: a lookup is a scan of the set or a walk of one hash chain
-//!   ([`WayIndex`]), about what checking a hint costs, and a miss has no hint to check first
-//!   and none to record;
+//! * no MRU entry or hints: a lookup is a scan of the set or a walk of one hash chain, about
+//!   what checking a hint costs, and a miss has no hint to check first and none to record;
 //! * no second context, no partitions, no policy dispatch: LRU and FIFO keep one list per set
-//!   ([`Lists`]: a hit of LRU moves its way to the back, a fill moves it to the back, the
-//!   victim is the front, an invalidation unlinks), the choice of policy a const parameter
-//!   of the type, so that each path is compiled once per policy.
+//!   (a hit of LRU moves its way to the back, a fill moves it to the back, the victim is the
+//!   front, an invalidation unlinks), the choice of policy a const parameter of the type, so
+//!   that each path is compiled once per policy;
+//! * a way's tags, chain link and list links in one record (`Node`), and the chain it is on
+//!   recorded there: a miss's victim leaves its chain without its key being hashed again.
 //!
 //! [`Engine`] holds either this or the general [`Tlb`], chosen once when the machine is built.
 
-use super::index::WayIndex;
-use super::policy::list::Lists;
 use super::{filled, Part, Policy, SetIndex, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
 
-/// The tags of one way: `ctx == NO_CTX` marks it invalid. Kept together, so that a check
-/// of a way is one bounds check and one cache line.
+/// The end of a hash chain. No node number reaches it (at most [`super::MAX_ENTRIES`] ways).
+const NIL: u32 = u32::MAX;
+
+/// One way of a set, or (way number `ways`) the set's sentinel: its tags, its link in its
+/// hash chain and its links in the set's recency (LRU) or fill (FIFO) list, in one record of
+/// 32 bytes, so that a miss — look up, take the victim, unlink it from its chain, refill —
+/// touches one or two cache lines per node instead of one in each of four arrays, and the
+/// victim's chain is read, not hashed again.
+///
+/// A way's node number is its slot (`set * ways + way`), a set's sentinel follows every way
+/// (`entries + set`); links and chains hold node numbers. Each set's list is circular through its sentinel (its `next` the oldest way, its
+/// `prev` the newest), so that linking and unlinking need no branches; a node in no list
+/// points to itself.
 #[derive(Clone, Copy)]
-struct Tag {
+struct Node {
     vpn: u64,
+    /// [`NO_CTX`] marks an invalid way, and every sentinel.
     ctx: u64,
+    /// The next node of this valid way's hash chain, or [`NIL`] (with `INDEXED` only).
+    chain: u32,
+    /// A valid way's chain: its position in `head` (with `INDEXED`). A sentinel: how many
+    /// ways of its set are valid.
+    aux: u32,
+    prev: u32,
+    next: u32,
 }
 
 /// An unpartitioned LRU (`LRU = true`) or FIFO (`false`) TLB looked up with exact contexts,
 /// through a hash index (`INDEXED`: sets of at least [`INDEX_MIN_WAYS`] ways) or a scan of
 /// the set. Both choices are const parameters: each combination is compiled on its own, with
 /// no test of either per access.
+///
+/// The hash index: per set a table of chain heads, a power of two at least
+/// [`super::index::LOAD`] times the ways (most misses find an empty chain), a key's chain the
+/// top bits of its Fibonacci hash; a fill pushes its way on the front of its chain, a removal
+/// unlinks it from the chain its node records. Nothing ever moves.
 #[derive(Clone)]
 pub struct ExactTlb<const LRU: bool, const INDEXED: bool> {
-    tags: Vec<Tag>,
-    /// Per set, recency (LRU) or fill (FIFO) order of its valid ways.
-    order: Lists,
+    /// Every set's ways, in slot order, then every set's sentinel.
+    nodes: Vec<Node>,
+    /// With `INDEXED`, `size` chain heads per set (node numbers or [`NIL`]); else empty.
+    head: Vec<u32>,
+    /// Chain heads per set, a power of two.
+    size: usize,
+    /// `64 - log2(size)`: a hash's top `log2(size)` bits are its chain.
+    shift: u32,
     /// Valid bit per way, `words` words per set (finds the lowest invalid way fast).
     valid_bits: Vec<u64>,
     words: usize,
-    /// Valid ways per set.
-    used: Vec<u32>,
     valid: usize,
-    /// With `INDEXED`; else empty.
-    index: WayIndex,
     sets: usize,
     ways: usize,
+    /// `sets * ways`: the first sentinel's node.
+    entries: usize,
     set_index: SetIndex,
     params: TlbParams,
 }
@@ -63,23 +89,33 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             "ExactTlb: unpartitioned {want}, indexed from {INDEX_MIN_WAYS} ways"
         );
         let (ways, sets) = (p.ways, p.entries / p.ways);
-        let words = ways.div_ceil(64);
+        assert!(p.entries + sets < NIL as usize, "too many TLB nodes");
+        let mut nodes = filled(
+            p.entries + sets,
+            Node {
+                vpn: 0,
+                ctx: NO_CTX,
+                chain: NIL,
+                aux: 0,
+                prev: 0,
+                next: 0,
+            },
+        )?;
+        for (i, n) in nodes.iter_mut().enumerate() {
+            (n.prev, n.next) = (i as u32, i as u32);
+        }
+        let size = (super::index::LOAD * ways).next_power_of_two().max(2);
         Ok(ExactTlb {
-            tags: filled(
-                p.entries,
-                Tag {
-                    vpn: 0,
-                    ctx: NO_CTX,
-                },
-            )?,
-            order: Lists::new(sets, ways)?,
-            valid_bits: filled(sets * words, 0)?,
-            words,
-            used: filled(sets, 0)?,
+            nodes,
+            head: filled(if INDEXED { sets * size } else { 0 }, NIL)?,
+            size,
+            shift: 64 - size.trailing_zeros(),
+            valid_bits: filled(sets * ways.div_ceil(64), 0)?,
+            words: ways.div_ceil(64),
             valid: 0,
-            index: WayIndex::new(if INDEXED { sets } else { 0 }, ways)?,
             sets,
             ways,
+            entries: p.entries,
             set_index: SetIndex::new(sets),
             params: p.clone(),
         })
@@ -91,21 +127,45 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
         self.set_index.of(vpn)
     }
 
-    /// The way of `set` holding `(vpn, ctx)`, and with the hash index the key's chain in it.
+    /// The node of `set`'s sentinel.
+    #[inline(always)]
+    fn sentinel(&self, set: usize) -> usize {
+        self.entries + set
+    }
+
+    /// The chain of (vpn, ctx) in `set`: the context rotated out of the way of typical page
+    /// numbers, then a Fibonacci hash (the mix of [`super::index::WayIndex`]).
+    #[inline(always)]
+    fn chain(&self, set: usize, vpn: u64, ctx: u64) -> usize {
+        let h = (vpn ^ ctx.rotate_left(44)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift;
+        set * self.size + h as usize
+    }
+
+    /// The node of `set` holding `(vpn, ctx)`, and with the hash index the key's chain.
     #[inline(always)]
     fn find(&self, set: usize, vpn: u64, ctx: u64) -> (Option<usize>, usize) {
-        let base = set * self.ways;
         if INDEXED {
-            let chain = self.index.chain(set, vpn, ctx);
-            let tags = &self.tags;
-            let holds = |w: usize| {
-                let t = tags[base + w];
-                t.vpn == vpn && t.ctx == ctx
-            };
-            (self.index.find_by(chain, set, holds), chain)
+            let chain = self.chain(set, vpn, ctx);
+            let mut w = self.head[chain];
+            while w != NIL {
+                let n = &self.nodes[w as usize];
+                if n.vpn == vpn && n.ctx == ctx {
+                    return (Some(w as usize), chain);
+                }
+                w = n.chain;
+            }
+            (None, chain)
         } else {
-            let tags = &self.tags[base..base + self.ways];
-            (tags.iter().position(|t| t.vpn == vpn && t.ctx == ctx), 0)
+            let base = set * self.ways;
+            let ways = &self.nodes[base..base + self.ways];
+            // A loop that returns (not `position`, which the compiler unrolls for 32-byte
+            // nodes at a cost of more than it saves on a few ways).
+            for (w, n) in ways.iter().enumerate() {
+                if n.vpn == vpn && n.ctx == ctx {
+                    return (Some(base + w), 0);
+                }
+            }
+            (None, 0)
         }
     }
 
@@ -130,7 +190,7 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     pub fn touch(&mut self, vpn: u64, ctx: u64) -> (usize, bool) {
         match self.probe(vpn, ctx) {
             Ok(slot) => (slot, true),
-            Err((set, chain)) => (set * self.ways + self.fill_new(set, chain, vpn, ctx), false),
+            Err((set, chain)) => (self.fill_new(set, chain, vpn, ctx), false),
         }
     }
 
@@ -141,11 +201,11 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
         let set = self.set_of(vpn);
         let (found, chain) = self.find(set, vpn, ctx);
         match found {
-            Some(way) => {
+            Some(i) => {
                 if LRU {
-                    self.order.move_to_back(set, way);
+                    self.make_newest(set, i);
                 }
-                Ok(set * self.ways + way)
+                Ok(i)
             }
             None => Err((set, chain)),
         }
@@ -157,10 +217,7 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     pub fn touch_mostly_hit(&mut self, vpn: u64, ctx: u64) -> (usize, bool) {
         match self.probe(vpn, ctx) {
             Ok(slot) => (slot, true),
-            Err((set, chain)) => (
-                set * self.ways + self.fill_cold(set, chain, vpn, ctx),
-                false,
-            ),
+            Err((set, chain)) => (self.fill_cold(set, chain, vpn, ctx), false),
         }
     }
 
@@ -175,23 +232,38 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     #[inline(always)]
     pub fn lookup(&mut self, vpn: u64, ctx: u64) -> Option<usize> {
         let set = self.set_of(vpn);
-        let way = self.find(set, vpn, ctx).0?;
+        let i = self.find(set, vpn, ctx).0?;
         if LRU {
-            self.order.move_to_back(set, way);
+            self.make_newest(set, i);
         }
-        Some(set * self.ways + way)
+        Some(i)
+    }
+
+    /// Make node `i` the newest of `set`'s list, wherever it was (or wasn't) before.
+    /// Branch-free: moving the newest node unlinks and relinks it in place.
+    #[inline(always)]
+    fn make_newest(&mut self, set: usize, i: usize) {
+        let s = self.sentinel(set);
+        let n = &mut self.nodes;
+        let (p, x) = (n[i].prev, n[i].next);
+        n[p as usize].next = x;
+        n[x as usize].prev = p;
+        let last = n[s].prev;
+        n[last as usize].next = i as u32;
+        (n[i].prev, n[i].next) = (last, s as u32);
+        n[s].prev = i as u32;
     }
 
     /// Put the new key `(vpn, ctx)`, whose chain in the hash index is `chain`, into `set`;
-    /// returns its way.
+    /// returns its slot.
     #[inline(always)]
     fn fill_new(&mut self, set: usize, chain: usize, vpn: u64, ctx: u64) -> usize {
         assert!(
             ctx != NO_CTX,
             "ExactTlb::access: NO_CTX is not a storable context"
         );
-        let base = set * self.ways;
-        let way = if (self.used[set] as usize) < self.ways {
+        let s = self.sentinel(set);
+        let i = if (self.nodes[s].aux as usize) < self.ways {
             let bits = &mut self.valid_bits[set * self.words..(set + 1) * self.words];
             let mut wi = 0;
             while bits[wi] == !0 {
@@ -199,51 +271,91 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             }
             let bit = (!bits[wi]).trailing_zeros() as usize;
             bits[wi] |= 1 << bit;
-            self.used[set] += 1;
+            self.nodes[s].aux += 1;
             self.valid += 1;
-            let w = wi * 64 + bit;
-            self.order.move_to_back(set, w);
-            w
+            let i = set * self.ways + wi * 64 + bit;
+            self.make_newest(set, i);
+            i
         } else {
             // Every way is valid, so the list holds every way: the front is the victim, and
-            // refilled it becomes the back (LRU: the most recent; FIFO: the newest).
-            let w = self.order.rotate(set).unwrap_or(0);
-            let old = std::mem::replace(&mut self.tags[base + w], Tag { vpn, ctx });
-            if INDEXED {
-                self.index.replace(set, w, old.vpn, old.ctx, chain);
+            // refilled it becomes the back (LRU: the most recent; FIFO: the newest). The
+            // sentinel steps from before it to after it.
+            let n = &mut self.nodes;
+            let f = n[s].next as usize;
+            let after = n[f].next as usize;
+            if after != s {
+                let l = n[s].prev as usize;
+                n[l].next = f as u32;
+                (n[f].prev, n[f].next) = (l as u32, s as u32);
+                (n[s].prev, n[s].next) = (f as u32, after as u32);
+                n[after].prev = s as u32;
             }
-            return w;
+            if INDEXED {
+                self.unchain(f);
+            }
+            f
         };
-        self.tags[base + way] = Tag { vpn, ctx };
+        let hb = if INDEXED { self.head[chain] } else { NIL };
+        let n = &mut self.nodes[i];
+        (n.vpn, n.ctx) = (vpn, ctx);
         if INDEXED {
-            self.index.insert_in(chain, set, way);
+            (n.chain, n.aux) = (hb, chain as u32);
+            self.head[chain] = i as u32;
         }
-        way
+        i
     }
 
-    /// Make the valid `way` of `set` invalid.
-    fn remove(&mut self, set: usize, way: usize) {
-        let slot = set * self.ways + way;
-        if INDEXED {
-            let old = self.tags[slot];
-            self.index.remove(set, way, old.vpn, old.ctx);
+    /// Take the valid node `i` out of its hash chain (with `INDEXED`).
+    #[inline(always)]
+    fn unchain(&mut self, i: usize) {
+        let (chain, after) = (self.nodes[i].aux as usize, self.nodes[i].chain);
+        let mut w = self.head[chain];
+        if w == i as u32 {
+            self.head[chain] = after;
+            return;
         }
-        self.tags[slot] = Tag {
+        // Not first: find the node before it (the chain holds it, so the walk ends).
+        loop {
+            debug_assert!(w != NIL, "removing a way that is not indexed");
+            let x = self.nodes[w as usize].chain;
+            if x == i as u32 {
+                self.nodes[w as usize].chain = after;
+                return;
+            }
+            w = x;
+        }
+    }
+
+    /// Make the valid node `i` of `set` invalid.
+    fn remove(&mut self, set: usize, i: usize) {
+        if INDEXED {
+            self.unchain(i);
+        }
+        let way = i - set * self.ways;
+        self.valid_bits[set * self.words + way / 64] &= !(1 << (way % 64));
+        let s = self.sentinel(set);
+        self.nodes[s].aux -= 1;
+        self.valid -= 1;
+        let n = &mut self.nodes;
+        let (p, x) = (n[i].prev, n[i].next);
+        n[p as usize].next = x;
+        n[x as usize].prev = p;
+        n[i] = Node {
             vpn: 0,
             ctx: NO_CTX,
+            chain: NIL,
+            aux: 0,
+            prev: i as u32,
+            next: i as u32,
         };
-        self.valid_bits[set * self.words + way / 64] &= !(1 << (way % 64));
-        self.used[set] -= 1;
-        self.valid -= 1;
-        self.order.unlink(set, way);
     }
 
     /// Remove `(vpn, ctx)`; returns whether it was present.
     pub fn invalidate(&mut self, vpn: u64, ctx: u64) -> bool {
         let set = self.set_of(vpn);
         match self.find(set, vpn, ctx).0 {
-            Some(way) => {
-                self.remove(set, way);
+            Some(i) => {
+                self.remove(set, i);
                 true
             }
             None => false,
@@ -255,13 +367,13 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     pub fn flush_if(&mut self, mut pred: impl FnMut(u64, u64) -> bool) -> usize {
         let mut n = 0;
         for set in 0..self.sets {
-            if self.used[set] == 0 {
+            if self.nodes[self.sentinel(set)].aux == 0 {
                 continue;
             }
-            for way in 0..self.ways {
-                let t = self.tags[set * self.ways + way];
+            for i in set * self.ways..(set + 1) * self.ways {
+                let t = self.nodes[i];
                 if t.ctx != NO_CTX && pred(t.vpn, t.ctx) {
-                    self.remove(set, way);
+                    self.remove(set, i);
                     n += 1;
                 }
             }
@@ -282,7 +394,7 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     /// The valid entries as `(set, way, vpn, ctx)`, in (set, way) order.
     pub fn entries_iter(&self) -> impl Iterator<Item = (usize, usize, u64, u64)> + '_ {
         let ways = self.ways;
-        self.tags
+        self.nodes[..self.entries]
             .iter()
             .enumerate()
             .filter(|&(_, t)| t.ctx != NO_CTX)

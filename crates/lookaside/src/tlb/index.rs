@@ -146,33 +146,6 @@ impl WayIndex {
         }
     }
 
-    /// `way` of `set`, which held (vpn, ctx), now holds a new key whose chain is `chain`:
-    /// [`WayIndex::remove`] then [`WayIndex::insert_in`] (a miss's victim refilled), with
-    /// the arrays' places loaded once for both.
-    #[inline(always)]
-    pub(crate) fn replace(&mut self, set: usize, way: usize, vpn: u64, ctx: u64, chain: usize) {
-        let old = self.chain(set, vpn, ctx);
-        let next = &mut self.next[set * self.ways..(set + 1) * self.ways];
-        let head = &mut self.head[..];
-        let after = next[way];
-        let mut w = head[old];
-        if w == way as u32 {
-            head[old] = after;
-        } else {
-            loop {
-                debug_assert!(w != NIL, "removing a way that is not indexed");
-                let n = next[w as usize];
-                if n == way as u32 {
-                    next[w as usize] = after;
-                    break;
-                }
-                w = n;
-            }
-        }
-        next[way] = head[chain];
-        head[chain] = way as u32;
-    }
-
     /// Forget every way of `set`.
     pub(crate) fn clear_set(&mut self, set: usize) {
         self.head[set * self.size..(set + 1) * self.size].fill(NIL);

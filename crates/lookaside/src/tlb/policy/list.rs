@@ -79,34 +79,6 @@ impl Lists {
         self.link[s].prev = i as u32;
     }
 
-    /// Make the oldest way of the set's list its newest, and return it (`None` if the list is
-    /// empty): what `front` then `move_to_back` of that way do, as one move of the sentinel
-    /// — the victim of a full set refilled.
-    #[inline(always)]
-    pub(crate) fn rotate(&mut self, set: usize) -> Option<usize> {
-        let s = self.sentinel(set);
-        let f = self.link[s].next as usize;
-        if f == s {
-            return None;
-        }
-        let n = self.link[f].next as usize;
-        if n != s {
-            // Two nodes or more: the sentinel steps from before `f` to after it.
-            let l = self.link[s].prev as usize;
-            self.link[l].next = f as u32;
-            self.link[f] = Link {
-                prev: l as u32,
-                next: s as u32,
-            };
-            self.link[s] = Link {
-                prev: f as u32,
-                next: n as u32,
-            };
-            self.link[n].prev = s as u32;
-        }
-        Some(f - set * self.stride)
-    }
-
     /// The oldest way of the set's list, if the list is not empty.
     #[inline]
     pub(crate) fn front(&self, set: usize) -> Option<usize> {
