@@ -6,8 +6,8 @@
 //! and each way a link to the next way of its chain (way numbers within the set, `u32`). A
 //! key's bucket is the top bits of its Fibonacci hash. A lookup walks one chain (on average
 //! less than `1 / LOAD` other ways long) comparing the TLB's tags, which the caller passes in;
-//! an insertion pushes the way on the front of its chain; a removal unlinks it (the caller
-//! passes the key it held, so its chain is found without a search of the table). There are
+//! an insertion pushes the way on the front of its chain and records the chain; a removal
+//! unlinks it from the chain recorded (no hash of the key it held). There are
 //! no tombstones and nothing ever moves, whatever the mix of fills and invalidations — on a
 //! miss-heavy stream every fill removes its victim, and with open addressing that removal's
 //! backward shift was the most expensive step of a miss.
@@ -27,6 +27,8 @@ pub(crate) struct WayIndex {
     head: Vec<u32>,
     /// Per way (`set * ways + way`), the next way of its chain, or [`NIL`].
     next: Vec<u32>,
+    /// Per indexed way, its chain (position in `head`).
+    chain_of: Vec<u32>,
     ways: usize,
     /// Heads per set, a power of two.
     size: usize,
@@ -41,6 +43,7 @@ impl WayIndex {
         Ok(WayIndex {
             head: super::filled(sets * size, NIL)?,
             next: super::filled(sets * ways, NIL)?,
+            chain_of: super::filled(sets * ways, 0)?,
             ways,
             size,
             shift: 64 - size.trailing_zeros(),
@@ -50,7 +53,7 @@ impl WayIndex {
     /// The heap bytes of an index of `sets` sets of `ways` ways (see [`WayIndex::new`]).
     pub(crate) fn heap_bytes(sets: u64, ways: u64) -> u64 {
         let size = (LOAD as u64 * ways).next_power_of_two().max(2);
-        sets * (size + ways) * 4
+        sets * (size + 2 * ways) * 4
     }
 
     /// The position in `head` of the chain of (vpn, ctx) in `set`: the context rotated out of
@@ -120,14 +123,15 @@ impl WayIndex {
     #[inline(always)]
     pub(crate) fn insert_in(&mut self, chain: usize, set: usize, way: usize) {
         self.next[set * self.ways + way] = self.head[chain];
+        self.chain_of[set * self.ways + way] = chain as u32;
         self.head[chain] = way as u32;
     }
 
-    /// Forget `way` of `set`, which is indexed and holds (vpn, ctx).
+    /// Forget `way` of `set`, which is indexed.
     #[inline(always)]
-    pub(crate) fn remove(&mut self, set: usize, way: usize, vpn: u64, ctx: u64) {
-        let chain = self.chain(set, vpn, ctx);
+    pub(crate) fn remove(&mut self, set: usize, way: usize) {
         let base = set * self.ways;
+        let chain = self.chain_of[base + way] as usize;
         let after = self.next[base + way];
         let mut w = self.head[chain];
         if w == way as u32 {
@@ -180,7 +184,7 @@ mod tests {
         }
         // The middle, the front, the back of the shared chain, then one alone.
         for gone in [2, 4, 0, 6, 1] {
-            ix.remove(1, gone, vpns[gone], 5);
+            ix.remove(1, gone);
             assert_eq!(ix.find(1, vpns[gone], 5, &vpns, &ctxs), None);
         }
         for (w, &v) in vpns.iter().enumerate() {

@@ -516,6 +516,7 @@ struct Insert<'a> {
     set: usize,
     span: Span,
     at: AccessInfo,
+    chain: Option<usize>,
 }
 
 impl Visit for Insert<'_> {
@@ -529,8 +530,9 @@ impl Visit for Insert<'_> {
             set,
             span,
             at,
+            chain,
         } = self;
-        t.insert_in(pol, rng, set, span, at, None)
+        t.insert_in(pol, rng, set, span, at, chain)
     }
 }
 
@@ -676,7 +678,7 @@ impl Tags {
             let w = span.lo + pol.victim(set, rng, at);
             let old = (self.vpn[base + w], self.ctx[base + w]);
             if let Some(ix) = &mut self.index {
-                ix.remove(set, w, old.0, old.1);
+                ix.remove(set, w);
             }
             (w, Some(old))
         };
@@ -886,11 +888,12 @@ impl Tlb {
     pub fn fill(&mut self, vpn: u64, ctx: u64, part: Part) -> Option<(u64, u64)> {
         assert!(ctx != NO_CTX, "Tlb::fill: NO_CTX is not a storable context");
         let set = self.t.set_of(vpn);
-        if let Some(way) = self.t.find(set, vpn, ctx, ctx) {
+        let (found, chain) = self.t.find_chained(set, vpn, ctx, ctx);
+        if let Some(way) = found {
             self.hit(set, way, ctx);
             return None;
         }
-        self.insert(set, vpn, ctx, part).1
+        self.insert(set, vpn, ctx, part, chain).1
     }
 
     /// [`Tlb::fill`] that also says where `(vpn, ctx)` now lives, as the slot
@@ -906,11 +909,12 @@ impl Tlb {
             "Tlb::fill_slot: NO_CTX is not a storable context"
         );
         let set = self.t.set_of(vpn);
-        if let Some(way) = self.t.find(set, vpn, ctx, ctx) {
+        let (found, chain) = self.t.find_chained(set, vpn, ctx, ctx);
+        if let Some(way) = found {
             self.hit(set, way, ctx);
             return (set * self.t.ways + way, None);
         }
-        let (way, evicted) = self.insert(set, vpn, ctx, part);
+        let (way, evicted) = self.insert(set, vpn, ctx, part, chain);
         (set * self.t.ways + way, evicted)
     }
 
@@ -1027,18 +1031,20 @@ impl Tlb {
             "Tlb::access: NO_CTX is not a storable context"
         );
         // The lookup probed (vpn, ctx) and missed, so the key is new.
-        self.insert(set, vpn, ctx, part);
+        self.insert(set, vpn, ctx, part, None);
         false
     }
 
     /// Put the new key `(vpn, ctx)` into `part` of `set`; returns its way and the evicted
-    /// entry, if a valid one was replaced.
+    /// entry, if a valid one was replaced. `chain`: the key's chain in the hash index, if
+    /// the caller's search computed it.
     fn insert(
         &mut self,
         set: usize,
         vpn: u64,
         ctx: u64,
         part: Part,
+        chain: Option<usize>,
     ) -> (usize, Option<(u64, u64)>) {
         let (split, ways) = (self.t.split, self.t.ways);
         let span = if split < ways && part == Part::Upper {
@@ -1062,6 +1068,7 @@ impl Tlb {
             set,
             span,
             at,
+            chain,
         })
     }
 
@@ -1111,7 +1118,7 @@ impl Tlb {
         self.t.forget_mru();
         let base = set * self.t.ways;
         if let Some(ix) = &mut self.t.index {
-            ix.remove(set, way, vpn, ctx);
+            ix.remove(set, way);
             ix.insert(set, way, vpn, new_ctx);
         }
         // Hints naming this slot die by themselves: its context tag no longer matches them.
@@ -1171,7 +1178,7 @@ impl Tlb {
         let base = set * self.t.ways;
         let slot = base + way;
         if let Some(ix) = &mut self.t.index {
-            ix.remove(set, way, self.t.vpn[slot], self.t.ctx[slot]);
+            ix.remove(set, way);
         }
         self.t.vpn[slot] = 0;
         self.t.ctx[slot] = NO_CTX;
