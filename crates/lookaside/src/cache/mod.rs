@@ -329,8 +329,10 @@ impl Cache {
         if self.fetch_lines > 1 {
             let first = key & !(self.fetch_lines - 1);
             for other in first..first + self.fetch_lines {
-                if other != key && self.tags.probe(other).is_none() {
-                    self.fill(other, false, &mut o);
+                if other != key {
+                    if let Some((slot, evicted)) = self.tags.fill_if_absent(other) {
+                        self.filled(slot, evicted, false, &mut o);
+                    }
                 }
             }
         }
@@ -386,6 +388,13 @@ impl Cache {
     /// Put the absent line `key` in, counting the fill and any dirty line it evicts.
     fn fill(&mut self, key: u64, dirty: bool, o: &mut Outcome) {
         let (slot, evicted) = self.tags.fill(key);
+        self.filled(slot, evicted, dirty, o);
+    }
+
+    /// Count the fill of `slot`, which evicted the valid line `evicted` if any: a write-back
+    /// of it if it was dirty; the slot's line is now `dirty` or clean.
+    #[inline(always)]
+    fn filled(&mut self, slot: usize, evicted: Option<u64>, dirty: bool, o: &mut Outcome) {
         self.removals += evicted.is_some() as u64;
         o.fills += 1;
         self.stats.fills += 1;

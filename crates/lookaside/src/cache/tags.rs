@@ -943,6 +943,24 @@ impl CacheTags {
         }
     }
 
+    /// Put `block` in if it is absent, as [`CacheTags::probe`] then [`CacheTags::fill`]
+    /// do: its slot and the valid block it evicted, or `None` if it was present (then
+    /// nothing changes but the last block touched, which only a lookup reads). A
+    /// direct-mapped store does both with one compare: the lines of a fetch block other
+    /// than the one that missed.
+    #[inline(always)]
+    pub fn fill_if_absent(&mut self, block: u64) -> Option<(usize, Option<u64>)> {
+        if let Repl::Direct = self.repl {
+            let set = self.s.set_of(block);
+            let t = self.s.access_direct(set, block);
+            return (!t.hit).then_some((t.slot, t.evicted));
+        }
+        match self.probe(block) {
+            Some(_) => None,
+            None => Some(self.fill(block)),
+        }
+    }
+
     /// [`CacheTags::fill`] of `block` into `set`, replaced by the engine's state.
     #[inline(never)]
     fn fill_policy(&mut self, set: usize, block: u64) -> (usize, Option<u64>) {
