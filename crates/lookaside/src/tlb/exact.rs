@@ -23,16 +23,16 @@ use super::{filled, Part, Policy, SetIndex, Tlb, TlbParams, INDEX_MIN_WAYS, NO_C
 /// The end of a hash chain. No node number reaches it (at most [`super::MAX_ENTRIES`] ways).
 const NIL: u32 = u32::MAX;
 
-/// One way of a set, or (way number `ways`) the set's sentinel: its tags, its link in its
-/// hash chain and its links in the set's recency (LRU) or fill (FIFO) list, in one record of
-/// 32 bytes, so that a miss — look up, take the victim, unlink it from its chain, refill —
-/// touches one or two cache lines per node instead of one in each of four arrays, and the
-/// victim's chain is read, not hashed again.
+/// One way of a set, or a set's sentinel: its tags, its link in its hash chain and its links
+/// in the set's recency (LRU) or fill (FIFO) list, in one record of 32 bytes, so that a miss
+/// — look up, take the victim, unlink it from its chain, refill — touches one or two cache
+/// lines per node instead of one in each of four arrays, and the victim's chain is read, not
+/// hashed again.
 ///
-/// A way's node number is its slot (`set * ways + way`), a set's sentinel follows every way
-/// (`entries + set`); links and chains hold node numbers. Each set's list is circular through its sentinel (its `next` the oldest way, its
-/// `prev` the newest), so that linking and unlinking need no branches; a node in no list
-/// points to itself.
+/// A way's node number is its slot (`set * ways + way`); the sentinels follow every way
+/// (`entries + set`); links and chains hold node numbers. Each set's list is circular through
+/// its sentinel (its `next` the oldest way, its `prev` the newest), so that linking and
+/// unlinking need no branches; a node in no list points to itself.
 #[derive(Clone, Copy)]
 struct Node {
     vpn: u64,

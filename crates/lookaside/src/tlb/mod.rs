@@ -234,7 +234,9 @@ impl TlbParams {
     /// tags (a page and a context per entry), the valid bits and counts per set, the way
     /// index of wide sets, and the replacement state (at most a link pair per way and a
     /// sentinel per set, whichever policy: an upper bound). Kept beside [`Tlb::with_lookup`],
-    /// whose allocations it follows.
+    /// whose allocations it follows; the machine's [`Engine`] may build an [`ExactTlb`]
+    /// instead (a 32-byte record per way and per set, chain heads of wide sets), so the
+    /// bound is the larger of the two.
     pub fn heap_bytes(&self) -> u64 {
         let entries = self.entries as u64;
         let ways = self.ways.max(1) as u64;
@@ -247,7 +249,9 @@ impl TlbParams {
             0
         };
         let policy = (entries + 2 * sets) * 8;
-        tags + valid + index + policy
+        let general = tags + valid + index + policy;
+        let exact = (entries + sets) * 32 + valid + index;
+        general.max(exact)
     }
 
     /// Whether these parameters describe a TLB [`Tlb::new`] can build.
