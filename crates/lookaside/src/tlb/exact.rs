@@ -18,10 +18,8 @@
 //!
 //! [`Engine`] holds either this or the general [`Tlb`], chosen once when the machine is built.
 
+use super::index::{unlink, NIL};
 use super::{filled, Part, Policy, SetIndex, Tlb, TlbParams, INDEX_MIN_WAYS, NO_CTX};
-
-/// The end of a hash chain. No node number reaches it (at most [`super::MAX_ENTRIES`] ways).
-const NIL: u32 = u32::MAX;
 
 /// One way of a set, or a set's sentinel: its tags, its link in its hash chain and its links
 /// in the set's recency (LRU) or fill (FIFO) list, in one record of 32 bytes, so that a miss
@@ -308,22 +306,8 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     /// Take the valid node `i` out of its hash chain (with `INDEXED`).
     #[inline(always)]
     fn unchain(&mut self, i: usize) {
-        let (chain, after) = (self.nodes[i].aux as usize, self.nodes[i].chain);
-        let mut w = self.head[chain];
-        if w == i as u32 {
-            self.head[chain] = after;
-            return;
-        }
-        // Not first: find the node before it (the chain holds it, so the walk ends).
-        loop {
-            debug_assert!(w != NIL, "removing a way that is not indexed");
-            let x = self.nodes[w as usize].chain;
-            if x == i as u32 {
-                self.nodes[w as usize].chain = after;
-                return;
-            }
-            w = x;
-        }
+        let chain = self.nodes[i].aux as usize;
+        unlink(&mut self.head[chain], &mut self.nodes, i, |n| &mut n.chain);
     }
 
     /// Make the valid node `i` of `set` invalid.

@@ -19,7 +19,34 @@
 pub(crate) const LOAD: usize = 4;
 
 /// The end of a chain. No way is `u32::MAX` (at most [`super::MAX_ENTRIES`] ways).
-const NIL: u32 = u32::MAX;
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// Take `item` out of the chain that starts at `head`, whose items are numbered by their
+/// place in `items` and linked through `link(items[i])` ([`NIL`] ends a chain). The chain
+/// must hold `item`: the walk to the item before it then ends.
+#[inline(always)]
+pub(crate) fn unlink<T>(
+    head: &mut u32,
+    items: &mut [T],
+    item: usize,
+    link: fn(&mut T) -> &mut u32,
+) {
+    let after = *link(&mut items[item]);
+    let mut w = *head;
+    if w == item as u32 {
+        *head = after;
+        return;
+    }
+    loop {
+        debug_assert!(w != NIL, "removing an item that is not chained");
+        let x = link(&mut items[w as usize]);
+        if *x == item as u32 {
+            *x = after;
+            return;
+        }
+        w = *x;
+    }
+}
 
 #[derive(Clone)]
 pub(crate) struct WayIndex {
@@ -132,22 +159,8 @@ impl WayIndex {
     pub(crate) fn remove(&mut self, set: usize, way: usize) {
         let base = set * self.ways;
         let chain = self.chain_of[base + way] as usize;
-        let after = self.next[base + way];
-        let mut w = self.head[chain];
-        if w == way as u32 {
-            self.head[chain] = after;
-            return;
-        }
-        // Not first: find the way before it (the chain holds it, so the walk ends).
-        loop {
-            debug_assert!(w != NIL, "removing a way that is not indexed");
-            let n = self.next[base + w as usize];
-            if n == way as u32 {
-                self.next[base + w as usize] = after;
-                return;
-            }
-            w = n;
-        }
+        let next = &mut self.next[base..base + self.ways];
+        unlink(&mut self.head[chain], next, way, |n| n);
     }
 
     /// Forget every way of `set`.
