@@ -54,6 +54,7 @@ use crate::tlb::{Engine, HillClimber, Part, Partition, Policy, Tlb, TlbParams, N
 use crate::trace::kernel::{KernelClass, KernelLayout, LayoutSource};
 use crate::trace::native::NativeReader;
 use crate::trace::Metadata;
+use crate::vm::PageSizes;
 
 mod alone;
 mod build;
@@ -208,74 +209,6 @@ impl Route {
     }
 }
 
-/// Which page size backs each address.
-#[derive(Clone, Debug)]
-struct PageMap {
-    default: Option<u32>,
-    /// (start, end, asid filter, shift or None = unmapped), first match wins.
-    regions: Vec<(u64, u64, Option<u32>, Option<u32>)>,
-    /// Every region is unmapped (a hole in the default page size, like MIPS kseg0): the fast
-    /// path still applies outside the holes.
-    has_holes: bool,
-}
-
-impl PageMap {
-    #[inline(always)]
-    fn backing(&self, addr: u64, asid: u32) -> Option<u32> {
-        if self.regions.is_empty() {
-            return self.default;
-        }
-        for &(start, end, a, shift) in &self.regions {
-            if addr >= start && addr < end && a.is_none_or(|a| a == asid) {
-                return shift;
-            }
-        }
-        self.default
-    }
-
-    /// The addresses around `addr` backed as it is (for `asid`): `[lo, hi]`, inclusive.
-    fn span(&self, addr: u64, asid: u32) -> (u64, u64) {
-        let (mut lo, mut hi) = (0, u64::MAX);
-        for &(start, end, a, _) in &self.regions {
-            if a.is_some_and(|a| a != asid) {
-                continue;
-            }
-            if addr >= start && addr < end {
-                return (lo.max(start), hi.min(end - 1));
-            }
-            if end <= addr {
-                lo = lo.max(end);
-            } else {
-                hi = hi.min(start - 1);
-            }
-        }
-        (lo, hi)
-    }
-
-    /// Whether some address of `[start, end)` is translated (backed by pages) in an address
-    /// space no region singles out.
-    fn translates_any(&self, start: u64, end: u64) -> bool {
-        let mut a = start;
-        while a < end {
-            if self.backing(a, u32::MAX).is_some() {
-                return true;
-            }
-            match self.span(a, u32::MAX).1.checked_add(1) {
-                Some(next) => a = next,
-                None => return false,
-            }
-        }
-        false
-    }
-
-    /// Every shift some address can be backed by.
-    fn shifts(&self) -> impl Iterator<Item = u32> + '_ {
-        self.default
-            .into_iter()
-            .chain(self.regions.iter().filter_map(|r| r.3))
-    }
-}
-
 /// The share of a run's references left unsimulated above which its result warns (and a
 /// MIPS machine refuses a trace whose user references are out of kuseg): 1 %. A few stray
 /// references — a 64-bit program's vsyscall page, a kernel reference into x86-64's direct
@@ -315,7 +248,7 @@ pub struct Machine {
     translated: [bool; 3],
     /// Per structure, where its misses go, by kind and page size (nowhere: a walk).
     next: Vec<Route>,
-    pages: PageMap,
+    pages: PageSizes,
     split: bool,
     global_above: u64,
     cur_asid: u32,
@@ -624,6 +557,9 @@ impl Machine {
                 &slow_structures(&self.units, &self.climbs),
             );
             self.alone = alone_unless_walks(alone, self.prefetch.is_some(), self.walker.is_some());
+            if let (Some(m), true) = (self.memory.as_deref_mut(), pages.mixed()) {
+                m.set_page_sizes(pages.clone());
+            }
             self.pages = pages;
             self.kernel.classes = classes;
         }

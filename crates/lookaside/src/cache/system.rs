@@ -376,13 +376,21 @@ impl MemorySystem {
     }
 
     /// [`MemorySystem::frame_of`] for a page of no traced program (a page table's preloaded
-    /// background pages): not counted among the pages a trace left without a physical
-    /// address.
+    /// background pages, base pages whatever `[pages]` says): not counted among the pages a
+    /// trace left without a physical address.
     pub fn background_frame(&mut self, space: u32, vaddr: u64) -> u64 {
-        let untraced = self.mapper.untraced();
-        let f = self.frame_of(space, vaddr, NO_PADDR);
+        let (shift, untraced) = (self.mapper.page_shift(), self.mapper.untraced());
+        let f = self
+            .mapper
+            .base_frame(mapping_space(space, vaddr), vaddr >> shift);
         self.mapper.set_untraced(untraced);
-        f
+        ((f << shift) | (vaddr & ((1 << shift) - 1))) >> crate::pagetable::PAGE_SHIFT
+    }
+
+    /// The pages of more than one size this memory maps (`[pages]`), when it does: a large
+    /// page then takes an aligned run of frames (memory must hold one of each size).
+    pub(crate) fn set_page_sizes(&mut self, sizes: crate::vm::PageSizes) {
+        self.mapper.set_page_sizes(sizes);
     }
 
     /// The frame (of 4 KiB) a page of `space` holding `vaddr` was given, if any (a lookup).

@@ -171,18 +171,12 @@ impl Machine {
                 "with [pagetable] the walker refills from its table, and its table references reach the memory system's caches already; [memory.handler] synthesises the MIPS handlers of a machine without one (their PTE loads from a linear table of their own): leave one out".into(),
             ));
         }
-        if config.memory.is_some() && config.pagetable.is_some() {
-            // The memory system maps every page at the smallest size in use.
-            let mut sizes = config.pages.sizes().filter(|(_, s)| s.shift().is_some());
-            if let Some((_, first)) = sizes.next() {
-                if let Some((key, other)) = sizes.find(|(_, s)| *s != first) {
-                    return Err(Error::NotYet(format!(
-                        "{source_name}: {key}: {} pages beside {} pages with [memory] and [pagetable] (the memory system maps every page at the smallest size, so a large page's parts would lie in frames other than the walker's)",
-                        other.label(),
-                        first.label()
-                    )));
-                }
-            }
+        if let Some(mc) = config
+            .memory
+            .as_ref()
+            .filter(|m| m.mapping != crate::vm::Mapping::Identity)
+        {
+            memory_holds_its_pages(&config, mc, source_name)?;
         }
         if config.memory.is_some() && config.pagetable.as_ref().is_some_and(|p| p.data_refs) {
             return Err(err(
@@ -351,6 +345,9 @@ impl Machine {
             )?)),
             None => None,
         };
+        if let (Some(m), true) = (memory.as_deref_mut(), pages.mixed()) {
+            m.set_page_sizes(pages.clone());
+        }
         if let Some(h) = &handler {
             // The handlers run from unmapped memory: a handler whose code or root table
             // could miss the TLB would recurse.
@@ -582,6 +579,53 @@ fn physical_caches(
     Ok(())
 }
 
+/// With pages of more than one size, the memory system gives a large page an aligned run of
+/// its frames: memory must hold a page of every size, and a page of the kernel half, which
+/// every address space shares, has one size for all (no region singles out address spaces
+/// there).
+fn memory_holds_its_pages(
+    config: &MachineConfig,
+    mc: &crate::config::MemoryConfig,
+    source_name: &str,
+) -> Result<()> {
+    let mut shifts: Vec<u32> = config
+        .pages
+        .sizes()
+        .filter_map(|(_, s)| s.shift())
+        .collect();
+    shifts.sort_unstable();
+    shifts.dedup();
+    if shifts.len() < 2 {
+        return Ok(());
+    }
+    let bytes = mc.memory_bytes(config.pagetable.as_ref());
+    if let Some((key, size)) = config
+        .pages
+        .sizes()
+        .find(|(_, s)| s.shift().is_some_and(|s| 1u64 << s > bytes))
+    {
+        return Err(Error::config(
+            source_name,
+            key,
+            format!(
+                "{} pages in {} of memory: a large page is an aligned run of frames, so memory must hold one (raise memory.memory)",
+                size.label(),
+                human_bytes(bytes)
+            ),
+        ));
+    }
+    if let Some(i) = config.pages.regions.iter().position(|r| {
+        r.asid.is_some() && r.size.shift().is_some() && r.end.is_none_or(|e| e > 1 << 63)
+    }) {
+        return Err(Error::config(
+            source_name,
+            format!("pages.regions[{i}].asid"),
+            "with [memory] and pages of more than one size, a region of the kernel half (addresses from 2^63), whose pages every address space shares, cannot single out an address space",
+        ));
+    }
+    Ok(())
+}
+
 /// A bound on the memory one machine may take, and the option that sets it (for the message
 /// that refuses a machine over it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -743,7 +787,7 @@ pub fn memory_estimate(config: &MachineConfig) -> u64 {
 pub(super) fn wire(
     config: &MachineConfig,
     shifts: &[Vec<u32>],
-    pages: &PageMap,
+    pages: &PageSizes,
     source_name: &str,
 ) -> Result<(Route, Vec<Route>, [bool; 3])> {
     let err = |k: String, m: String| Error::config(source_name, k, m);
@@ -949,7 +993,7 @@ pub(super) fn page_map(
     config: &MachineConfig,
     source_name: &str,
     layout: Option<&KernelLayout>,
-) -> Result<(PageMap, Vec<ResolvedClass>)> {
+) -> Result<(PageSizes, Vec<ResolvedClass>)> {
     let err = |k: String, m: &str| Error::config(source_name, k, m);
     let mut regions = Vec::new();
     let mut classes = Vec::new();
@@ -1009,7 +1053,7 @@ pub(super) fn page_map(
         regions.push((start, end, r.asid, r.size.shift()));
     }
     Ok((
-        PageMap {
+        PageSizes {
             default: config.pages.size.shift(),
             has_holes: !regions.is_empty() && regions.iter().all(|r| r.3.is_none()),
             regions,

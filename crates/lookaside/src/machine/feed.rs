@@ -455,7 +455,7 @@ pub(super) fn alone_unless_walks(alone: [bool; 3], prefetch: bool, walker: bool)
 /// [`Machine::alone`]): all derived from the page map and the wiring, and from the
 /// structures that take no fast path (`slow`, see [`slow_structures`]).
 pub(super) fn fast_paths(
-    pages: &PageMap,
+    pages: &PageSizes,
     roots: &Route,
     translated: [bool; 3],
     next: &[Route],

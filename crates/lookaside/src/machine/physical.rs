@@ -10,7 +10,7 @@ use crate::pagetable::PAGE_SHIFT;
 /// The size (as a shift) of the mapped page holding `addr` of `asid`, for the frames of
 /// walker `w`: a table of base pages needs no look-up of the page's size.
 #[inline(always)]
-pub(super) fn walked_shift(w: &Walker, pages: &PageMap, addr: u64, asid: u32) -> Option<u32> {
+pub(super) fn walked_shift(w: &Walker, pages: &PageSizes, addr: u64, asid: u32) -> Option<u32> {
     match w.holds_large_pages() {
         false => Some(PAGE_SHIFT),
         true => pages.backing(addr, asid),

@@ -923,12 +923,15 @@ impl Walker {
         Some(w)
     }
 
-    /// Page fault on `(space, vpn)`: give it a frame — `placed`, the memory system's choice,
-    /// on a machine with one; else the one holding its physical page, if `paddr` names one
+    /// Page fault on `(space, vpn)`: give it a frame — `placed`, the memory system's choice
+    /// for that 4 KiB page, on a machine with one; else the one holding its physical page, if `paddr` names one
     /// already in memory, or the next — and map it; false if the table cannot hold it.
     fn fault(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32, placed: Option<u64>) -> bool {
-        // A large page is known by its first 4 KiB page, whichever of its parts faulted.
-        let vpn = first_part(vpn, shift);
+        // A large page is known by its first 4 KiB page, whichever of its parts faulted; the
+        // memory placed that part, and a large page's parts lie in consecutive frames.
+        let part = vpn - first_part(vpn, shift);
+        let vpn = vpn - part;
+        let placed = placed.map(|f| f.wrapping_sub(part));
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
         let m = match placed {
@@ -1770,16 +1773,65 @@ mod tests {
         assert!(d.contains("pagetable.data_refs"), "{d}");
         let c = e("[pagetable.cache]\nsize = \"64K\"");
         assert!(c.contains("pagetable.cache: with [memory]"), "{c}");
-        let mixed =
-            e("[pages]\nregions = [{ start = 0x40000000, end = 0x40200000, size = \"2M\" }]");
-        assert!(
-            mixed.contains("not yet") && mixed.contains("pages.regions[0]"),
-            "{mixed}"
-        );
         let h = e("");
         assert!(
             h.contains("memory.handler: with [pagetable]") && !h.contains("not yet"),
             "{h}"
+        );
+    }
+
+    /// Pages of two sizes on one memory system: a 2 MiB page's parts are consecutive frames,
+    /// so a direct-mapped cache of 64 KiB holds 16 of its parts at one offset without a
+    /// conflict, whatever the mapping (scattered 4 KiB frames would collide); memory too
+    /// small for a large page, and a kernel-half region for one address space, are refused.
+    #[test]
+    fn a_memory_system_maps_large_pages_as_runs() {
+        let build = |memory: &str, regions: &str| {
+            Machine::assemble(
+                Some(&format!(
+                    "[[tlb]]\nname='t'\nentries=64\npage=['4K', '2M']\n[pagetable]\norganisation='radix'\nlevels=4\n[pages]\nregions=[{regions}]\n[memory]\nmapping='random'\nmemory='{memory}'\n[memory.dcache]\nsize='64KiB'\nline=16\nmiss_cycles=15\n"
+                )),
+                "m.toml",
+                &[],
+                &[],
+            )
+        };
+        let large = "{start=0x40000000, end=0x40400000, size='2M'}";
+        let mut m = build("64MiB", large).unwrap();
+        let parts: Vec<Event> = (0..16u64)
+            .map(|k| Event::reference(Kind::Load, 0x4020_0000 + 0x3_0000 + (k << 12) + 0x40, 8))
+            .collect();
+        m.run_batch(&parts);
+        m.run_batch(&parts);
+        let j = m.memory().unwrap().json();
+        let user = j["caches"][0]["read_misses"].as_u64().unwrap();
+        let walks = m.walker().unwrap().stats().walks;
+        // 16 cold misses of the program, and the walk's table references (which may take
+        // a line of their own).
+        assert!((16..=16 + 4 * walks).contains(&user), "{j}");
+        let memory = m.memory().unwrap();
+        let first = memory.frame_given(0, 0x4020_0000).unwrap();
+        assert_eq!(first % 512, 0);
+        for k in 0..512 {
+            assert_eq!(
+                memory.frame_given(0, 0x4020_0000 + (k << 12)),
+                Some(first + k)
+            );
+        }
+        let e = build("1MiB", large).unwrap_err().to_string();
+        assert!(
+            e.contains("pages.regions[0].size: 2M pages in 1.0 MiB of memory"),
+            "{e}"
+        );
+        let e = build(
+            "64MiB",
+            "{start='0xffff800000000000', end='0xffff800000400000', size='2M', asid=3}",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("pages.regions[0].asid") && e.contains("kernel half"),
+            "{e}"
         );
     }
 
@@ -1819,6 +1871,51 @@ mod tests {
             let (walker, memory) = (m.walker().unwrap(), m.memory().unwrap());
             for ((space, vpn), frame) in walker.frames.pages() {
                 proptest::prop_assert_eq!(Some(frame), memory.frame_given(space, vpn << crate::pagetable::PAGE_SHIFT), "page {:#x} of space {:#x}", vpn, space);
+            }
+            proptest::prop_assert_eq!(walker.stats().unmappable, 0);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// One physical memory with pages of two sizes: a 2 MiB page is an aligned run of the
+        /// memory system's frames, and the walker maps it at the run's first frame, so every
+        /// page of either size is where its data reaches the caches — with each page mapping,
+        /// unmaps, and a memory small enough that runs run out (4 MiB: two runs).
+        #[test]
+        fn large_pages_are_runs_of_the_memorys_frames(
+            raw in proptest::collection::vec((0u8..8, 0u16..64, 0u8..3), 1..300),
+            mapping in proptest::sample::select(&["deterministic", "random", "bin-hopping", "sequential"][..]),
+            memory in proptest::sample::select(&["4MiB", "64MiB"][..]),
+            preload in proptest::sample::select(&[0.0, 0.25][..]),
+        ) {
+            // Pages 64 KiB apart over 4 MiB: the first 2 MiB in 4 KiB pages, the next two
+            // 2 MiB pages.
+            let evs: Vec<Event> = events(&raw)
+                .into_iter()
+                .map(|mut e| {
+                    e.addr = (e.addr >> 12) << 16 | (e.addr & 0xfff);
+                    e
+                })
+                .collect();
+            let text = format!(
+                "[[tlb]]\nname='t'\nentries=8\npage=['4K', '2M']\n[pagetable]\norganisation='radix'\nlevels=4\nspace_ids='asid'\npreload={preload}\n[pages]\nregions=[{{start=0x200000, end=0x600000, size='2M'}}]\n[memory]\nmapping='{mapping}'\nmemory='{memory}'\n[memory.dcache]\nsize='64KiB'\nline=16\nmiss_cycles=15\n"
+            );
+            let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
+            m.run_batch(&evs);
+            let (walker, memory) = (m.walker().unwrap(), m.memory().unwrap());
+            // (The preloaded pages of spaces no trace names are base pages wherever they lie.)
+            for ((space, vpn), frame) in walker.frames.pages().into_iter().filter(|p| p.0 .0 < super::BACKGROUND) {
+                let addr = vpn << crate::pagetable::PAGE_SHIFT;
+                proptest::prop_assert_eq!(Some(frame), memory.frame_given(space, addr), "page {:#x} of space {:#x}", vpn, space);
+                if (0x20_0000..0x60_0000).contains(&addr) {
+                    proptest::prop_assert_eq!(frame % 512, 0, "2 MiB page {:#x} at frame {:#x}", addr, frame);
+                    // Its every part is the run's next frame.
+                    for part in [1u64, 17, 511] {
+                        proptest::prop_assert_eq!(memory.frame_given(space, addr + (part << 12)), Some(frame + part));
+                    }
+                }
             }
             proptest::prop_assert_eq!(walker.stats().unmappable, 0);
         }

@@ -11,7 +11,10 @@
 //! them: the run goes on, and the report says that its physical memory was too small.
 
 use crate::onepass::map::PageMap;
+
+mod sizes;
 use crate::tlb::SplitMix64;
+pub(crate) use sizes::PageSizes;
 use std::fmt;
 use std::str::FromStr;
 
@@ -109,6 +112,12 @@ pub struct PageMapper {
     colours: u64,
     /// `(vpn, asid) → frame`.
     map: PageMap,
+    /// The size of each page when pages of more than one size are mapped (else every page
+    /// is a base page of `page_shift`): a large page is an aligned run of base frames.
+    sizes: Option<Box<PageSizes>>,
+    /// Large pages: `(large page number tagged with its shift, space) → first frame of its
+    /// run`.
+    large: PageMap,
     /// One bit per frame: taken.
     used: Vec<u64>,
     taken: u64,
@@ -156,6 +165,8 @@ impl PageMapper {
             frames,
             colours,
             map: PageMap::new(),
+            sizes: None,
+            large: PageMap::new(),
             used: if policy == Mapping::Identity {
                 Vec::new()
             } else {
@@ -184,6 +195,13 @@ impl PageMapper {
     pub fn frame_given(&self, asid: u32, vpn: u64) -> Option<u64> {
         if self.policy == Mapping::Identity {
             return Some(vpn);
+        }
+        if let Some(shift) = self.large_shift(asid, vpn) {
+            let order = shift - self.page_shift;
+            return self
+                .large
+                .find(large_key(vpn, order), asid as u64)
+                .map(|slot| self.large.get(slot) as u64 + (vpn & ((1 << order) - 1)));
         }
         self.map
             .find(vpn, asid as u64)
@@ -215,9 +233,18 @@ impl PageMapper {
         self.untraced
     }
 
-    /// Pages mapped so far.
+    /// Pages mapped so far (a large page counts once).
     pub fn pages(&self) -> u64 {
-        self.map.len() as u64
+        (self.map.len() + self.large.len()) as u64
+    }
+
+    /// Map pages of more than one size: `sizes` says each page's, and a page larger than
+    /// the base page is an aligned run of base frames, physically contiguous as an operating
+    /// system's huge page is; its parts take the run's frames in order, and the run is
+    /// chosen ([`PageMapper::choose_run`]) the first time any part is touched. Memory must
+    /// hold a page of each size. (A space is the `asid` of [`PageSizes::backing`].)
+    pub(crate) fn set_page_sizes(&mut self, sizes: PageSizes) {
+        self.sizes = Some(Box::new(sizes));
     }
 
     /// The physical address of `vaddr` in space `asid`; `traced` is the address the trace
@@ -248,16 +275,53 @@ impl PageMapper {
     /// [`PageMapper::frame`] of a page not among the recent ones (slot `r` of them).
     #[inline(never)]
     fn frame_slow(&mut self, asid: u32, vpn: u64, r: usize) -> u64 {
-        let f = match self.map.find(vpn, asid as u64) {
+        let f = match self.large_shift(asid, vpn) {
+            Some(shift) => self.large_part(asid, vpn, shift - self.page_shift),
+            None => self.base_frame(asid, vpn),
+        };
+        self.recent[r] = (vpn, asid, f);
+        f
+    }
+
+    /// The frame of base page `vpn` of `asid`, chosen now if the page is new, whatever the
+    /// page sizes say (also for a page no program touches: a page table's preloaded
+    /// background pages).
+    #[inline(always)]
+    pub fn base_frame(&mut self, asid: u32, vpn: u64) -> u64 {
+        if self.policy == Mapping::Identity {
+            return vpn;
+        }
+        match self.map.find(vpn, asid as u64) {
             Some(slot) => self.map.get(slot) as u64,
             None => {
                 let f = self.choose(asid, vpn);
                 self.map.entry(vpn, asid as u64, f as u32);
                 f
             }
+        }
+    }
+
+    /// The size (as a shift) of the page holding base page `vpn` of `asid`, if it is larger
+    /// than a base page.
+    #[inline(always)]
+    fn large_shift(&self, asid: u32, vpn: u64) -> Option<u32> {
+        let s = self.sizes.as_ref()?.backing(vpn << self.page_shift, asid)?;
+        (s > self.page_shift).then_some(s)
+    }
+
+    /// The frame of base page `vpn` of `asid`, a part of a large page of `2^order` base
+    /// pages: its run's first frame (the run chosen now if the page is new) plus the part.
+    fn large_part(&mut self, asid: u32, vpn: u64, order: u32) -> u64 {
+        let key = large_key(vpn, order);
+        let first = match self.large.find(key, asid as u64) {
+            Some(slot) => self.large.get(slot) as u64,
+            None => {
+                let first = self.choose_run(asid, vpn >> order, order);
+                self.large.entry(key, asid as u64, first as u32);
+                first
+            }
         };
-        self.recent[r] = (vpn, asid, f);
-        f
+        first + (vpn & ((1 << order) - 1))
     }
 
     /// A frame for a new page, marked taken.
@@ -312,6 +376,86 @@ impl PageMapper {
         f
     }
 
+    /// The first frame of a free run of `2^order` frames, aligned to its size, for large page
+    /// `lpn` of `asid`; its frames are marked taken. The policies choose among runs as
+    /// [`PageMapper::choose`] does among frames: deterministic by a hash of the page and
+    /// the space, keeping the page's colour when a run is smaller than the colour span;
+    /// random; sequential from the cursor; bin hopping the next colours after the last. With
+    /// no free run left, memory is handed out again from the start, as when it is exhausted.
+    fn choose_run(&mut self, asid: u32, lpn: u64, order: u32) -> u64 {
+        if self.policy == Mapping::Trace {
+            self.untraced += 1;
+        }
+        let n = 1u64 << order;
+        let vpn = lpn << order;
+        // Runs smaller than the colour span start at a chosen colour (a multiple of `n`).
+        let coloured = matches!(
+            self.policy,
+            Mapping::Deterministic | Mapping::Trace | Mapping::BinHopping
+        ) && n < self.colours
+            && self.colours.is_multiple_of(n);
+        let step = if coloured { self.colours } else { n };
+        let count = self.frames / step;
+        debug_assert!(count > 0, "memory holds a run of {n} frames");
+        let offsets = if coloured { self.colours / n } else { 1 };
+        let (first_offset, start) = match self.policy {
+            Mapping::Deterministic | Mapping::Trace | Mapping::Identity => {
+                let h = lpn
+                    .wrapping_add((asid as u64).wrapping_mul(0x9E37_79B9))
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                (vpn % self.colours / n, ((h >> 32) * count) >> 32)
+            }
+            Mapping::Random => (0, self.rng.below(count as usize) as u64),
+            Mapping::Sequential => (0, self.cursor.div_ceil(n) % count),
+            Mapping::BinHopping => (self.cursor.div_ceil(n) % offsets, 0),
+        };
+        // Deterministic keeps its colour; bin hopping moves on to the next colour.
+        let tries = if self.policy == Mapping::BinHopping {
+            offsets
+        } else {
+            1
+        };
+        let at = |o: u64, i: u64| ((start + i) % count) * step + (first_offset + o) % offsets * n;
+        let free = (0..tries)
+            .flat_map(|o| (0..count).map(move |i| (o, i)))
+            .map(|(o, i)| at(o, i))
+            .find(|&b| self.run_free(b, n));
+        let base = match free {
+            Some(b) => b,
+            None => {
+                self.wrapped = true;
+                self.used.fill(0);
+                self.taken = 0;
+                self.cursor = 0;
+                match self.policy {
+                    Mapping::Sequential => 0,
+                    _ => at(0, 0),
+                }
+            }
+        };
+        self.reused += self.wrapped as u64;
+        self.take_run(base, n);
+        self.taken += n;
+        self.cursor = match self.policy {
+            Mapping::Sequential => base + n,
+            Mapping::BinHopping if coloured => base % self.colours + n,
+            _ => self.cursor,
+        };
+        base
+    }
+
+    /// Whether the `n` frames from `base` (aligned to `n`, a power of two) are all free.
+    fn run_free(&self, base: u64, n: u64) -> bool {
+        let (words, mask) = run_bits(base, n);
+        self.used[words].iter().all(|&w| w & mask == 0)
+    }
+
+    /// Mark the `n` frames from `base` taken (as [`PageMapper::run_free`]).
+    fn take_run(&mut self, base: u64, n: u64) {
+        let (words, mask) = run_bits(base, n);
+        self.used[words].iter_mut().for_each(|w| *w |= mask);
+    }
+
     fn is_used(&self, f: u64) -> bool {
         self.used[(f / 64) as usize] & (1 << (f % 64)) != 0
     }
@@ -336,5 +480,23 @@ impl PageMapper {
         (0..per)
             .map(|i| ((start + i) % per) * self.colours + colour)
             .find(|&f| !self.is_used(f))
+    }
+}
+
+/// The key of the large page of `2^order` base pages holding base page `vpn`: its number,
+/// tagged with its size above every page number.
+#[inline(always)]
+fn large_key(vpn: u64, order: u32) -> u64 {
+    (vpn >> order) | (order as u64) << 58
+}
+
+/// The words of the `used` bitmap covering frames `base..base + n` (`n` a power of two,
+/// `base` aligned to it) and the bits of each word they take.
+fn run_bits(base: u64, n: u64) -> (std::ops::Range<usize>, u64) {
+    let first = (base / 64) as usize;
+    if n >= 64 {
+        (first..first + (n / 64) as usize, u64::MAX)
+    } else {
+        (first..first + 1, ((1u64 << n) - 1) << (base % 64))
     }
 }

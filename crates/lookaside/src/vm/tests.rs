@@ -108,3 +108,103 @@ fn bad_memory_names_the_field() {
     let e = PageMapper::new(Mapping::Random, PAGE, 5 << PAGE, 4 << PAGE, 0).unwrap_err();
     assert_eq!(e.field, "memory");
 }
+
+/// `m` with base pages below 1 GiB and pages of `2^shift` bytes from there on.
+fn sized(mut m: PageMapper, shift: u32) -> PageMapper {
+    m.set_page_sizes(PageSizes {
+        default: Some(PAGE),
+        regions: vec![(1 << 30, u64::MAX, None, Some(shift))],
+        has_holes: false,
+    });
+    m
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Base pages and large pages (smaller than, equal to and larger than the colour span) in
+    /// one memory: a large page is a run of frames aligned to its size, its parts in order;
+    /// every page keeps its frames; no frame is given twice while memory lasts; deterministic
+    /// keeps colours (a run's first frame has its first part's colour).
+    #[test]
+    fn large_pages_are_aligned_runs(
+        policy in proptest::sample::select(vec![
+            Mapping::Deterministic, Mapping::Random, Mapping::BinHopping, Mapping::Sequential,
+        ]),
+        order in proptest::sample::select(vec![2u32, 4, 6]),
+        touches in prop::collection::vec((0u32..4, any::<bool>(), 0u64..200, 0u64..1 << 20), 1..300),
+        seed in any::<u64>(),
+    ) {
+        let (frames, colours) = (1u64 << 16, 16);
+        let shift = PAGE + order;
+        let n = 1u64 << order;
+        let mut m = sized(mapper(policy, frames, colours, seed), shift);
+        let mut base: HashMap<(u32, u64), u64> = HashMap::new();
+        let mut runs: HashMap<(u32, u64), u64> = HashMap::new();
+        let mut owners: HashSet<u64> = HashSet::new();
+        for &(asid, large, page, offset) in &touches {
+            if !large {
+                // Base pages lie below the large pages' addresses.
+                let f = m.frame(asid, page);
+                match base.get(&(asid, page)) {
+                    Some(&old) => prop_assert_eq!(f, old),
+                    None => {
+                        prop_assert!(owners.insert(f), "frame {} given twice", f);
+                        base.insert((asid, page), f);
+                    }
+                }
+                continue;
+            }
+            let lpn = (1 << 30 >> shift) + page % 8;
+            let vaddr = (lpn << shift) | (offset & ((1 << shift) - 1));
+            let p = m.translate(asid, vaddr, crate::event::NO_PADDR);
+            let first = match runs.get(&(asid, lpn)) {
+                Some(&b) => b,
+                None => {
+                    let b = m.frame_given(asid, vaddr >> PAGE).unwrap() - (vaddr >> PAGE) % n;
+                    prop_assert_eq!(b % n, 0, "run at {} of {} frames", b, n);
+                    for f in b..b + n {
+                        prop_assert!(owners.insert(f), "frame {} given twice", f);
+                    }
+                    if policy == Mapping::Deterministic && n < colours {
+                        prop_assert_eq!(b % colours, (lpn << order) % colours);
+                    }
+                    runs.insert((asid, lpn), b);
+                    b
+                }
+            };
+            prop_assert_eq!(p, (first << PAGE) + (vaddr & ((1 << shift) - 1)));
+            prop_assert_eq!(m.frame_given(asid, vaddr >> PAGE), Some(p >> PAGE));
+        }
+        prop_assert_eq!(m.pages(), (base.len() + runs.len()) as u64);
+        prop_assert_eq!(m.reused(), 0);
+    }
+}
+
+#[test]
+fn runs_follow_each_policys_order_and_are_handed_out_again_when_none_is_free() {
+    let large = |m: &mut PageMapper, lpn: u64| m.translate(1, (1 << 30) + (lpn << 14), 0) >> PAGE;
+    // Sequential: the next free aligned run after the cursor (frame 1 is taken: run 0 is not
+    // free).
+    let mut s = sized(mapper(Mapping::Sequential, 64, 8, 0), 14);
+    assert_eq!(s.frame(1, 0), 0);
+    assert_eq!(large(&mut s, 5), 4);
+    assert_eq!(s.frame(1, 1), 8);
+    assert_eq!(large(&mut s, 9), 12);
+    // Bin hopping with runs of 4 frames and 8 colours: colours 0-3, then 4-7, then 0-3.
+    let mut b = sized(mapper(Mapping::BinHopping, 64, 8, 0), 14);
+    let colours: Vec<u64> = (0..3).map(|l| large(&mut b, l) % 8).collect();
+    assert_eq!(colours, [0, 4, 0]);
+    // Eight frames: one base page in each half leaves no free run of 4.
+    let mut w = sized(mapper(Mapping::Sequential, 8, 1, 0), 14);
+    assert_eq!((w.frame(1, 0), w.frame(1, 1)), (0, 1));
+    w.cursor = 5;
+    w.frame(1, 2);
+    assert_eq!(w.reused(), 0);
+    assert_eq!(
+        large(&mut w, 3),
+        0,
+        "memory handed out again from its start"
+    );
+    assert_eq!(w.reused(), 1);
+}
