@@ -252,12 +252,6 @@ impl Machine {
                     Some(_) => "partition",
                     None => "policy",
                 };
-                if config.refill.is_some() {
-                    return Err(Error::NotYet(format!(
-                        "{source_name}: {}: a policy that reads the reference's mode under [refill] (the software-refill model does not tell its TLBs)",
-                        key(t, field)
-                    )));
-                }
                 if t.partition.as_ref().is_some_and(|p| p.dynamic.is_some()) {
                     return Err(Error::NotYet(format!(
                         "{source_name}: {}: a policy that reads the reference's mode with partition.dynamic (a move of the partition point forgets which mode filled each entry)",

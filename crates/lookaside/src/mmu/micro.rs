@@ -46,6 +46,8 @@ pub(super) struct Micro {
     /// the same), keyed by a page's context less `dirty` (the page, not its dirty entry).
     shadow: Option<Box<Shadow<Tlb>>>,
     dirty: u64,
+    /// Its replacement reads the mode of the fetch that fills an entry: each look-up tells it.
+    reads_reference: bool,
 }
 
 impl Micro {
@@ -69,6 +71,7 @@ impl Micro {
             refills: 0,
             shadow,
             dirty,
+            reads_reference: p.tlb.policy.reads_reference(),
         })
     }
 
@@ -83,9 +86,15 @@ impl Micro {
         mode: Mode,
         ledger: &mut Ledger,
     ) -> bool {
+        if self.reads_reference {
+            self.tlb.set_reference(Kind::Fetch, mode);
+        }
         let held = self.tlb.lookup(vpn, ctx, gctx);
         ledger.access(self.index, mode, Kind::Fetch, !held);
         if let Some(s) = self.shadow.as_deref_mut() {
+            if self.reads_reference {
+                s.set_reference(Kind::Fetch, mode);
+            }
             if let Some(c) = s.tlb_access(vpn, ctx & !self.dirty, !held) {
                 ledger.classify(self.index, mode, Kind::Fetch, c);
             }

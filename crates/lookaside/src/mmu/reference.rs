@@ -89,6 +89,9 @@ pub struct RefModel {
     /// The micro-TLB's, likewise: its shadow loses what the micro-TLB is told to lose (every
     /// entry the TLB loses or rewrites, held or not), as any structure's shadow.
     pub micro_classes: Option<Classes>,
+    /// The mode of the reference being translated: the TLB is told it when it fills that
+    /// reference's own page (a page-table page's entry: kernel mode).
+    filling: Mode,
 }
 
 /// The 3C classification of the TLB's misses, brute force: a fully associative list of its
@@ -203,13 +206,14 @@ impl RefModel {
             unmapped: 0,
             micro: p.micro.as_ref().map(|q| (RefTlb::new(&q.tlb), q.tagged)),
             micro_counts: [0; 3],
-            classes: (p.three_c && tp.policy != crate::tlb::Policy::Random)
+            classes: (p.three_c && classifiable(tp.policy))
                 .then(|| Classes::new(tp.entries, tp.policy)),
             micro_classes: p
                 .micro
                 .as_ref()
-                .filter(|q| q.three_c && q.tlb.policy != crate::tlb::Policy::Random)
+                .filter(|q| q.three_c && classifiable(q.tlb.policy))
                 .map(|q| Classes::new(q.tlb.entries, q.tlb.policy)),
+            filling: Mode::User,
         }
     }
 
@@ -389,6 +393,7 @@ impl RefModel {
 
     fn page(&mut self, addr: u64, kind: Kind, mode: Mode) {
         let store = kind == Kind::Store;
+        self.filling = mode;
         let placed = self.place(addr, mode, self.asid);
         // A fetch of a mapped page looks in the micro-TLB first.
         let key = match placed {
@@ -399,6 +404,7 @@ impl RefModel {
         let through_micro = match (key, &mut self.micro) {
             (Some((vpn, ctx, gctx)), Some((micro, _))) if kind == Kind::Fetch => {
                 self.micro_counts[0] += 1;
+                micro.set_mode(mode);
                 let held = micro.lookup(vpn, ctx, gctx);
                 if let Some(c) = &mut self.micro_classes {
                     c.access(vpn, ctx & !D, !held, true);
@@ -541,6 +547,8 @@ impl RefModel {
 
     fn fill(&mut self, vpn: u64, ctx: u64, class: usize) {
         let part = self.parts.map_or(Part::Upper, |p| p[class]);
+        self.tlb
+            .set_mode([self.filling, self.filling, Mode::Kernel, Mode::Kernel][class]);
         let evicted = self.tlb.fill(vpn, ctx, part);
         self.sync_micro();
         if let Some((v, c)) = evicted {
@@ -563,4 +571,10 @@ impl RefModel {
             self.handler.fills_lower += 1;
         }
     }
+}
+
+/// Whether [`Classes`] models a shadow of `policy` (LRU or FIFO: a random shadow draws from
+/// its own generator, a user-first one keeps its entries' modes).
+fn classifiable(policy: crate::tlb::Policy) -> bool {
+    matches!(policy, crate::tlb::Policy::Lru | crate::tlb::Policy::Fifo)
 }

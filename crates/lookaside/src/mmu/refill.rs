@@ -334,6 +334,12 @@ fn count(index: usize, hit: bool, mode: Mode, kind: Kind, ledger: &mut Ledger) {
 #[derive(Debug)]
 pub struct SoftwareManagedTlb {
     tlb: Tlb,
+    /// The TLB's (or its partitions') replacement reads the mode of the reference that fills
+    /// an entry ([`crate::tlb::Policy::reads_reference`]): each fill tells it.
+    reads_reference: bool,
+    /// The kind and mode of the reference being translated: those of the entries filled for
+    /// its page (the handlers' own entries, of page-table pages, are kernel loads').
+    filling: (Kind, Mode),
     parts: [Part; 4],
     partitioned: bool,
     params: RefillParams,
@@ -450,7 +456,12 @@ impl SoftwareManagedTlb {
         let x86_64 = p.addresses == RefillAddresses::X86_64;
         let map = (x86_64 || p.fold_user_addresses).then(|| AddressMap::new(x86_64));
         let prefetch = p.prefetch.entries;
+        let reads_reference = p.tlb.partition.map_or(p.tlb.policy.reads_reference(), |q| {
+            q.lower_policy.reads_reference() || q.upper_policy.reads_reference()
+        });
         let mut m = SoftwareManagedTlb {
+            reads_reference,
+            filling: (Kind::Load, Mode::User),
             map,
             parts: placement_parts(p.placement),
             partitioned: p.tlb.partition.is_some(),
@@ -921,6 +932,7 @@ impl SoftwareManagedTlb {
     ) {
         let store = kind == Kind::Store;
         let micro = MICRO && kind == Kind::Fetch;
+        self.filling = (kind, mode);
         let (hit, vpn, ctx) = match self.place(addr, mode, self.cur_asid) {
             Place::User(a) if micro => {
                 let (clean, dirty) = (self.uctx, self.uctx | DIRTY);
@@ -969,6 +981,9 @@ impl SoftwareManagedTlb {
         ledger: &mut Ledger,
     ) {
         if let Some(s) = self.shadow.as_deref_mut() {
+            if self.reads_reference {
+                s.set_reference(kind, mode);
+            }
             if let Some(c) = s.tlb_access(vpn, ctx, !hit) {
                 ledger.classify(index, mode, kind, c);
             }
@@ -981,10 +996,21 @@ impl SoftwareManagedTlb {
     #[inline]
     fn handler_lookup(&mut self, vpn: u64) -> bool {
         let hit = self.tlb.lookup(vpn, GLOBAL, NO_CTX);
-        if let Some(s) = self.shadow.as_deref_mut() {
-            let _ = s.tlb_access(vpn, GLOBAL, !hit);
+        if self.shadow.is_some() {
+            self.shadow_handler_lookup(vpn, hit);
         }
         hit
+    }
+
+    /// The classifying shadow sees a look-up of [`Self::handler_lookup`]: a kernel load.
+    #[inline(never)]
+    fn shadow_handler_lookup(&mut self, vpn: u64, hit: bool) {
+        if let Some(s) = self.shadow.as_deref_mut() {
+            if self.reads_reference {
+                s.set_reference(Kind::Load, Mode::Kernel);
+            }
+            let _ = s.tlb_access(vpn, GLOBAL, !hit);
+        }
     }
 
     /// An instruction fetch at `addr` (a kuseg or kseg2 address; its entry has context
@@ -1244,6 +1270,9 @@ impl SoftwareManagedTlb {
     #[inline]
     fn fill(&mut self, vpn: u64, ctx: u64, class: PteClass) -> bool {
         let part = self.parts[class as usize];
+        if self.reads_reference {
+            self.tell_filling(class);
+        }
         let evicted = self.tlb.fill(vpn, ctx, part);
         if let Some((v, c)) = evicted {
             self.handler.evicted[self.class_of_entry(v, c) as usize] += 1;
@@ -1256,6 +1285,17 @@ impl SoftwareManagedTlb {
             self.handler.fills_lower += 1;
         }
         evicted.is_some()
+    }
+
+    /// Tell the TLB the reference an entry of `class` is filled for: a page's own entry, the
+    /// reference that missed on it; a page-table page's (L2, L3), the handler's PTE load.
+    #[inline(never)]
+    fn tell_filling(&mut self, class: PteClass) {
+        let (kind, mode) = match class {
+            PteClass::L1U | PteClass::L1K => self.filling,
+            PteClass::L2 | PteClass::L3 => (Kind::Load, Mode::Kernel),
+        };
+        self.tlb.set_reference(kind, mode);
     }
 
     /// Remember that the running address space missed on page `vpn` of prefetch class
@@ -1274,7 +1314,11 @@ impl SoftwareManagedTlb {
     /// page goes in as the OS holds it (clean or dirty), and one not mapped (an Invalid PTE)
     /// is left out, as it would only trap again.
     fn prefetch_recent(&mut self) {
+        let filling = self.filling;
         for (c, &class) in PREFETCH_CLASSES.iter().enumerate() {
+            // A prefetched entry is its page's owner's: a user page's the user's.
+            let mode = [Mode::Kernel, Mode::User][(class == PteClass::L1U) as usize];
+            self.filling = (Kind::Load, mode);
             for vpn in self.recent.current(c) {
                 // The context the entry goes in with, the two a present entry may have (a
                 // user page's clean or dirty one), and where its PTE is.
@@ -1303,11 +1347,13 @@ impl SoftwareManagedTlb {
                         self.prefetch.evicted += 1;
                     }
                     if let Some(s) = self.shadow.as_deref_mut() {
+                        s.set_reference(Kind::Load, mode);
                         s.prefetched(vpn, ctx & !DIRTY);
                     }
                 }
             }
         }
+        self.filling = filling;
     }
 
     /// Record (if asked) the software-TLB probe of the entry at `addr`.

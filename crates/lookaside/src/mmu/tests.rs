@@ -634,8 +634,8 @@ fn params_strategy() -> impl Strategy<Value = RefillParams> {
     (
         prop::sample::select(&[(4usize, 4usize), (8, 8), (16, 16), (16, 4), (64, 64)][..]),
         any::<u16>(),
-        prop::sample::select(&[Policy::Fifo, Policy::Random, Policy::Lru][..]),
-        prop::sample::select(&[Policy::Fifo, Policy::Random, Policy::Lru][..]),
+        prop::sample::select(&[Policy::Fifo, Policy::Random, Policy::Lru, Policy::UserFirst][..]),
+        prop::sample::select(&[Policy::Fifo, Policy::Random, Policy::Lru, Policy::UserFirst][..]),
         prop::sample::select(
             &[
                 PlacementPolicy::A,
@@ -770,7 +770,7 @@ proptest! {
     #[test]
     fn a_micro_tlb_matches_the_reference_model(
         p in params_strategy(),
-        micro in (1usize..=4, prop::sample::select(&[Policy::Lru, Policy::Fifo, Policy::Random][..]), any::<bool>(), any::<bool>(), any::<bool>()),
+        micro in (1usize..=4, prop::sample::select(&[Policy::Lru, Policy::Fifo, Policy::Random, Policy::UserFirst][..]), any::<bool>(), any::<bool>(), any::<bool>()),
         raw in prop::collection::vec((any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>()), 1..400),
     ) {
         let (entries, policy, tagged, first, micro_3c) = micro;
