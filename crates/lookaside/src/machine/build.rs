@@ -247,18 +247,6 @@ impl Machine {
                 .map_or(params.policy.reads_reference(), |q| {
                     q.lower_policy.reads_reference() || q.upper_policy.reads_reference()
                 });
-            if reads_reference {
-                let field = match params.partition {
-                    Some(_) => "partition",
-                    None => "policy",
-                };
-                if t.partition.as_ref().is_some_and(|p| p.dynamic.is_some()) {
-                    return Err(Error::NotYet(format!(
-                        "{source_name}: {}: a policy that reads the reference's mode with partition.dynamic (a move of the partition point forgets which mode filled each entry)",
-                        key(t, field)
-                    )));
-                }
-            }
             let tlb = Engine::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             // Under [refill] the refill model keeps the refilled TLB's shadow.
             let shadow = if t.three_c && config.refill.is_none() {

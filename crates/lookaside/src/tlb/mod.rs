@@ -1144,6 +1144,14 @@ impl Tlb {
         q.lower_ways = lower_ways;
         p.check()?;
         let q = p.partition.expect("checked");
+        // The mode that filled each valid entry, where the old state kept it.
+        let ways = self.t.ways;
+        let modes: Vec<Mode> = (0..self.t.sets * ways)
+            .map(|slot| {
+                let (pi, lo) = self.t.part_of(slot % ways);
+                self.pols[pi].filled_mode(slot / ways, slot % ways - lo)
+            })
+            .collect();
         let state = |policy, ways| {
             State::new(policy, self.t.sets, ways).map_err(|message| ParamError {
                 field: "partition.lower_ways",
@@ -1163,7 +1171,10 @@ impl Tlb {
                 if self.t.ctx[set * self.t.ways + way] != NO_CTX {
                     let (pi, lo) = self.t.part_of(way);
                     let slot = set * self.t.ways + way;
-                    let at = AccessInfo::of(self.t.vpn[slot], self.t.ctx[slot]);
+                    let at = AccessInfo {
+                        mode: modes[slot],
+                        ..AccessInfo::of(self.t.vpn[slot], self.t.ctx[slot])
+                    };
                     self.pols[pi].on_fill(set, way - lo, at);
                     self.t.part_valid[2 * set + pi] += 1;
                 }

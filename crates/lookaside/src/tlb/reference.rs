@@ -322,6 +322,24 @@ impl RefTlb {
             return false;
         }
         let policies: Vec<Policy> = (0..2).map(|i| self.policies[i]).collect();
+        // Whether a kernel-mode reference filled each way, where the old state kept it.
+        let kernel: Vec<Vec<bool>> = (0..self.sets)
+            .map(|set| {
+                (0..self.ways)
+                    .map(|way| {
+                        let p = self
+                            .parts
+                            .iter()
+                            .position(|r| way >= r.0 && way < r.1)
+                            .unwrap();
+                        match &self.pols[set][p] {
+                            Pol::UserFirst { kernel, .. } => kernel[way - self.parts[p].0],
+                            _ => false,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         self.parts = vec![(0, lower_ways), (lower_ways, self.ways)];
         for set in 0..self.sets {
             self.pols[set] = self
@@ -330,10 +348,11 @@ impl RefTlb {
                 .zip(&policies)
                 .map(|(r, &pol)| Pol::new(pol, r.1 - r.0))
                 .collect();
-            // Refilled as by a user-mode reference (the engine knows no better).
-            let mode = std::mem::replace(&mut self.mode, Mode::User);
+            // Refilled in the mode that filled each entry (user where the state kept none).
+            let mode = self.mode;
             for way in 0..self.ways {
                 if self.slots[set][way].is_some() {
+                    self.mode = [Mode::User, Mode::Kernel][kernel[set][way] as usize];
                     self.touch(set, way, true);
                 }
             }

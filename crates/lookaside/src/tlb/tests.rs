@@ -829,3 +829,41 @@ proptest! {
         engine_differential(&p, &expand(&raw, &p))?;
     }
 }
+
+/// A move of the partition point keeps the mode that filled each entry: user-first still
+/// replaces a user entry before the kernel's after the move.
+#[test]
+fn repartition_keeps_the_filling_mode() {
+    let mut t = Tlb::new(&TlbParams {
+        partition: Some(Partition {
+            lower_ways: 1,
+            lower_policy: Policy::UserFirst,
+            upper_policy: Policy::UserFirst,
+        }),
+        ..TlbParams::new(4, 4, Policy::UserFirst)
+    })
+    .unwrap();
+    // Kernel pages 1 and 2, then user page 3, all in the upper partition (3 ways).
+    t.set_reference(Kind::Load, Mode::Kernel);
+    t.fill(1, 0, Part::Upper);
+    t.fill(2, 0, Part::Upper);
+    t.set_reference(Kind::Load, Mode::User);
+    t.fill(3, 0, Part::Upper);
+    t.repartition(2).unwrap();
+    // Now the upper partition is 2 ways, holding two of the three pages (the lowest way
+    // went to the lower partition); a user fill replaces the user page, not a kernel one.
+    let held = |t: &Tlb| {
+        (1..=4)
+            .filter(|&v| t.probe(v, 0, NO_CTX).is_some())
+            .collect::<Vec<u64>>()
+    };
+    let before = held(&t);
+    assert!(before.contains(&3), "{before:?}");
+    t.fill(4, 0, Part::Upper);
+    let after = held(&t);
+    assert!(
+        !after.contains(&3) && after.contains(&4),
+        "{before:?} -> {after:?}"
+    );
+    assert_eq!(after.len(), before.len());
+}

@@ -33,8 +33,8 @@ use crate::event::{Kind, Mode};
 /// ([`user_first`] is one); the hooks are inlined, so a policy that ignores it costs nothing.
 ///
 /// The kind and mode are those the structure was last told ([`super::Tlb::set_reference`]);
-/// a structure that is never told (a cache, the software-refill model's TLB) refuses a
-/// policy that reads them ([`Policy::reads_reference`]).
+/// a structure that is never told (a cache) refuses a policy that reads them
+/// ([`Policy::reads_reference`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccessInfo {
     pub key: u64,
@@ -75,6 +75,11 @@ pub(crate) trait Replacement: Clone {
     /// The way to replace for the access `at`. Only called when every way of the set is
     /// valid. A policy that needs randomness draws from `rng`, exactly once per call.
     fn victim(&mut self, set: usize, rng: &mut SplitMix64, at: AccessInfo) -> usize;
+    /// The mode of the reference that filled the valid `way`, for a policy that keeps it:
+    /// a move of the partition point refills every entry in it. Others keep none: user.
+    fn filled_mode(&self, _set: usize, _way: usize) -> Mode {
+        Mode::User
+    }
 }
 
 /// Code to run with the concrete type of a [`State`]'s policy ([`State::visit`]): a whole
@@ -197,6 +202,10 @@ impl State {
     #[inline]
     pub(crate) fn on_invalidate(&mut self, set: usize, way: usize) {
         each_state!(self, s => s.on_invalidate(set, way))
+    }
+
+    pub(crate) fn filled_mode(&self, set: usize, way: usize) -> Mode {
+        each_state!(self, s => s.filled_mode(set, way))
     }
 }
 

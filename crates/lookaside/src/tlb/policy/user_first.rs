@@ -48,6 +48,10 @@ impl Replacement for UserFirst {
     #[inline]
     fn on_invalidate(&mut self, _set: usize, _way: usize) {}
 
+    fn filled_mode(&self, set: usize, way: usize) -> Mode {
+        [Mode::User, Mode::Kernel][self.kernel[set * self.ways + way] as usize]
+    }
+
     #[inline]
     fn victim(&mut self, set: usize, _rng: &mut SplitMix64, _at: AccessInfo) -> usize {
         let base = set * self.ways;
