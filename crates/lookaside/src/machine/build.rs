@@ -553,7 +553,7 @@ fn physical_caches(
             .is_some_and(|s| s > crate::mmu::LARGEST_PHYSICAL_SHIFT)
         {
             return Err(Error::NotYet(format!(
-                "{source_name}: {key}: {} pages with [[cache]] and [pagetable] (physically addressed caches take pages up to 1 GiB)",
+                "{source_name}: {key}: {} pages with [[cache]] and [pagetable] (physically addressed caches take pages up to 32 GiB)",
                 size.label()
             )));
         }

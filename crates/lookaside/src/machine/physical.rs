@@ -311,6 +311,36 @@ mod tests {
         assert_eq!(m.walker().unwrap().stats().faults, 1);
     }
 
+    /// Large pages of two sizes never share physical addresses: a 2 MiB page in the 512th
+    /// frame after a 1 GiB page's is another place in the caches than that 1 GiB page.
+    #[test]
+    fn large_pages_of_two_sizes_do_not_overlap() {
+        let text = "[machine]\nglobal_above='0xffff800000000000'\n[[tlb]]\nname='t'\nentries=4\nways='full'\nserves='data'\npage=['4K', '2M', '1G']\n[pagetable]\norganisation='radix'\nlevels=4\nmemory='16M'\npreload=0\n[pages]\nregions=[{start=0x4000_0000, end=0x8000_0000, size='1G'}, {start=0x1_0000_0000, end=0x2_0000_0000, size='2M'}]\n";
+        let mut m = Machine::assemble_all(
+            Some(text),
+            "m.toml",
+            &[],
+            &["l1:size=64k,line=64,ways=4".into()],
+            &[],
+        )
+        .unwrap();
+        let two_m = |k: u64| Event::reference(Kind::Load, 0x1_0000_0000 + (k << 21), 8);
+        let mut events = vec![two_m(0), Event::reference(Kind::Load, 0x4000_0000, 8)];
+        events.extend((1..=600).map(two_m));
+        m.run_batch(&events);
+        let w = m.walker.as_deref_mut().unwrap();
+        let giant = w.physical(0, 0x4000_0000, NO_PADDR, 30).unwrap();
+        let large: Vec<u64> = (0..=600)
+            .map(|k| {
+                w.physical(0, 0x1_0000_0000 + (k << 21), NO_PADDR, 21)
+                    .unwrap()
+            })
+            .collect();
+        assert!(!large.contains(&giant), "{giant:#x}");
+        assert!(large.iter().all(|p| p & ((1 << 21) - 1) == 0));
+        assert_eq!(giant & ((1 << 30) - 1), 0);
+    }
+
     /// With `data_refs`, every load and store of a large page reaches the walker's data cache
     /// (each of its 4 KiB parts finds the page's frame), not only those of the part whose
     /// walk faulted.

@@ -286,20 +286,24 @@ fn first_part(vpn: u64, shift: u32) -> u64 {
 /// and every table (from [`TABLE_BASE`], 2^40).
 const LARGE_POOL: u64 = 1 << 60;
 
-/// The largest page shift a large page's data may have for [`frame_address`] to stay inside
-/// the pool (2^28 frames of 1 GiB).
-pub const LARGEST_PHYSICAL_SHIFT: u32 = 30;
+/// The largest page shift a large page's data may have: each frame of a large page has a slot
+/// of this size in the pool ([`frame_address`]), and the pool's 2^28 slots of 32 GiB end below
+/// 2^64.
+pub const LARGEST_PHYSICAL_SHIFT: u32 = 35;
 
 /// The physical address of the data of a page of `2^shift` bytes in `frame`: the frame's
 /// 4 KiB for a base page; for a large page, an aligned run of its size in the pool of large
 /// pages ([`LARGE_POOL`]) — the OS's huge-page pool, apart from the base pages' frames. (The
-/// table's memory counts a large page as one frame, as it always has.)
+/// table's memory counts a large page as one frame, as it always has.) Each frame has a slot
+/// of the largest size in the pool, so large pages of two sizes never overlap (at `frame <<
+/// shift` a 2 MiB page in frame 512 would be the 1 GiB page in frame 1).
 #[inline(always)]
 fn frame_address(frame: u64, shift: u32) -> u64 {
     if shift == PAGE_SHIFT {
         frame << PAGE_SHIFT
     } else {
-        LARGE_POOL.wrapping_add(frame << shift)
+        debug_assert!(shift <= LARGEST_PHYSICAL_SHIFT);
+        LARGE_POOL + (frame << LARGEST_PHYSICAL_SHIFT)
     }
 }
 
