@@ -337,8 +337,8 @@ pub struct SoftwareManagedTlb {
     /// The TLB's (or its partitions') replacement reads the mode of the reference that fills
     /// an entry ([`crate::tlb::Policy::reads_reference`]): each fill tells it.
     reads_reference: bool,
-    /// The kind and mode of the reference being translated: those of the entries filled for
-    /// its page (the handlers' own entries, of page-table pages, are kernel loads').
+    /// The kind and mode of the reference whose miss is being handled: those of the entry
+    /// filled for its page (the handlers' own entries, of page-table pages, are kernel loads').
     filling: (Kind, Mode),
     parts: [Part; 4],
     partitioned: bool,
@@ -930,16 +930,14 @@ impl SoftwareManagedTlb {
         mode: Mode,
         ledger: &mut Ledger,
     ) {
-        let store = kind == Kind::Store;
         let micro = MICRO && kind == Kind::Fetch;
-        self.filling = (kind, mode);
         let (hit, vpn, ctx) = match self.place(addr, mode, self.cur_asid) {
             Place::User(a) if micro => {
                 let (clean, dirty) = (self.uctx, self.uctx | DIRTY);
                 return self.fetch_through_micro(a, dirty, clean, mode, ledger);
             }
             Place::User(a) => (
-                self.user_ref(a >> PAGE_SHIFT, store),
+                self.user_ref(a >> PAGE_SHIFT, kind, mode),
                 a >> PAGE_SHIFT,
                 self.uctx,
             ),
@@ -950,7 +948,7 @@ impl SoftwareManagedTlb {
             Place::Kernel(a) if micro => {
                 return self.fetch_through_micro(a, GLOBAL, NO_CTX, mode, ledger)
             }
-            Place::Kernel(a) => (self.kernel_ref(a), a >> PAGE_SHIFT, GLOBAL),
+            Place::Kernel(a) => (self.kernel_ref(a, kind, mode), a >> PAGE_SHIFT, GLOBAL),
             Place::Error => {
                 self.address_errors += 1;
                 self.user_address_errors += (mode == Mode::User) as u64;
@@ -1032,9 +1030,9 @@ impl SoftwareManagedTlb {
             return;
         }
         let hit = if ctx == GLOBAL {
-            self.kernel_ref(addr)
+            self.kernel_ref(addr, Kind::Fetch, mode)
         } else {
-            self.user_ref(vpn, false)
+            self.user_ref(vpn, Kind::Fetch, mode)
         };
         let entry = self
             .tlb
@@ -1054,7 +1052,8 @@ impl SoftwareManagedTlb {
 
     /// A reference to user page `vpn` of the running address space; true on a TLB hit.
     #[inline(always)]
-    fn user_ref(&mut self, vpn: u64, store: bool) -> bool {
+    fn user_ref(&mut self, vpn: u64, kind: Kind, mode: Mode) -> bool {
+        let store = kind == Kind::Store;
         let clean = self.uctx;
         let dirty = clean | DIRTY;
         if store {
@@ -1068,16 +1067,18 @@ impl SoftwareManagedTlb {
         } else if self.tlb.lookup(vpn, dirty, clean) {
             return true;
         }
+        self.filling = (kind, mode);
         self.utlb_miss(vpn, store);
         false
     }
 
     /// A reference to kseg2 address `addr`; true on a TLB hit.
     #[inline(always)]
-    fn kernel_ref(&mut self, addr: u64) -> bool {
+    fn kernel_ref(&mut self, addr: u64, kind: Kind, mode: Mode) -> bool {
         if self.tlb.lookup(addr >> PAGE_SHIFT, GLOBAL, NO_CTX) {
             return true;
         }
+        self.filling = (kind, mode);
         self.kernel_miss(addr, 0);
         self.after_refill();
         false
@@ -1267,7 +1268,7 @@ impl SoftwareManagedTlb {
 
     /// Write the PTE of class `class` into the partition its placement says; true if a
     /// valid entry was evicted.
-    #[inline]
+    #[inline(always)]
     fn fill(&mut self, vpn: u64, ctx: u64, class: PteClass) -> bool {
         let part = self.parts[class as usize];
         if self.reads_reference {

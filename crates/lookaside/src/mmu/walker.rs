@@ -307,6 +307,28 @@ fn frame_address(frame: u64, shift: u32) -> u64 {
     }
 }
 
+/// The frame `memory` gives the page of `2^shift` bytes holding `addr` (of `asid`, at
+/// physical address `paddr` if the trace says): its first 4 KiB's — a large page's parts lie
+/// in consecutive frames from there.
+#[inline(always)]
+fn page_frame<P: PhysicalMemory>(
+    memory: &mut P,
+    asid: u32,
+    addr: u64,
+    paddr: u64,
+    shift: u32,
+) -> Option<u64> {
+    if shift == PAGE_SHIFT {
+        return memory.frame_for(asid, addr, paddr);
+    }
+    let start = addr & !((1u64 << shift) - 1);
+    let paddr = match paddr {
+        NO_PADDR => NO_PADDR,
+        p => p.wrapping_sub(addr - start),
+    };
+    memory.frame_for(asid, start, paddr)
+}
+
 /// The physical address of `addr` (4 KiB page `vpn` of `space`, in a page of `2^shift`
 /// bytes) if its page is resident; a base page's path keeps to its constants.
 #[inline(always)]
@@ -909,7 +931,7 @@ impl Walker {
         let mut w = self.table.lookup_from(root, space, vpn, &mut self.refs);
         if w.frame.is_none() {
             // One physical memory: the frame the data path will see the page's data in.
-            let placed = match memory.map(|m| m.frame_for(asid, addr, paddr)) {
+            let placed = match memory.map(|m| page_frame(m, asid, addr, paddr, shift)) {
                 Some(None) => {
                     // The memory's model refused the page (and keeps the error).
                     self.stats.unmappable += 1;
@@ -928,14 +950,12 @@ impl Walker {
     }
 
     /// Page fault on `(space, vpn)`: give it a frame — `placed`, the memory system's choice
-    /// for that 4 KiB page, on a machine with one; else the one holding its physical page, if `paddr` names one
-    /// already in memory, or the next — and map it; false if the table cannot hold it.
+    /// (for the page's first 4 KiB), on a machine with one; else the one holding its physical
+    /// page, if `paddr` names one already in memory, or the next — and map it; false if the
+    /// table cannot hold it.
     fn fault(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32, placed: Option<u64>) -> bool {
-        // A large page is known by its first 4 KiB page, whichever of its parts faulted; the
-        // memory placed that part, and a large page's parts lie in consecutive frames.
-        let part = vpn - first_part(vpn, shift);
-        let vpn = vpn - part;
-        let placed = placed.map(|f| f.wrapping_sub(part));
+        // A large page is known by its first 4 KiB page, whichever of its parts faulted.
+        let vpn = first_part(vpn, shift);
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
         let m = match placed {

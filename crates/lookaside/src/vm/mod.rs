@@ -6,17 +6,20 @@
 //! indexed caches see the result: two pages conflict in a cache exactly when their frames
 //! have the same *page colour* (frame number modulo `cache span / page size`).
 //!
+//! With pages of more than one size ([`PageSizes`]), frames are of the smallest and a large
+//! page is an aligned run of them, its parts in order (a huge page is physically contiguous).
+//!
 //! When every frame is taken (the trace touches more than the simulated memory), frames are
 //! handed out again from the start of the policy's order and [`PageMapper::reused`] counts
 //! them: the run goes on, and the report says that its physical memory was too small.
 
 use crate::onepass::map::PageMap;
-
-mod sizes;
 use crate::tlb::SplitMix64;
-pub(crate) use sizes::PageSizes;
 use std::fmt;
 use std::str::FromStr;
+
+mod sizes;
+pub(crate) use sizes::PageSizes;
 
 #[cfg(test)]
 mod tests;
