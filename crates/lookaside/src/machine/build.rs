@@ -176,7 +176,7 @@ impl Machine {
             .as_ref()
             .filter(|m| m.mapping != crate::vm::Mapping::Identity)
         {
-            memory_holds_its_pages(&config, mc, source_name)?;
+            memory_holds_its_pages(&config, &pages, mc, source_name)?;
         }
         if config.memory.is_some() && config.pagetable.as_ref().is_some_and(|p| p.data_refs) {
             return Err(err(
@@ -242,11 +242,7 @@ impl Machine {
         let mut climbs = Vec::with_capacity(planned.len());
         let mut units = Vec::with_capacity(planned.len());
         for ((params, shifts), t) in planned.into_iter().zip(&config.tlbs) {
-            let reads_reference = params
-                .partition
-                .map_or(params.policy.reads_reference(), |q| {
-                    q.lower_policy.reads_reference() || q.upper_policy.reads_reference()
-                });
+            let reads_reference = params.reads_reference();
             let tlb = Engine::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             // Under [refill] the refill model keeps the refilled TLB's shadow.
             let shadow = if t.three_c && config.refill.is_none() {
@@ -567,17 +563,11 @@ fn physical_caches(
 /// there).
 fn memory_holds_its_pages(
     config: &MachineConfig,
+    pages: &PageSizes,
     mc: &crate::config::MemoryConfig,
     source_name: &str,
 ) -> Result<()> {
-    let mut shifts: Vec<u32> = config
-        .pages
-        .sizes()
-        .filter_map(|(_, s)| s.shift())
-        .collect();
-    shifts.sort_unstable();
-    shifts.dedup();
-    if shifts.len() < 2 {
+    if !pages.mixed() {
         return Ok(());
     }
     let bytes = mc.memory_bytes(config.pagetable.as_ref());

@@ -71,7 +71,7 @@ impl Micro {
             refills: 0,
             shadow,
             dirty,
-            reads_reference: p.tlb.policy.reads_reference(),
+            reads_reference: p.tlb.reads_reference(),
         })
     }
 

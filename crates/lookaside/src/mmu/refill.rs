@@ -456,11 +456,8 @@ impl SoftwareManagedTlb {
         let x86_64 = p.addresses == RefillAddresses::X86_64;
         let map = (x86_64 || p.fold_user_addresses).then(|| AddressMap::new(x86_64));
         let prefetch = p.prefetch.entries;
-        let reads_reference = p.tlb.partition.map_or(p.tlb.policy.reads_reference(), |q| {
-            q.lower_policy.reads_reference() || q.upper_policy.reads_reference()
-        });
         let mut m = SoftwareManagedTlb {
-            reads_reference,
+            reads_reference: p.tlb.reads_reference(),
             filling: (Kind::Load, Mode::User),
             map,
             parts: placement_parts(p.placement),

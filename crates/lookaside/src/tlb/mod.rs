@@ -205,6 +205,14 @@ impl SetIndex {
 }
 
 impl TlbParams {
+    /// Whether its replacement (either partition's, if partitioned) reads the reference's
+    /// kind or mode ([`Policy::reads_reference`]): whoever drives it must tell it.
+    pub fn reads_reference(&self) -> bool {
+        self.partition.map_or(self.policy.reads_reference(), |q| {
+            q.lower_policy.reads_reference() || q.upper_policy.reads_reference()
+        })
+    }
+
     /// `entries` entries, `ways`-way, one policy, no partition, seed 0.
     pub fn new(entries: usize, ways: usize, policy: Policy) -> TlbParams {
         TlbParams {
