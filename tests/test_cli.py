@@ -206,12 +206,25 @@ def test_failed_run_leaves_no_output_file(cli, tmp_path):
 
 
 def test_not_yet_commands_say_so(cli, demo, tmp_path):
-    # A VAC of pages smaller than a page table's is not built yet (the HP 9000/834's 2 KiB).
+    # A VAC beside a page table that maps pages of two sizes is not built yet.
     m = tmp_path / "m.toml"
-    m.write_text('[[tlb]]\nname = "t"\nentries = 32\n[pagetable]\norganisation = "radix"\n'
-                 '[vac]\npage = "2KiB"\n')
+    m.write_text('[[tlb]]\nname = "t"\nentries = 32\npage = ["4K", "2M"]\n'
+                 '[pages]\nregions = [{start = 0x200000, end = 0x400000, size = "2M"}]\n'
+                 '[pagetable]\norganisation = "radix"\nlevels = 4\n[vac]\npage = "4KiB"\n')
     p = cli("simulate", demo, "--config", m, check=False)
-    check_error(p, "not yet", "vac.page")
+    check_error(p, "not yet", "pages.regions[0].size")
+
+
+def test_a_vac_beside_a_table_of_its_pages(cli, demo):
+    # The HP 9000/834's 2 KiB pages: a hashed table maps the machine's pages, so it fits;
+    # a radix table holds no 2 KiB page, and the error says which table would.
+    hp = ["--config", "hp9000-834", "--set", "pagetable.organisation=hashed", "--json"]
+    r = json.loads(cli("simulate", demo, *hp).stdout)
+    assert r["pagetable"]["faults"] > 0 and r["pagetable"]["unmappable"] == 0
+    assert r["pagetable"]["table"]["mapped_bytes"] == 2048 * r["pagetable"]["table"]["pages"]
+    p = cli("simulate", demo, "--config", "hp9000-834", "--set", "pagetable.organisation=radix",
+            check=False)
+    check_error(p, "pages.size: 2K pages with [pagetable]", "a hashed or inverted table")
 
 
 def test_memory_behind_the_refill_model_and_the_walker(cli):

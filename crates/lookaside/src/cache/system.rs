@@ -366,25 +366,26 @@ impl MemorySystem {
         std::mem::replace(&mut self.activity, a)
     }
 
-    /// The frame (of 4 KiB) the page holding `vaddr` of address space `space` has in this
-    /// memory — the one the program's references to it will reach — chosen now if the page
-    /// is new; `traced` as for [`PageMapper::translate`]. A machine with a memory system has
-    /// one physical memory: its page-table walker maps a faulting page to this frame.
-    pub fn frame_of(&mut self, space: u32, vaddr: u64, traced: u64) -> u64 {
+    /// The frame (of `2^shift` bytes, the walker's base page) the page holding `vaddr` of
+    /// address space `space` has in this memory — the one the program's references to it
+    /// will reach — chosen now if the page is new; `traced` as for
+    /// [`PageMapper::translate`]. A machine with a memory system has one physical memory: its
+    /// page-table walker maps a faulting page to this frame.
+    pub fn frame_of(&mut self, space: u32, vaddr: u64, traced: u64, shift: u32) -> u64 {
         let space = mapping_space(space, vaddr);
-        self.mapper.translate(space, vaddr, traced) >> crate::pagetable::PAGE_SHIFT
+        self.mapper.translate(space, vaddr, traced) >> shift
     }
 
     /// [`MemorySystem::frame_of`] for a page of no traced program (a page table's preloaded
     /// background pages, base pages whatever `[pages]` says): not counted among the pages a
     /// trace left without a physical address.
-    pub fn background_frame(&mut self, space: u32, vaddr: u64) -> u64 {
-        let (shift, untraced) = (self.mapper.page_shift(), self.mapper.untraced());
+    pub fn background_frame(&mut self, space: u32, vaddr: u64, shift: u32) -> u64 {
+        let (page, untraced) = (self.mapper.page_shift(), self.mapper.untraced());
         let f = self
             .mapper
-            .base_frame(mapping_space(space, vaddr), vaddr >> shift);
+            .base_frame(mapping_space(space, vaddr), vaddr >> page);
         self.mapper.set_untraced(untraced);
-        ((f << shift) | (vaddr & ((1 << shift) - 1))) >> crate::pagetable::PAGE_SHIFT
+        ((f << page) | (vaddr & ((1 << page) - 1))) >> shift
     }
 
     /// The pages of more than one size this memory maps (`[pages]`), when it does: a large
@@ -393,13 +394,14 @@ impl MemorySystem {
         self.mapper.set_page_sizes(sizes);
     }
 
-    /// The frame (of 4 KiB) a page of `space` holding `vaddr` was given, if any (a lookup).
-    pub fn frame_given(&self, space: u32, vaddr: u64) -> Option<u64> {
-        let shift = self.mapper.page_shift();
-        let off = vaddr & ((1 << shift) - 1);
+    /// The frame (of `2^shift` bytes) a page of `space` holding `vaddr` was given, if any
+    /// (a lookup).
+    pub fn frame_given(&self, space: u32, vaddr: u64, shift: u32) -> Option<u64> {
+        let page = self.mapper.page_shift();
+        let off = vaddr & ((1 << page) - 1);
         self.mapper
-            .frame_given(mapping_space(space, vaddr), vaddr >> shift)
-            .map(|f| ((f << shift) | off) >> crate::pagetable::PAGE_SHIFT)
+            .frame_given(mapping_space(space, vaddr), vaddr >> page)
+            .map(|f| ((f << page) | off) >> shift)
     }
 
     /// The bytes of physical memory the page mapping hands out (`memory`).
@@ -1086,8 +1088,8 @@ pub fn table(m: &Value) -> String {
 }
 
 impl crate::vm::PhysicalMemory for MemorySystem {
-    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
-        Some(self.frame_of(asid, addr, paddr))
+    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
+        Some(self.frame_of(asid, addr, paddr, shift))
     }
 }
 
@@ -1137,7 +1139,7 @@ mod tests {
         // The kernel page's line missed once, the user pages' once each.
         assert_eq!(j["caches"][0]["read_misses"], 1 + 3);
         let mem = m.memory().unwrap();
-        let frames: Vec<_> = (1..=3).map(|a| mem.frame_given(a, kernel)).collect();
+        let frames: Vec<_> = (1..=3).map(|a| mem.frame_given(a, kernel, 12)).collect();
         assert!(
             frames[0].is_some() && frames.iter().all(|&f| f == frames[0]),
             "{frames:?}"

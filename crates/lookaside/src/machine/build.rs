@@ -53,22 +53,31 @@ impl Machine {
                 physical_caches(&config, p, source_name)?;
             }
         }
-        if let (Some(v), Some(_)) = (&config.vac, &config.pagetable) {
+        if let (Some(v), Some(p)) = (&config.vac, &config.pagetable) {
+            let smallest = smallest_page(&config);
+            let base = crate::mmu::table_page_shift(p, smallest);
             if let Some((key, size)) = config
                 .pages
                 .sizes()
-                .find(|(_, s)| s.shift().is_some_and(|s| s != crate::pagetable::PAGE_SHIFT))
+                .find(|(_, s)| s.shift().is_some_and(|s| s > base))
             {
                 return Err(Error::NotYet(format!(
-                    "{source_name}: {key}: {} pages with [vac] and [pagetable] (the VAC's OS maps pages of its own size, one frame each)",
-                    size.label()
+                    "{source_name}: {key}: {} pages beside the table's {} ones with [vac] and [pagetable] (the VAC's OS maps pages of its own size, one frame each)",
+                    size.label(),
+                    PageSize::Size(1 << base).label()
                 )));
             }
-            if v.page.0 < 1 << crate::pagetable::PAGE_SHIFT {
-                return Err(Error::NotYet(format!(
-                    "{source_name}: vac.page: {}-byte VAC pages with [pagetable], whose pages are 4 KiB (one table page would span two of the VAC OS's frames); set vac.page = \"4KiB\" or more",
-                    v.page.0
-                )));
+            // (Pages smaller than the table's are refused with the walker: it cannot hold them.)
+            if v.page.0 < 1 << base && smallest >= base {
+                return Err(err(
+                    "vac.page".into(),
+                    format!(
+                        "{}-byte VAC pages, but the page table's pages are {} (one table page would span two of the VAC OS's frames); give the machine pages of the VAC's size (pages.size = \"{}\"), or the VAC larger pages",
+                        v.page.0,
+                        PageSize::Size(1 << base).label(),
+                        PageSize::Size(v.page.0).label()
+                    ),
+                ));
             }
         }
         let (pages, kernel_classes) = page_map(&config, source_name, None)?;
@@ -365,9 +374,9 @@ impl Machine {
                                 "'identity' makes a page's frame its virtual page number, which no page table ([pagetable]) of a physical memory maps; choose another mapping".into(),
                             ));
                         }
-                        Walker::with_memory(p, source_name, m)?
+                        Walker::with_memory(p, source_name, m, smallest_page(&config))?
                     }
-                    None => Walker::from_config(p, source_name)?,
+                    None => Walker::from_config(p, source_name, smallest_page(&config))?,
                 });
                 // Pages the table cannot hold would never be walked: refuse them here.
                 // (An unmapped region, a kernel class among them, has no size to hold.)
@@ -409,7 +418,7 @@ impl Machine {
                 // the frames its background pages took before the run are not free.
                 if let Some(w) = &walker {
                     for f in w.frames_held() {
-                        v.claim_frame(f << crate::pagetable::PAGE_SHIFT);
+                        v.claim_frame(f << w.base_shift());
                     }
                 }
                 Some(v)
@@ -952,6 +961,17 @@ pub(super) fn wire(
         }
     }
     Ok((roots, next, translated))
+}
+
+/// The smallest page size (as a shift) `config`'s `[pages]` maps: a hashed or inverted table's
+/// page ([`crate::mmu::table_page_shift`]). 4 KiB if every address is unmapped.
+fn smallest_page(config: &MachineConfig) -> u32 {
+    config
+        .pages
+        .sizes()
+        .filter_map(|(_, s)| s.shift())
+        .min()
+        .unwrap_or(crate::pagetable::PAGE_SHIFT)
 }
 
 /// A kernel-class region of `[pages]`: its class and the range it resolved to (none: the

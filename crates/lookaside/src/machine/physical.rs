@@ -8,11 +8,11 @@ use super::*;
 use crate::pagetable::PAGE_SHIFT;
 
 /// The size (as a shift) of the mapped page holding `addr` of `asid`, for the frames of
-/// walker `w`: a table of base pages needs no look-up of the page's size.
+/// walker `w`: a table of one page size needs no look-up of the page's size.
 #[inline(always)]
 pub(super) fn walked_shift(w: &Walker, pages: &PageSizes, addr: u64, asid: u32) -> Option<u32> {
     match w.holds_large_pages() {
-        false => Some(PAGE_SHIFT),
+        false => Some(w.base_shift()),
         true => pages.backing(addr, asid),
     }
 }

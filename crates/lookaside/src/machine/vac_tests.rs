@@ -4,19 +4,31 @@ use super::*;
 use crate::event::flags;
 use proptest::prelude::*;
 
-/// A 4-entry data TLB, then `[pagetable]` of organisation `org` over 1 MiB (ids = address
-/// space numbers, nothing preloaded unless `extra` says so) and `[vac]` of 4 KiB pages
-/// mapping first touches by `mapping`; `vac` false leaves the VAC out, `table` false the
-/// page table.
-fn machine(org: &str, mapping: &str, vac: bool, table: bool, extra: &str) -> Machine {
-    let mut text = String::from("[[tlb]]\nname='t'\nentries=4\nways='full'\nserves='data'\n");
+/// A 4-entry data TLB and pages of `2^page` bytes, then `[pagetable]` of organisation `org`
+/// over 1 MiB (ids = address space numbers, nothing preloaded unless `extra` says so) and
+/// `[vac]` of pages of that size mapping first touches by `mapping`; `vac` false leaves the
+/// VAC out, `table` false the page table.
+fn machine(
+    org: &str,
+    mapping: &str,
+    (vac, table): (bool, bool),
+    page: u32,
+    extra: &str,
+) -> Machine {
+    let mut text = format!(
+        "[[tlb]]\nname='t'\nentries=4\nways='full'\nserves='data'\n[pages]\nsize={}\n",
+        1u64 << page
+    );
     if table {
         text += &format!(
             "[pagetable]\norganisation='{org}'\nrefill='software'\nspace_ids='asid'\nmemory='1M'\n{extra}\n"
         );
     }
     if vac {
-        text += &format!("[vac]\nsize='16KiB'\nways=2\npage='4KiB'\nmapping='{mapping}'\n");
+        text += &format!(
+            "[vac]\nsize='16KiB'\nways=2\npage={}\nmapping='{mapping}'\n",
+            1u64 << page
+        );
     }
     Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap()
 }
@@ -24,8 +36,8 @@ fn machine(org: &str, mapping: &str, vac: bool, table: bool, extra: &str) -> Mac
 /// Loads, stores, maps (to a few frames the workload names) and unmaps (some destroying the
 /// page) of three address spaces over twelve pages, and switches; events the VAC's OS would
 /// refuse (an unmap of a page not mapped, a destroyed frame still mapped elsewhere) are left
-/// out, so the stream is one a workload could give.
-fn events() -> impl Strategy<Value = Vec<Event>> {
+/// out, so the stream is one a workload could give (with VAC pages of `2^page` bytes).
+fn events(page: u32) -> impl Strategy<Value = Vec<Event>> {
     let one = (0u8..12, 1u32..4, 0u64..12, 0u64..512, 0u64..6).prop_map(
         |(what, asid, page, word, frame)| {
             let addr = 0x40_0000 + (page << 12);
@@ -44,8 +56,8 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
             e
         },
     );
-    proptest::collection::vec(one, 1..300).prop_map(|events| {
-        let mut os = machine("radix", "any", true, false, "")
+    proptest::collection::vec(one, 1..300).prop_map(move |events| {
+        let mut os = machine("hashed", "any", (true, false), page, "")
             .vac()
             .unwrap()
             .clone();
@@ -68,11 +80,12 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
 /// background pages preloaded before the run have ids from 0xF000_0000).
 fn one_memory(m: &Machine) -> std::result::Result<(), String> {
     let os = m.vac().unwrap().vm();
+    let shift = m.walker().unwrap().base_shift();
     for ((space, vpn), frame) in m.walker().unwrap().pages() {
         if space >= 0xF000_0000 {
             continue;
         }
-        let vac = os.frame_at(space, vpn << 12).map(|f| f >> 12);
+        let vac = os.frame_at(space, vpn << shift).map(|f| f >> shift);
         if vac != Some(frame) {
             return Err(format!(
                 "page {vpn:#x} of space {space}: walker frame {frame}, VAC {vac:?}"
@@ -86,16 +99,19 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// With both, the VAC is the VAC alone, the TLB and the walks are the page table's
-    /// alone, and at every step each page the walker maps is where the VAC's OS put it.
+    /// alone, and at every step each page the walker maps is where the VAC's OS put it: with
+    /// 4 KiB pages, and with the HP 9000/834's 2 KiB (a hashed table's base page).
     #[test]
     fn the_walker_maps_pages_where_the_vac_os_has_them(
-        events in events(),
+        (page, events) in proptest::sample::select(&[11u32, 12][..]).prop_flat_map(|p| (Just(p), events(p))),
         org in proptest::sample::select(&["radix", "hashed"][..]),
         mapping in proptest::sample::select(&["any", "colour"][..]),
     ) {
-        let mut both = machine(org, mapping, true, true, "");
-        let mut vac = machine(org, mapping, true, false, "");
-        let mut table = machine(org, mapping, false, true, "");
+        let org = if page < 12 { "hashed" } else { org };
+        let mut both = machine(org, mapping, (true, true), page, "");
+        let mut vac = machine(org, mapping, (true, false), page, "");
+        let mut table = machine(org, mapping, (false, true), page, "");
+        prop_assert_eq!(both.walker().unwrap().base_shift(), page);
         for e in &events {
             both.run_batch(std::slice::from_ref(e));
             prop_assert_eq!(one_memory(&both), Ok(()));

@@ -240,7 +240,9 @@ pub struct Walker {
     /// With `data_refs` or physically addressed caches ([`Walker::serve_caches`]): the
     /// frame of every resident page.
     resident: Option<Resident>,
-    /// The page shifts above 4 KiB the table holds (none: every page is a base page).
+    /// The table's base page (as a shift): the unit of page numbers and frames.
+    base: u32,
+    /// The page shifts above the base the table holds (none: every page is a base page).
     large: Vec<u32>,
     config: PageTableConfig,
     /// Where the table references go: the private cache, the machine's memory system (see
@@ -262,24 +264,24 @@ const RECENT: usize = 16;
 /// No frame: a page that was resident and lost its frame ([`PageMap`] never deletes).
 const GONE: u32 = u32::MAX;
 
-/// The key of a page of `2^shift` bytes holding 4 KiB page `vpn` in [`Resident`]: its own
-/// number for a base page; a large page's number, tagged with its size above every page
-/// number (a 64-bit address has 52 bits of 4 KiB page number), so every 4 KiB part of a large
-/// page finds it.
+/// The key of a page of `2^shift` bytes holding base page `vpn` (of `2^base` bytes) in
+/// [`Resident`]: its own number for a base page; a large page's number, tagged with its size
+/// above every page number (only radix tables, of 4 KiB base pages, hold large pages: a
+/// 64-bit address has 52 bits of page number), so every base part of a large page finds it.
 #[inline(always)]
-fn page_key(vpn: u64, shift: u32) -> u64 {
-    if shift == PAGE_SHIFT {
+fn page_key(vpn: u64, shift: u32, base: u32) -> u64 {
+    if shift == base {
         vpn
     } else {
-        (vpn >> (shift - PAGE_SHIFT)) | ((shift as u64) << 56)
+        (vpn >> (shift - base)) | ((shift as u64) << 56)
     }
 }
 
-/// The first 4 KiB page of the page of `2^shift` bytes holding 4 KiB page `vpn`: what a large
-/// page is known by in the frames and the resident map.
+/// The first base page (of `2^base` bytes) of the page of `2^shift` bytes holding base page
+/// `vpn`: what a large page is known by in the frames and the resident map.
 #[inline(always)]
-fn first_part(vpn: u64, shift: u32) -> u64 {
-    vpn & !((1u64 << (shift - PAGE_SHIFT)) - 1)
+fn first_part(vpn: u64, shift: u32, base: u32) -> u64 {
+    vpn & !((1u64 << (shift - base)) - 1)
 }
 
 /// Where large pages' data lies in physical memory: above every 4 KiB frame (2^28 frames)
@@ -291,63 +293,67 @@ const LARGE_POOL: u64 = 1 << 60;
 /// 2^64.
 pub const LARGEST_PHYSICAL_SHIFT: u32 = 35;
 
-/// The physical address of the data of a page of `2^shift` bytes in `frame`: the frame's
-/// 4 KiB for a base page; for a large page, an aligned run of its size in the pool of large
+/// The physical address of the data of a page of `2^shift` bytes in `frame` (of `2^base`
+/// bytes): the frame's bytes for a base page; for a large page, an aligned run of its size in the pool of large
 /// pages ([`LARGE_POOL`]) — the OS's huge-page pool, apart from the base pages' frames. (The
 /// table's memory counts a large page as one frame, as it always has.) Each frame has a slot
 /// of the largest size in the pool, so large pages of two sizes never overlap (at `frame <<
 /// shift` a 2 MiB page in frame 512 would be the 1 GiB page in frame 1).
 #[inline(always)]
-fn frame_address(frame: u64, shift: u32) -> u64 {
-    if shift == PAGE_SHIFT {
-        frame << PAGE_SHIFT
+fn frame_address(frame: u64, shift: u32, base: u32) -> u64 {
+    if shift == base {
+        frame << base
     } else {
         debug_assert!(shift <= LARGEST_PHYSICAL_SHIFT);
         LARGE_POOL + (frame << LARGEST_PHYSICAL_SHIFT)
     }
 }
 
-/// The frame `memory` gives the page of `2^shift` bytes holding `addr` (of `asid`, at
-/// physical address `paddr` if the trace says): its first 4 KiB's — a large page's parts lie
-/// in consecutive frames from there.
+/// The frame (of `2^base` bytes) `memory` gives the page of `2^shift` bytes holding `addr`
+/// (of `asid`, at physical address `paddr` if the trace says): its first base page's — a
+/// large page's parts lie in consecutive frames from there.
 #[inline(always)]
 fn page_frame<P: PhysicalMemory>(
     memory: &mut P,
-    asid: u32,
-    addr: u64,
-    paddr: u64,
+    (asid, addr, paddr): (u32, u64, u64),
     shift: u32,
+    base: u32,
 ) -> Option<u64> {
-    if shift == PAGE_SHIFT {
-        return memory.frame_for(asid, addr, paddr);
+    if shift == base {
+        return memory.frame_for(asid, addr, paddr, base);
     }
     let start = addr & !((1u64 << shift) - 1);
     let paddr = match paddr {
         NO_PADDR => NO_PADDR,
         p => p.wrapping_sub(addr - start),
     };
-    memory.frame_for(asid, start, paddr)
+    memory.frame_for(asid, start, paddr, base)
 }
 
-/// The physical address of `addr` (4 KiB page `vpn` of `space`, in a page of `2^shift`
-/// bytes) if its page is resident; a base page's path keeps to its constants.
+/// The physical address of `addr` (base page `vpn` of `space`, of `2^base` bytes, in a page
+/// of `2^shift` bytes) if its page is resident; a base page's path is the short one.
 #[inline(always)]
-fn resident_address(r: &mut Resident, space: u32, vpn: u64, addr: u64, shift: u32) -> Option<u64> {
-    if shift == PAGE_SHIFT {
+fn resident_address(
+    r: &mut Resident,
+    (space, vpn, addr): (u32, u64, u64),
+    shift: u32,
+    base: u32,
+) -> Option<u64> {
+    if shift == base {
         r.get(space, vpn)
-            .map(|f| (f << PAGE_SHIFT) | (addr & ((1 << PAGE_SHIFT) - 1)))
+            .map(|f| (f << base) | (addr & ((1 << base) - 1)))
     } else {
-        r.get(space, page_key(vpn, shift))
-            .map(|f| frame_address(f, shift) | (addr & ((1 << shift) - 1)))
+        r.get(space, page_key(vpn, shift, base))
+            .map(|f| frame_address(f, shift, base) | (addr & ((1 << shift) - 1)))
     }
 }
 
-/// Forget resident page `(space, vpn)` (a base page, or a large page by its first 4 KiB
-/// page) whatever its size: every size the table holds.
-fn forget(r: &mut Resident, large: &[u32], space: u32, vpn: u64) {
+/// Forget resident page `(space, vpn)` (a base page of `2^base` bytes, or a large page by its
+/// first base page) whatever its size: every size the table holds.
+fn forget(r: &mut Resident, (large, base): (&[u32], u32), space: u32, vpn: u64) {
     r.remove(space, vpn);
     for &s in large {
-        r.remove(space, page_key(vpn, s));
+        r.remove(space, page_key(vpn, s, base));
     }
 }
 
@@ -402,11 +408,36 @@ impl Resident {
     }
 }
 
-/// Build a table of organisation `org` from the config (`behind` for a swTLB's inner).
+/// The organisation a front table (hybrid, swTLB) of config `c` fronts.
+fn behind(c: &PageTableConfig, org: Organisation) -> Organisation {
+    match org {
+        Organisation::Hybrid => c.behind.unwrap_or(Organisation::Radix),
+        _ => c.behind.unwrap_or(Organisation::Inverted),
+    }
+}
+
+/// The base page (as a shift) of the table `c` builds on a machine whose smallest mapped page
+/// is `2^smallest` bytes: a radix table's leaves are 4 KiB, as its levels are laid out for
+/// them (a larger page is a leaf higher up), and so are a front table's over one; a hashed
+/// or inverted table maps pages of the machine's size (PA-RISC 1.0's 2 KiB), one size only.
+pub fn table_page_shift(c: &PageTableConfig, smallest: u32) -> u32 {
+    let org = match c.organisation {
+        o @ (Organisation::Hybrid | Organisation::Swtlb) => behind(c, o),
+        o => o,
+    };
+    match org {
+        Organisation::Radix => PAGE_SHIFT,
+        _ => smallest,
+    }
+}
+
+/// Build a table of organisation `org` from the config (`behind` for a swTLB's inner), of
+/// `frames` frames of `2^page_shift` bytes (a radix table's pages are 4 KiB whatever this
+/// says: see [`table_page_shift`]).
 fn build_table(
     c: &PageTableConfig,
     org: Organisation,
-    frames: u64,
+    (frames, page_shift): (u64, u32),
     base: u64,
     src: &str,
 ) -> Result<PageTable> {
@@ -478,6 +509,7 @@ fn build_table(
                 frames,
                 hat: ratio_size(2.0)?,
                 base,
+                page_shift,
             })
             .map_err(|m| err("ratio", m))?,
         ),
@@ -488,18 +520,19 @@ fn build_table(
                 chaining: c.chaining,
                 move_to_head: c.move_to_head,
                 base,
+                page_shift,
             })
             .map_err(|m| err("ways", m))?,
         ),
         Organisation::Hybrid | Organisation::Swtlb => {
             // Huck & Hays' hybrid fronts a forward-mapped table, PA-RISC's swTLB an IPT; either
             // may front any table that is not a front itself.
-            let (kind, default_behind, default_entries) = if org == Organisation::Hybrid {
-                (FrontKind::Hybrid, Organisation::Radix, 8192)
+            let (kind, default_entries) = if org == Organisation::Hybrid {
+                (FrontKind::Hybrid, 8192)
             } else {
-                (FrontKind::SwTlb, Organisation::Inverted, 2048)
+                (FrontKind::SwTlb, 2048)
             };
-            let inner_org = c.behind.unwrap_or(default_behind);
+            let inner_org = behind(c, org);
             if matches!(inner_org, Organisation::Hybrid | Organisation::Swtlb) {
                 return Err(err(
                     "behind",
@@ -529,7 +562,13 @@ fn build_table(
                 ways: None,
                 ..c.clone()
             };
-            let inner = build_table(&behind, inner_org, frames, base + front_bytes, src)?;
+            let inner = build_table(
+                &behind,
+                inner_org,
+                (frames, page_shift),
+                base + front_bytes,
+                src,
+            )?;
             PageTable::Front(Box::new(
                 Front::new(p, inner).map_err(|m| err("entries", m))?,
             ))
@@ -549,12 +588,14 @@ const BACKGROUND: u32 = 0xF000_0000;
 /// holds as many entries as memory has pages, which sets the load factor (α) of hashed and
 /// inverted tables; the run's own faults take their frames first-in first-out.
 /// With a memory system, the background pages take the frames its page mapping gives them.
+/// Pages and frames are the table's base pages.
 fn preload(
     table: &mut PageTable,
     frames: &mut Frames,
     n: u64,
     mut memory: Option<&mut MemorySystem>,
 ) {
+    let base = table.base_shift();
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     let mut refs = Refs::new();
     for _ in 0..n {
@@ -569,7 +610,7 @@ fn preload(
         }
         let f = match memory.as_deref_mut() {
             Some(m) => {
-                let f = m.background_frame(space, vpn << PAGE_SHIFT);
+                let f = m.background_frame(space, vpn << base, base);
                 if f >= frames.capacity() {
                     continue;
                 }
@@ -590,15 +631,16 @@ fn preload(
                 f
             }
         };
-        let _ = table.insert(space, vpn, PAGE_SHIFT, f);
+        let _ = table.insert(space, vpn, base, f);
     }
 }
 
 impl Walker {
-    /// Validate `[pagetable]` and build the walker, with physical memory of its own;
-    /// errors name the key.
-    pub fn from_config(c: &PageTableConfig, src: &str) -> Result<Walker> {
-        Walker::build(c, src, None)
+    /// Validate `[pagetable]` and build the walker, with physical memory of its own, on a
+    /// machine whose smallest mapped page is `2^smallest` bytes (the table's base page: see
+    /// [`table_page_shift`]); errors name the key.
+    pub fn from_config(c: &PageTableConfig, src: &str, smallest: u32) -> Result<Walker> {
+        Walker::build(c, src, None, smallest)
     }
 
     /// Validate `[pagetable]` and build the walker of a machine with a memory system
@@ -610,11 +652,17 @@ impl Walker {
         c: &PageTableConfig,
         src: &str,
         memory: &mut MemorySystem,
+        smallest: u32,
     ) -> Result<Walker> {
-        Walker::build(c, src, Some(memory))
+        Walker::build(c, src, Some(memory), smallest)
     }
 
-    fn build(c: &PageTableConfig, src: &str, memory: Option<&mut MemorySystem>) -> Result<Walker> {
+    fn build(
+        c: &PageTableConfig,
+        src: &str,
+        memory: Option<&mut MemorySystem>,
+        smallest: u32,
+    ) -> Result<Walker> {
         let err = |k: &str, m: String| Error::config(src, format!("pagetable.{k}"), m);
         let (bytes, key) = match (&memory, c.memory) {
             (Some(m), None) => (m.memory_bytes(), "memory.memory"),
@@ -633,12 +681,14 @@ impl Walker {
                 "pagetable.memory",
             ),
         };
-        let frames = bytes >> PAGE_SHIFT;
+        let base = table_page_shift(c, smallest);
+        let frames = bytes >> base;
         if frames == 0 || frames > 1 << 28 {
+            let page = crate::config::PageSize::Size(1 << base).label();
             return Err(Error::config(
                 src,
                 key,
-                format!("{bytes} bytes: a page table maps between one 4 KiB frame and 1 TiB"),
+                format!("{bytes} bytes: a page table maps between one frame and 2^28 frames (of {page}, its page)"),
             ));
         }
         let (refill, addresses) = (c.refill, c.addresses);
@@ -667,7 +717,7 @@ impl Walker {
                 ),
             ));
         }
-        let table = build_table(c, org, frames, TABLE_BASE, src)?;
+        let table = build_table(c, org, (frames, base), TABLE_BASE, src)?;
         let mut costs = WalkCosts::preset(&c.costs).map_err(|m| err("costs", m))?;
         for (k, v) in &c.cycles {
             costs
@@ -700,7 +750,7 @@ impl Walker {
         let large = table
             .page_shifts()
             .into_iter()
-            .filter(|&s| s != PAGE_SHIFT)
+            .filter(|&s| s != base)
             .collect();
         let mut table = table;
         let through_memory = memory.is_some();
@@ -734,6 +784,7 @@ impl Walker {
             evicted: Vec::new(),
             data_refs: c.data_refs,
             resident: c.data_refs.then(Resident::new),
+            base,
             large,
             config: c.clone(),
             through: if through_memory {
@@ -766,17 +817,16 @@ impl Walker {
     /// `unmappable`).
     #[inline]
     pub fn physical(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
-        if shift == PAGE_SHIFT {
+        if shift == self.base {
             return self.physical_base(asid, addr, paddr);
         }
         self.physical_large(asid, addr, paddr, shift)
     }
 
-    /// [`Walker::physical`] of a base page: the program's references' path, kept to its
-    /// constants.
+    /// [`Walker::physical`] of a base page: the program's references' path.
     #[inline(always)]
     fn physical_base(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
-        self.physical_sized(asid, addr, paddr, PAGE_SHIFT)
+        self.physical_sized(asid, addr, paddr, self.base)
     }
 
     /// [`Walker::physical`] of a large page.
@@ -789,7 +839,9 @@ impl Walker {
     #[inline(always)]
     fn physical_sized(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
         let (space, vpn) = self.page(asid, addr);
-        if let Some(p) = resident_address(self.resident.as_mut()?, space, vpn, addr, shift) {
+        let base = self.base;
+        if let Some(p) = resident_address(self.resident.as_mut()?, (space, vpn, addr), shift, base)
+        {
             return Some(p);
         }
         self.map_on_touch(space, vpn, addr, paddr, shift)
@@ -809,7 +861,8 @@ impl Walker {
             self.stats.unmappable += 1;
             return None;
         }
-        resident_address(self.resident.as_mut()?, space, vpn, addr, shift)
+        let base = self.base;
+        resident_address(self.resident.as_mut()?, (space, vpn, addr), shift, base)
     }
 
     /// The space id of address space `asid`'s own pages (its root, for a radix table).
@@ -834,9 +887,9 @@ impl Walker {
                     KERNEL_SPACE => KERNEL_SPACE,
                     _ => self.space_id(asid),
                 },
-                addr >> PAGE_SHIFT,
+                addr >> self.base,
             ),
-            Addresses::Global => ((addr >> 32) as u32, (addr & 0xffff_ffff) >> PAGE_SHIFT),
+            Addresses::Global => ((addr >> 32) as u32, (addr & 0xffff_ffff) >> self.base),
         }
     }
 
@@ -931,7 +984,8 @@ impl Walker {
         let mut w = self.table.lookup_from(root, space, vpn, &mut self.refs);
         if w.frame.is_none() {
             // One physical memory: the frame the data path will see the page's data in.
-            let placed = match memory.map(|m| page_frame(m, asid, addr, paddr, shift)) {
+            let base = self.base;
+            let placed = match memory.map(|m| page_frame(m, (asid, addr, paddr), shift, base)) {
                 Some(None) => {
                     // The memory's model refused the page (and keeps the error).
                     self.stats.unmappable += 1;
@@ -950,12 +1004,12 @@ impl Walker {
     }
 
     /// Page fault on `(space, vpn)`: give it a frame — `placed`, the memory system's choice
-    /// (for the page's first 4 KiB), on a machine with one; else the one holding its physical
-    /// page, if `paddr` names one already in memory, or the next — and map it; false if the
-    /// table cannot hold it.
+    /// (for the page's first base page), on a machine with one; else the one holding its
+    /// physical page, if `paddr` names one already in memory, or the next — and map it; false
+    /// if the table cannot hold it.
     fn fault(&mut self, space: u32, vpn: u64, paddr: u64, shift: u32, placed: Option<u64>) -> bool {
-        // A large page is known by its first 4 KiB page, whichever of its parts faulted.
-        let vpn = first_part(vpn, shift);
+        // A large page is known by its first base page, whichever of its parts faulted.
+        let vpn = first_part(vpn, shift, self.base);
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
         let m = match placed {
@@ -981,7 +1035,7 @@ impl Walker {
         for &(os, ov) in &evicted {
             self.table.remove(os, ov);
             if let Some(r) = &mut self.resident {
-                forget(r, &self.large, os, ov);
+                forget(r, (&self.large, self.base), os, ov);
             }
         }
         self.evicted = evicted;
@@ -993,7 +1047,7 @@ impl Walker {
             }
         }
         if let Some(r) = &mut self.resident {
-            r.insert(space, page_key(vpn, shift), m.frame);
+            r.insert(space, page_key(vpn, shift, self.base), m.frame);
         }
         self.stats.faults += 1;
         if m.shared {
@@ -1104,13 +1158,13 @@ impl Walker {
         let Some(f) = self.table.remove(space, vpn) else {
             return false;
         };
-        // The frame's page is the one the leaf mapped: a large page by its first 4 KiB page.
+        // The frame's page is the one the leaf mapped: a large page by its first base page.
         self.frames.unmap(f, space, vpn);
         for &s in &self.large {
-            self.frames.unmap(f, space, first_part(vpn, s));
+            self.frames.unmap(f, space, first_part(vpn, s, self.base));
         }
         if let Some(r) = &mut self.resident {
-            forget(r, &self.large, space, vpn);
+            forget(r, (&self.large, self.base), space, vpn);
         }
         true
     }
@@ -1127,10 +1181,16 @@ impl Walker {
         self.frames.pages()
     }
 
-    /// Whether the table holds pages over 4 KiB.
+    /// Whether the table holds pages over its base page.
     #[inline(always)]
     pub fn holds_large_pages(&self) -> bool {
         !self.large.is_empty()
+    }
+
+    /// The table's base page (as a shift): the size of its frames.
+    #[inline(always)]
+    pub fn base_shift(&self) -> u32 {
+        self.base
     }
 
     /// A program load or store (with `data_refs`) in a page of `2^shift` bytes: through the
@@ -1138,10 +1198,11 @@ impl Walker {
     #[inline]
     pub fn data_ref(&mut self, asid: u32, addr: u64, write: bool, shift: u32) {
         let (space, vpn) = self.page(asid, addr);
+        let base = self.base;
         let Some(paddr) = self
             .resident
             .as_mut()
-            .and_then(|r| resident_address(r, space, vpn, addr, shift))
+            .and_then(|r| resident_address(r, (space, vpn, addr), shift, base))
         else {
             return;
         };
@@ -1193,7 +1254,7 @@ impl Walker {
             }
         };
         let u = self.usage();
-        let memory = self.frames.capacity() << PAGE_SHIFT;
+        let memory = self.frames.capacity() << self.base;
         let levels: Vec<Value> = self
             .names
             .iter()
@@ -1668,47 +1729,43 @@ mod tests {
             )
         };
         let big = "[pages]\nsize = '2M'";
+        let region = "[pages]\n[[pages.regions]]\nstart=0\nend=0x40000000\nsize='2M'";
         for (pt, holder) in [
             ("organisation='hashed'", "a hashed page table holds"),
             (
                 "organisation='inverted'\nrefill='software'",
                 "an inverted page table holds",
             ),
-            ("organisation='hybrid'", "a hybrid's HPT cache holds"),
             (
                 "organisation='swtlb'\nrefill='software'",
                 "a software TLB holds",
             ),
         ] {
-            let e = build(big, pt).unwrap_err().to_string();
+            // A table of one page size maps the machine's pages when they are all 2 MiB...
+            let mut m = build(big, pt).unwrap();
+            m.run_batch(&[Event::reference(Kind::Load, 0x20_0000, 8).with_asid(1)]);
+            let w = m.walker().unwrap();
+            assert_eq!(w.base_shift(), 21);
+            assert_eq!(w.json()["table"]["mapped_bytes"], 2 << 20, "{pt}");
+            // ...but not 2 MiB pages beside 4 KiB ones.
+            let e = build(region, pt).unwrap_err().to_string();
             assert!(
-                e.contains("pages.size: 2M pages with [pagetable]: ")
-                    && e.contains(&format!("{holder} 4 KiB pages only"))
+                e.contains("pages.regions[0].size: 2M pages with [pagetable]: ")
+                    && e.contains(&format!("{holder} pages of one size, 4K on this machine"))
                     && !e.contains('\n'),
                 "{e}"
             );
         }
-        // A radix table maps the sizes of its levels: x86-64's 2 MiB, not the 2-level
-        // table's (4 MiB at its root).
+        // A hybrid fronts a radix table of 4 KiB leaves, which maps 2 MiB at a level of its
+        // own (x86-64's), not a 2-level table's (4 MiB at its root).
+        let e = build(big, "organisation='hybrid'").unwrap_err().to_string();
+        assert!(
+            e.contains("a hybrid's HPT cache holds pages of one size, 4K"),
+            "{e}"
+        );
         assert!(build(big, "organisation='radix'\nlevels=4").is_ok());
         let e = build(big, "organisation='radix'").unwrap_err().to_string();
         assert!(e.contains("levels map 4K, 4M pages"), "{e}");
-        let region = "[pages]\n[[pages.regions]]\nstart=0\nend=0x40000000\nsize='2M'";
-        let e = build(region, "organisation='hashed'")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("pages.regions[0].size: 2M pages"), "{e}");
-        // Every 2 MiB page of an x86-64 table is walked and mapped, none unmappable.
-        let mut m = build(big, "organisation='radix'\nlevels=4").unwrap();
-        m.run_batch(&[
-            Event::reference(Kind::Load, 0x20_0000, 4).with_asid(1),
-            Event::reference(Kind::Load, 0x40_0000, 4).with_asid(1),
-        ]);
-        let j = m.walker().unwrap().json();
-        assert_eq!(
-            (j["walks"].as_u64(), j["unmappable"].as_u64()),
-            (Some(2), Some(0))
-        );
     }
 
     /// A machine has one physical memory: its size is given once, in `[memory]` or
@@ -1765,10 +1822,26 @@ mod tests {
         };
         let small = vac("").unwrap_err();
         assert!(
-            small.contains("not yet") && small.contains("vac.page"),
+            small.contains("vac.page: 2048-byte VAC pages, but the page table's pages are 4K")
+                && small.contains("pages.size = \"2K\"")
+                && !small.contains("not yet"),
             "{small}"
         );
         assert!(vac("page='4KiB'\n").is_ok());
+        // The HP 9000/834: 2 KiB pages, the VAC's and a hashed table's.
+        let hp = |pages: &str| {
+            Machine::assemble(
+                Some(&format!("[[tlb]]\nname='t'\nentries=4\n[pages]\nsize='{pages}'\n[pagetable]\norganisation='hashed'\n[vac]\nsize='16KiB'\n")),
+                "m.toml",
+                &[],
+                &[],
+            )
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(hp("2KiB").unwrap().walker().unwrap().base_shift(), 11);
+        // Pages larger than the VAC's would span two of its frames.
+        let large = hp("4KiB").unwrap_err();
+        assert!(large.contains("vac.page: 2048-byte"), "{large}");
         let two =
             vac("page='4KiB'\n[memory]\n[memory.dcache]\nsize='1KiB'\nline=16\nmiss_cycles=15\n")
                 .unwrap_err();
@@ -1834,11 +1907,11 @@ mod tests {
         // a line of their own).
         assert!((16..=16 + 4 * walks).contains(&user), "{j}");
         let memory = m.memory().unwrap();
-        let first = memory.frame_given(0, 0x4020_0000).unwrap();
+        let first = memory.frame_given(0, 0x4020_0000, 12).unwrap();
         assert_eq!(first % 512, 0);
         for k in 0..512 {
             assert_eq!(
-                memory.frame_given(0, 0x4020_0000 + (k << 12)),
+                memory.frame_given(0, 0x4020_0000 + (k << 12), 12),
                 Some(first + k)
             );
         }
@@ -1878,23 +1951,29 @@ mod tests {
         /// One physical memory: on a machine with a memory system, every page the walker's
         /// table maps is in the frame the memory system gives it — the frame its data reaches
         /// the caches in — whatever the page mapping, the organisation, unmaps, and a memory
-        /// small enough to hand frames out again (16 frames for up to 192 pages).
+        /// small enough to hand frames out again (16 to 64 frames for up to 192 pages). Hashed
+        /// and inverted tables map the machine's pages (2, 4 or 8 KiB); radix tables, and the
+        /// hybrid over one, 4 KiB.
         #[test]
         fn the_walker_maps_pages_where_the_caches_see_them(
             raw in proptest::collection::vec((0u8..8, 0u16..64, 0u8..3), 1..300),
             org in proptest::sample::select(&["radix", "hashed", "inverted", "hybrid", "swtlb"][..]),
             mapping in proptest::sample::select(&["deterministic", "random", "bin-hopping", "sequential"][..]),
             preload in proptest::sample::select(&[0.0, 0.5][..]),
+            page in proptest::sample::select(&[11u32, 12, 13][..]),
         ) {
+            let page = if matches!(org, "radix" | "hybrid") { 12 } else { page };
             let evs = events(&raw);
             let text = format!(
-                "[[tlb]]\nname='t'\nentries=8\npolicy='lru'\n[pagetable]\norganisation='{org}'\nrefill='software'\nspace_ids='asid'\nratio=1\npreload={preload}\n[memory]\nmapping='{mapping}'\nmemory=65536\n[memory.dcache]\nsize='1KiB'\nline=16\nmiss_cycles=15\n"
+                "[[tlb]]\nname='t'\nentries=8\npolicy='lru'\n[pages]\nsize={}\n[pagetable]\norganisation='{org}'\nrefill='software'\nspace_ids='asid'\nratio=1\npreload={preload}\n[memory]\nmapping='{mapping}'\nmemory=65536\n[memory.dcache]\nsize='1KiB'\nline=16\nmiss_cycles=15\n",
+                1u64 << page
             );
             let mut m = Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap();
             m.run_batch(&evs);
             let (walker, memory) = (m.walker().unwrap(), m.memory().unwrap());
+            proptest::prop_assert_eq!(walker.base_shift(), page);
             for ((space, vpn), frame) in walker.frames.pages() {
-                proptest::prop_assert_eq!(Some(frame), memory.frame_given(space, vpn << crate::pagetable::PAGE_SHIFT), "page {:#x} of space {:#x}", vpn, space);
+                proptest::prop_assert_eq!(Some(frame), memory.frame_given(space, vpn << page, page), "page {:#x} of space {:#x}", vpn, space);
             }
             proptest::prop_assert_eq!(walker.stats().unmappable, 0);
         }
@@ -1931,13 +2010,13 @@ mod tests {
             let (walker, memory) = (m.walker().unwrap(), m.memory().unwrap());
             // (The preloaded pages of spaces no trace names are base pages wherever they lie.)
             for ((space, vpn), frame) in walker.frames.pages().into_iter().filter(|p| p.0 .0 < super::BACKGROUND) {
-                let addr = vpn << crate::pagetable::PAGE_SHIFT;
-                proptest::prop_assert_eq!(Some(frame), memory.frame_given(space, addr), "page {:#x} of space {:#x}", vpn, space);
+                let addr = vpn << 12;
+                proptest::prop_assert_eq!(Some(frame), memory.frame_given(space, addr, 12), "page {:#x} of space {:#x}", vpn, space);
                 if (0x20_0000..0x60_0000).contains(&addr) {
                     proptest::prop_assert_eq!(frame % 512, 0, "2 MiB page {:#x} at frame {:#x}", addr, frame);
                     // Its every part is the run's next frame.
                     for part in [1u64, 17, 511] {
-                        proptest::prop_assert_eq!(memory.frame_given(space, addr + (part << 12)), Some(frame + part));
+                        proptest::prop_assert_eq!(memory.frame_given(space, addr + (part << 12), 12), Some(frame + part));
                     }
                 }
             }

@@ -21,6 +21,7 @@ fn tables() -> Vec<(&'static str, PageTable)> {
                 chaining: Chaining::Free,
                 move_to_head: false,
                 base: TABLE_BASE,
+                page_shift: PAGE_SHIFT,
             })
             .expect("hashed"),
         )
@@ -31,6 +32,7 @@ fn tables() -> Vec<(&'static str, PageTable)> {
                 frames: FRAMES,
                 hat: 2 * FRAMES as usize,
                 base: TABLE_BASE,
+                page_shift: PAGE_SHIFT,
             })
             .expect("inverted"),
         )

@@ -57,6 +57,8 @@ pub struct HashedParams {
     pub move_to_head: bool,
     /// Physical address of the table (aligned to its size).
     pub base: u64,
+    /// The size (as a shift) of the pages its entries map: every entry maps one page of it.
+    pub page_shift: u32,
 }
 
 impl HashedParams {
@@ -68,6 +70,7 @@ impl HashedParams {
             chaining: Chaining::Free,
             move_to_head: false,
             base: TABLE_BASE,
+            page_shift: PAGE_SHIFT,
         }
     }
 
@@ -375,7 +378,7 @@ impl Hashed {
         Usage {
             table_bytes: self.p.bytes() + self.overflow_slots as u64 * HPT_ENTRY,
             pages: self.pages,
-            mapped_bytes: self.pages << PAGE_SHIFT,
+            mapped_bytes: self.pages << self.p.page_shift,
         }
     }
 

@@ -26,6 +26,8 @@ pub struct InvertedParams {
     pub hat: usize,
     /// Physical address of the HAT; the IPT follows it.
     pub base: u64,
+    /// The size (as a shift) of the frames, and so of the pages its entries map.
+    pub page_shift: u32,
 }
 
 impl InvertedParams {
@@ -166,7 +168,7 @@ impl Inverted {
         Usage {
             table_bytes: self.p.bytes(),
             pages: self.pages,
-            mapped_bytes: self.pages << PAGE_SHIFT,
+            mapped_bytes: self.pages << self.p.page_shift,
         }
     }
 
@@ -193,6 +195,7 @@ impl Default for InvertedParams {
             frames: 8192,
             hat: 16384,
             base: TABLE_BASE,
+            page_shift: PAGE_SHIFT,
         }
     }
 }

@@ -26,7 +26,8 @@
 //! [`Frames`] allocator hands out the next frame (FIFO replacement once memory is full) and
 //! the mapping is inserted; the frame's previous page is removed first.
 //!
-//! Addresses are 4 KiB page numbers (`vpn`) in a space (`space`: an address-space id, or the
+//! Addresses are page numbers (`vpn`) of the table's base page — 4 KiB for a radix table, whose
+//! levels are laid out for it; the machine's page size for the others — in a space (`space`: an address-space id, or the
 //! upper bits of a global address). Every table lives at its own physical base, above the
 //! frames of data, laid out as a kernel lays tables out at boot: hashed tables aligned to
 //! their size, the rest page-aligned, one after the other.
@@ -52,7 +53,7 @@ pub use inverted::{Inverted, InvertedParams, HAT_ENTRY, IPT_ENTRY};
 pub use radix::{Radix, RadixParams};
 pub use stlb::{Stlb, StlbIndex};
 
-/// The base page: 4 KiB.
+/// The base page of a radix table, and the default of the others: 4 KiB.
 pub const PAGE_SHIFT: u32 = 12;
 
 /// Where the page tables start in physical memory: far above any frame of data, so that a
@@ -154,8 +155,12 @@ impl PageTable {
     ) -> Result<(), InsertError> {
         match self {
             PageTable::Radix(t) => t.insert(space, vpn, shift, frame),
-            PageTable::Inverted(t) => only_base(shift).and_then(|_| t.insert(space, vpn, frame)),
-            PageTable::Hashed(t) => only_base(shift).map(|_| t.insert(space, vpn, frame)),
+            PageTable::Inverted(t) => {
+                only_base(shift, t.params().page_shift).and_then(|_| t.insert(space, vpn, frame))
+            }
+            PageTable::Hashed(t) => {
+                only_base(shift, t.params().page_shift).map(|_| t.insert(space, vpn, frame))
+            }
             PageTable::Front(t) => t.insert(space, vpn, shift, frame),
         }
     }
@@ -204,11 +209,21 @@ impl PageTable {
     }
 
     /// The page sizes (as shifts) the table can map: a radix table's at each level's
-    /// boundary; every other organisation's entries hold 4 KiB pages.
+    /// boundary; every other organisation's entries hold pages of its one size.
     pub fn page_shifts(&self) -> Vec<u32> {
         match self {
             PageTable::Radix(t) => t.page_shifts(),
-            _ => vec![PAGE_SHIFT],
+            _ => vec![self.base_shift()],
+        }
+    }
+
+    /// The smallest page the table maps (as a shift): the unit of its page numbers.
+    pub fn base_shift(&self) -> u32 {
+        match self {
+            PageTable::Radix(_) => PAGE_SHIFT,
+            PageTable::Inverted(t) => t.params().page_shift,
+            PageTable::Hashed(t) => t.params().page_shift,
+            PageTable::Front(t) => t.inner().base_shift(),
         }
     }
 
@@ -221,7 +236,10 @@ impl PageTable {
                     .iter()
                     .map(|&s| crate::config::PageSize::Size(1 << s).label())
                     .collect();
-                return format!("the radix table's levels map {} pages", sizes.join(", "));
+                return format!(
+                    "the radix table's levels map {} pages (a hashed or inverted table maps pages of the machine's smallest size)",
+                    sizes.join(", ")
+                );
             }
             PageTable::Inverted(_) => "an inverted page table holds",
             PageTable::Hashed(_) => "a hashed page table holds",
@@ -230,7 +248,8 @@ impl PageTable {
                 FrontKind::SwTlb => "a software TLB holds",
             },
         };
-        format!("{holder} 4 KiB pages only (a radix table maps larger ones)")
+        let size = crate::config::PageSize::Size(1 << self.base_shift()).label();
+        format!("{holder} pages of one size, {size} on this machine (the smallest of [pages]; a radix table maps several)")
     }
 
     /// Whether the table describes a frame by one entry (an inverted table, alone or behind a
@@ -253,8 +272,8 @@ impl PageTable {
     }
 }
 
-fn only_base(shift: u32) -> Result<(), InsertError> {
-    if shift == PAGE_SHIFT {
+fn only_base(shift: u32, base: u32) -> Result<(), InsertError> {
+    if shift == base {
         Ok(())
     } else {
         Err(InsertError::PageSize(shift))

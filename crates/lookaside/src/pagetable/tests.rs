@@ -72,6 +72,7 @@ fn hashed(buckets: usize, ways: usize, chaining: Chaining, mth: bool) -> PageTab
             chaining,
             move_to_head: mth,
             base: TABLE_BASE,
+            page_shift: PAGE_SHIFT,
         })
         .unwrap(),
     )
@@ -128,7 +129,7 @@ proptest! {
     #[test]
     fn inverted_matches_reference(ops in ops(4, 96), hat in prop::sample::select(vec![4usize, 32])) {
         let frames = 24;
-        let mut t = PageTable::Inverted(Inverted::new(InvertedParams { frames, hat, base: TABLE_BASE }).unwrap());
+        let mut t = PageTable::Inverted(Inverted::new(InvertedParams { frames, hat, base: TABLE_BASE, page_shift: PAGE_SHIFT }).unwrap());
         let mut m = RefInverted::new(hat, frames);
         check(&mut t, &mut m, frames, &ops, false);
     }
@@ -190,7 +191,7 @@ proptest! {
             let mut m = RefFront::new(true, sets, ways, RefRadix::new(vec![10, 10], 4));
             check(&mut t, &mut m, 100, &ops, false);
         } else {
-            let inner = PageTable::Inverted(Inverted::new(InvertedParams { frames: 100, hat: 64, base: TABLE_BASE }).unwrap());
+            let inner = PageTable::Inverted(Inverted::new(InvertedParams { frames: 100, hat: 64, base: TABLE_BASE, page_shift: PAGE_SHIFT }).unwrap());
             let mut t = PageTable::Front(Box::new(Front::new(fp, inner).unwrap()));
             let mut m = RefFront::new(false, sets, ways, RefInverted::new(64, 100));
             check(&mut t, &mut m, 100, &ops, false);
@@ -290,6 +291,7 @@ fn storage_overheads_are_huck_and_hays() {
         frames: 8192,
         hat: 16384,
         base: TABLE_BASE,
+        page_shift: PAGE_SHIFT,
     };
     assert_eq!(ipt.bytes(), 192 << 10);
     assert_eq!(

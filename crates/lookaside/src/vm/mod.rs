@@ -33,11 +33,11 @@ const RECENT: usize = 16;
 /// walker faults on is mapped to the frame this gives it, where that model sees its data, so
 /// the table and the data path never disagree on a page's frame.
 pub trait PhysicalMemory {
-    /// The frame (of 4 KiB) of the page of `addr` in address space `asid`, mapping the page
-    /// now if it has none; `paddr` is the physical address the reference carries
-    /// ([`crate::event::NO_PADDR`] if none). `None`: the model refused the page (it keeps
-    /// the error).
-    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64>;
+    /// The frame (of `2^shift` bytes, the walker's base page) of the page of `addr` in
+    /// address space `asid`, mapping the page now if it has none; `paddr` is the physical
+    /// address the reference carries ([`crate::event::NO_PADDR`] if none). `None`: the model
+    /// refused the page (it keeps the error).
+    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64>;
 }
 
 /// How a frame is chosen for a page touched for the first time.

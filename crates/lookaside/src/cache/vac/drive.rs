@@ -393,10 +393,10 @@ impl VacDriver {
 /// A machine with a page table and a virtually addressed cache has one physical memory, the
 /// VAC's OS's: the walker maps a faulting page to the frame this OS gave it, mapping it now
 /// (by `mapping`, as on its first touch) if the VAC has not seen it — an instruction page,
-/// which only the walker sees. With VAC pages larger than the walker's 4 KiB, a walker page
-/// is its part of the VAC's frame.
+/// which only the walker sees. With VAC pages larger than the walker's, a walker page is its
+/// part of the VAC's frame.
 impl crate::vm::PhysicalMemory for VacDriver {
-    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64) -> Option<u64> {
+    fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
         if self.error.is_some() {
             return None;
         }
@@ -409,7 +409,7 @@ impl crate::vm::PhysicalMemory for VacDriver {
                 return None;
             }
         };
-        Some(physical >> crate::pagetable::PAGE_SHIFT)
+        Some(physical >> shift)
     }
 }
 
