@@ -151,6 +151,9 @@ def test_info_summarises(lackey_trace):
     s = lookaside.info(lackey_trace)
     text = json.dumps(s)
     assert "fetch" in text and "load" in text
+    # A trace without CPU markers is one CPU's, CPU 0.
+    assert list(s["by_cpu"]) == ["0"]
+    assert s["by_cpu"]["0"]["user"] + s["by_cpu"]["0"]["kernel"] == s["references"]
 
 
 def test_every_preset_validates():

@@ -366,10 +366,10 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str | None = None,
     :func:`convert_counts` says how many). The output appears only once it is complete.
     A cut keeps a window of the trace: from the start of phase ``phase`` (its first marker;
     else from the start), ``skip`` references left out and then ``take`` kept (else all),
-    after the address space, phase and idle state the events before it set up; the output's
-    metadata says so (``cut``). ``level`` is the native output's zstd level (1-22), ``extra``
-    more metadata. ``progress(events, bytes)`` is called now and then; Ctrl-C stops the
-    conversion."""
+    after the CPU, address space, phase and idle state the events before it set up; the
+    output's metadata says so (``cut``). ``level`` is the native output's zstd level (1-22),
+    ``extra`` more metadata. ``progress(events, bytes)`` is called now and then; Ctrl-C
+    stops the conversion."""
     return convert_counts(src, dst, src_format=src_format, dst_format=dst_format,
                           command=command, progress=progress, phase=phase, skip=skip,
                           take=take, level=level, extra=extra)[0]
@@ -427,6 +427,7 @@ def metadata(trace: PathLike, *, format: str | None = None) -> dict[str, Any]:
 
 def info(trace: PathLike, *, format: str | None = None,
          progress: Callable[[int, int], Any] | None = None) -> dict[str, Any]:
-    """A summary of a trace: events by kind and mode, address spaces, pages touched, …
+    """A summary of a trace: events by kind and mode, references per address space and per
+    CPU (``by_asid``, ``by_cpu``), pages touched, …
     ``progress(events, bytes)`` is called now and then; Ctrl-C stops the reading."""
     return json.loads(_lookaside.info(os.fspath(trace), format, progress))

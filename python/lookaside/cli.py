@@ -211,10 +211,12 @@ def cmd_info(args: argparse.Namespace) -> int:
             if p["name"] not in names[p["asid"]]:
                 names[p["asid"]].append(p["name"])
         for k, v in s.items():
-            if k == "by_asid":
-                # One line per address space, named by the processes that ran in it.
+            if k in ("by_asid", "by_cpu"):
+                # One line per address space, named by the processes that ran in it; one
+                # per CPU.
                 for i, (a, c) in enumerate(v.items()):
-                    who = f" ({', '.join(names[int(a)])})" if int(a) in names else ""
+                    named = k == "by_asid" and int(a) in names
+                    who = f" ({', '.join(names[int(a)])})" if named else ""
                     print(f"{k if i == 0 else '':<{width}}  {a}{who}: user {c['user']:,}, "
                           f"kernel {c['kernel']:,}")
                 continue

@@ -147,6 +147,35 @@ pub const IDLE_MARKERS: [u64; 2] = [IDLE_MARK | 1, IDLE_MARK];
 /// would otherwise price silently wrong.
 pub const VM_PAGE_MARK: u64 = 0x564d_5047_0000_0000; // "VMPG"
 
+/// Payload tag of a CPU marker: a [`Kind::Marker`] whose payload is this tag or'ed with a CPU
+/// number (below 2^32) says that the events after it, up to the next CPU marker, were made by
+/// that CPU. A capture of several CPUs interleaves their events in the order they ran and
+/// writes one wherever the running CPU changes; a stream with none is CPU 0's ([`Cpus`]).
+///
+/// The CPU is state of the stream, as the address space is to a context switch, rather than
+/// a field of every event: an event stays 24 bytes, every existing format keeps its records
+/// (a file with no CPU marker is a one-CPU trace, as every earlier file is), and a model of
+/// one CPU, which counts markers and simulates nothing for them, is unchanged and pays nothing.
+pub const CPU_MARK: u64 = 0x4350_5553_0000_0000; // "CPUS"
+
+/// Which CPU made each event of a stream (see [`CPU_MARK`]): the last CPU marker's, 0 before
+/// any.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cpus {
+    current: u32,
+}
+
+impl Cpus {
+    /// The CPU that made `e`, the next event of the stream (a CPU marker: the CPU it names).
+    #[inline(always)]
+    pub fn of(&mut self, e: &Event) -> u32 {
+        if let Some(cpu) = e.cpu_marked() {
+            self.current = cpu;
+        }
+        self.current
+    }
+}
+
 /// Flags a control event carries in its `size` field (0: none), refining what a VM event asks
 /// of a model that keeps mappings (a machine's `[vac]`); the TLBs ignore them. Which flags
 /// mean something depends on the kind.
@@ -256,7 +285,7 @@ impl Event {
     }
 
     /// The low 32 bits of a marker's payload when its upper 32 are the tag `tag`
-    /// ([`SYSCALL_MARK`], [`PHASE_MARK`], [`VM_PAGE_MARK`]).
+    /// ([`SYSCALL_MARK`], [`PHASE_MARK`], [`VM_PAGE_MARK`], [`CPU_MARK`]).
     #[inline]
     fn marker_value(&self, tag: u64) -> Option<u64> {
         (self.kind == Kind::Marker && self.addr & !0xFFFF_FFFF == tag)
@@ -278,6 +307,17 @@ impl Event {
     pub fn vm_page(bytes: u64) -> Event {
         assert!(bytes <= u32::MAX as u64, "a VM page is below 4 GiB");
         Event::control(Kind::Marker, VM_PAGE_MARK | bytes, 0)
+    }
+
+    /// The marker saying the events after it were made by CPU `cpu` (see [`CPU_MARK`]).
+    pub fn on_cpu(cpu: u32) -> Event {
+        Event::control(Kind::Marker, CPU_MARK | cpu as u64, 0)
+    }
+
+    /// The CPU this event names, if it is a CPU marker.
+    #[inline(always)]
+    pub fn cpu_marked(&self) -> Option<u32> {
+        self.marker_value(CPU_MARK).map(|c| c as u32)
     }
 
     /// The VM page size this event declares, if it is a VM-page marker.
@@ -369,6 +409,31 @@ mod tests {
     #[test]
     fn event_is_compact() {
         assert_eq!(std::mem::size_of::<Event>(), 24);
+    }
+
+    /// A CPU marker names its CPU for the events after it; other markers (a phase whose label
+    /// spells "CPUS" in another tag's place, a system call) name none.
+    #[test]
+    fn cpu_markers_say_which_cpu_made_the_events_after_them() {
+        let load = Event::reference(Kind::Load, 0x1000, 8);
+        let stream = [
+            load,
+            Event::on_cpu(3),
+            load,
+            Event::phase("CPUS"),
+            Event::syscall(2, 1),
+            load,
+            Event::on_cpu(u32::MAX),
+            load,
+            Event::on_cpu(0),
+            load,
+        ];
+        let mut cpus = Cpus::default();
+        let of: Vec<u32> = stream.iter().map(|e| cpus.of(e)).collect();
+        assert_eq!(of, [0, 3, 3, 3, 3, 3, u32::MAX, u32::MAX, 0, 0]);
+        assert_eq!(Event::on_cpu(7).cpu_marked(), Some(7));
+        assert_eq!(Event::phase("CPUS").cpu_marked(), None);
+        assert_eq!(load.cpu_marked(), None);
     }
 
     #[test]

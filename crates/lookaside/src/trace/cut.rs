@@ -2,8 +2,9 @@
 //! and keep some, so that a long capture can be stored, shared or tested in part.
 //!
 //! A window must mean what the whole trace meant at that point, so the state the events
-//! before it set up comes first, as control events: the address space running (the last
-//! context switch), the phase (the last phase marker) and the idle loop, if it is open.
+//! before it set up comes first, as control events: the CPU running (the last CPU marker),
+//! the address space running (the last context switch), the phase (the last phase marker)
+//! and the idle loop, if it is open.
 //! VM events (map, unmap, protect, copy and zero page) build state a cut cannot carry
 //! cheaply (every mapping made before the window), so a trace with any before its window is
 //! refused rather than silently changed.
@@ -37,8 +38,8 @@ impl Cut {
             None => "every reference after them".into(),
         };
         format!(
-            "{keep} after skipping {} references from {from}, after the address space, phase \
-             and idle state the events before set up",
+            "{keep} after skipping {} references from {from}, after the CPU, address space, \
+             phase and idle state the events before set up",
             self.skip
         )
     }
@@ -70,6 +71,7 @@ pub struct CutSource<'a> {
     take: Option<u64>,
     at: At,
     /// The state the events before the window set up.
+    cpu: Option<Event>,
     switch: Option<Event>,
     phase_mark: Option<Event>,
     idle: Option<Event>,
@@ -89,6 +91,7 @@ impl<'a> CutSource<'a> {
             } else {
                 At::Skip
             },
+            cpu: None,
             switch: None,
             phase_mark: None,
             idle: None,
@@ -102,6 +105,7 @@ impl<'a> CutSource<'a> {
         match e.kind {
             Kind::ContextSwitch => self.switch = Some(*e),
             Kind::Marker if e.phase_label().is_some() => self.phase_mark = Some(*e),
+            Kind::Marker if e.cpu_marked().is_some() => self.cpu = Some(*e),
             Kind::Marker if e.addr == IDLE_MARKERS[0] => self.idle = Some(*e),
             Kind::Marker if e.addr == IDLE_MARKERS[1] => self.idle = None,
             Kind::Map | Kind::Unmap | Kind::Protect | Kind::CopyPage | Kind::ZeroPage => {
@@ -124,6 +128,7 @@ impl<'a> CutSource<'a> {
         } else {
             At::Keep
         };
+        out.extend(self.cpu.take());
         out.extend(self.switch.take());
         out.extend(self.phase_mark.take());
         out.extend(self.idle.take());
@@ -252,6 +257,7 @@ mod tests {
         }
         let before = &events[..open];
         let mut out = Vec::new();
+        out.extend(before.iter().rev().find(|e| e.cpu_marked().is_some()));
         out.extend(before.iter().rev().find(|e| e.kind == Kind::ContextSwitch));
         out.extend(before.iter().rev().find(|e| e.phase_label().is_some()));
         let idle = before
@@ -274,6 +280,7 @@ mod tests {
         prop_oneof![
             6 => (0u64..64).prop_map(|a| r(a << 12)),
             1 => (1u32..4).prop_map(|a| Event::control(Kind::ContextSwitch, 0, a)),
+            1 => (0u32..3).prop_map(Event::on_cpu),
             1 => prop::sample::select(vec!["load", "run", "chk"]).prop_map(Event::phase),
             1 => prop::sample::select(IDLE_MARKERS.to_vec())
                 .prop_map(|p| Event::control(Kind::Marker, p, 0)),

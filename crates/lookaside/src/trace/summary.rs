@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::TraceSource;
 use crate::error::Result;
-use crate::event::{Event, Kind, Mode, ALL_KINDS};
+use crate::event::{Cpus, Event, Kind, Mode, ALL_KINDS};
 
 /// Page size used to count distinct pages.
 pub const SUMMARY_PAGE: u64 = 4096;
@@ -85,6 +85,9 @@ pub struct Summary {
     pub with_paddr: u64,
     /// References per address space and mode (the first [`BY_ASID_LIMIT`] address spaces).
     pub by_asid: BTreeMap<u32, ModeCounts>,
+    /// References per CPU and mode (the first [`BY_ASID_LIMIT`] CPUs): a trace with no CPU
+    /// marker ([`crate::event::CPU_MARK`]) is CPU 0's.
+    pub by_cpu: BTreeMap<u32, ModeCounts>,
     /// The translations the physical addresses of user-mode references imply (when any
     /// carries one).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +109,8 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
     let (mut lo, mut hi) = (u64::MAX, 0u64);
     let mut with_paddr = 0;
     let mut by_asid: BTreeMap<u32, ModeCounts> = BTreeMap::new();
+    let mut by_cpu: BTreeMap<u32, ModeCounts> = BTreeMap::new();
+    let mut cpus = Cpus::default();
     // Per (address space, page): its frame and the frame before the last change.
     let mut frames: HashMap<(u32, u64), (u64, u64)> = HashMap::new();
     let mut tr = Translations {
@@ -119,6 +124,7 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
     while source.next_batch(&mut batch)? {
         for e in &batch {
             kinds[e.kind as usize] += 1;
+            let cpu = cpus.of(e);
             if !asids_full && asids.insert(e.asid) && asids.len() >= ASID_LIMIT {
                 asids_full = true;
             }
@@ -127,12 +133,14 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
             }
             let kernel = matches!(e.mode, Mode::Kernel);
             modes[kernel as usize] += 1;
-            if by_asid.len() < BY_ASID_LIMIT || by_asid.contains_key(&e.asid) {
-                let c = by_asid.entry(e.asid).or_default();
-                if kernel {
-                    c.kernel += 1;
-                } else {
-                    c.user += 1;
+            for (map, key) in [(&mut by_asid, e.asid), (&mut by_cpu, cpu)] {
+                if map.len() < BY_ASID_LIMIT || map.contains_key(&key) {
+                    let c = map.entry(key).or_default();
+                    if kernel {
+                        c.kernel += 1;
+                    } else {
+                        c.user += 1;
+                    }
                 }
             }
             let has_paddr = e.paddr != crate::event::NO_PADDR;
@@ -201,6 +209,7 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
         addr_max: (references > 0).then_some(hi),
         with_paddr,
         by_asid,
+        by_cpu,
         translations: (with_paddr > 0 && modes[0] > 0).then_some(Translations {
             pages: frames.len() as u64,
             ..tr
@@ -258,6 +267,39 @@ mod tests {
         assert_eq!(s.by_asid[&1], ModeCounts { user: 1, kernel: 1 });
         assert_eq!(s.by_asid[&7], ModeCounts { user: 1, kernel: 0 });
         assert_eq!(s.translations, None, "no physical addresses");
+    }
+
+    proptest::proptest! {
+        /// References per CPU equal a brute-force tally of who made each reference, in a
+        /// random interleaving of CPUs whose every change is marked (with redundant markers,
+        /// other markers and control events between), batched anywhere; before the first
+        /// marker the references are CPU 0's.
+        #[test]
+        fn references_per_cpu_follow_the_cpu_markers(
+            refs in proptest::collection::vec((0u32..4, proptest::bool::ANY, 0u8..6), 0..200),
+            batch in 1usize..17,
+        ) {
+            let mut events = Vec::new();
+            let mut want: BTreeMap<u32, ModeCounts> = BTreeMap::new();
+            let mut running = 0;
+            for (i, &(cpu, kernel, extra)) in refs.iter().enumerate() {
+                if cpu != running || extra == 0 {
+                    events.push(Event::on_cpu(cpu));
+                    running = cpu;
+                }
+                match extra {
+                    1 => events.push(Event::phase("CPUS")),
+                    2 => events.push(Event::control(Kind::ContextSwitch, 0, cpu + 1)),
+                    _ => {}
+                }
+                let mode = if kernel { Mode::Kernel } else { Mode::User };
+                events.push(Event::reference(Kind::Load, i as u64 * 64, 8).with_mode(mode));
+                let c = want.entry(running).or_default();
+                if kernel { c.kernel += 1 } else { c.user += 1 }
+            }
+            let s = summarize(&mut VecSource::new(events, batch)).unwrap();
+            proptest::prop_assert_eq!(s.by_cpu, want);
+        }
     }
 
     /// A parent and its forked child: the same virtual pages, different frames.

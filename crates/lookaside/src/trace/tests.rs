@@ -718,3 +718,33 @@ fn real_lackey_trace_converts_to_champsim() {
     assert_eq!(s.references + c.left_out(), orig.references);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CPU markers travel in the native format as they are, so a trace of several CPUs keeps
+/// which CPU made each reference through a file; the text formats, which hold no markers,
+/// read back as CPU 0's.
+#[test]
+fn cpu_markers_survive_the_native_format() {
+    let r = |cpu: u64| Event::reference(Kind::Load, 0x1000 + cpu * 64, 8);
+    let events = vec![
+        r(0),
+        Event::on_cpu(1),
+        r(1),
+        r(1),
+        Event::on_cpu(3),
+        r(3),
+        Event::on_cpu(0),
+        r(0),
+    ];
+    let dir = scratch("cpus");
+    let native = dir.join("t.lks");
+    write(&native, None, &events);
+    assert_eq!(read_all(&native, None).unwrap(), events);
+    let s = summarize(open(&native, None).unwrap().as_mut()).unwrap();
+    let per: Vec<(u32, u64)> = s.by_cpu.iter().map(|(c, n)| (*c, n.user)).collect();
+    assert_eq!(per, [(0, 2), (1, 2), (3, 1)]);
+    let din = dir.join("t.din");
+    write(&din, None, &events);
+    let s = summarize(open(&din, None).unwrap().as_mut()).unwrap();
+    assert_eq!(s.by_cpu.keys().copied().collect::<Vec<_>>(), [0]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
