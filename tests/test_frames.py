@@ -100,6 +100,15 @@ def test_every_number_of_a_cache_hierarchy_is_in_a_frame(demo):
     assert rows[rows.structure == "dtlb"].compulsory.sum() == r["dtlb"]["compulsory"]
 
 
+def test_every_number_of_a_machine_of_several_cpus_is_in_a_frame(demo):
+    r = lookaside.simulate(demo, "modern-x86", ["machine.cpus=2", "tlb.stlb.shared=true"])
+    every_number_in_a_frame(r, "cpus")
+    c = r.frames()["cpus"].set_index("cpu")
+    assert c.loc[0, "references"] == r.data["cpus"]["per_cpu"][0]["references"] > 0
+    assert c.loc[1, "structures.dtlb.misses"] == 0
+    assert c.loc[0, "structures.dtlb.misses"] == r["dtlb"]["misses"]
+
+
 def every_number_in_a_frame(r: lookaside.Result, label: str) -> None:
     frames = r.frames()
     assert list(frames)[:3] == ["tlb", "structures", "breakdown"]

@@ -183,6 +183,14 @@ def _vac(v: dict[str, Any]) -> dict[str, Any]:
     return {"vac_phases": phases, "vac_summary": _one_row(v, "vac", ("phases",))}
 
 
+def _cpus(c: dict[str, Any]) -> dict[str, Any]:
+    """One row per CPU of a machine of several (its structures' counts as dotted columns,
+    ``structures.dtlb.misses``), and the rest."""
+    per = [{"cpu": p.get("cpu"), **_flatten({k: x for k, x in p.items() if k != "cpu"})}
+           for p in c.get("per_cpu", [])]
+    return {"cpus": _frame(per, "cpus"), "cpus_summary": _one_row(c, "cpus", ("per_cpu",))}
+
+
 #: The frames of each section (in this order); one-row frames for the others.
 _SECTIONS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "trace": lambda t: {"trace": _one_row(t, "trace")},
@@ -194,6 +202,7 @@ _SECTIONS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "memory": _memory,
     "pagetable": _pagetable,
     "vac": _vac,
+    "cpus": _cpus,
 }
 
 

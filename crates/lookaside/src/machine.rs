@@ -59,6 +59,7 @@ use crate::vm::PageSizes;
 mod alone;
 mod build;
 mod climb;
+mod cpus;
 mod feed;
 mod handler;
 mod physical;
@@ -83,7 +84,7 @@ const GLOBAL: u64 = 1 << 40;
 pub const KSEG2_SPACE: u32 = crate::cache::system::KERNEL_SPACE;
 
 /// A structure and how it is wired.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Unit {
     tlb: Engine,
     /// Page shifts held, largest first.
@@ -119,6 +120,21 @@ impl Unit {
             self.tlb.set_reference(kind, mode);
         }
         self.tlb.access(vpn, ctx, self.part(mode))
+    }
+
+    /// Invalidate the entries of the page holding `addr` in address space `asid` (`global`:
+    /// every address space's page), for each page size held; how many there were.
+    fn invalidate_page(&mut self, addr: u64, asid: u32, global: bool) -> u64 {
+        let mut removed = 0;
+        for i in 0..self.shifts.len() {
+            let s = self.shifts[i];
+            let ctx = self.ctx(asid, s, global);
+            removed += self.tlb.invalidate(addr >> s, ctx) as u64;
+            if let Some(sh) = self.shadow.as_deref_mut() {
+                sh.invalidate(addr >> s, ctx);
+            }
+        }
+        removed
     }
 
     /// The page shift an entry for a page of `backing` shift has here: the largest size held
@@ -312,6 +328,9 @@ pub struct Machine {
     /// none climbs. Kept beside the units rather than in them, so that the hot path's units
     /// stay as small as before.
     climbs: Vec<Option<Box<Climb>>>,
+    /// The CPUs, on a machine of several (`machine.cpus`): the parked TLB trees of those not
+    /// running, and what each counted.
+    cpus: Option<Box<cpus::CpuSet>>,
 }
 
 impl Machine {
@@ -693,6 +712,9 @@ impl Machine {
         // The id the walker, the memory system and the refill model keep the kernel's shared
         // pages under is no process's own: a process running under it would have its pages
         // taken for the kernel's.
+        if let Some(e) = self.cpu_beyond(name) {
+            return Some(e);
+        }
         let spaces_matter = self.walker.is_some() || self.memory.is_some() || self.refill.is_some();
         let kernel = crate::cache::system::KERNEL_SPACE;
         if spaces_matter && self.ledger.asids().contains(&kernel) {
@@ -769,6 +791,9 @@ struct KernelBinding {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod cpu_tests;
 
 #[cfg(test)]
 mod three_c_tests;

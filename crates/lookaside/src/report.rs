@@ -294,6 +294,9 @@ pub fn result_json(machine: &Machine, trace: &TraceInfo) -> Value {
     if let Some(w) = machine.walker() {
         result["pagetable"] = w.json();
     }
+    if let Some(c) = machine.cpus_json() {
+        result["cpus"] = c;
+    }
     if let Some(v) = machine.vac() {
         result["vac"] = v.json();
     }
@@ -329,6 +332,28 @@ fn get_f64(v: &Value, path: &[&str]) -> Option<f64> {
 }
 
 /// A readable table of a result (as made by [`result_json`]).
+/// The `cpus` section as text: per CPU its references, the last-level walks it made, and
+/// the shootdowns it sent and received.
+fn cpus_table(c: &Value) -> String {
+    let mut out = format!(
+        "cpus: {} (shootdown: {})\n",
+        get_u64(c, &["count"]),
+        c["shootdown"].as_str().unwrap_or("")
+    );
+    for p in c["per_cpu"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  cpu {:<3} {:>14} references {:>12} walks   shootdowns sent {}, received {}; entries invalidated {}\n",
+            get_u64(p, &["cpu"]),
+            fmt_int(get_u64(p, &["references"])),
+            fmt_int(get_u64(p, &["structures", "walk", "accesses"])),
+            fmt_int(get_u64(p, &["shootdowns_sent"])),
+            fmt_int(get_u64(p, &["shootdowns_received"])),
+            fmt_int(get_u64(p, &["entries_invalidated"])),
+        ));
+    }
+    out
+}
+
 pub fn table(r: &Value) -> String {
     let mut out = String::new();
     let name = r["machine"]["name"]
@@ -427,6 +452,10 @@ pub fn table(r: &Value) -> String {
             "",
             wpki
         ));
+    }
+    if let Some(c) = r.get("cpus") {
+        out.push('\n');
+        out.push_str(&cpus_table(c));
     }
     if let Some(t) = r.get("traps") {
         out.push('\n');

@@ -193,6 +193,44 @@ pub struct MachineSection {
     )]
     #[schemars(schema_with = "schema::address")]
     pub global_above: Option<u64>,
+    /// CPUs, each with its own TLBs (but those marked `shared`); the trace's CPU markers say
+    /// which runs each event ([`crate::event::CPU_MARK`]). At most 64.
+    #[serde(default = "one_cpu", skip_serializing_if = "is_one_cpu")]
+    pub cpus: u32,
+    /// Which CPUs' TLBs an unmap, protect or remap reaches (the shootdown the OS sends):
+    /// `ran` (those that ran the address space), `all`, or `local` (the running CPU's only:
+    /// the trace's own shootdown events, TLB flushes naming their CPUs, do the rest).
+    #[serde(default, skip_serializing_if = "Shootdown::is_default")]
+    pub shootdown: Shootdown,
+}
+
+fn one_cpu() -> u32 {
+    1
+}
+
+fn is_one_cpu(n: &u32) -> bool {
+    *n == 1
+}
+
+/// Which CPUs' TLBs an invalidation of the OS reaches on a machine of several CPUs (see
+/// [`MachineSection::shootdown`]).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Shootdown {
+    /// The CPUs that have run the address space since their TLBs were last flushed whole
+    /// (Linux's `mm_cpumask`); every CPU for a global page.
+    #[default]
+    Ran,
+    /// Every CPU.
+    All,
+    /// The running CPU only.
+    Local,
+}
+
+impl Shootdown {
+    fn is_default(&self) -> bool {
+        *self == Shootdown::default()
+    }
 }
 
 fn default_seed() -> u64 {
@@ -207,6 +245,8 @@ impl Default for MachineSection {
             seed: default_seed(),
             straddle: Straddle::default(),
             global_above: None,
+            cpus: 1,
+            shootdown: Shootdown::default(),
         }
     }
 }

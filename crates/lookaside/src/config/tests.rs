@@ -90,7 +90,7 @@ fn error(text: Option<&str>, flags: &[&str], sets: &[&str]) -> String {
 
 #[test]
 fn errors_are_one_line_naming_file_line_and_key() {
-    let known = "(expected one of: name, entries, ways, policy, page, serves, next, asid, partition, placement, 3c)";
+    let known = "(expected one of: name, entries, ways, policy, page, serves, next, asid, partition, placement, 3c, shared)";
     let d = "[[tlb]]\nname = 'd'\nentries = 64\n";
     assert_eq!(
         error(Some("[[tlb]]\nname = 'd'\nentries = = 3\n"), &[], &[]),
@@ -163,7 +163,7 @@ fn errors_are_one_line_naming_file_line_and_key() {
     );
     assert_eq!(
         error(Some(d), &[], &["machine.sed=5"]),
-        "--set: machine.sed: unknown key (expected one of: name, description, seed, straddle, global_above)"
+        "--set: machine.sed: unknown key (expected one of: name, description, seed, straddle, global_above, cpus, shootdown)"
     );
     // ... and a bad key of the file stays the file's, at its line, whatever the flags.
     assert_eq!(

@@ -48,6 +48,11 @@ pub struct TlbConfig {
     )]
     #[schemars(schema_with = "schema::switch")]
     pub three_c: bool,
+    /// On a machine of several CPUs (`machine.cpus`), one structure every CPU uses (a shared
+    /// last-level TLB), rather than one per CPU.
+    #[serde(default, deserialize_with = "yes_no", skip_serializing_if = "is_false")]
+    #[schemars(schema_with = "schema::switch")]
+    pub shared: bool,
 }
 
 pub(super) fn default_policy() -> Policy {

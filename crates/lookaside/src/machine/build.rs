@@ -255,10 +255,9 @@ impl Machine {
             let tlb = Engine::new(&params).map_err(|m| err(key(t, "geometry"), m))?;
             // Under [refill] the refill model keeps the refilled TLB's shadow.
             let shadow = if t.three_c && config.refill.is_none() {
-                let policy = params.partition.map_or(params.policy, |p| p.upper_policy);
-                let s = Shadow::<Tlb>::new(params.entries, policy, params.seed ^ 0x3c, true)
-                    .map_err(|m| err(key(t, "3c"), m))?;
-                Some(Box::new(s))
+                Some(Box::new(
+                    shadow_of(&params).map_err(|m| err(key(t, "3c"), m))?,
+                ))
             } else {
                 None
             };
@@ -430,7 +429,9 @@ impl Machine {
             .as_ref()
             .map(|p| Box::new(Prefetcher::new(p.user_entries, p.kernel_entries)));
         let alone = alone_unless_walks(alone, prefetch.is_some(), walker.is_some());
+        let cpus = super::cpus::CpuSet::build(&config, &units, source_name)?;
         Ok(Machine {
+            cpus,
             vac,
             fast,
             alone,
@@ -961,6 +962,12 @@ pub(super) fn wire(
         }
     }
     Ok((roots, next, translated))
+}
+
+/// The 3C shadow of a TLB of `params`: fully associative, of its size and (upper) policy.
+pub(super) fn shadow_of(params: &TlbParams) -> std::result::Result<Shadow<Tlb>, String> {
+    let policy = params.partition.map_or(params.policy, |p| p.upper_policy);
+    Shadow::<Tlb>::new(params.entries, policy, params.seed ^ 0x3c, true)
 }
 
 /// The smallest page size (as a shift) `config`'s `[pages]` maps: a hashed or inverted table's

@@ -226,6 +226,7 @@ impl Machine {
         let from = self.cur_asid;
         self.cur_asid = asid;
         self.ledger.set_asid(asid);
+        self.cpu_ran(asid);
         self.forget_pages();
         for (u, &s) in self.units.iter_mut().zip(&self.default_shift) {
             u.ctx_now = u.ctx(asid, s, false);
@@ -305,6 +306,13 @@ impl Machine {
         }
         match e.kind {
             Kind::ContextSwitch => self.switch_to(e.asid),
+            Kind::Marker => {
+                if let Some(cpu) = e.cpu_marked() {
+                    self.switch_cpu(cpu);
+                }
+            }
+            // Several CPUs: each CPU the invalidation reaches.
+            Kind::TlbFlush | Kind::Unmap | Kind::Protect if self.cpus.is_some() => self.shoot(&e),
             Kind::TlbFlush if e.addr == FLUSH_ALL => {
                 for u in &mut self.units {
                     u.tlb.flush_all();
@@ -328,14 +336,7 @@ impl Machine {
                 }
                 let global = e.addr >= self.global_above;
                 for u in &mut self.units {
-                    for i in 0..u.shifts.len() {
-                        let s = u.shifts[i];
-                        let ctx = u.ctx(e.asid, s, global);
-                        u.tlb.invalidate(e.addr >> s, ctx);
-                        if let Some(sh) = u.shadow.as_deref_mut() {
-                            sh.invalidate(e.addr >> s, ctx);
-                        }
-                    }
+                    u.invalidate_page(e.addr, e.asid, global);
                 }
             }
             _ => {}

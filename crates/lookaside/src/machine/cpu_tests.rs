@@ -1,0 +1,209 @@
+//! A machine of several CPUs against the obvious model: one machine of one CPU per CPU, each
+//! given the events its CPU made, and the invalidations that reach it.
+
+use super::*;
+use crate::config::Shootdown;
+use crate::event::{Cpus, NO_PADDR};
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+/// Per-CPU TLBs of `policy`: an 8-entry 2-way data TLB in front of a 16-entry fully associative
+/// one, on `cpus` CPUs reached by `shootdown`; `seed` is the machine's.
+fn config(policy: &str, cpus: u32, shootdown: &str, seed: u64) -> String {
+    format!(
+        "[machine]\nseed={seed}\ncpus={cpus}\nshootdown='{shootdown}'\n\
+         [[tlb]]\nname='d'\nentries=8\nways=2\npolicy='{policy}'\nserves='data'\nnext='l2'\n\
+         [[tlb]]\nname='l2'\nentries=16\nways='full'\npolicy='{policy}'\nserves='unified'\n"
+    )
+}
+
+fn machine(text: &str) -> Machine {
+    Machine::assemble(Some(text), "m.toml", &[], &[]).unwrap()
+}
+
+/// Loads of 24 pages in 3 address spaces, context switches, CPU markers, TLB flushes (of a
+/// page or all; local or naming CPUs) and unmaps, on 3 CPUs.
+fn events() -> impl Strategy<Value = Vec<Event>> {
+    let one = (0u8..16, 0u32..3, 0u64..24, 0u64..8).prop_map(|(what, n, page, mask)| {
+        let addr = page << 12;
+        match what {
+            0 | 1 => Event::on_cpu(n),
+            2 => Event::control(Kind::ContextSwitch, 0, n + 1),
+            3 => Event::control(Kind::TlbFlush, addr, n + 1),
+            4 => Event::control(Kind::TlbFlush, addr, n + 1).with_paddr(mask),
+            5 => Event::control(Kind::TlbFlush, FLUSH_ALL, 0).with_paddr(mask),
+            6 => Event::control(Kind::Unmap, addr, n + 1),
+            7 => Event::control(Kind::Protect, addr, n + 1),
+            _ => Event::reference(Kind::Load, addr | 8, 8).with_asid(n + 1),
+        }
+    });
+    proptest::collection::vec(one, 0..400)
+}
+
+/// The model: each CPU's machine gets its CPU's events; a TLB flush naming CPUs is each named
+/// CPU's own flush; an unmap or protect reaches the CPUs `shootdown` says (those that ran
+/// the address space since their last flush of everything, all, or the running one). A CPU
+/// runs the address space of its last context switch or reference.
+fn model(events: &[Event], policy: &str, cpus: u32, shootdown: Shootdown) -> Vec<Machine> {
+    let mut ms: Vec<Machine> = (0..cpus as u64)
+        .map(|c| {
+            machine(&config(
+                policy,
+                1,
+                "ran",
+                1 ^ c.wrapping_mul(0x2545_F491_4F6C_DD1D),
+            ))
+        })
+        .collect();
+    let all = (1u64 << cpus) - 1;
+    let mut ran: HashMap<u32, u64> = HashMap::from([(0, all)]);
+    let mut running_asid = vec![0u32; cpus as usize];
+    let mut who = Cpus::default();
+    for e in events {
+        let c = who.of(e) as usize;
+        let reach = |targets: u64, ms: &mut Vec<Machine>, e: Event| {
+            for (t, m) in ms.iter_mut().enumerate() {
+                if targets & (1 << t) != 0 {
+                    m.run_batch(&[e]);
+                }
+            }
+        };
+        match e.kind {
+            Kind::Marker => {}
+            // A reference of another address space switches to it, as a context switch does.
+            Kind::ContextSwitch | Kind::Load => {
+                running_asid[c] = e.asid;
+                *ran.entry(e.asid).or_default() |= 1 << c;
+                ms[c].run_batch(&[*e]);
+            }
+            Kind::TlbFlush => {
+                let targets = if e.paddr == NO_PADDR {
+                    1 << c
+                } else {
+                    e.paddr & all
+                };
+                reach(targets, &mut ms, e.with_paddr(NO_PADDR));
+                if e.addr == FLUSH_ALL {
+                    for t in (0..cpus as usize).filter(|t| targets & (1 << t) != 0) {
+                        ran.values_mut().for_each(|m| *m &= !(1 << t));
+                        *ran.entry(running_asid[t]).or_default() |= 1 << t;
+                    }
+                }
+            }
+            Kind::Unmap | Kind::Protect => {
+                let targets = match shootdown {
+                    Shootdown::Local => 1 << c,
+                    Shootdown::All => all,
+                    Shootdown::Ran => (1 << c) | ran.get(&e.asid).copied().unwrap_or(0),
+                };
+                reach(targets, &mut ms, *e);
+            }
+            _ => ms[c].run_batch(&[*e]),
+        }
+    }
+    ms
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Each CPU's accesses and misses of each structure, and its references, are those of its
+    /// machine in the model; the machine's totals are their sums.
+    #[test]
+    fn each_cpu_is_a_machine_of_its_own(
+        events in events(),
+        policy in proptest::sample::select(&["lru", "fifo", "random"][..]),
+        shootdown in proptest::sample::select(&[Shootdown::Ran, Shootdown::All, Shootdown::Local][..]),
+        batch in 1usize..50,
+    ) {
+        let name = serde_json::to_value(shootdown).unwrap();
+        let mut m = machine(&config(policy, 3, name.as_str().unwrap(), 1));
+        for b in events.chunks(batch) {
+            m.run_batch(b);
+        }
+        let want = model(&events, policy, 3, shootdown);
+        let got = m.cpus_json().unwrap();
+        for (c, w) in want.iter().enumerate() {
+            let per = &got["per_cpu"][c];
+            for (s, name) in ["d", "l2"].iter().enumerate() {
+                let t = w.ledger().total(s, |_, _, _| true);
+                prop_assert_eq!(&per["structures"][name]["accesses"], t.accesses, "cpu {} {}", c, name);
+                prop_assert_eq!(&per["structures"][name]["misses"], t.misses, "cpu {} {}", c, name);
+            }
+            let refs: u64 = Kind::REFS.iter().map(|&k| w.ledger().refs_of_kind(k)).sum();
+            prop_assert_eq!(&per["references"], refs, "cpu {}", c);
+        }
+        for s in 0..2 {
+            let sum: u64 = want.iter().map(|w| w.ledger().total(s, |_, _, _| true).misses).sum();
+            prop_assert_eq!(m.ledger().total(s, |_, _, _| true).misses, sum);
+        }
+    }
+}
+
+/// A stream without CPU markers runs on CPU 0 alone: the machine of several gives the machine
+/// of one's result, and CPU 0 counts everything.
+#[test]
+fn one_cpus_stream_is_the_machine_of_ones() {
+    let events: Vec<Event> = (0..2000u64)
+        .map(|i| {
+            Event::reference(Kind::Load, (i * 7919 % 40) << 12, 8).with_asid(1 + (i % 3) as u32)
+        })
+        .collect();
+    let mut one = machine(&config("lru", 1, "ran", 1));
+    let mut four = machine(&config("lru", 4, "ran", 1));
+    one.run_batch(&events);
+    four.run_batch(&events);
+    let info = crate::report::TraceInfo::default();
+    let mut a = crate::report::result_json(&one, &info);
+    let mut b = crate::report::result_json(&four, &info);
+    let cpus = b.as_object_mut().unwrap().remove("cpus").unwrap();
+    for r in [&mut a, &mut b] {
+        r.as_object_mut().unwrap().remove("machine");
+    }
+    assert_eq!(a, b);
+    assert_eq!(cpus["per_cpu"][0]["references"], 2000);
+    assert_eq!(cpus["per_cpu"][3]["references"], 0);
+}
+
+/// A shared structure is one for every CPU: a page one CPU brought in hits there for
+/// another, and a shootdown to any CPU removes it; a per-CPU structure misses again.
+#[test]
+fn a_shared_structure_serves_every_cpu() {
+    let text = config("lru", 2, "local", 1) + "shared=true\n";
+    let mut m = machine(&text);
+    let load = Event::reference(Kind::Load, 0x5000, 8).with_asid(1);
+    m.run_batch(&[load, Event::on_cpu(1), load]);
+    let j = m.cpus_json().unwrap();
+    assert_eq!(j["per_cpu"][1]["structures"]["d"]["misses"], 1);
+    assert_eq!(j["per_cpu"][1]["structures"]["l2"]["misses"], 0, "{j}");
+    // CPU 1 shoots the page down on CPU 0 only: the shared L2 loses it too.
+    m.run_batch(&[
+        Event::control(Kind::TlbFlush, 0x5000, 1).with_paddr(1),
+        Event::on_cpu(0),
+        load,
+    ]);
+    let j = m.cpus_json().unwrap();
+    assert_eq!(j["per_cpu"][0]["structures"]["l2"]["misses"], 2, "{j}");
+    assert_eq!(j["per_cpu"][1]["shootdowns_sent"], 1);
+    assert_eq!(j["per_cpu"][0]["shootdowns_received"], 1);
+    assert_eq!(j["per_cpu"][0]["entries_invalidated"], 1);
+}
+
+/// A trace naming a CPU the machine lacks is refused; several CPUs with a section that has no
+/// model of them yet say so.
+#[test]
+fn cpus_the_machine_lacks_and_sections_not_yet_are_refused() {
+    let mut m = machine(&config("lru", 2, "ran", 1));
+    m.run_batch(&[Event::on_cpu(2), Event::reference(Kind::Load, 0, 8)]);
+    let e = m.cannot_follow("t.lks").unwrap().to_string();
+    assert!(e.contains("CPU 2") && e.contains("machine.cpus"), "{e}");
+    let e = Machine::assemble(Some(&config("lru", 0, "ran", 1)), "m.toml", &[], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("machine.cpus"), "{e}");
+    let text = config("lru", 2, "ran", 1) + "[pagetable]\norganisation='radix'\n";
+    let e = Machine::assemble(Some(&text), "m.toml", &[], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not yet") && e.contains("pagetable"), "{e}");
+}

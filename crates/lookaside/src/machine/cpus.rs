@@ -1,0 +1,349 @@
+//! A machine of several CPUs (`machine.cpus`): each CPU has its own TLB tree — every
+//! structure but those marked `shared`, which all CPUs use — and runs an address space of
+//! its own; the trace's CPU markers ([`crate::event::CPU_MARK`]) say which CPU makes each
+//! event, and a context switch is the running CPU's.
+//!
+//! The running CPU's structures are the machine's own units, where the fast path finds them:
+//! a CPU marker parks them and brings the next CPU's in (a swap of each of its structures),
+//! so a reference costs what it costs on a machine of one CPU, and a stream of one CPU gives
+//! exactly the results of the machine of one.
+//!
+//! **Shootdowns.** A TLB flush that names CPUs (its `paddr` a mask, bit c for CPU c; without
+//! one it is the running CPU's own flush) invalidates its page, or everything, in each named
+//! CPU's TLBs; an unmap or protect reaches the CPUs `machine.shootdown` says (those that ran
+//! the address space, all, or the running one only). A shared structure is reached when any
+//! CPU is. Each CPU counts the shootdowns it sent (an invalidation that reached another CPU)
+//! and received, and the entries invalidations removed from its TLBs.
+//!
+//! Not yet on several CPUs (refused when built): software refill, a memory system, a page
+//! table, caches, a virtually addressed cache, prefetching and dynamic partitioning.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::{Machine, Unit};
+use crate::config::{MachineConfig, Shootdown};
+use crate::error::{Error, Result};
+use crate::event::{Event, Kind, FLUSH_ALL, NO_PADDR};
+use crate::ledger::{Counter, Ledger};
+use crate::tlb::Engine;
+
+/// Most CPUs a machine has: a shootdown names its targets in one 64-bit mask.
+pub const MAX_CPUS: u32 = 64;
+
+/// What one CPU counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct CpuStats {
+    /// References it made.
+    references: u64,
+    /// Per structure of the ledger (and the walk after them): its accesses and misses.
+    structures: Vec<Counter>,
+    /// Invalidations it made that reached another CPU.
+    shootdowns_sent: u64,
+    /// Invalidations another CPU made that reached it.
+    shootdowns_received: u64,
+    /// Entries invalidations (its own and others') removed from its TLBs.
+    entries_invalidated: u64,
+}
+
+/// The CPUs of a machine of several (see the module documentation).
+#[derive(Debug)]
+pub(super) struct CpuSet {
+    running: usize,
+    /// The structures each CPU has its own of (all but the shared), by unit index.
+    own: Vec<usize>,
+    /// Per CPU, its own structures while another runs (in the order of `own`); the running
+    /// CPU's slot holds spares, which each swap moves along.
+    parked: Vec<Vec<Unit>>,
+    /// Per CPU, the address space it runs.
+    asid: Vec<u32>,
+    /// Per address space, the CPUs that ran it since their TLBs were last flushed whole.
+    ran: HashMap<u32, u64>,
+    policy: Shootdown,
+    stats: Vec<CpuStats>,
+    /// The ledger's totals when the running CPU began to run.
+    since: Totals,
+    /// The first CPU the trace named that the machine lacks.
+    beyond: Option<u32>,
+}
+
+/// Per structure of a ledger (and the walk), its accesses and misses; and the references.
+type Totals = (Vec<Counter>, u64);
+
+/// The [`Totals`] of `l` now.
+fn totals(l: &Ledger) -> Totals {
+    let per = (0..=l.walk_index())
+        .map(|s| l.total(s, |_, _, _| true))
+        .collect();
+    (per, Kind::REFS.iter().map(|&k| l.refs_of_kind(k)).sum())
+}
+
+/// Add to `s` what a ledger counted between `since` and `now`.
+fn add_since(s: &mut CpuStats, since: &Totals, now: &Totals) {
+    s.structures.resize(now.0.len(), Counter::default());
+    for (i, c) in now.0.iter().enumerate() {
+        let before = since.0.get(i).copied().unwrap_or_default();
+        s.structures[i].accesses += c.accesses - before.accesses;
+        s.structures[i].misses += c.misses - before.misses;
+    }
+    s.references += now.1 - since.1;
+}
+
+impl CpuSet {
+    /// The CPUs of `config` (`None` for one), each with copies of the per-CPU structures of
+    /// `units` (fresh, their random policies seeded per CPU); errors name the key.
+    pub(super) fn build(
+        config: &MachineConfig,
+        units: &[Unit],
+        src: &str,
+    ) -> Result<Option<Box<CpuSet>>> {
+        let n = config.machine.cpus;
+        let err = |k: &str, m: String| Error::config(src, k, m);
+        if n == 0 || n > MAX_CPUS {
+            return Err(err(
+                "machine.cpus",
+                format!("{n}: a machine has 1 to {MAX_CPUS} CPUs"),
+            ));
+        }
+        if n == 1 {
+            return Ok(None);
+        }
+        let others = [
+            ("refill", config.refill.is_some()),
+            ("memory", config.memory.is_some()),
+            ("pagetable", config.pagetable.is_some()),
+            ("cache", !config.caches.is_empty()),
+            ("vac", config.vac.is_some()),
+            ("prefetch", config.prefetch.is_some()),
+            (
+                "partition.dynamic",
+                config
+                    .tlbs
+                    .iter()
+                    .any(|t| t.partition.as_ref().is_some_and(|p| p.dynamic.is_some())),
+            ),
+        ];
+        if let Some((section, _)) = others.iter().find(|o| o.1) {
+            return Err(Error::NotYet(format!(
+                "{src}: machine.cpus: {n} CPUs with {section} (several CPUs have TLB trees only, so far)"
+            )));
+        }
+        let own: Vec<usize> = (0..units.len())
+            .filter(|&i| !config.tlbs[i].shared)
+            .collect();
+        let mut parked = Vec::with_capacity(n as usize);
+        for cpu in 0..n as u64 {
+            let mut mine = Vec::with_capacity(own.len());
+            for &i in &own {
+                let mut p = units[i].tlb.params().clone();
+                p.seed ^= cpu.wrapping_mul(0x2545_F491_4F6C_DD1D);
+                let mut u = units[i].clone();
+                u.tlb = Engine::new(&p).map_err(|m| err(&format!("tlb[{i}]"), m))?;
+                if u.shadow.is_some() {
+                    u.shadow = Some(Box::new(
+                        super::build::shadow_of(&p).map_err(|m| err(&format!("tlb[{i}].3c"), m))?,
+                    ));
+                }
+                mine.push(u);
+            }
+            parked.push(mine);
+        }
+        Ok(Some(Box::new(CpuSet {
+            running: 0,
+            own,
+            parked,
+            asid: vec![0; n as usize],
+            ran: HashMap::from([(0, u64::MAX >> (64 - n))]),
+            policy: config.machine.shootdown,
+            stats: vec![CpuStats::default(); n as usize],
+            since: (Vec::new(), 0),
+            beyond: None,
+        })))
+    }
+
+    fn count(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// The running CPU stops: what the ledger counted since it began is its own.
+    fn close(&mut self, l: &Ledger) {
+        let now = totals(l);
+        add_since(&mut self.stats[self.running], &self.since, &now);
+        self.since = now;
+    }
+
+    /// The CPUs an invalidation of the OS in address space `asid` reaches (a mask), `global`
+    /// if the page is every address space's.
+    fn reached(&self, asid: u32, global: bool) -> u64 {
+        let all = u64::MAX >> (64 - self.count());
+        let me = 1u64 << self.running;
+        match self.policy {
+            Shootdown::Local => me,
+            Shootdown::All => all,
+            Shootdown::Ran if global => all,
+            Shootdown::Ran => me | self.ran.get(&asid).copied().unwrap_or(0),
+        }
+    }
+}
+
+impl Machine {
+    /// A CPU marker: CPU `cpu` runs from here, with its own structures and address space.
+    pub(super) fn switch_cpu(&mut self, cpu: u32) {
+        let Some(set) = self.cpus.as_deref_mut() else {
+            return;
+        };
+        let c = cpu as usize;
+        if c >= set.count() {
+            set.beyond.get_or_insert(cpu);
+            return;
+        }
+        if c == set.running {
+            return;
+        }
+        set.close(&self.ledger);
+        let r = set.running;
+        set.asid[r] = self.cur_asid;
+        for (k, &i) in set.own.iter().enumerate() {
+            std::mem::swap(&mut self.units[i], &mut set.parked[r][k]);
+            std::mem::swap(&mut self.units[i], &mut set.parked[c][k]);
+        }
+        set.running = c;
+        let asid = set.asid[c];
+        self.cur_asid = asid;
+        self.ledger.set_asid(asid);
+        self.forget_pages();
+        for (u, &s) in self.units.iter_mut().zip(&self.default_shift) {
+            u.ctx_now = u.ctx(asid, s, false);
+        }
+    }
+
+    /// The running CPU switched to address space `asid`: it has run it.
+    pub(super) fn cpu_ran(&mut self, asid: u32) {
+        if let Some(set) = self.cpus.as_deref_mut() {
+            *set.ran.entry(asid).or_default() |= 1 << set.running;
+        }
+    }
+
+    /// A TLB flush, unmap or protect on a machine of several CPUs: each CPU it reaches drops
+    /// the translations it names from its TLBs (see the module documentation).
+    pub(super) fn shoot(&mut self, e: &Event) {
+        let Some(set) = self.cpus.as_deref_mut() else {
+            return;
+        };
+        let all = u64::MAX >> (64 - set.count());
+        let global = e.addr != FLUSH_ALL && e.addr >= self.global_above;
+        let targets = match (e.kind, e.paddr) {
+            (Kind::TlbFlush, NO_PADDR) => 1 << set.running,
+            (Kind::TlbFlush, mask) => mask & all,
+            _ => set.reached(e.asid, global),
+        };
+        let flush = |u: &mut Unit| -> u64 {
+            if e.addr == FLUSH_ALL {
+                let n = u.tlb.valid_entries() as u64;
+                u.tlb.flush_all();
+                if let Some(sh) = u.shadow.as_deref_mut() {
+                    sh.flush_all();
+                }
+                n
+            } else {
+                u.invalidate_page(e.addr, e.asid, global)
+            }
+        };
+        let r = set.running;
+        let shared: Vec<bool> = {
+            let mut v = vec![true; self.units.len()];
+            for &i in &set.own {
+                v[i] = false;
+            }
+            v
+        };
+        // The running CPU's structures, and the shared ones whichever CPUs it reaches.
+        let mut removed = 0;
+        for (i, u) in self.units.iter_mut().enumerate() {
+            if targets & (1 << r) != 0 || (shared[i] && targets != 0) {
+                removed += flush(u);
+            }
+        }
+        set.stats[r].entries_invalidated += removed;
+        for c in (0..set.count()).filter(|&c| c != r && targets & (1 << c) != 0) {
+            let n: u64 = set.parked[c].iter_mut().map(flush).sum();
+            set.stats[c].entries_invalidated += n;
+            set.stats[c].shootdowns_received += 1;
+        }
+        if targets & !(1 << r) != 0 {
+            set.stats[r].shootdowns_sent += 1;
+        }
+        if e.addr == FLUSH_ALL {
+            // A CPU flushed whole caches no address space; it runs its own still.
+            for (c, asid) in set
+                .asid
+                .iter()
+                .enumerate()
+                .filter(|(c, _)| targets & (1 << c) != 0)
+            {
+                for m in set.ran.values_mut() {
+                    *m &= !(1 << c);
+                }
+                let running = if c == r { self.cur_asid } else { *asid };
+                *set.ran.entry(running).or_default() |= 1 << c;
+            }
+        }
+        self.forget_pages();
+    }
+
+    /// The first CPU the trace named that the machine lacks, as an error (see
+    /// [`Machine::cannot_follow`]).
+    pub(super) fn cpu_beyond(&self, name: &str) -> Option<Error> {
+        let set = self.cpus.as_deref()?;
+        let cpu = set.beyond?;
+        Some(Error::trace(
+            name,
+            crate::error::Location::Whole,
+            "cpu",
+            format!(
+                "the trace names CPU {cpu}, but the machine has {} (machine.cpus)",
+                set.count()
+            ),
+        ))
+    }
+
+    /// The `cpus` section of the result: what each CPU counted (none on a machine of one).
+    pub fn cpus_json(&self) -> Option<Value> {
+        let set = self.cpus.as_deref()?;
+        let mut stats = set.stats.clone();
+        // The running CPU's counts since it began to run.
+        add_since(&mut stats[set.running], &set.since, &totals(&self.ledger));
+        let names = self.ledger.structures();
+        let per: Vec<Value> = stats
+            .iter()
+            .enumerate()
+            .map(|(cpu, s)| {
+                let structures: serde_json::Map<String, Value> = names
+                    .iter()
+                    .chain(std::iter::once(&"walk".to_string()))
+                    .zip(
+                        s.structures
+                            .iter()
+                            .chain(std::iter::repeat(&Counter::default())),
+                    )
+                    .map(|(n, c)| {
+                        (
+                            n.clone(),
+                            json!({"accesses": c.accesses, "misses": c.misses}),
+                        )
+                    })
+                    .collect();
+                json!({
+                    "cpu": cpu,
+                    "references": s.references,
+                    "structures": structures,
+                    "shootdowns_sent": s.shootdowns_sent,
+                    "shootdowns_received": s.shootdowns_received,
+                    "entries_invalidated": s.entries_invalidated,
+                })
+            })
+            .collect();
+        Some(json!({"count": set.count(), "shootdown": set.policy, "per_cpu": per}))
+    }
+}
