@@ -331,6 +331,9 @@ pub struct Machine {
     /// The CPUs, on a machine of several (`machine.cpus`): the parked TLB trees of those not
     /// running, and what each counted.
     cpus: Option<Box<cpus::CpuSet>>,
+    /// On a machine of one CPU: the highest CPU the trace's CPU markers named (0: none
+    /// other than CPU 0), for the warning that every CPU's events ran on the one.
+    other_cpu: u32,
 }
 
 impl Machine {
@@ -539,6 +542,12 @@ impl Machine {
     pub fn warnings(&self) -> Vec<String> {
         let mut w = unsimulated_warnings(self.dropped(), self.translations());
         w.extend(self.kernel_warnings());
+        if self.other_cpu > 0 {
+            w.push(format!(
+                "cpus: the trace's events were made by several CPUs (its CPU markers name CPU {} and more), and this machine has one: they all ran on it; give machine.cpus to simulate each CPU's TLBs",
+                self.other_cpu
+            ));
+        }
         if let Some(n) = self
             .walker
             .as_deref()

@@ -432,6 +432,7 @@ impl Machine {
         let cpus = super::cpus::CpuSet::build(&config, &units, source_name)?;
         Ok(Machine {
             cpus,
+            other_cpu: 0,
             vac,
             fast,
             alone,
@@ -707,8 +708,15 @@ pub fn memory_estimate(config: &MachineConfig) -> u64 {
     let frames = |memory: u64| (memory >> 12).saturating_mul(PER_FRAME);
     let mut total = 0u64;
     let mut add = |n: u64| total = total.saturating_add(n);
+    // Each CPU has its own copy of a structure that is not shared, and one spare moves along
+    // as the CPUs switch (see `machine::cpus`).
+    let copies = match config.machine.cpus {
+        0 | 1 => 1,
+        n => n as u64 + 1,
+    };
     for t in &config.tlbs {
-        add(tlb(t.entries, of_ways(t.ways, t.entries)));
+        let n = if t.shared { 1 } else { copies };
+        add(tlb(t.entries, of_ways(t.ways, t.entries)).saturating_mul(n));
     }
     if let Some(m) = &config.memory {
         // Private per address space: one set per space, made as spaces appear (counted as

@@ -163,6 +163,11 @@ fn one_cpus_stream_is_the_machine_of_ones() {
     assert_eq!(a, b);
     assert_eq!(cpus["per_cpu"][0]["references"], 2000);
     assert_eq!(cpus["per_cpu"][3]["references"], 0);
+    // A machine of one given the events of several runs them all, and says so.
+    assert!(one.warnings().is_empty());
+    one.run_batch(&[Event::on_cpu(2), events[0], Event::on_cpu(1)]);
+    let w = one.warnings().join("\n");
+    assert!(w.contains("CPU 2") && w.contains("machine.cpus"), "{w}");
 }
 
 /// A shared structure is one for every CPU: a page one CPU brought in hits there for

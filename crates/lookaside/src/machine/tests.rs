@@ -457,6 +457,10 @@ fn the_memory_estimate_counts_every_section() {
     assert!(table > base + ((1 << 30) >> 12) * 16, "{table}");
     let refill = est(&format!("{tlb}[refill]\n"));
     assert_eq!(refill, 2 * base);
+    // Four CPUs: four copies of a TLB of their own and the spare; one of a shared one.
+    let cpus = format!("[machine]\ncpus=4\n{tlb}");
+    assert_eq!(est(&cpus), 5 * base);
+    assert_eq!(est(&format!("{cpus}shared=true\n")), base);
 }
 
 /// The DECstation 3100 under Mach 3.0, as shipped.

@@ -306,11 +306,11 @@ impl Machine {
         }
         match e.kind {
             Kind::ContextSwitch => self.switch_to(e.asid),
-            Kind::Marker => {
-                if let Some(cpu) = e.cpu_marked() {
-                    self.switch_cpu(cpu);
-                }
-            }
+            Kind::Marker => match e.cpu_marked() {
+                Some(cpu) if self.cpus.is_some() => self.switch_cpu(cpu),
+                Some(cpu) => self.other_cpu = self.other_cpu.max(cpu),
+                None => {}
+            },
             // Several CPUs: each CPU the invalidation reaches.
             Kind::TlbFlush | Kind::Unmap | Kind::Protect if self.cpus.is_some() => self.shoot(&e),
             Kind::TlbFlush if e.addr == FLUSH_ALL => {

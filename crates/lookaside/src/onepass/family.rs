@@ -57,6 +57,12 @@ impl Options {
                 c.name
             ));
         }
+        if config.machine.cpus != 1 {
+            return Err(format!(
+                "machine.cpus: one pass simulates one CPU, the machine has {}",
+                config.machine.cpus
+            ));
+        }
         let [t] = config.tlbs.as_slice() else {
             return Err(format!(
                 "tlb: the one-pass engines answer one structure, the machine has {}",
@@ -544,6 +550,7 @@ mod tests {
                 "[[cache]]\nname = \"c\"\nsize = \"8k\"\nline = 32\n",
                 "cache.c:",
             ),
+            ("[machine]\ncpus = 2\n", "machine.cpus:"),
         ] {
             let flags = vec!["a:entries=8".to_string()];
             let config = MachineConfig::assemble(Some(text), "t", &flags, &[]).unwrap();
