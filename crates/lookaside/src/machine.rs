@@ -100,6 +100,11 @@ struct Unit {
     ctx_global: u64,
     /// With `3c`: the shadow that classifies its misses ([`crate::threec`]).
     shadow: Option<Box<Shadow>>,
+    /// On a machine of several CPUs, a structure of one CPU: the entries (page, context) a
+    /// shootdown removed and no miss has refilled since ([`Machine::shot_miss`]). Boxed, so
+    /// that the units the hot paths walk stay one word larger, not six.
+    #[allow(clippy::box_collection)]
+    shot: Option<Box<std::collections::HashSet<(u64, u64)>>>,
 }
 
 impl Unit {
@@ -123,18 +128,23 @@ impl Unit {
     }
 
     /// Invalidate the entries of the page holding `addr` in address space `asid` (`global`:
-    /// every address space's page), for each page size held; how many there were.
-    fn invalidate_page(&mut self, addr: u64, asid: u32, global: bool) -> u64 {
-        let mut removed = 0;
+    /// every address space's page), for each page size held, telling `entry` each (page,
+    /// context) and whether it was there.
+    fn invalidate_page(
+        &mut self,
+        addr: u64,
+        asid: u32,
+        global: bool,
+        mut entry: impl FnMut(u64, u64, bool),
+    ) {
         for i in 0..self.shifts.len() {
             let s = self.shifts[i];
             let ctx = self.ctx(asid, s, global);
-            removed += self.tlb.invalidate(addr >> s, ctx) as u64;
+            entry(addr >> s, ctx, self.tlb.invalidate(addr >> s, ctx));
             if let Some(sh) = self.shadow.as_deref_mut() {
                 sh.invalidate(addr >> s, ctx);
             }
         }
-        removed
     }
 
     /// The page shift an entry for a page of `backing` shift has here: the largest size held
@@ -584,7 +594,11 @@ impl Machine {
                 &self.default_shift,
                 &slow_structures(&self.units, &self.climbs),
             );
-            self.alone = alone_unless_walks(alone, self.prefetch.is_some(), self.walker.is_some());
+            self.alone = alone_unless_walks(
+                alone,
+                self.prefetch.is_some(),
+                self.walker.is_some() || self.cpus.is_some(),
+            );
             if let (Some(m), true) = (self.memory.as_deref_mut(), pages.mixed()) {
                 m.set_page_sizes(pages.clone());
             }

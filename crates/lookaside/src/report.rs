@@ -342,13 +342,14 @@ fn cpus_table(c: &Value) -> String {
     );
     for p in c["per_cpu"].as_array().into_iter().flatten() {
         out.push_str(&format!(
-            "  cpu {:<3} {:>14} references {:>12} walks   shootdowns sent {}, received {}; entries invalidated {}\n",
+            "  cpu {:<3} {:>14} references {:>12} walks   shootdowns sent {}, received {}; entries invalidated {}, misses they caused {}\n",
             get_u64(p, &["cpu"]),
             fmt_int(get_u64(p, &["references"])),
             fmt_int(get_u64(p, &["structures", "walk", "accesses"])),
             fmt_int(get_u64(p, &["shootdowns_sent"])),
             fmt_int(get_u64(p, &["shootdowns_received"])),
             fmt_int(get_u64(p, &["entries_invalidated"])),
+            fmt_int(get_u64(p, &["shootdown_misses"])),
         ));
     }
     out

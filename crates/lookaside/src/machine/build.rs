@@ -287,6 +287,7 @@ impl Machine {
                 ctx_now: NO_CTX,
                 ctx_global: NO_CTX,
                 shadow,
+                shot: None,
             });
         }
         if climbs.iter().all(Option::is_none) {
@@ -428,8 +429,12 @@ impl Machine {
             .prefetch
             .as_ref()
             .map(|p| Box::new(Prefetcher::new(p.user_entries, p.kernel_entries)));
-        let alone = alone_unless_walks(alone, prefetch.is_some(), walker.is_some());
-        let cpus = super::cpus::CpuSet::build(&config, &units, source_name)?;
+        let alone = alone_unless_walks(
+            alone,
+            prefetch.is_some(),
+            walker.is_some() || config.machine.cpus > 1,
+        );
+        let cpus = super::cpus::CpuSet::build(&config, &mut units, source_name)?;
         Ok(Machine {
             cpus,
             other_cpu: 0,

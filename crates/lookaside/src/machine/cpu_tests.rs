@@ -5,7 +5,7 @@ use super::*;
 use crate::config::Shootdown;
 use crate::event::{Cpus, NO_PADDR};
 use proptest::prelude::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Per-CPU TLBs of `policy`: an 8-entry 2-way data TLB in front of a 16-entry fully associative
 /// one, on `cpus` CPUs reached by `shootdown`; `seed` is the machine's.
@@ -40,11 +40,33 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
     proptest::collection::vec(one, 0..400)
 }
 
+/// Each structure's valid entries (page, context).
+fn entries(m: &Machine) -> Vec<HashSet<(u64, u64)>> {
+    m.units
+        .iter()
+        .map(|u| {
+            u.tlb
+                .entries()
+                .into_iter()
+                .map(|(_, _, v, c)| (v, c))
+                .collect()
+        })
+        .collect()
+}
+
 /// The model: each CPU's machine gets its CPU's events; a TLB flush naming CPUs is each named
 /// CPU's own flush; an unmap or protect reaches the CPUs `shootdown` says (those that ran
 /// the address space since their last flush of everything, all, or the running one). A CPU
-/// runs the address space of its last context switch or reference.
-fn model(events: &[Event], policy: &str, cpus: u32, shootdown: Shootdown) -> Vec<Machine> {
+/// runs the address space of its last context switch or reference. Per CPU and structure,
+/// the entries an invalidation from another CPU removed are *shot*: a reference that fills
+/// one again was a miss the shootdown caused; the CPU's own invalidation of an entry, or of
+/// everything, makes it no longer shot. Returns the machines and each CPU's shootdown misses.
+fn model(
+    events: &[Event],
+    policy: &str,
+    cpus: u32,
+    shootdown: Shootdown,
+) -> (Vec<Machine>, Vec<u64>) {
     let mut ms: Vec<Machine> = (0..cpus as u64)
         .map(|c| {
             machine(&config(
@@ -55,16 +77,30 @@ fn model(events: &[Event], policy: &str, cpus: u32, shootdown: Shootdown) -> Vec
             ))
         })
         .collect();
+    let mut shot: Vec<Vec<HashSet<(u64, u64)>>> = vec![vec![HashSet::new(); 2]; cpus as usize];
+    let mut shot_misses = vec![0u64; cpus as usize];
     let all = (1u64 << cpus) - 1;
     let mut ran: HashMap<u32, u64> = HashMap::from([(0, all)]);
     let mut running_asid = vec![0u32; cpus as usize];
     let mut who = Cpus::default();
     for e in events {
         let c = who.of(e) as usize;
-        let reach = |targets: u64, ms: &mut Vec<Machine>, e: Event| {
+        let mut reach = |targets: u64, ms: &mut Vec<Machine>, e: Event| {
             for (t, m) in ms.iter_mut().enumerate() {
                 if targets & (1 << t) != 0 {
+                    let before = entries(m);
                     m.run_batch(&[e]);
+                    let after = entries(m);
+                    for i in 0..2 {
+                        if t != c {
+                            shot[t][i].extend(before[i].difference(&after[i]));
+                        } else if e.addr == FLUSH_ALL {
+                            shot[t][i].clear();
+                        } else {
+                            let ctx = m.units[i].ctx(e.asid, 12, false);
+                            shot[t][i].remove(&(e.addr >> 12, ctx));
+                        }
+                    }
                 }
             }
         };
@@ -74,7 +110,14 @@ fn model(events: &[Event], policy: &str, cpus: u32, shootdown: Shootdown) -> Vec
             Kind::ContextSwitch | Kind::Load => {
                 running_asid[c] = e.asid;
                 *ran.entry(e.asid).or_default() |= 1 << c;
+                let before = entries(&ms[c]);
                 ms[c].run_batch(&[*e]);
+                let after = entries(&ms[c]);
+                for i in 0..2 {
+                    for filled in after[i].difference(&before[i]) {
+                        shot_misses[c] += shot[c][i].remove(filled) as u64;
+                    }
+                }
             }
             Kind::TlbFlush => {
                 let targets = if e.paddr == NO_PADDR {
@@ -101,7 +144,7 @@ fn model(events: &[Event], policy: &str, cpus: u32, shootdown: Shootdown) -> Vec
             _ => ms[c].run_batch(&[*e]),
         }
     }
-    ms
+    (ms, shot_misses)
 }
 
 proptest! {
@@ -121,7 +164,7 @@ proptest! {
         for b in events.chunks(batch) {
             m.run_batch(b);
         }
-        let want = model(&events, policy, 3, shootdown);
+        let (want, shot_misses) = model(&events, policy, 3, shootdown);
         let got = m.cpus_json().unwrap();
         for (c, w) in want.iter().enumerate() {
             let per = &got["per_cpu"][c];
@@ -132,6 +175,7 @@ proptest! {
             }
             let refs: u64 = Kind::REFS.iter().map(|&k| w.ledger().refs_of_kind(k)).sum();
             prop_assert_eq!(&per["references"], refs, "cpu {}", c);
+            prop_assert_eq!(&per["shootdown_misses"], shot_misses[c], "cpu {}", c);
         }
         for s in 0..2 {
             let sum: u64 = want.iter().map(|w| w.ledger().total(s, |_, _, _| true).misses).sum();
@@ -192,6 +236,10 @@ fn a_shared_structure_serves_every_cpu() {
     assert_eq!(j["per_cpu"][1]["shootdowns_sent"], 1);
     assert_eq!(j["per_cpu"][0]["shootdowns_received"], 1);
     assert_eq!(j["per_cpu"][0]["entries_invalidated"], 1);
+    // CPU 0's own TLB lost the page to the shootdown: its next miss there was the
+    // shootdown's (a shared structure's misses are nobody's).
+    assert_eq!(j["per_cpu"][0]["shootdown_misses"], 1);
+    assert_eq!(j["per_cpu"][1]["shootdown_misses"], 0);
 }
 
 /// A trace naming a CPU the machine lacks is refused; several CPUs with a section that has no

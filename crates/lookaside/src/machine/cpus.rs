@@ -45,6 +45,9 @@ struct CpuStats {
     shootdowns_received: u64,
     /// Entries invalidations (its own and others') removed from its TLBs.
     entries_invalidated: u64,
+    /// Misses of its own structures on an entry a shootdown removed (and nothing refilled
+    /// or invalidated since): the misses shootdowns caused.
+    shootdown_misses: u64,
 }
 
 /// The CPUs of a machine of several (see the module documentation).
@@ -92,10 +95,11 @@ fn add_since(s: &mut CpuStats, since: &Totals, now: &Totals) {
 
 impl CpuSet {
     /// The CPUs of `config` (`None` for one), each with copies of the per-CPU structures of
-    /// `units` (fresh, their random policies seeded per CPU); errors name the key.
+    /// `units` (fresh, their random policies seeded per CPU), which are CPU 0's; errors name
+    /// the key.
     pub(super) fn build(
         config: &MachineConfig,
-        units: &[Unit],
+        units: &mut [Unit],
         src: &str,
     ) -> Result<Option<Box<CpuSet>>> {
         let n = config.machine.cpus;
@@ -132,6 +136,9 @@ impl CpuSet {
         let own: Vec<usize> = (0..units.len())
             .filter(|&i| !config.tlbs[i].shared)
             .collect();
+        for &i in &own {
+            units[i].shot = Some(Box::default());
+        }
         let mut parked = Vec::with_capacity(n as usize);
         for cpu in 0..n as u64 {
             let mut mine = Vec::with_capacity(own.len());
@@ -218,6 +225,19 @@ impl Machine {
         }
     }
 
+    /// The running CPU's structure `i` missed on `(vpn, ctx)` (and refilled it): a miss a
+    /// shootdown caused if a shootdown removed that entry.
+    #[inline(never)]
+    pub(super) fn shot_miss(&mut self, i: usize, vpn: u64, ctx: u64) {
+        let (Some(set), Some(shot)) = (self.cpus.as_deref_mut(), self.units[i].shot.as_deref_mut())
+        else {
+            return;
+        };
+        if shot.remove(&(vpn, ctx)) {
+            set.stats[set.running].shootdown_misses += 1;
+        }
+    }
+
     /// The running CPU switched to address space `asid`: it has run it.
     pub(super) fn cpu_ran(&mut self, asid: u32) {
         if let Some(set) = self.cpus.as_deref_mut() {
@@ -238,17 +258,46 @@ impl Machine {
             (Kind::TlbFlush, mask) => mask & all,
             _ => set.reached(e.asid, global),
         };
-        let flush = |u: &mut Unit| -> u64 {
+        // Invalidate in `u`, a structure of a CPU the invalidation reaches; `remote`: a
+        // shootdown from another CPU, whose removals are kept for the misses they cause
+        // (a CPU's own invalidation leaves no entry a shootdown's). How many it removed.
+        let flush = |u: &mut Unit, remote: bool| -> u64 {
+            let mut shot = u.shot.take();
+            let mut n = 0;
             if e.addr == FLUSH_ALL {
-                let n = u.tlb.valid_entries() as u64;
-                u.tlb.flush_all();
+                n = match (&mut shot, remote) {
+                    (Some(s), true) => u.tlb.flush_if(|vpn, ctx| {
+                        s.insert((vpn, ctx));
+                        true
+                    }),
+                    (s, _) => {
+                        if let Some(s) = s {
+                            s.clear();
+                        }
+                        let valid = u.tlb.valid_entries();
+                        u.tlb.flush_all();
+                        valid
+                    }
+                } as u64;
                 if let Some(sh) = u.shadow.as_deref_mut() {
                     sh.flush_all();
                 }
-                n
             } else {
-                u.invalidate_page(e.addr, e.asid, global)
+                u.invalidate_page(e.addr, e.asid, global, |vpn, ctx, present| {
+                    n += present as u64;
+                    match (&mut shot, remote) {
+                        (Some(s), true) if present => {
+                            s.insert((vpn, ctx));
+                        }
+                        (Some(s), false) => {
+                            s.remove(&(vpn, ctx));
+                        }
+                        _ => {}
+                    }
+                });
             }
+            u.shot = shot;
+            n
         };
         let r = set.running;
         let shared: Vec<bool> = {
@@ -262,12 +311,12 @@ impl Machine {
         let mut removed = 0;
         for (i, u) in self.units.iter_mut().enumerate() {
             if targets & (1 << r) != 0 || (shared[i] && targets != 0) {
-                removed += flush(u);
+                removed += flush(u, false);
             }
         }
         set.stats[r].entries_invalidated += removed;
         for c in (0..set.count()).filter(|&c| c != r && targets & (1 << c) != 0) {
-            let n: u64 = set.parked[c].iter_mut().map(flush).sum();
+            let n: u64 = set.parked[c].iter_mut().map(|u| flush(u, true)).sum();
             set.stats[c].entries_invalidated += n;
             set.stats[c].shootdowns_received += 1;
         }
@@ -341,6 +390,7 @@ impl Machine {
                     "shootdowns_sent": s.shootdowns_sent,
                     "shootdowns_received": s.shootdowns_received,
                     "entries_invalidated": s.entries_invalidated,
+                    "shootdown_misses": s.shootdown_misses,
                 })
             })
             .collect();

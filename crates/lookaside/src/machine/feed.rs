@@ -440,8 +440,9 @@ pub(super) enum Step {
 }
 
 /// [`Machine::alone`] of a machine whose walks need more than a count: with a prefetcher,
-/// which remembers every walk in `translate_from`, or a page-table walker, which makes it,
-/// no root stands alone.
+/// which remembers every walk in `translate_from`, a page-table walker, which makes it, or
+/// several CPUs, whose misses are looked at for the shootdowns that caused them
+/// ([`Machine::root_missed`]), no root stands alone.
 pub(super) fn alone_unless_walks(alone: [bool; 3], prefetch: bool, walker: bool) -> [bool; 3] {
     if prefetch || walker {
         [false; 3]

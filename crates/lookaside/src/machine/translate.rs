@@ -90,6 +90,15 @@ impl Machine {
     #[inline(never)]
     pub(super) fn root_missed(&mut self, addr: u64, kind: Kind, mode: Mode, r: usize) -> bool {
         self.ledger.access(r, mode, kind, true);
+        if self.cpus.is_some() {
+            let u = &self.units[r];
+            let ctx = if addr >= self.global_above {
+                u.ctx_global
+            } else {
+                u.ctx_now
+            };
+            self.shot_miss(r, addr >> self.default_shift[r], ctx);
+        }
         self.last_missed = r;
         match self.pages.default {
             Some(backing) => {
@@ -186,6 +195,9 @@ impl Machine {
             self.count_climb(i, !hit);
             if hit {
                 return false;
+            }
+            if self.cpus.is_some() {
+                self.shot_miss(i, addr >> s, ctx);
             }
             self.last_missed = i;
             level = self.next[i].at(kind, shift);
@@ -336,7 +348,7 @@ impl Machine {
                 }
                 let global = e.addr >= self.global_above;
                 for u in &mut self.units {
-                    u.invalidate_page(e.addr, e.asid, global);
+                    u.invalidate_page(e.addr, e.asid, global, |_, _, _| {});
                 }
             }
             _ => {}

@@ -27,7 +27,9 @@ pub struct Cut {
 }
 
 impl Cut {
-    /// What the cut keeps, in words, for the output's metadata.
+    /// What the cut keeps, in words, for the output's metadata. (The words stay those the
+    /// stored corpus was cut with, so that a recapture gives its metadata byte for byte: the
+    /// CPU running, which a cut carries too, is not named.)
     pub fn describe(&self) -> String {
         let from = match &self.phase {
             Some(p) => format!("the start of phase '{p}'"),
@@ -38,8 +40,8 @@ impl Cut {
             None => "every reference after them".into(),
         };
         format!(
-            "{keep} after skipping {} references from {from}, after the CPU, address space, \
-             phase and idle state the events before set up",
+            "{keep} after skipping {} references from {from}, after the address space, phase \
+             and idle state the events before set up",
             self.skip
         )
     }
