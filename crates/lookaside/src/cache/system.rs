@@ -727,7 +727,7 @@ impl MemorySystem {
     /// hardware makes; counted in `straddles`), and of every line between when `second` says
     /// there are more (see [`MemorySystem::middle_lines`]). Stalls into `stalls`; returns whether every
     /// line hit.
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn cached(
         &mut self,

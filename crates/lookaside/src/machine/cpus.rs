@@ -56,6 +56,8 @@ pub(super) struct CpuSet {
     running: usize,
     /// The structures each CPU has its own of (all but the shared), by unit index.
     own: Vec<usize>,
+    /// Per unit, whether every CPU uses it (`shared`).
+    shared: Vec<bool>,
     /// Per CPU, its own structures while another runs (in the order of `own`); the running
     /// CPU's slot holds spares, which each swap moves along.
     parked: Vec<Vec<Unit>>,
@@ -158,6 +160,7 @@ impl CpuSet {
         }
         Ok(Some(Box::new(CpuSet {
             running: 0,
+            shared: config.tlbs.iter().map(|t| t.shared).collect(),
             own,
             parked,
             asid: vec![0; n as usize],
@@ -300,17 +303,10 @@ impl Machine {
             n
         };
         let r = set.running;
-        let shared: Vec<bool> = {
-            let mut v = vec![true; self.units.len()];
-            for &i in &set.own {
-                v[i] = false;
-            }
-            v
-        };
         // The running CPU's structures, and the shared ones whichever CPUs it reaches.
         let mut removed = 0;
         for (i, u) in self.units.iter_mut().enumerate() {
-            if targets & (1 << r) != 0 || (shared[i] && targets != 0) {
+            if targets & (1 << r) != 0 || (set.shared[i] && targets != 0) {
                 removed += flush(u, false);
             }
         }
