@@ -13,7 +13,10 @@
 //! CPU's TLBs; an unmap or protect reaches the CPUs `machine.shootdown` says (those that ran
 //! the address space, all, or the running one only). A shared structure is reached when any
 //! CPU is. Each CPU counts the shootdowns it sent (an invalidation that reached another CPU)
-//! and received, and the entries invalidations removed from its TLBs.
+//! and received, the entries invalidations removed from its TLBs, and the misses shootdowns
+//! caused it: a miss of one of its own structures on an entry a shootdown from another CPU
+//! removed (kept per structure until a miss refills it or the CPU invalidates it itself),
+//! looked at on the miss paths only ([`Machine::shot_miss`]).
 //!
 //! Not yet on several CPUs (refused when built): software refill, a memory system, a page
 //! table, caches, a virtually addressed cache, prefetching and dynamic partitioning.
