@@ -597,7 +597,8 @@ impl Machine {
             self.alone = alone_unless_walks(
                 alone,
                 self.prefetch.is_some(),
-                self.walker.is_some() || self.cpus.is_some(),
+                self.walker.is_some(),
+                self.cpus.is_some(),
             );
             if let (Some(m), true) = (self.memory.as_deref_mut(), pages.mixed()) {
                 m.set_page_sizes(pages.clone());

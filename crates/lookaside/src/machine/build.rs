@@ -53,8 +53,9 @@ impl Machine {
                 physical_caches(&config, p, source_name)?;
             }
         }
+        // The smallest page the machine maps: a hashed or inverted table's page.
+        let smallest = smallest_page(&config);
         if let (Some(v), Some(p)) = (&config.vac, &config.pagetable) {
-            let smallest = smallest_page(&config);
             let base = crate::mmu::table_page_shift(p, smallest);
             if let Some((key, size)) = config
                 .pages
@@ -374,9 +375,9 @@ impl Machine {
                                 "'identity' makes a page's frame its virtual page number, which no page table ([pagetable]) of a physical memory maps; choose another mapping".into(),
                             ));
                         }
-                        Walker::with_memory(p, source_name, m, smallest_page(&config))?
+                        Walker::with_memory(p, source_name, m, smallest)?
                     }
-                    None => Walker::from_config(p, source_name, smallest_page(&config))?,
+                    None => Walker::from_config(p, source_name, smallest)?,
                 });
                 // Pages the table cannot hold would never be walked: refuse them here.
                 // (An unmapped region, a kernel class among them, has no size to hold.)
@@ -429,12 +430,8 @@ impl Machine {
             .prefetch
             .as_ref()
             .map(|p| Box::new(Prefetcher::new(p.user_entries, p.kernel_entries)));
-        let alone = alone_unless_walks(
-            alone,
-            prefetch.is_some(),
-            walker.is_some() || config.machine.cpus > 1,
-        );
         let cpus = super::cpus::CpuSet::build(&config, &mut units, source_name)?;
+        let alone = alone_unless_walks(alone, prefetch.is_some(), walker.is_some(), cpus.is_some());
         Ok(Machine {
             cpus,
             other_cpu: 0,

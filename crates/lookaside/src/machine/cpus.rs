@@ -57,12 +57,10 @@ struct CpuStats {
 #[derive(Debug)]
 pub(super) struct CpuSet {
     running: usize,
-    /// The structures each CPU has its own of (all but the shared), by unit index.
-    own: Vec<usize>,
-    /// Per unit, whether every CPU uses it (`shared`).
+    /// Per unit, whether every CPU uses it (`shared`); each CPU has its own of the others.
     shared: Vec<bool>,
-    /// Per CPU, its own structures while another runs (in the order of `own`); the running
-    /// CPU's slot holds spares, which each swap moves along.
+    /// Per CPU, its own structures while another runs (the units not shared, in order); the
+    /// running CPU's slot holds spares, which each swap moves along.
     parked: Vec<Vec<Unit>>,
     /// Per CPU, the address space it runs.
     asid: Vec<u32>,
@@ -138,16 +136,15 @@ impl CpuSet {
                 "{src}: machine.cpus: {n} CPUs with {section} (several CPUs have TLB trees only, so far)"
             )));
         }
-        let own: Vec<usize> = (0..units.len())
-            .filter(|&i| !config.tlbs[i].shared)
-            .collect();
-        for &i in &own {
+        let shared: Vec<bool> = config.tlbs.iter().map(|t| t.shared).collect();
+        let own = || (0..shared.len()).filter(|&i| !shared[i]);
+        for i in own() {
             units[i].shot = Some(Box::default());
         }
         let mut parked = Vec::with_capacity(n as usize);
         for cpu in 0..n as u64 {
-            let mut mine = Vec::with_capacity(own.len());
-            for &i in &own {
+            let mut mine = Vec::new();
+            for i in own() {
                 let mut p = units[i].tlb.params().clone();
                 p.seed ^= cpu.wrapping_mul(0x2545_F491_4F6C_DD1D);
                 let mut u = units[i].clone();
@@ -161,22 +158,29 @@ impl CpuSet {
             }
             parked.push(mine);
         }
-        Ok(Some(Box::new(CpuSet {
+        let mut set = CpuSet {
             running: 0,
-            shared: config.tlbs.iter().map(|t| t.shared).collect(),
-            own,
+            shared,
             parked,
             asid: vec![0; n as usize],
-            ran: HashMap::from([(0, u64::MAX >> (64 - n))]),
+            ran: HashMap::new(),
             policy: config.machine.shootdown,
             stats: vec![CpuStats::default(); n as usize],
             since: (Vec::new(), 0),
             beyond: None,
-        })))
+        };
+        // Every CPU starts in address space 0.
+        set.ran.insert(0, set.all());
+        Ok(Some(Box::new(set)))
     }
 
     fn count(&self) -> usize {
         self.parked.len()
+    }
+
+    /// Every CPU, as a mask.
+    fn all(&self) -> u64 {
+        u64::MAX >> (64 - self.count())
     }
 
     /// The running CPU stops: what the ledger counted since it began is its own.
@@ -189,13 +193,11 @@ impl CpuSet {
     /// The CPUs an invalidation of the OS in address space `asid` reaches (a mask), `global`
     /// if the page is every address space's.
     fn reached(&self, asid: u32, global: bool) -> u64 {
-        let all = u64::MAX >> (64 - self.count());
         let me = 1u64 << self.running;
         match self.policy {
             Shootdown::Local => me,
-            Shootdown::All => all,
-            Shootdown::Ran if global => all,
-            Shootdown::Ran => me | self.ran.get(&asid).copied().unwrap_or(0),
+            Shootdown::Ran if !global => me | self.ran.get(&asid).copied().unwrap_or(0),
+            Shootdown::Ran | Shootdown::All => self.all(),
         }
     }
 }
@@ -217,7 +219,8 @@ impl Machine {
         set.close(&self.ledger);
         let r = set.running;
         set.asid[r] = self.cur_asid;
-        for (k, &i) in set.own.iter().enumerate() {
+        let own = (0..set.shared.len()).filter(|&i| !set.shared[i]);
+        for (k, i) in own.enumerate() {
             std::mem::swap(&mut self.units[i], &mut set.parked[r][k]);
             std::mem::swap(&mut self.units[i], &mut set.parked[c][k]);
         }
@@ -257,11 +260,10 @@ impl Machine {
         let Some(set) = self.cpus.as_deref_mut() else {
             return;
         };
-        let all = u64::MAX >> (64 - set.count());
         let global = e.addr != FLUSH_ALL && e.addr >= self.global_above;
         let targets = match (e.kind, e.paddr) {
             (Kind::TlbFlush, NO_PADDR) => 1 << set.running,
-            (Kind::TlbFlush, mask) => mask & all,
+            (Kind::TlbFlush, mask) => mask & set.all(),
             _ => set.reached(e.asid, global),
         };
         // Invalidate in `u`, a structure of a CPU the invalidation reaches; `remote`: a
@@ -271,20 +273,15 @@ impl Machine {
             let mut shot = u.shot.take();
             let mut n = 0;
             if e.addr == FLUSH_ALL {
-                n = match (&mut shot, remote) {
-                    (Some(s), true) => u.tlb.flush_if(|vpn, ctx| {
+                if let (Some(s), false) = (&mut shot, remote) {
+                    s.clear();
+                }
+                n = u.tlb.flush_if(|vpn, ctx| {
+                    if let (Some(s), true) = (&mut shot, remote) {
                         s.insert((vpn, ctx));
-                        true
-                    }),
-                    (s, _) => {
-                        if let Some(s) = s {
-                            s.clear();
-                        }
-                        let valid = u.tlb.valid_entries();
-                        u.tlb.flush_all();
-                        valid
                     }
-                } as u64;
+                    true
+                }) as u64;
                 if let Some(sh) = u.shadow.as_deref_mut() {
                     sh.flush_all();
                 }

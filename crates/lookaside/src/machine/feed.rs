@@ -443,8 +443,13 @@ pub(super) enum Step {
 /// which remembers every walk in `translate_from`, a page-table walker, which makes it, or
 /// several CPUs, whose misses are looked at for the shootdowns that caused them
 /// ([`Machine::root_missed`]), no root stands alone.
-pub(super) fn alone_unless_walks(alone: [bool; 3], prefetch: bool, walker: bool) -> [bool; 3] {
-    if prefetch || walker {
+pub(super) fn alone_unless_walks(
+    alone: [bool; 3],
+    prefetch: bool,
+    walker: bool,
+    several_cpus: bool,
+) -> [bool; 3] {
+    if prefetch || walker || several_cpus {
         [false; 3]
     } else {
         alone

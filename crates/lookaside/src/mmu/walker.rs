@@ -1810,16 +1810,18 @@ mod tests {
         );
         let identity = machine("", "mapping='identity'").unwrap_err().to_string();
         assert!(identity.contains("memory.mapping"), "{identity}");
-        // A VAC is a data path of its own; its pages must hold the table's.
-        let vac = |extra: &str| {
+        // A VAC is a data path of its own; its pages must hold the table's. (`pages`: the
+        // machine's page size, `org` its table's organisation, `extra` after the VAC.)
+        let with_vac = |pages: &str, org: &str, extra: &str| {
             Machine::assemble(
-                Some(&format!("[[tlb]]\nname='t'\nentries=4\n[pagetable]\norganisation='radix'\n[vac]\nsize='16KiB'\n{extra}")),
+                Some(&format!("[[tlb]]\nname='t'\nentries=4\n[pages]\nsize='{pages}'\n[pagetable]\norganisation='{org}'\n[vac]\nsize='16KiB'\n{extra}")),
                 "m.toml",
                 &[],
                 &[],
             )
             .map_err(|e| e.to_string())
         };
+        let vac = |extra: &str| with_vac("4KiB", "radix", extra);
         let small = vac("").unwrap_err();
         assert!(
             small.contains("vac.page: 2048-byte VAC pages, but the page table's pages are 4K")
@@ -1829,15 +1831,7 @@ mod tests {
         );
         assert!(vac("page='4KiB'\n").is_ok());
         // The HP 9000/834: 2 KiB pages, the VAC's and a hashed table's.
-        let hp = |pages: &str| {
-            Machine::assemble(
-                Some(&format!("[[tlb]]\nname='t'\nentries=4\n[pages]\nsize='{pages}'\n[pagetable]\norganisation='hashed'\n[vac]\nsize='16KiB'\n")),
-                "m.toml",
-                &[],
-                &[],
-            )
-            .map_err(|e| e.to_string())
-        };
+        let hp = |pages: &str| with_vac(pages, "hashed", "");
         assert_eq!(hp("2KiB").unwrap().walker().unwrap().base_shift(), 11);
         // Pages larger than the VAC's would span two of its frames.
         let large = hp("4KiB").unwrap_err();
