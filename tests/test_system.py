@@ -211,6 +211,9 @@ def test_unknown_workloads_and_misused_options_are_clear_errors(tmp_path):
     p = subprocess.run([*cli, "trace", "--fs", "user", "-o", str(tmp_path / "x.lks"), "--",
                         "true"], capture_output=True, text=True)
     assert p.returncode == 2 and "--fs chooses the file service of" in p.stderr
+    p = subprocess.run([*cli, "trace", "--cpus", "2", "-o", str(tmp_path / "x.lks"), "--",
+                        "true"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--cpus gives CPUs to a whole system's guest" in p.stderr
 
 
 def test_the_initramfs_is_a_valid_newc_archive(tmp_path):
@@ -231,7 +234,8 @@ def test_the_initramfs_is_a_valid_newc_archive(tmp_path):
     assert names == ["workload", "workload/run.sh", "dev/console", "odd"]
     assert p.stdout.splitlines()[2].startswith("crw")
     assert system.workload_names() == ["andrew", "compile", "compress", "djpeg", "gzip", "mix",
-                                       "oltp", "ousterhout", "pipe", "ring", "text"]
+                                       "oltp", "ousterhout", "pipe", "ring", "shootdown",
+                                       "text"]
     assert Path(system.workloads_dir() / "pingpong.c").is_file()
 
 
@@ -263,8 +267,9 @@ def test_a_workload_names_what_it_needs(tmp_path):
 
 
 def test_debian_packages_and_parameters_are_named_in_a_workloads_script(tmp_path):
-    """`# needs: pkg:NAME` names a Debian package; `NAME-N` runs NAME's script with its
-    `# parameter:` set to N; a name that is neither is a clear error."""
+    """`# needs: pkg:NAME` names a Debian package, `cc:DIR/NAME.c` a program built for that
+    workload alone; `NAME-N` runs NAME's script with its `# parameter:` set to N; a name that
+    is neither is a clear error."""
     assert system._needs(system.workloads_dir().joinpath("andrew.sh").read_text()) == [
         "tcc", "wordfreq", "pkg:coreutils", "pkg:findutils", "pkg:grep"]
     assert system._needs(system.workloads_dir().joinpath("oltp.sh").read_text()) == [
@@ -285,7 +290,13 @@ def test_debian_packages_and_parameters_are_named_in_a_workloads_script(tmp_path
     for name in names:
         for need in system._needs(system._script(name)):
             assert need == "tcc" or need.startswith("pkg:") or (
-                system.workloads_dir() / need).is_dir(), (name, need)
+                system.workloads_dir() / need).is_dir() or (
+                need.startswith("cc:") and (system.workloads_dir() / need[3:]).is_file()), (
+                    name, need)
+    # A program of its own goes into its workload's guest alone.
+    own = system._workload("shootdown", tmp_path).programs
+    assert [Path(p).name for p in own][-1] == "shootdown"
+    assert "shootdown" not in {Path(p).name for p in system._workload("pipe", tmp_path).programs}
 
 
 def _apt_has(package: str) -> bool:
@@ -707,6 +718,52 @@ def test_a_kernel_version_that_cannot_be_fetched_is_a_clear_error(tmp_path, monk
         system.assets(tmp_path, kernel="6.1.0-55-cloud-amd64", **quiet)
     monkeypatch.setenv("LOOKASIDE_KERNEL", "6.1.0-56-cloud-amd64=6.1.192-2")
     assert system.assets(tmp_path, **quiet).root == rel
+
+
+def test_the_build_tools_may_be_a_newer_revision_of_the_kernels_release(monkeypatch):
+    """The headers ask for linux-kbuild-X >= the kernel's version, and Debian's security
+    archive replaces that package (shared by every flavour) when any flavour is rebuilt:
+    the kernel's exact version when apt has it, else the newest of the same release; another
+    release is an error naming what apt offers."""
+    offered = ["6.1.192-3", "6.1.176-1"]
+    monkeypatch.setattr(system, "_versions", lambda package: offered)
+    assert system._kbuild_version("linux-kbuild-6.1", "6.1.192-2") == "6.1.192-3"
+    assert system._kbuild_version("linux-kbuild-6.1", "6.1.176-1") == "6.1.176-1"
+    with pytest.raises(lookaside.LookasideError,
+                       match=r"linux-kbuild-6.1 6.1.193-1 cannot be fetched: apt offers "
+                             r"6.1.192-3, 6.1.176-1, none of release 6.1.193"):
+        system._kbuild_version("linux-kbuild-6.1", "6.1.193-1")
+
+
+@needs_system
+def test_a_two_cpu_capture_records_the_shootdowns_of_an_unmap(tmp_path):
+    """`--cpus 2` with the ``shootdown`` workload: the main thread (held to CPU 0) maps 8
+    pages, a worker held to CPU 1 stores into each, the main thread unmaps them, 8 times.
+    While the worker runs the address space on CPU 1 (it spins, it never sleeps), each unmap
+    must reach CPU 1, page by page: the first 7 rounds' at least (after its last store the
+    worker may have exited, and Linux leaves a CPU that no longer runs the address space
+    alone). The trace says which CPU made each reference and what each flush reached; a
+    machine of two CPUs drops the pages from CPU 1's TLBs, which held them (the worker had
+    stored into them)."""
+    rounds, pages = 8, 8
+    out = tmp_path / "shootdown.lks"
+    s = system.record_system("shootdown", out, cpus=2, quiet=True)
+    assert s["exit_status"] == 0, "every worker store was seen by the main thread"
+    assert s["shootdowns"] >= (rounds - 1) * pages
+    i = lookaside.info(out)
+    extra = i["metadata"]["extra"]
+    assert "-smp 2" in extra["machine"] and extra["repeatable"].startswith("no")
+    assert set(i["by_cpu"]) == {"0", "1"}
+    assert all(c["user"] > 0 and c["kernel"] > 0 for c in i["by_cpu"].values())
+    sd = i["shootdowns"]
+    assert sd["0"]["sent"] >= (rounds - 1) * pages
+    assert sd["1"]["received"] >= (rounds - 1) * pages
+    r = lookaside.simulate(out, "modern-x86", {"machine.cpus": 2}).data["cpus"]["per_cpu"]
+    assert r[1]["shootdowns_received"] == sd["1"]["received"]
+    assert r[1]["entries_invalidated"] >= (rounds - 1) * pages
+    assert r[1]["shootdown_misses"] > 0
+    with pytest.raises(lookaside.LookasideError, match="--cpus 33: a guest has 1 to 32 CPUs"):
+        system.record_system("shootdown", tmp_path / "x.lks", cpus=33, quiet=True)
 
 
 def test_a_failed_workloads_error_shows_its_last_output_plainly():

@@ -217,9 +217,14 @@ def cmd_info(args: argparse.Namespace) -> int:
                 for i, (a, c) in enumerate(v.items()):
                     named = k == "by_asid" and int(a) in names
                     who = f" ({', '.join(names[int(a)])})" if named else ""
+                    shot = s.get("shootdowns", {}).get(a) if k == "by_cpu" else None
+                    sd = (f"; shootdowns sent {shot['sent']:,}, received {shot['received']:,}"
+                          if shot else "")
                     print(f"{k if i == 0 else '':<{width}}  {a}{who}: user {c['user']:,}, "
-                          f"kernel {c['kernel']:,}")
+                          f"kernel {c['kernel']:,}{sd}")
                 continue
+            if k == "shootdowns":
+                continue  # on the by_cpu lines
             if k.startswith("addr_") and isinstance(v, int):
                 shown = f"{v:#x}"
             elif isinstance(v, dict) and k in ("kinds", "modes"):
@@ -315,7 +320,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise LookasideError("--workload runs inside a whole system: add --system")
     for opt, what in (("file", "--file copies into"), ("copy", "--copy copies into"),
                       ("kernel", "--kernel names the kernel of"),
-                      ("fs", "--fs chooses the file service of")):
+                      ("fs", "--fs chooses the file service of"),
+                      ("cpus", "--cpus gives CPUs to")):
         if getattr(args, opt) and not args.system:
             raise LookasideError(f"{what} a whole system's guest: add --system")
     if args.system and args.via != "auto":
@@ -331,8 +337,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 raise LookasideError("give --workload NAME or -- PROGRAM ARGS…, not both")
             s = record_system(args.workload, args.output, command=argv or None,
                               files=args.file, copies=args.copy, kernel=args.kernel,
-                              fs=args.fs or "kernel", level=args.level, progress=prog,
-                              quiet=args.quiet)
+                              fs=args.fs or "kernel", cpus=args.cpus or 1, level=args.level,
+                              progress=prog, quiet=args.quiet)
         else:
             s = record(argv, args.output, args.via, level=args.level, progress=prog,
                        quiet=args.quiet)
@@ -510,8 +516,9 @@ def parser() -> argparse.ArgumentParser:
                        usage="lookaside trace -o FILE [--via auto|qemu|valgrind] [--level N] "
                              "[-q] -- PROGRAM ARGS…\n"
                              "       lookaside trace --system -o FILE "
-                             "[--kernel RELEASE[=VERSION]] [--fs kernel|user|user2] "
-                             "[--workload NAME | [--file F]… [--copy PATH]… -- PROGRAM ARGS…]",
+                             "[--kernel RELEASE[=VERSION]] [--fs kernel|user|user2]\n"
+                             "                [--cpus N] [--workload NAME | [--file F]… "
+                             "[--copy PATH]… -- PROGRAM ARGS…]",
                        description="Run PROGRAM under QEMU (user mode) with Lookaside's plugin "
                                    "and record every instruction fetch, load and store, of "
                                    "every thread, into a trace (native unless the output's "
@@ -535,7 +542,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--workload", metavar="NAME",
                    help="with --system: a shipped workload (default pipe; the corpus: gzip, "
                         "compile, text, andrew, ousterhout, djpeg, oltp[-N], ring[-N]; also "
-                        "compress, mix)")
+                        "compress, mix; shootdown for --cpus)")
     s.add_argument("--file", action="append", default=[], metavar="F",
                    help="with --system: copy the file or directory tree F into the guest's "
                         "working directory")
@@ -551,6 +558,10 @@ def parser() -> argparse.ArgumentParser:
                    help="with --system: where the file service of the working directory runs: "
                         "in the kernel (default), in a user-level server (bindfs over FUSE, "
                         "as Mach's UX server), or through two stacked ones")
+    s.add_argument("--cpus", type=int, metavar="N",
+                   help="with --system: the guest's CPUs (default 1, at most "
+                        "32): every CPU's references, in the order they ran, with CPU "
+                        "markers and the kernel's TLB shootdowns")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress or report")
     s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS…")
     s.set_defaults(run=cmd_trace)

@@ -76,6 +76,18 @@ GUEST_EPOCH = 946684800
 QEMU_CLOCK = ("-icount", "shift=0,sleep=off", "-rtc",
               "base=" + datetime.datetime.fromtimestamp(GUEST_EPOCH, datetime.timezone.utc)
               .strftime("%Y-%m-%dT%H:%M:%S") + ",clock=vm", "-seed", "1")
+#: Most CPUs a guest has (``--cpus``): its vCPUs take turns on one host thread, so each one
+#: more slows the capture.
+MAX_CPUS = 32
+#: How a guest of several CPUs runs: its vCPUs take turns on one host thread (so that their
+#: references come in the order they ran), with the real-time clock and random numbers of
+#: :data:`QEMU_CLOCK` but *without* its instruction counting, which cannot run an x86 guest
+#: of several CPUs: QEMU 7.2's ``-icount`` lets a vCPU spinning for another keep its turn
+#: for as long as its time budget lasts, and the kernel never finishes bringing up its
+#: second CPU. So time in such a guest follows the host's clock, timer interrupts land
+#: where the host's timing puts them, and two captures of the same inputs differ (the
+#: trace's metadata says so, ``repeatable``).
+SMP_ACCEL, SMP_CLOCK = "tcg,thread=single", QEMU_CLOCK[2:]
 #: The line the guest's /init prints with the workload's exit status.
 EXIT_MARK = "LOOKASIDE-EXIT"
 #: The Debian packages of the guest's C toolchain, for workloads that need ``tcc``: the Tiny
@@ -192,6 +204,25 @@ def _versions(package: str) -> list[str]:
     return re.findall(r"^\s+(?:\*\*\*\s+)?(\S+)\s+-?\d+\s*$", table, re.M)
 
 
+def _kbuild_version(package: str, version: str) -> str:
+    """The version of the kernel's build tools (``linux-kbuild-*``, shared by every flavour
+    of a release) to build a module for the kernel ``version``: that version, or else the
+    newest apt offers of the same upstream release (the headers ask for ``>=``: Debian's
+    security archive replaces the build tools' package when any flavour is rebuilt, before
+    or without a new image of this one)."""
+    offered = _versions(package)
+    if version in offered:
+        return version
+    upstream = version.rsplit("-", 1)[0]
+    same = [v for v in offered if v.rsplit("-", 1)[0] == upstream]
+    if not same:
+        raise LookasideError(
+            f"{package} {version} cannot be fetched: apt offers "
+            f"{', '.join(offered) or 'no version of it'}, none of release {upstream} (run "
+            "`apt-get update` if apt's lists are stale)")
+    return same[0]
+
+
 class Assets:
     """The kernel, the headers to build modules for it, and a static busybox, unpacked in
     the cache."""
@@ -261,8 +292,10 @@ def assets(cache: Path | None = None, say: Callable[[str], Any] = _say,
     headers = f"linux-headers-{release}"
     packages = [f"{image}={version}", f"{headers}={version}"]
     for dep in _depends(headers):
-        if dep.startswith(("linux-headers-", "linux-kbuild-")):
+        if dep.startswith("linux-headers-"):
             packages.append(f"{dep}={version}")
+        elif dep.startswith("linux-kbuild-"):
+            packages.append(f"{dep}={_kbuild_version(dep, version)}")
     packages.append("busybox-static")
     say(f"fetching kernel {release} ({version}), its headers and busybox (once)")
 
@@ -530,15 +563,18 @@ def toolchain_files(root: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def build_module(a: Assets) -> Path:
+def build_module(a: Assets, shootdowns: bool = False) -> Path:
     """The marker module for this kernel, built unless its cached tree (beside the kernel)
-    has a build of this source. The build directory's name is mapped away
-    (``-ffile-prefix-map``): the linker derives the module's ELF build-id from everything it
-    links, debug information naming that (temporary) directory included, so that each host
-    would otherwise build other bytes and give the initramfs another hash."""
+    has a build of this source; with ``shootdowns`` (a guest of several CPUs), with its
+    probes of the kernel's TLB shootdowns (``LK_SHOOTDOWNS``), which a guest of one CPU is
+    built without, so that its captures stay what they were. The build directory's name is
+    mapped away (``-ffile-prefix-map``): the linker derives the module's ELF build-id from
+    everything it links, debug information naming that (temporary) directory included, so
+    that each host would otherwise build other bytes and give the initramfs another hash."""
     src = _data_dir("tracers") / "system"
     files = [src / "lookaside_marks.c", src / "Kbuild"]
-    h = hashlib.sha256(a.release.encode() + b" prefix-mapped")
+    flags = " -DLK_SHOOTDOWNS" if shootdowns else ""
+    h = hashlib.sha256(a.release.encode() + b" prefix-mapped" + flags.encode())
     for f in files:
         h.update(f.read_bytes())
     out = a.root / f"lookaside_marks-{h.hexdigest()[:16]}.ko"
@@ -548,8 +584,8 @@ def build_module(a: Assets) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
             shutil.copy(f, tmp)
-        _run(["make", "-C", str(a.headers), f"M={tmp}", f"KCFLAGS=-ffile-prefix-map={tmp}=.",
-              "modules"],
+        _run(["make", "-C", str(a.headers), f"M={tmp}",
+              f"KCFLAGS=-ffile-prefix-map={tmp}=.{flags}", "modules"],
              f"building the marker module for {a.release}")
         tmp_ko = out.with_name(f".{out.name}.{os.getpid()}")
         _run(["strip", "--strip-debug", "-o", str(tmp_ko), str(Path(tmp) / "lookaside_marks.ko")],
@@ -1012,28 +1048,34 @@ def _script(name: str) -> str:
                          f"{', '.join(workload_names())})")
 
 
+def _program(src: Path, cache: Path) -> Path:
+    """The workload program built from the C source ``src`` (``gcc -static -O2``, or
+    ``$CC``), built unless the cache has a build of this source."""
+    h = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+    exe = cache / "system" / "workloads" / f"{src.stem}-{h}" / src.stem
+    if not exe.is_file():
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        cc = os.environ.get("CC") or "gcc"
+        _need(cc, "gcc")
+        tmp = exe.with_name(f".{src.stem}.{os.getpid()}")
+        _run([cc, "-O2", "-static", "-o", str(tmp), str(src)],
+             f"building the workload program {src.name}")
+        os.replace(tmp, exe)
+    return exe
+
+
 def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workload:
-    """A shipped workload: its script, the programs it needs, built from their C source
-    (``NAME.c`` beside it) with ``gcc -static``, and what its ``# needs:`` lines name:
-    ``tcc``, the guest's C toolchain (:func:`toolchain`); ``pkg:PACKAGE``, a Debian package
-    whose programs go into the guest at their own paths with the libraries they need
-    (:func:`debian_packages`, :func:`package_files`); or a directory beside it, copied into
-    /workload."""
+    """A shipped workload: its script, the programs every workload's guest gets, built from
+    their C source (each ``NAME.c`` beside the scripts) with ``gcc -static``, and what its
+    ``# needs:`` lines name: ``tcc``, the guest's C toolchain (:func:`toolchain`);
+    ``pkg:PACKAGE``, a Debian package whose programs go into the guest at their own paths
+    with the libraries they need (:func:`debian_packages`, :func:`package_files`);
+    ``cc:DIR/NAME.c``, a program of its own, built as the others (a program added to every
+    guest would change the guests of the stored corpus, which recapture bit for bit); or a
+    directory beside it, copied into /workload."""
     d = workloads_dir()
     script = _script(name)
-    programs = []
-    for src in sorted(d.glob("*.c")):
-        h = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
-        exe = cache / "system" / "workloads" / f"{src.stem}-{h}" / src.stem
-        if not exe.is_file():
-            exe.parent.mkdir(parents=True, exist_ok=True)
-            cc = os.environ.get("CC") or "gcc"
-            _need(cc, "gcc")
-            tmp = exe.with_name(f".{src.stem}.{os.getpid()}")
-            _run([cc, "-O2", "-static", "-o", str(tmp), str(src)],
-                 f"building the workload program {src.name}")
-            os.replace(tmp, exe)
-        programs.append(str(exe))
+    programs = [str(_program(src, cache)) for src in sorted(d.glob("*.c"))]
     extra: list[tuple[str, Path]] = []
     packages: list[str] = []
     debian = [n[4:] for n in _needs(script) if n.startswith("pkg:")]
@@ -1044,7 +1086,9 @@ def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workl
     for need in _needs(script):
         if need.startswith("pkg:"):
             continue
-        if need == "tcc":
+        if need.startswith("cc:") and need.endswith(".c") and (d / need[3:]).is_file():
+            programs.append(str(_program(d / need[3:], cache)))
+        elif need == "tcc":
             root = toolchain(cache, say)
             extra += toolchain_files(root)
             packages += (root / "VERSION").read_text().split()
@@ -1053,7 +1097,7 @@ def _workload(name: str, cache: Path, say: Callable[[str], Any] = _say) -> Workl
                       for p in sorted((d / need).iterdir()) if p.is_file()]
         else:
             raise LookasideError(f"workload '{name}' needs '{need}', which is neither tcc, "
-                                 "pkg:PACKAGE nor a directory beside it")
+                                 "pkg:PACKAGE, cc:SOURCE.c nor a directory beside it")
     return Workload(script, programs, extra, list(dict.fromkeys(packages)))
 
 
@@ -1094,7 +1138,7 @@ def _failed(status: int, output: list[str]) -> str:
 def record_system(workload: str | None, output: str | os.PathLike[str], *,
                   command: list[str] | None = None, files: list[str] = (),
                   copies: list[str] = (), kernel: str | None = None,
-                  fs: str = "kernel", level: int | None = None,
+                  fs: str = "kernel", cpus: int = 1, level: int | None = None,
                   progress: Callable[[int, int], Any] | None = None,
                   quiet: bool = False) -> dict[str, Any]:
     """Boot the guest, run ``workload`` (a shipped one) or ``command`` (a host program and
@@ -1105,8 +1149,11 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     programs and libraries among them with the libraries they need); ``kernel`` names the
     kernel (:func:`assets`); ``fs`` where the file service of /workload runs
     (:data:`FILE_SERVICES`: ``user`` and ``user2`` put one or two bindfs servers between the
-    workload and the kernel's file system). A workload that exits with a non-zero status is
-    an error.
+    workload and the kernel's file system); ``cpus`` the guest's CPUs (:data:`MAX_CPUS` at
+    most): their references interleave in the order QEMU ran them, with a CPU marker where
+    the running CPU changes and the kernel's TLB shootdowns as TLB flushes naming the CPUs
+    they reach (not repeatable bit for bit: :data:`SMP_ACCEL`). A workload that exits with a
+    non-zero status is an error.
     Nothing is written at ``output`` unless the capture is complete and the workload
     succeeded. The capture is deterministic (:data:`QEMU_CLOCK`): the trace's metadata names
     everything that went into it."""
@@ -1114,6 +1161,8 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
         raise LookasideError("give a shipped workload or a command to run in the guest")
     if fs not in FILE_SERVICES:
         raise LookasideError(f"--fs {fs}: expected one of {', '.join(FILE_SERVICES)}")
+    if not 1 <= cpus <= MAX_CPUS:
+        raise LookasideError(f"--cpus {cpus}: a guest has 1 to {MAX_CPUS} CPUs")
     for f in copies:
         if not os.path.isabs(f):
             raise LookasideError(f"--copy {f}: give the absolute path it has on this host, "
@@ -1128,7 +1177,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     cache = cache_dir()
     say = (lambda m: None) if quiet else _say
     a = assets(cache, say, kernel)
-    module = build_module(a)
+    module = build_module(a, shootdowns=cpus > 1)
     plugin = build_plugin(cache, name="lookaside-system-plugin")
     guest = Guest()
     packages = [busybox_version(a)]
@@ -1174,8 +1223,9 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
         initrd = Path(tmp) / "initramfs.cpio"
         initrd_sha = build_initramfs(initrd, a, module, run, guest, path_var, servers)
         r, w = os.pipe()
-        machine = ["-nodefaults", "-display", "none", "-no-reboot", "-accel", "tcg",
-                   "-cpu", CPU, "-smp", "1", "-m", str(RAM_MIB), *QEMU_CLOCK]
+        accel, clock = ("tcg", QEMU_CLOCK) if cpus == 1 else (SMP_ACCEL, SMP_CLOCK)
+        machine = ["-nodefaults", "-display", "none", "-no-reboot", "-accel", accel,
+                   "-cpu", CPU, "-smp", str(cpus), "-m", str(RAM_MIB), *clock]
         cmd = [qemu, *machine, "-serial", "stdio", "-kernel", str(a.kernel),
                "-initrd", str(initrd), "-append", APPEND,
                "-plugin", f"{plugin},fd={w},ram={RAM_MIB << 20}"]
@@ -1183,7 +1233,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
                  ("kernel", f"{a.release} ({a.version})"),
                  ("kernel_package", a.package),
                  ("kernel_command_line", APPEND),
-                 ("machine", f"qemu-system-x86_64 -cpu {CPU} -smp 1 -m {RAM_MIB}M (TCG)"),
+                 ("machine", f"qemu-system-x86_64 -cpu {CPU} -smp {cpus} -m {RAM_MIB}M (TCG)"),
                  ("qemu_command", shlex.join(["qemu-system-x86_64", *machine, "-kernel",
                                               f"vmlinuz-{a.release}", "-initrd",
                                               "initramfs.cpio", "-append", APPEND])),
@@ -1195,6 +1245,10 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
                   "over FUSE"),
                  ("date", datetime.datetime.now(datetime.timezone.utc)
                   .strftime("%Y-%m-%dT%H:%M:%SZ"))]
+        if cpus > 1:
+            extra.append(("repeatable", "no: a guest of several CPUs runs without instruction "
+                          "counting (QEMU's -icount cannot boot it), so its timing follows "
+                          "the host's"))
         if guest.inputs:
             extra.append(("inputs", "; ".join(f"{p} sha256:{h}" for p, h in guest.inputs)))
         t0 = time.perf_counter()

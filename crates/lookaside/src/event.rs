@@ -158,6 +158,10 @@ pub const VM_PAGE_MARK: u64 = 0x564d_5047_0000_0000; // "VMPG"
 /// one CPU, which counts markers and simulates nothing for them, is unchanged and pays nothing.
 pub const CPU_MARK: u64 = 0x4350_5553_0000_0000; // "CPUS"
 
+/// Most CPUs a stream (and a machine) has: a shootdown names the CPUs it reaches in one
+/// 64-bit mask (a [`Kind::TlbFlush`]'s `paddr`).
+pub const MAX_CPUS: u32 = 64;
+
 /// Which CPU made each event of a stream (see [`CPU_MARK`]): the last CPU marker's, 0 before
 /// any.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -28,12 +28,9 @@ use serde_json::{json, Value};
 use super::{Machine, Unit};
 use crate::config::{MachineConfig, Shootdown};
 use crate::error::{Error, Result};
-use crate::event::{Event, Kind, FLUSH_ALL, NO_PADDR};
+use crate::event::{Event, Kind, FLUSH_ALL, MAX_CPUS, NO_PADDR};
 use crate::ledger::{Counter, Ledger};
 use crate::tlb::Engine;
-
-/// Most CPUs a machine has: a shootdown names its targets in one 64-bit mask.
-pub const MAX_CPUS: u32 = 64;
 
 /// What one CPU counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

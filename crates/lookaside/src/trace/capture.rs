@@ -23,6 +23,9 @@
 //!                  Version 2: u64 virtual address, u64 physical address (all ones if
 //!                  unknown), u32 address space, u16 size, u8 kind (0 fetch, 1 load, 2 store,
 //!                  3 context switch: the running address space becomes this record's,
+//!                  size 0; 4 TLB flush (a shootdown): the page at the address of this
+//!                  record's address space, or every page ([`crate::event::FLUSH_ALL`]),
+//!                  dropped from the TLBs of the CPUs whose bits the physical address sets,
 //!                  size 0; 8 marker: the payload in place of the address, size 0: an idle
 //!                  loop's bounds ([`crate::event::IDLE_MARK`]) or a phase the workload
 //!                  started ([`crate::event::PHASE_MARK`])), u8 mode (0 user, 1 kernel)
@@ -43,10 +46,15 @@
 //! ```
 //!
 //! Records of one thread keep their order; records of different threads interleave block by
-//! block (blocks of up to 4096 records), in the order the blocks were written. In version 1
-//! every event is a user-mode event in address space 0 (the threads of a program share
-//! it) with no physical address; a system call becomes a marker ([`Event::syscall`]). A stream that ends anywhere but after END (or EXEC) is an
-//! error ("truncated"), as is any malformed block or record; errors name the byte offset.
+//! block (blocks of up to 4096 records), in the order the blocks were written. In version 2
+//! the threads are the guest's CPUs and their blocks are in the order they ran (the plugin
+//! writes a block wherever the running vCPU changes): a block of another vCPU than the last
+//! becomes a CPU marker ([`Event::on_cpu`]) before its events, so the events keep the order
+//! QEMU ran them in and say which CPU made each (a stream of vCPU 0 alone has none). In
+//! version 1 every event is a user-mode event in address space 0 (the threads of a program
+//! share it) with no physical address; a system call becomes a marker ([`Event::syscall`]).
+//! A stream that ends anywhere but after END (or EXEC) is an error ("truncated"), as is any
+//! malformed block or record; errors name the byte offset.
 
 use std::io::{self, Read};
 use std::path::Path;
@@ -56,7 +64,7 @@ use serde::Serialize;
 use super::kernel::{KernelClass, KernelLayout};
 use super::{create_with, Format, Metadata, Process, TraceSource, WriteOptions};
 use crate::error::{Error, Location, Result};
-use crate::event::{Event, Kind, Mode, BATCH, SYSCALL_NR};
+use crate::event::{Event, Kind, Mode, BATCH, MAX_CPUS, SYSCALL_NR};
 
 use super::stream::Progress;
 
@@ -149,6 +157,12 @@ pub struct CaptureReader<R> {
     record: usize,
     switches: u64,
     syscalls: u64,
+    /// TLB flush records (shootdowns) read.
+    shootdowns: u64,
+    /// The vCPU whose records were read last (a whole system): the CPU of the events.
+    cpu: u32,
+    /// A RECORDS block of another vCPU has begun: a CPU marker goes before its records.
+    cpu_changed: bool,
     processes: Vec<Process>,
     excluded: Option<Excluded>,
     layout: Option<KernelLayout>,
@@ -174,6 +188,9 @@ impl<R: Read> CaptureReader<R> {
             record: RECORD,
             switches: 0,
             syscalls: 0,
+            shootdowns: 0,
+            cpu: 0,
+            cpu_changed: false,
             processes: Vec::new(),
             excluded: None,
             layout: None,
@@ -229,6 +246,11 @@ impl<R: Read> CaptureReader<R> {
         }
         r.pos = HEAD;
         Ok(r)
+    }
+
+    /// TLB shootdowns read (flush records of a whole system's capture, one per page).
+    pub fn shootdowns(&self) -> u64 {
+        self.shootdowns
     }
 
     /// Records read so far.
@@ -360,12 +382,12 @@ impl<R: Read> CaptureReader<R> {
         let at = self.base + p as u64;
         let size = u16::from_le_bytes([r[20], r[21]]);
         match (r[22], r[23]) {
-            (k, _) if k > 3 && k != 8 => self.err(
+            (k, _) if k > 4 && k != 8 => self.err(
                 at + 22,
                 "kind",
                 format!(
                     "unknown record kind {k} (expected 0 fetch, 1 load, 2 store, 3 context \
-                     switch, 8 marker)"
+                     switch, 4 TLB flush, 8 marker)"
                 ),
             ),
             (_, m) if m > 1 => self.err(
@@ -377,6 +399,11 @@ impl<R: Read> CaptureReader<R> {
                 at + 20,
                 "size",
                 format!("a context switch of {size} bytes (expected 0)"),
+            ),
+            (4, _) => self.err(
+                at + 20,
+                "size",
+                format!("a TLB flush of {size} bytes (expected 0)"),
             ),
             (8, _) => self.err(
                 at + 20,
@@ -414,6 +441,17 @@ impl<R: Read> CaptureReader<R> {
         self.pos += HEAD;
         match tag {
             TAG_RECORDS => {
+                if self.is_system() && vcpu != self.cpu {
+                    if vcpu >= MAX_CPUS {
+                        return Err(self.err(
+                            at,
+                            "vcpu",
+                            format!("vCPU {vcpu}: a trace has at most {MAX_CPUS} CPUs"),
+                        ));
+                    }
+                    self.cpu = vcpu;
+                    self.cpu_changed = true;
+                }
                 self.left = count;
                 self.after_exec = false;
                 Ok(true)
@@ -549,6 +587,7 @@ impl<R: Read> CaptureReader<R> {
         let bytes = &self.buf[self.pos..self.pos + take * RECORD_SYSTEM];
         let mut counts = self.counts;
         let mut switches = self.switches;
+        let mut shootdowns = self.shootdowns;
         let mut bad = None;
         for (i, r) in bytes.chunks_exact(RECORD_SYSTEM).enumerate() {
             let addr = u64::from_le_bytes(r[..8].try_into().unwrap_or_default());
@@ -573,6 +612,10 @@ impl<R: Read> CaptureReader<R> {
                     switches += 1;
                     Event::control(Kind::ContextSwitch, 0, asid)
                 }
+                4 if size == 0 => {
+                    shootdowns += 1;
+                    Event::control(Kind::TlbFlush, addr, asid).with_paddr(paddr)
+                }
                 8 if size == 0 => Event::control(Kind::Marker, addr, asid),
                 _ => {
                     bad = Some(i);
@@ -583,6 +626,7 @@ impl<R: Read> CaptureReader<R> {
         }
         self.counts = counts;
         self.switches = switches;
+        self.shootdowns = shootdowns;
         bad
     }
 }
@@ -606,6 +650,9 @@ impl<R: Read> TraceSource for CaptureReader<R> {
             let avail = (self.filled - self.pos) / size;
             if avail == 0 {
                 return Err(self.truncated("inside a record"));
+            }
+            if std::mem::take(&mut self.cpu_changed) {
+                out.push(Event::on_cpu(self.cpu));
             }
             let take = avail.min(BATCH - out.len()).min(self.left as usize);
             let bad = if size == RECORD {
@@ -673,6 +720,8 @@ pub struct Recorded {
     pub switches: u64,
     /// System calls recorded (a program's captures under QEMU), as markers in the trace.
     pub syscalls: u64,
+    /// TLB shootdowns recorded (whole-system captures of several CPUs), one per page.
+    pub shootdowns: u64,
     /// The processes seen, also stored in the trace's metadata (whole-system captures).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<Process>,
@@ -715,6 +764,7 @@ pub fn record(
             r.ending = reader.ending();
             r.switches = reader.switches();
             r.syscalls = reader.syscalls();
+            r.shootdowns = reader.shootdowns();
             r.processes = reader.processes().to_vec();
             r.excluded = reader.excluded();
             r.kernel_layout = reader.layout().map(KernelLayout::describe);
@@ -805,7 +855,7 @@ fn pump<S: TraceSource + Send + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::IDLE_MARKERS;
+    use crate::event::{FLUSH_ALL, IDLE_MARKERS};
     use std::io::Cursor;
 
     /// A stream as the plugin writes it: header, the records in blocks of `block`, then
@@ -1094,6 +1144,65 @@ mod tests {
         );
     }
 
+    /// A system stream with the events of each (vCPU, events) in a block of its own, in order.
+    fn system_blocks(blocks: &[(u32, Vec<Event>)]) -> Vec<u8> {
+        let mut s = system_stream(&[], &[]);
+        s.truncate(s.len() - 2 * HEAD); // the empty RECORDS block and END
+        let mut n = 0;
+        for (vcpu, events) in blocks {
+            let one = system_stream(events, &[]);
+            let block = &one[HEAD..one.len() - HEAD];
+            s.extend_from_slice(&TAG_RECORDS.to_le_bytes());
+            s.extend_from_slice(&vcpu.to_le_bytes());
+            s.extend_from_slice(&block[8..]);
+            n += events.len() as u64;
+        }
+        s.extend_from_slice(&TAG_END.to_le_bytes());
+        s.extend_from_slice(&2u32.to_le_bytes());
+        s.extend_from_slice(&n.to_le_bytes());
+        s
+    }
+
+    #[test]
+    fn the_cpus_blocks_become_cpu_markers_and_shootdowns_tlb_flushes() {
+        let load = |a: u64, asid: u32| Event::reference(Kind::Load, a, 8).with_asid(asid);
+        let shoot = Event::control(Kind::TlbFlush, 0x7000, 3)
+            .with_paddr(0b10)
+            .with_mode(Mode::Kernel);
+        let all = Event::control(Kind::TlbFlush, FLUSH_ALL, 0)
+            .with_paddr(0b11)
+            .with_mode(Mode::Kernel);
+        let blocks = vec![
+            (0, vec![load(0x1000, 1)]),
+            (1, vec![load(0x2000, 3), load(0x3000, 3)]),
+            (1, vec![shoot]),
+            (0, vec![load(0x4000, 1), all]),
+        ];
+        let (got, r) = read_all(system_blocks(&blocks)).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                load(0x1000, 1),
+                Event::on_cpu(1),
+                load(0x2000, 3),
+                load(0x3000, 3),
+                shoot,
+                Event::on_cpu(0),
+                load(0x4000, 1),
+                all,
+            ]
+        );
+        assert_eq!((r.records(), r.shootdowns(), r.counts()), (6, 2, [0, 4, 0]));
+        // A stream that starts on another vCPU says so first.
+        let (got, _) = read_all(system_blocks(&blocks[1..2])).unwrap();
+        assert_eq!(got[0], Event::on_cpu(1));
+        // No more CPUs than a mask names.
+        let s = system_blocks(&[(64, vec![load(0x1000, 1)])]);
+        assert!(error_of(s).contains(&format!(
+            "byte offset {HEAD}: vcpu: vCPU 64: a trace has at most 64 CPUs"
+        )));
+    }
+
     #[test]
     fn malformed_system_records_are_errors() {
         let good = system_stream(&system_sample(), &[]);
@@ -1110,6 +1219,10 @@ mod tests {
         let mut s = good.clone();
         s[first + 20] = 5; // a context switch with a size
         assert!(error_of(s).contains(": size: a context switch of 5 bytes"));
+        let mut s = good.clone();
+        s[first + 20] = 5;
+        s[first + 22] = 4; // a TLB flush with a size
+        assert!(error_of(s).contains(": size: a TLB flush of 5 bytes"));
         // A PROC block in a program's stream is not one.
         let mut s = stream(&sample(2), 4, Some(TAG_END));
         s[HEAD] = TAG_PROC as u8;

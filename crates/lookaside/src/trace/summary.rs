@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::TraceSource;
 use crate::error::Result;
-use crate::event::{Cpus, Event, Kind, Mode, ALL_KINDS};
+use crate::event::{Cpus, Event, Kind, Mode, ALL_KINDS, MAX_CPUS, NO_PADDR};
 
 /// Page size used to count distinct pages.
 pub const SUMMARY_PAGE: u64 = 4096;
@@ -29,6 +29,17 @@ pub const BY_ASID_LIMIT: usize = 4096;
 pub struct ModeCounts {
     pub user: u64,
     pub kernel: u64,
+}
+
+/// The TLB shootdowns of one CPU: TLB flushes whose CPU mask ([`Kind::TlbFlush`]'s
+/// `paddr`) names another CPU than the one that made them, one per page (or one of every
+/// page).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Shootdowns {
+    /// Shootdowns this CPU made.
+    pub sent: u64,
+    /// Shootdowns another CPU made that name this one.
+    pub received: u64,
 }
 
 /// How the physical addresses of a trace map its (address space, virtual page) pairs, over
@@ -88,6 +99,9 @@ pub struct Summary {
     /// References per CPU and mode (the first [`BY_ASID_LIMIT`] CPUs): a trace with no CPU
     /// marker ([`crate::event::CPU_MARK`]) is CPU 0's.
     pub by_cpu: BTreeMap<u32, ModeCounts>,
+    /// TLB shootdowns per CPU (CPUs of [`Self::by_cpu`]; none when the trace has none).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub shootdowns: BTreeMap<u32, Shootdowns>,
     /// The translations the physical addresses of user-mode references imply (when any
     /// carries one).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,6 +124,7 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
     let mut with_paddr = 0;
     let mut by_asid: BTreeMap<u32, ModeCounts> = BTreeMap::new();
     let mut by_cpu: BTreeMap<u32, ModeCounts> = BTreeMap::new();
+    let mut shootdowns: BTreeMap<u32, Shootdowns> = BTreeMap::new();
     let mut cpus = Cpus::default();
     // Per (address space, page): its frame and the frame before the last change.
     let mut frames: HashMap<(u32, u64), (u64, u64)> = HashMap::new();
@@ -128,6 +143,16 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
             if !asids_full && asids.insert(e.asid) && asids.len() >= ASID_LIMIT {
                 asids_full = true;
             }
+            if e.kind == Kind::TlbFlush
+                && e.paddr != NO_PADDR
+                && cpu < MAX_CPUS
+                && e.paddr & !(1u64 << cpu) != 0
+            {
+                shootdowns.entry(cpu).or_default().sent += 1;
+                for c in (0..MAX_CPUS).filter(|&c| c != cpu && e.paddr >> c & 1 == 1) {
+                    shootdowns.entry(c).or_default().received += 1;
+                }
+            }
             if !e.kind.is_ref() {
                 continue;
             }
@@ -143,7 +168,7 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
                     }
                 }
             }
-            let has_paddr = e.paddr != crate::event::NO_PADDR;
+            let has_paddr = e.paddr != NO_PADDR;
             with_paddr += has_paddr as u64;
             let end = e.addr.saturating_add((e.size as u64).max(1) - 1);
             lo = lo.min(e.addr);
@@ -210,6 +235,7 @@ pub fn summarize(source: &mut dyn TraceSource) -> Result<Summary> {
         with_paddr,
         by_asid,
         by_cpu,
+        shootdowns,
         translations: (with_paddr > 0 && modes[0] > 0).then_some(Translations {
             pages: frames.len() as u64,
             ..tr
@@ -273,16 +299,19 @@ mod tests {
         /// References per CPU equal a brute-force tally of who made each reference, in a
         /// random interleaving of CPUs whose every change is marked (with redundant markers,
         /// other markers and control events between), batched anywhere; before the first
-        /// marker the references are CPU 0's.
+        /// marker the references are CPU 0's. Shootdowns likewise: TLB flushes with random
+        /// CPU masks (the running CPU's own flush, without one, is none).
         #[test]
         fn references_per_cpu_follow_the_cpu_markers(
-            refs in proptest::collection::vec((0u32..4, proptest::bool::ANY, 0u8..6), 0..200),
+            refs in proptest::collection::vec(
+                (0u32..4, proptest::bool::ANY, 0u8..6, 0u64..16), 0..200),
             batch in 1usize..17,
         ) {
             let mut events = Vec::new();
             let mut want: BTreeMap<u32, ModeCounts> = BTreeMap::new();
+            let mut shot: BTreeMap<u32, Shootdowns> = BTreeMap::new();
             let mut running = 0;
-            for (i, &(cpu, kernel, extra)) in refs.iter().enumerate() {
+            for (i, &(cpu, kernel, extra, mask)) in refs.iter().enumerate() {
                 if cpu != running || extra == 0 {
                     events.push(Event::on_cpu(cpu));
                     running = cpu;
@@ -290,6 +319,18 @@ mod tests {
                 match extra {
                     1 => events.push(Event::phase("CPUS")),
                     2 => events.push(Event::control(Kind::ContextSwitch, 0, cpu + 1)),
+                    3 => {
+                        let flush = Event::control(Kind::TlbFlush, i as u64 * 64, 1);
+                        events.push(if mask == 0 { flush } else { flush.with_paddr(mask) });
+                        let others: Vec<u32> =
+                            (0..4).filter(|&c| c != running && mask >> c & 1 == 1).collect();
+                        if !others.is_empty() {
+                            shot.entry(running).or_default().sent += 1;
+                        }
+                        for c in others {
+                            shot.entry(c).or_default().received += 1;
+                        }
+                    }
                     _ => {}
                 }
                 let mode = if kernel { Mode::Kernel } else { Mode::User };
@@ -299,6 +340,7 @@ mod tests {
             }
             let s = summarize(&mut VecSource::new(events, batch)).unwrap();
             proptest::prop_assert_eq!(s.by_cpu, want);
+            proptest::prop_assert_eq!(s.shootdowns, shot);
         }
     }
 

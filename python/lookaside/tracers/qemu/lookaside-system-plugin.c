@@ -53,10 +53,20 @@
  *   side of each probe call: the call through the tracepoint's static call (a few
  *   instructions).
  *
+ * - Shootdowns (kind 4, a TLB flush): the module's SHOOT message, sent where the kernel asks
+ *   other CPUs to drop translations (an IPI to each), gives the address space, the range
+ *   and the CPUs it reaches; each page of the range is a flush record (or one record of
+ *   every page, all ones, above the kernel's own ceiling), whose physical address is the
+ *   mask of those CPUs.
+ * - Several vCPUs (-smp N): each keeps its own state (address space, messages), and their
+ *   records go out in the order they ran, as blocks of one vCPU each. That needs the vCPUs
+ *   to run one at a time, in turn, on one thread (-accel tcg,thread=single, which -icount
+ *   implies); then the order is the one QEMU ran them in.
+ *
  * Records are 24 bytes {u64 vaddr, u64 paddr (all ones: unknown), u32 address space, u16
- * size, u8 kind (0 fetch, 1 load, 2 store, 3 context switch, 8 marker), u8 mode (0 user,
- * 1 kernel)},
- * in execution order per vCPU. The marker loads themselves are not recorded.
+ * size, u8 kind (0 fetch, 1 load, 2 store, 3 context switch, 4 TLB flush, 8 marker), u8
+ * mode (0 user, 1 kernel)}, in execution order. The marker loads themselves are not
+ * recorded.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -65,16 +75,24 @@
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
-enum { KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SWITCH = 3, KIND_MARKER = 8 };
+enum {
+    KIND_FETCH = 0, KIND_LOAD = 1, KIND_STORE = 2, KIND_SWITCH = 3, KIND_FLUSH = 4,
+    KIND_MARKER = 8
+};
 enum { CR3_WRITE = 1, CR3_READ = 2 };
 enum {
     MSG_CALIB = 1, MSG_START, MSG_SWITCH, MSG_EXEC, MSG_RENAME, MSG_STOP, MSG_TEXT, MSG_LAYOUT,
-    MSG_PHASE
+    MSG_PHASE, MSG_SHOOT
 };
 /* Marker payloads (crates/lookaside/src/event.rs): a phase the workload starts (its label's
  * bytes, first byte highest, in the low 32 bits), the idle loop's bounds (1 opens, 0 closes). */
 #define PHASE_MARK 0x5048415300000000ULL
 #define IDLE_MARK 0x49444c4500000000ULL
+/* A TLB flush of every page (a flush record's address). */
+#define FLUSH_ALL UINT64_MAX
+/* Most pages a shootdown flushes one by one: the kernel's tlb_single_page_flush_ceiling
+ * (a larger range it flushes whole). */
+#define FLUSH_CEILING 33
 /* Kernel address classes in a LAYOUT message and block: a start and an end each. */
 #define LAYOUT_CLASSES 7
 
@@ -115,7 +133,6 @@ struct msg {
 #define SAVED 16
 
 struct vcpu {
-    uint32_t n;
     uint32_t asid;    /* address space running */
     uint32_t pending; /* takes effect at the next CR3 write (0: none) */
     int idle;         /* the idle task runs (pid 0) */
@@ -129,11 +146,16 @@ struct vcpu {
     uint64_t marker_haddr;
     uint64_t excluded[3]; /* references of the module's code, by kind */
     struct msg msg;
-    struct rec recs[BUF_RECS];
 };
 
 static struct vcpu *vcpus[MAX_VCPUS];
 static unsigned n_vcpus;
+/* The records not yet written, all of vCPU `recs_vcpu`, in the order they were made. The
+ * vCPUs run one at a time, in turn (single-threaded TCG), so one buffer keeps their order
+ * across vCPUs: a record of another vCPU writes out the buffer
+ * first, and the blocks' order is the execution order. */
+static struct rec recs[BUF_RECS];
+static unsigned n_recs, recs_vcpu;
 static qemu_plugin_id_t plugin_id;
 static int recording, stopped;
 static uint64_t ram_bytes;
@@ -272,32 +294,43 @@ static void note_proc(uint32_t pid, uint32_t asid, const char name[16])
 
 /* --- records ------------------------------------------------------------------------- */
 
-/* Writes the records of v and empties it. */
-static void flush(struct vcpu *v, unsigned index)
+/* Writes the records not yet written as one block of their vCPU. */
+static void flush(void)
 {
     pthread_mutex_lock(&out_lock);
-    if (v->n && !closed) {
-        put_block(TAG_RECORDS, index, v->n, v->recs, (size_t)v->n * sizeof(struct rec));
+    if (n_recs && !closed) {
+        put_block(TAG_RECORDS, recs_vcpu, n_recs, recs, (size_t)n_recs * sizeof(struct rec));
         if (!closed)
-            written += v->n;
+            written += n_recs;
     }
-    v->n = 0;
+    n_recs = 0;
     pthread_mutex_unlock(&out_lock);
 }
 
-static inline void put(unsigned index, uint64_t vaddr, uint64_t paddr, uint16_t size,
-                       uint8_t kind, uint8_t mode)
+/* A record of vCPU `index` in address space `asid`. */
+static inline void put_in(unsigned index, uint32_t asid, uint64_t vaddr, uint64_t paddr,
+                          uint16_t size, uint8_t kind, uint8_t mode)
 {
-    struct vcpu *v = vcpus[index];
-    struct rec *r = &v->recs[v->n];
+    if (index != recs_vcpu) {
+        flush();
+        recs_vcpu = index;
+    }
+    struct rec *r = &recs[n_recs];
     r->vaddr = vaddr;
     r->paddr = paddr;
-    r->asid = v->asid;
+    r->asid = asid;
     r->size = size;
     r->kind = kind;
     r->mode = mode;
-    if (++v->n == BUF_RECS)
-        flush(v, index);
+    if (++n_recs == BUF_RECS)
+        flush();
+}
+
+/* A record of vCPU `index` in the address space it runs. */
+static inline void put(unsigned index, uint64_t vaddr, uint64_t paddr, uint16_t size,
+                       uint8_t kind, uint8_t mode)
+{
+    put_in(index, vcpus[index]->asid, vaddr, paddr, size, kind, mode);
 }
 
 static inline uint64_t fetch_paddr(const struct insn *i)
@@ -395,12 +428,11 @@ static void end_stream(void)
 {
     /* {module code start, end, fetches, loads, stores} */
     uint64_t excluded[5] = {text_lo, text_hi, 0, 0, 0};
+    flush();
     for (unsigned k = 0; k < n_vcpus; k++)
-        if (vcpus[k]) {
-            flush(vcpus[k], k);
+        if (vcpus[k])
             for (int kind = 0; kind < 3; kind++)
                 excluded[2 + kind] += vcpus[k]->excluded[kind];
-        }
     pthread_mutex_lock(&out_lock);
     if (!closed) {
         put_block(TAG_EXCLUDED, 0, 0, excluded, sizeof excluded);
@@ -409,6 +441,27 @@ static void end_stream(void)
     }
     close(out_fd);
     pthread_mutex_unlock(&out_lock);
+}
+
+/* A SHOOT message: the kernel on vCPU `index` asks the CPUs of a mask to drop the
+ * translations of a range of an address space (ctx_id 0: the kernel's), or all of them (end
+ * all ones). One flush record per page, or one of every page (FLUSH_ALL) for a range above
+ * the kernel's ceiling; each record's physical address is the mask of the CPUs it reaches. */
+static void put_shootdown(unsigned index, const uint16_t *w)
+{
+    uint32_t asid = asid_for(words_u64(w, 4));
+    uint64_t start = words_u64(w + 4, 4), end = words_u64(w + 8, 4);
+    unsigned shift = w[12] & 0xff;
+    uint64_t targets = words_u64(w + 13, 4);
+    if (shift < 12 || shift > 30)
+        shift = 12;
+    uint64_t first = start >> shift, last = (end - 1) >> shift;
+    if (end == FLUSH_ALL || end <= start || last - first >= FLUSH_CEILING) {
+        put_in(index, asid, FLUSH_ALL, targets, 0, KIND_FLUSH, 1);
+        return;
+    }
+    for (uint64_t page = first; page <= last; page++)
+        put_in(index, asid, page << shift, targets, 0, KIND_FLUSH, 1);
 }
 
 static void on_reset(qemu_plugin_id_t id);
@@ -443,6 +496,10 @@ static void on_message(unsigned index, struct vcpu *v)
             }
             put(index, PHASE_MARK | label, NO_PADDR, 0, KIND_MARKER, 1);
         }
+        return;
+    case MSG_SHOOT:
+        if (recording && v->msg.have == 17)
+            put_shootdown(index, w);
         return;
     case MSG_STOP:
         if (recording && !stopped) {
@@ -641,9 +698,7 @@ static void on_atexit(qemu_plugin_id_t id, void *udata)
      * block, so that the capture reads as incomplete. */
     if (stopped)
         return;
-    for (unsigned k = 0; k < n_vcpus; k++)
-        if (vcpus[k])
-            flush(vcpus[k], k);
+    flush();
     pthread_mutex_lock(&out_lock);
     closed = 1;
     close(out_fd);

@@ -30,6 +30,11 @@
  *   PHASE  9  2 words: the workload starts a phase (`LABEL` written to the module's
  *             parameter `phase`, 1-4 printable ASCII bytes, first byte in the low half of
  *             the first word): the plugin records a phase marker there
+ *   SHOOT 10  17 words: a TLB shootdown this CPU sends: the address-space id of the mm whose
+ *             translations go (4 words; 0: the kernel's own), the start and end of the
+ *             range (4 words each; end all ones: every translation), the page shift of its
+ *             stride (1 word) and the mask of the CPUs that drop them (4 words, bit c for
+ *             CPU c, this one included when it flushes too)
  *
  * Recording spans the workload alone: /init loads the module (registering the probes
  * patches the kernel's code), starts recording, runs the workload, stops recording and
@@ -44,10 +49,22 @@
  *
  * The probes hang on the kernel's tracepoints, found by name with
  * for_each_kernel_tracepoint() (the __tracepoint_* symbols are not exported to modules).
+ * Shootdowns have no tracepoint that names the range and the CPUs: two kprobes, at the entry
+ * of native_flush_tlb_multi() (a user address space's range, to the CPUs of its mm that
+ * are not lazy, or all of them when page tables were freed: the kernel's own rule) and of
+ * flush_tlb_kernel_range() (the kernel's, to every online CPU), send SHOOT. They report
+ * only with several CPUs online (with one, no flush leaves the CPU). They are built in only
+ * for a guest of several CPUs (-DLK_SHOOTDOWNS): a guest of one runs the module it always
+ * ran, so its captures stay bit for bit what they were. A kprobe costs a few kernel
+ * instructions outside this module (its entry through ftrace), which stay in the trace, once
+ * per shootdown.
  */
 #include <linux/highmem.h>
 #include <linux/gfp.h>
 #include <linux/irqflags.h>
+#ifdef LK_SHOOTDOWNS
+#include <linux/kprobes.h>
+#endif
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/sched.h>
@@ -67,7 +84,7 @@ MODULE_DESCRIPTION("Marker loads for Lookaside's full-system capture");
 #define LK_ORDER 4 /* 16 pages: 64 KiB, naturally aligned */
 
 enum { CALIB = 1, START = 2, SWITCH = 3, EXEC = 4, RENAME = 5, STOP = 6, TEXT = 7, LAYOUT = 8,
-       PHASE = 9 };
+       PHASE = 9, SHOOT = 10 };
 #define TASK_WORDS 14
 
 static unsigned long lk_buf;
@@ -251,6 +268,91 @@ static const struct kernel_param_ops lk_phase_ops = {
 module_param_cb(phase, &lk_phase_ops, NULL, 0200);
 MODULE_PARM_DESC(phase, "LABEL (1-4 ASCII bytes): the workload starts phase LABEL");
 
+#ifdef LK_SHOOTDOWNS
+/* What the probes read of the kernel's TLB-flush state. asm/tlbflush.h hides both from
+ * modules (#ifndef MODULE), so their leading fields are declared here as Linux 5.13 to 6.x
+ * lay them out (arch/x86/include/asm/tlbflush.h); the kernel is pinned with the module. */
+struct lk_flush_tlb_info {
+	struct mm_struct *mm;
+	unsigned long start;
+	unsigned long end;
+	u64 new_tlb_gen;
+	unsigned int initiating_cpu;
+	u8 stride_shift;
+	u8 freed_tables;
+};
+
+struct lk_tlb_state_shared {
+	bool is_lazy;
+};
+
+DECLARE_PER_CPU_SHARED_ALIGNED(struct lk_tlb_state_shared, cpu_tlbstate_shared);
+
+/* Sends a shootdown of [start, end) of the address space `ctx` to the CPUs in `mask` for
+ * which `reached` is true. */
+static void lk_shoot(u64 ctx, u64 start, u64 end, unsigned int shift,
+		     const struct cpumask *mask, bool (*reached)(int cpu, bool all), bool all)
+{
+	unsigned long flags;
+	u64 targets = 0;
+	int cpu;
+
+	for_each_cpu(cpu, mask)
+		if (cpu < 64 && reached(cpu, all))
+			targets |= 1ULL << cpu;
+	local_irq_save(flags);
+	lk_mark(SHOOT << 8 | 17);
+	lk_words(ctx, 4);
+	lk_words(start, 4);
+	lk_words(end, 4);
+	lk_mark(shift);
+	lk_words(targets, 4);
+	local_irq_restore(flags);
+}
+
+/* native_flush_tlb_multi()'s rule: a lazy CPU (a kernel thread borrowing the mm) is left
+ * alone unless page tables were freed. */
+static bool lk_not_lazy(int cpu, bool freed_tables)
+{
+	return freed_tables || !per_cpu(cpu_tlbstate_shared.is_lazy, cpu);
+}
+
+static bool lk_every(int cpu, bool all)
+{
+	return true;
+}
+
+/* native_flush_tlb_multi(const struct cpumask *cpumask, const struct flush_tlb_info *info) */
+static int lk_flush_multi(struct kprobe *p, struct pt_regs *regs)
+{
+	const struct lk_flush_tlb_info *info = (const struct lk_flush_tlb_info *)regs->si;
+
+	if (!lk_recording || !info || num_online_cpus() < 2)
+		return 0;
+	lk_shoot(info->mm ? info->mm->context.ctx_id : 0, info->start, info->end,
+		 info->stride_shift, (const struct cpumask *)regs->di, lk_not_lazy,
+		 info->freed_tables);
+	return 0;
+}
+
+/* flush_tlb_kernel_range(unsigned long start, unsigned long end): on every online CPU. */
+static int lk_flush_kernel(struct kprobe *p, struct pt_regs *regs)
+{
+	if (!lk_recording || num_online_cpus() < 2)
+		return 0;
+	lk_shoot(0, regs->di, regs->si, PAGE_SHIFT, cpu_online_mask, lk_every, true);
+	return 0;
+}
+
+static struct kprobe lk_kprobe_multi = {
+	.symbol_name = "native_flush_tlb_multi", .pre_handler = lk_flush_multi,
+};
+static struct kprobe lk_kprobe_kernel = {
+	.symbol_name = "flush_tlb_kernel_range", .pre_handler = lk_flush_kernel,
+};
+static struct kprobe *kprobes[] = { &lk_kprobe_multi, &lk_kprobe_kernel };
+#endif
+
 struct lk_probe {
 	const char *name;
 	void *fn;
@@ -294,11 +396,22 @@ static int __init lk_init(void)
 	lk_mark(CALIB << 8 | 4);
 	lk_words(pa, 4);
 	local_irq_restore(flags);
+#ifdef LK_SHOOTDOWNS
+	err = register_kprobes(kprobes, ARRAY_SIZE(kprobes));
+	if (err) {
+		pr_err("lookaside_marks: cannot probe the TLB shootdowns (%d)\n", err);
+		free_pages(lk_buf, LK_ORDER);
+		return err;
+	}
+#endif
 	for (i = 0; i < ARRAY_SIZE(probes); i++) {
 		err = tracepoint_probe_register(probes[i].tp, probes[i].fn, NULL);
 		if (err) {
 			for (i--; i >= 0; i--)
 				tracepoint_probe_unregister(probes[i].tp, probes[i].fn, NULL);
+#ifdef LK_SHOOTDOWNS
+			unregister_kprobes(kprobes, ARRAY_SIZE(kprobes));
+#endif
 			free_pages(lk_buf, LK_ORDER);
 			return err;
 		}
@@ -312,6 +425,9 @@ static void __exit lk_exit(void)
 
 	for (i = 0; i < ARRAY_SIZE(probes); i++)
 		tracepoint_probe_unregister(probes[i].tp, probes[i].fn, NULL);
+#ifdef LK_SHOOTDOWNS
+	unregister_kprobes(kprobes, ARRAY_SIZE(kprobes));
+#endif
 	tracepoint_synchronize_unregister();
 	if (lk_recording) {
 		lk_recording = false;
