@@ -766,6 +766,28 @@ def test_a_two_cpu_capture_records_the_shootdowns_of_an_unmap(tmp_path):
         system.record_system("shootdown", tmp_path / "x.lks", cpus=33, quiet=True)
 
 
+@needs_system
+def test_the_shootdown_study_counts_what_more_cpus_bring(tmp_path):
+    """`reproduce shootdown`, cut to the threaded workload on 1 and 2 CPUs: one CPU sends no
+    shootdown and takes no miss from one; two send at least the unmaps' (7 rounds of 8
+    pages reach the worker's CPU, see the capture test above), which remove entries and
+    cause misses; the table, the plot and the report are written."""
+    from lookaside.reproduce import shootdown, write
+
+    d = tmp_path / "shootdown"
+    (d / "plots").mkdir(parents=True)
+    o = shootdown.run(d, lambda m: None, cpus=(1, 2), workloads=("shootdown",))
+    write(o, d)
+    t = o.tables["shootdowns"].set_index("cpus")
+    assert t.loc[1, "shootdowns"] == 0 and t.loc[1, "shootdown_misses_tagged"] == 0
+    assert t.loc[2, "shootdowns"] >= 7 * 8
+    assert t.loc[2, "entries_invalidated"] > 0 and t.loc[2, "shootdown_misses_tagged"] > 0
+    assert 0 < t.loc[2, "shootdown_miss_share_tagged"] < 1
+    assert (d / "shootdowns.csv").is_file() and (d / "report.html").is_file()
+    assert list(d.glob("plots/shootdown.*"))
+    assert not o.checks and o.ok, "no paper to compare with: no checks"
+
+
 def test_a_failed_workloads_error_shows_its_last_output_plainly():
     msg = system._failed(1, ["starting", "\x1b[01m\x1b[Kcc1:\x1b[m\x1b[K \x1b[01;31m\x1b[K"
                              "error: \x1b[m\x1b[Kno include path", "x" * 300])

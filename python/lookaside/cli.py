@@ -351,9 +351,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from .reproduce import RECIPES, recipe_module, reproduce, verdict_table
+    from .reproduce import LIVE, RECIPES, all_recipes, recipe_module, reproduce, verdict_table
 
-    names = [n for n, r in RECIPES.items() if r[1]] if args.all else args.names
+    names = all_recipes() if args.all else args.names
     if not names:
         raise NotYetError("name a recipe or --all (have: " + ", ".join(RECIPES) + ")")
     for n in names:
@@ -374,6 +374,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         for n, (_title, module, missing) in RECIPES.items():
             if module is None:
                 print(f"{n}: not built yet — it needs {missing}")
+            elif n in LIVE:
+                print(f"{n}: left out (it captures whole systems as it runs: "
+                      f"`lookaside reproduce {n}`)")
     return 0 if ok else 1
 
 

@@ -276,6 +276,7 @@ pub struct Machine {
     next: Vec<Route>,
     pages: PageSizes,
     split: bool,
+    /// `machine.global_above`, or u64::MAX for none (see [`Machine::is_global`]).
     global_above: u64,
     cur_asid: u32,
     /// Per structure and reference kind, a page whose next reference of that kind is a hit
@@ -347,6 +348,15 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// Whether `addr` lies in the global region (`machine.global_above`: kernel pages shared
+    /// by every address space, entries tagged as no one's). Without one `global_above` is
+    /// u64::MAX, which the byte at u64::MAX must not reach: its page starts below it, and is
+    /// as global as that start (a global region is page-aligned).
+    #[inline(always)]
+    fn is_global(&self, addr: u64) -> bool {
+        addr.min(u64::MAX - 1) >= self.global_above
+    }
+
     /// The configuration this machine was built from.
     pub fn config(&self) -> &MachineConfig {
         &self.config

@@ -254,10 +254,10 @@ impl Machine {
     /// A TLB flush, unmap or protect on a machine of several CPUs: each CPU it reaches drops
     /// the translations it names from its TLBs (see the module documentation).
     pub(super) fn shoot(&mut self, e: &Event) {
+        let global = e.addr != FLUSH_ALL && self.is_global(e.addr);
         let Some(set) = self.cpus.as_deref_mut() else {
             return;
         };
-        let global = e.addr != FLUSH_ALL && e.addr >= self.global_above;
         let targets = match (e.kind, e.paddr) {
             (Kind::TlbFlush, NO_PADDR) => 1 << set.running,
             (Kind::TlbFlush, mask) => mask & set.all(),

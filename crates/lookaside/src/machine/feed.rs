@@ -191,12 +191,9 @@ impl Feed<'_> {
         mode: Mode,
     ) {
         let m = &mut *self.m;
+        let global = m.is_global(addr);
         let u = &mut m.units[r];
-        let ctx = if addr >= m.global_above {
-            u.ctx_global
-        } else {
-            u.ctx_now
-        };
+        let ctx = if global { u.ctx_global } else { u.ctx_now };
         debug_assert!(!u.reads_reference, "no fast path tells the reference");
         let hit = u.tlb.access(page, ctx, u.part(mode));
         if u.shadow.is_some() {
@@ -393,12 +390,9 @@ impl Feed<'_> {
                         return (true, false);
                     }
                     // The first level, inline: most references hit it.
+                    let global = m.is_global(e.addr);
                     let u = &mut m.units[r];
-                    let ctx = if e.addr >= m.global_above {
-                        u.ctx_global
-                    } else {
-                        u.ctx_now
-                    };
+                    let ctx = if global { u.ctx_global } else { u.ctx_now };
                     debug_assert!(!u.reads_reference, "no fast path tells the reference");
                     let hit = u.tlb.access(page, ctx, u.part(e.mode));
                     if u.shadow.is_some() {

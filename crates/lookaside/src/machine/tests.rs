@@ -240,6 +240,26 @@ fn global_pages_are_shared_by_address_spaces() {
 }
 
 #[test]
+fn the_last_byte_of_the_address_space_is_in_its_page_without_a_global_region() {
+    // No global region is u64::MAX: the byte there is in the top page, tagged by its address
+    // space as the rest of that page (it once read as global, and missed).
+    for split in ["first", "split"] {
+        let mut m = build(&format!(
+            "[machine]\nstraddle = '{split}'\n[[tlb]]\nname='t'\nentries=8\nserves='data'\n"
+        ))
+        .unwrap();
+        m.run_batch(&[
+            load(0xffff_ffff_ffff_f3d3),
+            load(0x2392a),
+            load(u64::MAX).with_mode(Mode::Kernel),
+            load(0x2392a),
+            load(u64::MAX - 3),
+        ]);
+        assert_eq!(misses(&m, 0), (5, 2), "straddle = {split}");
+    }
+}
+
+#[test]
 fn bad_machines_name_the_key() {
     let e = |t: &str| build(t).unwrap_err().to_string();
     assert!(e("").contains("no TLB"));

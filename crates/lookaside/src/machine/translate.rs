@@ -64,9 +64,8 @@ impl Machine {
                 Some(s) => {
                     end = at | ((1u64 << s) - 1);
                     // At the last byte the access touches in the page (as a straddle
-                    // always was): the fragment a structure holding smaller pages caches;
-                    // short of u64::MAX, which stands for no `global_above` (same page).
-                    let addr = end.min(last).min(u64::MAX - 1);
+                    // always was): the fragment a structure holding smaller pages caches.
+                    let addr = end.min(last);
                     self.ledger.straddles += 1;
                     // With a memory system, the walker maps the page where the caches find
                     // it: they know no physical address past a reference's first page.
@@ -92,7 +91,7 @@ impl Machine {
         self.ledger.access(r, mode, kind, true);
         if self.cpus.is_some() {
             let u = &self.units[r];
-            let ctx = if addr >= self.global_above {
+            let ctx = if self.is_global(addr) {
                 u.ctx_global
             } else {
                 u.ctx_now
@@ -170,7 +169,7 @@ impl Machine {
         mode: Mode,
         shift: u32,
     ) -> bool {
-        let global = addr >= self.global_above;
+        let global = self.is_global(addr);
         while let Some(i) = level {
             let u = &mut self.units[i];
             let s = if Some(shift) == self.pages.default {
@@ -336,6 +335,7 @@ impl Machine {
             Kind::TlbFlush | Kind::Unmap | Kind::Protect | Kind::Map
                 if e.kind != Kind::Map || remapped =>
             {
+                let global = self.is_global(e.addr);
                 if e.kind == Kind::Unmap {
                     if let Some(w) = self.walker.as_deref_mut() {
                         w.unmap(e.asid, e.addr);
@@ -343,10 +343,9 @@ impl Machine {
                 }
                 if matches!(e.kind, Kind::Unmap | Kind::Map) {
                     if let Some(p) = self.prefetch.as_deref_mut() {
-                        p.forget(e.asid, e.addr, e.addr >= self.global_above, self.cur_asid);
+                        p.forget(e.asid, e.addr, global, self.cur_asid);
                     }
                 }
-                let global = e.addr >= self.global_above;
                 for u in &mut self.units {
                     u.invalidate_page(e.addr, e.asid, global, |_, _, _| {});
                 }
