@@ -394,7 +394,9 @@ fn options() -> impl Strategy<Value = Options> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    // 24 cases once let a defect of the machine's global test at the top byte through for
+    // many runs (a seed found it; its regression is kept): enough cases to meet such seeds.
+    #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
     fn events_match_the_machine(
