@@ -263,6 +263,14 @@ pub fn unsimulated_warnings(dropped: u64, all: u64) -> Vec<String> {
     )]
 }
 
+/// What a result of a machine of one CPU must say when the trace's CPU markers name others
+/// (the highest, `other_cpu`; 0: none did). One message for every engine.
+pub fn one_cpu_warning(other_cpu: u32) -> Option<String> {
+    (other_cpu > 0).then(|| format!(
+        "cpus: the trace's events were made by several CPUs (its CPU markers name CPU {other_cpu} and more), and this machine has one: they all ran on it; give machine.cpus to simulate each CPU's TLBs"
+    ))
+}
+
 /// A simulated machine.
 #[derive(Debug)]
 pub struct Machine {
@@ -427,6 +435,9 @@ impl Machine {
         if let Some(v) = self.vac.as_deref_mut() {
             v.run_batch(events);
         }
+        if self.refill.is_some() || self.memory.is_some() || self.caches_alone() {
+            self.note_cpus(events);
+        }
         if self.refill.is_some() && self.memory.is_some() {
             for e in events {
                 self.refill_memory_event(*e);
@@ -451,6 +462,17 @@ impl Machine {
         let mut feed = self.feed();
         for e in events {
             feed.event(e);
+        }
+    }
+
+    /// The CPUs a batch's markers name, for a machine of one CPU whose events do not go
+    /// through [`Machine::control`] (software refill, a memory system, caches alone): its
+    /// result must still say that the trace was made by several (see [`Machine::warnings`]).
+    fn note_cpus(&mut self, events: &[Event]) {
+        for e in events {
+            if let Some(cpu) = e.cpu_marked() {
+                self.other_cpu = self.other_cpu.max(cpu);
+            }
         }
     }
 
@@ -562,12 +584,7 @@ impl Machine {
     pub fn warnings(&self) -> Vec<String> {
         let mut w = unsimulated_warnings(self.dropped(), self.translations());
         w.extend(self.kernel_warnings());
-        if self.other_cpu > 0 {
-            w.push(format!(
-                "cpus: the trace's events were made by several CPUs (its CPU markers name CPU {} and more), and this machine has one: they all ran on it; give machine.cpus to simulate each CPU's TLBs",
-                self.other_cpu
-            ));
-        }
+        w.extend(one_cpu_warning(self.other_cpu));
         if let Some(n) = self
             .walker
             .as_deref()

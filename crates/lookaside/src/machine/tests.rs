@@ -488,6 +488,42 @@ pub(super) const MACH3: &str =
     include_str!("../../../../python/lookaside/presets/decstation3100-mach3.toml");
 
 #[test]
+fn every_machine_of_one_cpu_says_when_the_trace_was_made_by_several() {
+    // Software refill, a memory system, caches alone and a TLB tree: each takes the events
+    // its own way, and each warns.
+    let memory = include_str!("../../../../python/lookaside/presets/decstation5000-200.toml");
+    let caches = "[[cache]]\nname='l1'\nsize='4K'\nline=64\nways=2\nserves='unified'\n";
+    let tlb = "[[tlb]]\nname='t'\nentries=8\n";
+    for (name, text) in [
+        ("mach3", MACH3),
+        ("memory", memory),
+        ("caches", caches),
+        ("tlb", tlb),
+    ] {
+        let mut m = Machine::assemble(Some(text), name, &[], &[]).unwrap();
+        m.run_batch(&[
+            load(0x1000),
+            Event::on_cpu(2),
+            load(0x2000),
+            Event::on_cpu(0),
+        ]);
+        assert!(
+            m.warnings()
+                .iter()
+                .any(|w| w.starts_with("cpus:") && w.contains("CPU 2")),
+            "{name}: {:?}",
+            m.warnings()
+        );
+        let mut m = Machine::assemble(Some(text), name, &[], &[]).unwrap();
+        m.run_batch(&[load(0x1000), Event::on_cpu(0), load(0x2000)]);
+        assert!(
+            !m.warnings().iter().any(|w| w.starts_with("cpus:")),
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn a_mips_machine_refuses_user_references_above_kuseg_naming_the_fix() {
     let x86 = |m: &mut Machine| {
         let evs: Vec<Event> = (0..200)

@@ -172,6 +172,8 @@ pub struct FamilyAnswer {
     /// machine's `straddles` and `wrapped`).
     pub straddles: u64,
     pub wrapped: u64,
+    /// The highest CPU the trace's CPU markers name (0: only CPU 0 made events).
+    pub other_cpu: u32,
     /// The TLB's name and its page size, as results label it (`4K`).
     pub structure: String,
     pub page: String,
@@ -198,7 +200,9 @@ impl FamilyAnswer {
 
     /// What the results must say about translations left unsimulated.
     pub fn warnings(&self) -> Vec<String> {
-        crate::machine::unsimulated_warnings(self.wrapped, self.accesses)
+        let mut w = crate::machine::unsimulated_warnings(self.wrapped, self.accesses);
+        w.extend(crate::machine::one_cpu_warning(self.other_cpu));
+        w
     }
 
     /// What is common to every geometry, as JSON: `{trace: {path, format, references,
@@ -338,6 +342,7 @@ pub fn answer_path(
         instructions,
         straddles: feeder.straddles,
         wrapped: feeder.wrapped,
+        other_cpu: feeder.other_cpu,
         structure: config.tlbs[0].name.clone(),
         page,
         accesses,

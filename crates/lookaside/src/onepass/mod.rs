@@ -221,6 +221,10 @@ pub struct Feeder {
     pub straddles: u64,
     /// References whose last byte would lie past 2^64 (as the machine's `wrapped`).
     pub wrapped: u64,
+    /// The highest CPU the trace's CPU markers name (0: none other than CPU 0): the TLB is
+    /// one CPU's, as a machine of one CPU's is, and says so
+    /// ([`crate::machine::one_cpu_warning`]).
+    pub other_cpu: u32,
 }
 
 impl Feeder {
@@ -236,6 +240,7 @@ impl Feeder {
             references: 0,
             straddles: 0,
             wrapped: 0,
+            other_cpu: 0,
         }
     }
 
@@ -288,6 +293,11 @@ impl Feeder {
                     Kind::TlbFlush if e.addr == FLUSH_ALL => engine.flush(),
                     Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
                         engine.invalidate(e.addr >> shift, self.ctx(e.asid))
+                    }
+                    Kind::Marker => {
+                        if let Some(cpu) = e.cpu_marked() {
+                            self.other_cpu = self.other_cpu.max(cpu);
+                        }
                     }
                     _ => {}
                 }

@@ -507,3 +507,49 @@ fn pages_counts_the_stack_through_invalidations_and_flushes() {
     // the flush.
     assert_eq!(r.cold, r.accesses);
 }
+
+#[test]
+fn the_cpus_a_trace_names_are_noted_and_said() {
+    let opts = Options {
+        page_shift: 12,
+        kinds: [true, true, true],
+        tagged: true,
+        split: false,
+    };
+    let load = |a| Event::reference(Kind::Load, a, 8);
+    let mut f = Feeder::new(opts.clone());
+    let mut s = StackDistance::new(16);
+    f.feed(
+        &mut s,
+        &[
+            load(0x1000),
+            Event::on_cpu(3),
+            load(0x2000),
+            Event::on_cpu(0),
+        ],
+    );
+    assert_eq!((f.other_cpu, f.references), (3, 2));
+    let mut one = Feeder::new(opts);
+    one.feed(&mut s, &[Event::on_cpu(0), load(0x1000)]);
+    assert_eq!(one.other_cpu, 0);
+    let answer = |other_cpu| crate::onepass::FamilyAnswer {
+        path: "t".into(),
+        format: "native",
+        references: 2,
+        instructions: 0,
+        straddles: 0,
+        wrapped: 0,
+        other_cpu,
+        structure: "t".into(),
+        page: "4K".into(),
+        accesses: 2,
+        geometries: vec![],
+        methods: vec![],
+        misses: vec![],
+    };
+    assert!(answer(3)
+        .warnings()
+        .iter()
+        .any(|w| w.starts_with("cpus:") && w.contains("CPU 3")));
+    assert!(answer(0).warnings().is_empty());
+}
