@@ -172,6 +172,17 @@ impl Unit {
             base
         }
     }
+
+    /// The context of the running address space's entries of the default page size (`global`:
+    /// the global region's), as the fast paths keep it.
+    #[inline(always)]
+    fn running_ctx(&self, global: bool) -> u64 {
+        if global {
+            self.ctx_global
+        } else {
+            self.ctx_now
+        }
+    }
 }
 
 /// No structure, in a [`Route`].

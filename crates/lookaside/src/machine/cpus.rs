@@ -50,6 +50,12 @@ struct CpuStats {
     shootdown_misses: u64,
 }
 
+/// The units each CPU has its own of (those not `shared`), in order: the order of a CPU's
+/// parked structures.
+fn own(shared: &[bool]) -> impl Iterator<Item = usize> + '_ {
+    (0..shared.len()).filter(|&i| !shared[i])
+}
+
 /// The CPUs of a machine of several (see the module documentation).
 #[derive(Debug)]
 pub(super) struct CpuSet {
@@ -134,14 +140,13 @@ impl CpuSet {
             )));
         }
         let shared: Vec<bool> = config.tlbs.iter().map(|t| t.shared).collect();
-        let own = || (0..shared.len()).filter(|&i| !shared[i]);
-        for i in own() {
+        for i in own(&shared) {
             units[i].shot = Some(Box::default());
         }
         let mut parked = Vec::with_capacity(n as usize);
         for cpu in 0..n as u64 {
             let mut mine = Vec::new();
-            for i in own() {
+            for i in own(&shared) {
                 let mut p = units[i].tlb.params().clone();
                 p.seed ^= cpu.wrapping_mul(0x2545_F491_4F6C_DD1D);
                 let mut u = units[i].clone();
@@ -216,8 +221,7 @@ impl Machine {
         set.close(&self.ledger);
         let r = set.running;
         set.asid[r] = self.cur_asid;
-        let own = (0..set.shared.len()).filter(|&i| !set.shared[i]);
-        for (k, i) in own.enumerate() {
+        for (k, i) in own(&set.shared).enumerate() {
             std::mem::swap(&mut self.units[i], &mut set.parked[r][k]);
             std::mem::swap(&mut self.units[i], &mut set.parked[c][k]);
         }

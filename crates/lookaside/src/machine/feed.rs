@@ -193,7 +193,7 @@ impl Feed<'_> {
         let m = &mut *self.m;
         let global = m.is_global(addr);
         let u = &mut m.units[r];
-        let ctx = if global { u.ctx_global } else { u.ctx_now };
+        let ctx = u.running_ctx(global);
         debug_assert!(!u.reads_reference, "no fast path tells the reference");
         let hit = u.tlb.access(page, ctx, u.part(mode));
         if u.shadow.is_some() {
@@ -392,7 +392,7 @@ impl Feed<'_> {
                     // The first level, inline: most references hit it.
                     let global = m.is_global(e.addr);
                     let u = &mut m.units[r];
-                    let ctx = if global { u.ctx_global } else { u.ctx_now };
+                    let ctx = u.running_ctx(global);
                     debug_assert!(!u.reads_reference, "no fast path tells the reference");
                     let hit = u.tlb.access(page, ctx, u.part(e.mode));
                     if u.shadow.is_some() {

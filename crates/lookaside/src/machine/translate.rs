@@ -90,12 +90,7 @@ impl Machine {
     pub(super) fn root_missed(&mut self, addr: u64, kind: Kind, mode: Mode, r: usize) -> bool {
         self.ledger.access(r, mode, kind, true);
         if self.cpus.is_some() {
-            let u = &self.units[r];
-            let ctx = if self.is_global(addr) {
-                u.ctx_global
-            } else {
-                u.ctx_now
-            };
+            let ctx = self.units[r].running_ctx(self.is_global(addr));
             self.shot_miss(r, addr >> self.default_shift[r], ctx);
         }
         self.last_missed = r;
