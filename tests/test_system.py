@@ -214,6 +214,10 @@ def test_unknown_workloads_and_misused_options_are_clear_errors(tmp_path):
     p = subprocess.run([*cli, "trace", "--cpus", "2", "-o", str(tmp_path / "x.lks"), "--",
                         "true"], capture_output=True, text=True)
     assert p.returncode == 2 and "--cpus gives CPUs to a whole system's guest" in p.stderr
+    for cpus in ("0", "33"):  # refused, never taken for the default
+        p = subprocess.run([*cli, "trace", "--system", "--cpus", cpus, "-o",
+                            str(tmp_path / "x.lks")], capture_output=True, text=True)
+        assert p.returncode == 2 and f"--cpus {cpus}: a guest has 1 to 32 CPUs" in p.stderr
 
 
 def test_the_initramfs_is_a_valid_newc_archive(tmp_path):

@@ -322,7 +322,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                       ("kernel", "--kernel names the kernel of"),
                       ("fs", "--fs chooses the file service of"),
                       ("cpus", "--cpus gives CPUs to")):
-        if getattr(args, opt) and not args.system:
+        if getattr(args, opt) not in (None, []) and not args.system:
             raise LookasideError(f"{what} a whole system's guest: add --system")
     if args.system and args.via != "auto":
         raise LookasideError("--via chooses how a program is captured, not a whole system")
@@ -337,7 +337,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 raise LookasideError("give --workload NAME or -- PROGRAM ARGS…, not both")
             s = record_system(args.workload, args.output, command=argv or None,
                               files=args.file, copies=args.copy, kernel=args.kernel,
-                              fs=args.fs or "kernel", cpus=args.cpus or 1, level=args.level,
+                              fs=args.fs or "kernel",
+                              cpus=1 if args.cpus is None else args.cpus, level=args.level,
                               progress=prog, quiet=args.quiet)
         else:
             s = record(argv, args.output, args.via, level=args.level, progress=prog,
