@@ -55,8 +55,17 @@ const PREAMBLE: usize = 14;
 /// Largest header accepted (it is a few hundred bytes in practice).
 const MAX_HEADER: u32 = 1 << 20;
 /// Default zstd level of the writer: fast enough for bulk conversion. Level 19 makes files
-/// about 30% smaller, at a tenth of the speed (worth it for traces that are shipped).
+/// about 30% smaller, at a tenth of the speed (worth it for traces that are shipped), and a
+/// miss-heavy trace written at 19 parses at about half the speed (many short matches).
 pub const DEFAULT_LEVEL: i32 = 3;
+/// From this zstd level on, a trace is written to be small (the shipped traces): zstd's
+/// literals stay Huffman-coded. Below it they are stored raw: on a miss-heavy trace most
+/// record bytes are random address bits that zstd cannot match and Huffman coding shrinks
+/// by only about a tenth, and decoding them is where inflation spends its time. Raw, they
+/// inflate about twice as fast and the trace parses about 1.4x faster; a real program's
+/// trace, mostly matches, parses as fast as before and is 6-13 % larger. Any zstd reader
+/// reads either kind, so the format is the same.
+const SMALLEST_LEVEL: i32 = 19;
 /// Decompressed bytes decoded per refill.
 pub(crate) const CAP: usize = 512 * 1024;
 
@@ -572,6 +581,12 @@ impl NativeWriter {
             zstd::stream::write::Encoder::new(out, level).map_err(|e| Error::io(&path, e))?;
         enc.include_checksum(true)
             .map_err(|e| Error::io(&path, e))?;
+        if level < SMALLEST_LEVEL {
+            enc.set_parameter(zstd::stream::raw::CParameter::LiteralCompressionMode(
+                zstd::zstd_safe::ParamSwitch::Disable,
+            ))
+            .map_err(|e| Error::io(&path, e))?;
+        }
         Ok(NativeWriter {
             enc: Some(enc),
             path,
