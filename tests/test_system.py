@@ -766,6 +766,18 @@ def test_a_two_cpu_capture_records_the_shootdowns_of_an_unmap(tmp_path):
     assert r[1]["shootdowns_received"] == sd["1"]["received"]
     assert r[1]["entries_invalidated"] >= (rounds - 1) * pages
     assert r[1]["shootdown_misses"] > 0
+    # Each of those unmaps is one request (one interrupt to CPU 1) for its 8 pages; priced,
+    # the sender pays per request and interrupt, the receiver per interrupt and page.
+    cost = {"send": 1000, "per_target": 100, "receive": 10, "page": 1, "flush_all": 1}
+    c = lookaside.simulate(out, "modern-x86", {"machine.cpus": 2, **{
+        f"machine.shootdown_cycles.{k}": v for k, v in cost.items()}}).data["cpus"]
+    c0, c1 = c["per_cpu"]
+    assert c0["requests_sent"] >= rounds - 1 and c0["ipis_sent"] == c0["requests_sent"]
+    assert c0["shootdowns_sent"] - c0["requests_sent"] >= (rounds - 1) * (pages - 1)
+    sending, receiving = c0["shootdown_cycles"]["sending"], c1["shootdown_cycles"]["receiving"]
+    assert sending == 1000 * c0["requests_sent"] + 100 * c0["ipis_sent"]
+    assert receiving == 10 * c1["ipis_received"] + c1["shootdowns_received"]
+    assert c["shootdown_cycles"] == sum(sum(p["shootdown_cycles"].values()) for p in c["per_cpu"])
     with pytest.raises(lookaside.LookasideError, match="--cpus 33: a guest has 1 to 32 CPUs"):
         system.record_system("shootdown", tmp_path / "x.lks", cpus=33, quiet=True)
 
@@ -787,6 +799,8 @@ def test_the_shootdown_study_counts_what_more_cpus_bring(tmp_path):
     assert t.loc[2, "shootdowns"] >= 7 * 8
     assert t.loc[2, "entries_invalidated"] > 0 and t.loc[2, "shootdown_misses_tagged"] > 0
     assert 0 < t.loc[2, "shootdown_miss_share_tagged"] < 1
+    assert t.loc[2, "requests"] >= 7 and t.loc[2, "ipis"] == t.loc[2, "requests"]
+    assert t.loc[1, "requests"] == 0 and t.loc[2, "requests_per_minstr"] > 0
     assert (d / "shootdowns.csv").is_file() and (d / "report.html").is_file()
     assert list(d.glob("plots/shootdown.*"))
     assert not o.checks and o.ok, "no paper to compare with: no checks"

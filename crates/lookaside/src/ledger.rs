@@ -145,6 +145,12 @@ impl Ledger {
         c.misses += n;
     }
 
+    /// Events counted so far, references and control events: two events of the stream are
+    /// neighbours when this grew by one between them.
+    pub fn events(&self) -> u64 {
+        self.refs.iter().sum::<u64>() + self.control.iter().sum::<u64>()
+    }
+
     /// Count one control event.
     #[inline]
     pub fn control(&mut self, kind: Kind) {

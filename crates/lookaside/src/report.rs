@@ -332,25 +332,43 @@ fn get_f64(v: &Value, path: &[&str]) -> Option<f64> {
 }
 
 /// A readable table of a result (as made by [`result_json`]).
-/// The `cpus` section as text: per CPU its references, the last-level walks it made, and
-/// the shootdowns it sent and received.
+/// The `cpus` section as text: per CPU its references, the last-level walks it made, the
+/// shootdowns it sent and received (pages, requests, interrupts) and, when the machine
+/// prices them, their cycles.
 fn cpus_table(c: &Value) -> String {
+    let cycles = get_u64(c, &["shootdown_cycles"]);
     let mut out = format!(
-        "cpus: {} (shootdown: {})\n",
+        "cpus: {} (shootdown: {}{})\n",
         get_u64(c, &["count"]),
-        c["shootdown"].as_str().unwrap_or("")
+        c["shootdown"].as_str().unwrap_or(""),
+        if cycles > 0 {
+            format!("; shootdown cycles {}", fmt_int(cycles))
+        } else {
+            String::new()
+        }
     );
     for p in c["per_cpu"].as_array().into_iter().flatten() {
         out.push_str(&format!(
-            "  cpu {:<3} {:>14} references {:>12} walks   shootdowns sent {}, received {}; entries invalidated {}, misses they caused {}\n",
+            "  cpu {:<3} {:>14} references {:>12} walks   shootdowns sent {} ({} requests, {} IPIs), received {} ({} IPIs); entries invalidated {}, misses they caused {}",
             get_u64(p, &["cpu"]),
             fmt_int(get_u64(p, &["references"])),
             fmt_int(get_u64(p, &["structures", "walk", "accesses"])),
             fmt_int(get_u64(p, &["shootdowns_sent"])),
+            fmt_int(get_u64(p, &["requests_sent"])),
+            fmt_int(get_u64(p, &["ipis_sent"])),
             fmt_int(get_u64(p, &["shootdowns_received"])),
+            fmt_int(get_u64(p, &["ipis_received"])),
             fmt_int(get_u64(p, &["entries_invalidated"])),
             fmt_int(get_u64(p, &["shootdown_misses"])),
         ));
+        if cycles > 0 {
+            out.push_str(&format!(
+                "; cycles sending {}, receiving {}",
+                fmt_int(get_u64(p, &["shootdown_cycles", "sending"])),
+                fmt_int(get_u64(p, &["shootdown_cycles", "receiving"])),
+            ));
+        }
+        out.push('\n');
     }
     out
 }

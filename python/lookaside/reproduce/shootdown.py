@@ -9,12 +9,16 @@ Each capture runs on ``modern-x86`` with one TLB tree per CPU (``machine.cpus``)
 tagged by address space (PCIDs) and untagged (flushed at every switch). The tables give,
 per workload and CPU count: shootdowns (page invalidations the kernel sent to other CPUs)
 and the invalidations other CPUs received (one per page and CPU reached) per million
-instructions, the entries they removed, the misses they caused (a miss on an
-entry a shootdown removed) and those misses' share of all TLB misses.
+instructions, the requests (one round of interrupts each, however many pages) and the
+interrupts (IPIs) they took per million instructions, the entries they removed, the misses
+they caused (a miss on an entry a shootdown removed) and those misses' share of all TLB
+misses.
 
-What this study does not say: the time shootdowns take (the IPIs, the waiting sender, the
-flush on each receiver) — Lookaside has no sourced cost table for them yet, so only the
-receivers' handler instructions, which are in the trace, are counted; and whether the
+What this study does not say: the time shootdowns take. It counts what a cost table prices
+(``machine.shootdown_cycles``: per request sent, per IPI sent and received, per page
+invalidated on a receiver), but ships no table, since no source this project can cite gives
+one: cycles per instruction = (send × requests + (per_target + receive) × IPIs + page ×
+received) per instruction, for the user's own figures. Nor whether the
 numbers repeat — a capture of several CPUs is not repeatable (QEMU's instruction counting
 cannot boot it, see ``docs/capture.md``), so the tables are one run's, and a rerun gives
 others of the same shape. There is no paper to compare with: the recipe makes no checks.
@@ -68,8 +72,12 @@ def measure(path: Path, cpus: int) -> dict:
             row["shootdowns"] = sum(c["shootdowns_sent"] for c in per)
             row["shootdowns_received"] = sum(c["shootdowns_received"] for c in per)
             row["entries_invalidated"] = sum(c["entries_invalidated"] for c in per)
+            row["requests"] = sum(c["requests_sent"] for c in per)
+            row["ipis"] = sum(c["ipis_sent"] for c in per)
     row["shootdowns_per_minstr"] = 1e6 * row["shootdowns"] / row["instructions"]
     row["received_per_minstr"] = 1e6 * row["shootdowns_received"] / row["instructions"]
+    row["requests_per_minstr"] = 1e6 * row["requests"] / row["instructions"]
+    row["ipis_per_minstr"] = 1e6 * row["ipis"] / row["instructions"]
     for tag in ("tagged", "untagged"):
         row[f"shootdown_miss_share_{tag}"] = (row[f"shootdown_misses_{tag}"]
                                               / max(row[f"misses_{tag}"], 1))
@@ -96,16 +104,21 @@ def run(d: Path, say: Callable[[str], None], cpus: Sequence[int] = CPUS,
     # One CPU sends none: the plots start at two, on log scales (the workloads differ by
     # three orders of magnitude).
     several = df[df.cpus > 1]
-    fig, axes = subplots(2, size=(10, 4))
+    fig, axes = subplots(3, size=(15, 4))
     plot_lines(axes[0], several, "cpus", {"shootdowns_per_minstr": "sent",
                                           "received_per_minstr": "received"},
                by="workload", xlabel="CPUs", ylabel="per million instructions", xlog=2,
                ylog=10, title="Page shootdowns sent and received")
-    plot_lines(axes[1], several, "cpus", {"shootdown_miss_share_tagged": "tagged (PCID)",
+    plot_lines(axes[1], several, "cpus", {"requests_per_minstr": "requests",
+                                          "ipis_per_minstr": "IPIs"},
+               by="workload", xlabel="CPUs", ylabel="per million instructions", xlog=2,
+               ylog=10, title="Shootdown requests and their interrupts")
+    plot_lines(axes[2], several, "cpus", {"shootdown_miss_share_tagged": "tagged (PCID)",
                                           "shootdown_miss_share_untagged": "untagged"},
                by="workload", xlabel="CPUs", ylabel="share of TLB misses", xlog=2, ylog=10,
                title=f"Misses shootdowns cause on {MACHINE}")
-    o.figures.append(("Page shootdowns sent and received per million instructions, and the "
-                      "share of TLB misses they cause, as CPUs grow (none with one CPU; one "
-                      "capture each: not repeatable)", save_figure(fig, d, "shootdown")))
+    o.figures.append(("Page shootdowns sent and received, requests and IPIs per million "
+                      "instructions, and the share of TLB misses they cause, as CPUs grow "
+                      "(none with one CPU; one capture each: not repeatable)",
+                      save_figure(fig, d, "shootdown")))
     return o

@@ -202,6 +202,42 @@ pub struct MachineSection {
     /// the trace's own shootdown events, TLB flushes naming their CPUs, do the rest).
     #[serde(default, skip_serializing_if = "Shootdown::is_default")]
     pub shootdown: Shootdown,
+    /// What a shootdown costs, in cycles (none by default: see [`ShootdownCycles`]).
+    #[serde(default, skip_serializing_if = "ShootdownCycles::is_none")]
+    pub shootdown_cycles: ShootdownCycles,
+}
+
+/// What a TLB shootdown costs on a machine of several CPUs, in cycles, by the side that pays:
+/// the sender of a request (sending its interrupts and waiting for the last acknowledgement)
+/// and each other CPU it reaches (taking the interrupt, running the handler, invalidating).
+/// A CPU's invalidation of its own TLBs is not a shootdown's cost (a machine of one CPU makes
+/// it too). Every figure is 0 unless given: the cost depends on the processor, the interrupt
+/// controller and the kernel, and no source this project can cite gives a table, so the
+/// user states the machine's own (measured, or assumed and said so).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShootdownCycles {
+    /// The sender, per request that reaches another CPU.
+    #[serde(default)]
+    pub send: u64,
+    /// The sender, per other CPU a request reaches (an interrupt sent and acknowledged).
+    #[serde(default)]
+    pub per_target: u64,
+    /// Each other CPU a request reaches: the interrupt and its handler.
+    #[serde(default)]
+    pub receive: u64,
+    /// Each other CPU a request reaches, per page it invalidates there.
+    #[serde(default)]
+    pub page: u64,
+    /// Each other CPU a request reaches, per flush of its whole TLB.
+    #[serde(default)]
+    pub flush_all: u64,
+}
+
+impl ShootdownCycles {
+    fn is_none(&self) -> bool {
+        *self == ShootdownCycles::default()
+    }
 }
 
 fn one_cpu() -> u32 {
@@ -247,6 +283,7 @@ impl Default for MachineSection {
             global_above: None,
             cpus: 1,
             shootdown: Shootdown::default(),
+            shootdown_cycles: ShootdownCycles::default(),
         }
     }
 }

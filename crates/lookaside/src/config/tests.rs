@@ -163,7 +163,7 @@ fn errors_are_one_line_naming_file_line_and_key() {
     );
     assert_eq!(
         error(Some(d), &[], &["machine.sed=5"]),
-        "--set: machine.sed: unknown key (expected one of: name, description, seed, straddle, global_above, cpus, shootdown)"
+        "--set: machine.sed: unknown key (expected one of: name, description, seed, straddle, global_above, cpus, shootdown, shootdown_cycles)"
     );
     // ... and a bad key of the file stays the file's, at its line, whatever the flags.
     assert_eq!(

@@ -8,36 +8,85 @@ use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
 
 /// Per-CPU TLBs of `policy`: an 8-entry 2-way data TLB in front of a 16-entry fully associative
-/// one, on `cpus` CPUs reached by `shootdown`; `seed` is the machine's.
+/// one, on `cpus` CPUs reached by `shootdown`; `seed` is the machine's; shootdowns cost
+/// [`COST`].
 fn config(policy: &str, cpus: u32, shootdown: &str, seed: u64) -> String {
+    let [send, per_target, receive, page, flush_all] = COST;
     format!(
         "[machine]\nseed={seed}\ncpus={cpus}\nshootdown='{shootdown}'\n\
+         shootdown_cycles={{send={send},per_target={per_target},receive={receive},page={page},flush_all={flush_all}}}\n\
          [[tlb]]\nname='d'\nentries=8\nways=2\npolicy='{policy}'\nserves='data'\nnext='l2'\n\
          [[tlb]]\nname='l2'\nentries=16\nways='full'\npolicy='{policy}'\nserves='unified'\n"
     )
 }
+
+/// Cycles of a shootdown: send, per target, receive, per page, per flush of everything (each a
+/// power of two, so that every term shows in a sum).
+const COST: [u64; 5] = [1, 1 << 8, 1 << 16, 1 << 24, 1 << 40];
 
 fn machine(text: &str) -> Machine {
     Machine::assemble(Some(text), "m.toml", &[], &[]).unwrap()
 }
 
 /// Loads of 24 pages in 3 address spaces, context switches, CPU markers, TLB flushes (of a
-/// page or all; local or naming CPUs) and unmaps, on 3 CPUs.
+/// page or all; local or naming CPUs, those in runs of up to 4 pages as a capture writes a
+/// request) and unmaps, on 3 CPUs.
 fn events() -> impl Strategy<Value = Vec<Event>> {
-    let one = (0u8..16, 0u32..3, 0u64..24, 0u64..8).prop_map(|(what, n, page, mask)| {
-        let addr = page << 12;
-        match what {
-            0 | 1 => Event::on_cpu(n),
-            2 => Event::control(Kind::ContextSwitch, 0, n + 1),
-            3 => Event::control(Kind::TlbFlush, addr, n + 1),
-            4 => Event::control(Kind::TlbFlush, addr, n + 1).with_paddr(mask),
-            5 => Event::control(Kind::TlbFlush, FLUSH_ALL, 0).with_paddr(mask),
-            6 => Event::control(Kind::Unmap, addr, n + 1),
-            7 => Event::control(Kind::Protect, addr, n + 1),
-            _ => Event::reference(Kind::Load, addr | 8, 8).with_asid(n + 1),
+    let one =
+        (0u8..16, 0u32..3, 0u64..24, 0u64..8, 1u64..5).prop_map(|(what, n, page, mask, run)| {
+            let addr = page << 12;
+            match what {
+                0 | 1 => vec![Event::on_cpu(n)],
+                2 => vec![Event::control(Kind::ContextSwitch, 0, n + 1)],
+                3 => vec![Event::control(Kind::TlbFlush, addr, n + 1)],
+                4 => (0..run)
+                    .map(|p| {
+                        Event::control(Kind::TlbFlush, addr + (p << 12), n + 1).with_paddr(mask)
+                    })
+                    .collect(),
+                5 => vec![Event::control(Kind::TlbFlush, FLUSH_ALL, 0).with_paddr(mask)],
+                6 => vec![Event::control(Kind::Unmap, addr, n + 1)],
+                7 => vec![Event::control(Kind::Protect, addr, n + 1)],
+                _ => vec![Event::reference(Kind::Load, addr | 8, 8).with_asid(n + 1)],
+            }
+        });
+    proptest::collection::vec(one, 0..300).prop_map(|v| v.concat())
+}
+
+/// What each CPU counted of shootdown requests, by the definition: a request is a run of
+/// neighbouring TLB flushes with the same CPU mask and address space, or one unmap or
+/// protect; its sender pays `send` and `per_target` per other CPU reached, each of those
+/// `receive`, and `page` (`flush_all`) per invalidation reaching it. Per CPU: requests
+/// sent, interrupts sent and received, cycles sending and receiving.
+fn requests(events: &[Event], cpus: u32, reached: &[u64]) -> Vec<[u64; 5]> {
+    let [send, per_target, receive, page, flush_all] = COST;
+    let mut out = vec![[0u64; 5]; cpus as usize];
+    let mut who = Cpus::default();
+    let mut last: Option<&Event> = None;
+    for (e, &targets) in events.iter().zip(reached) {
+        let c = who.of(e) as usize;
+        let continues = e.kind == Kind::TlbFlush
+            && e.paddr != NO_PADDR
+            && last.is_some_and(|l| {
+                l.kind == Kind::TlbFlush && l.paddr == e.paddr && l.asid == e.asid
+            });
+        last = Some(e);
+        let others = targets & !(1 << c);
+        if others == 0 || !matches!(e.kind, Kind::TlbFlush | Kind::Unmap | Kind::Protect) {
+            continue;
         }
-    });
-    proptest::collection::vec(one, 0..400)
+        if !continues {
+            out[c][0] += 1;
+            out[c][1] += others.count_ones() as u64;
+            out[c][3] += send + per_target * others.count_ones() as u64;
+        }
+        for t in (0..cpus as usize).filter(|t| others & (1 << t) != 0) {
+            out[t][2] += !continues as u64;
+            out[t][4] += if continues { 0 } else { receive }
+                + if e.addr == FLUSH_ALL { flush_all } else { page };
+        }
+    }
+    out
 }
 
 /// Each structure's valid entries (page, context).
@@ -60,13 +109,14 @@ fn entries(m: &Machine) -> Vec<HashSet<(u64, u64)>> {
 /// runs the address space of its last context switch or reference. Per CPU and structure,
 /// the entries an invalidation from another CPU removed are *shot*: a reference that fills
 /// one again was a miss the shootdown caused; the CPU's own invalidation of an entry, or of
-/// everything, makes it no longer shot. Returns the machines and each CPU's shootdown misses.
+/// everything, makes it no longer shot. Returns the machines, each CPU's shootdown misses and
+/// the CPUs each event reached (a mask; 0 for events that invalidate nothing).
 fn model(
     events: &[Event],
     policy: &str,
     cpus: u32,
     shootdown: Shootdown,
-) -> (Vec<Machine>, Vec<u64>) {
+) -> (Vec<Machine>, Vec<u64>, Vec<u64>) {
     let mut ms: Vec<Machine> = (0..cpus as u64)
         .map(|c| {
             machine(&config(
@@ -83,9 +133,12 @@ fn model(
     let mut ran: HashMap<u32, u64> = HashMap::from([(0, all)]);
     let mut running_asid = vec![0u32; cpus as usize];
     let mut who = Cpus::default();
+    let mut reached = Vec::with_capacity(events.len());
     for e in events {
         let c = who.of(e) as usize;
+        reached.push(0);
         let mut reach = |targets: u64, ms: &mut Vec<Machine>, e: Event| {
+            *reached.last_mut().unwrap() = targets;
             for (t, m) in ms.iter_mut().enumerate() {
                 if targets & (1 << t) != 0 {
                     let before = entries(m);
@@ -144,7 +197,7 @@ fn model(
             _ => ms[c].run_batch(&[*e]),
         }
     }
-    (ms, shot_misses)
+    (ms, shot_misses, reached)
 }
 
 proptest! {
@@ -164,7 +217,8 @@ proptest! {
         for b in events.chunks(batch) {
             m.run_batch(b);
         }
-        let (want, shot_misses) = model(&events, policy, 3, shootdown);
+        let (want, shot_misses, reached) = model(&events, policy, 3, shootdown);
+        let sent = requests(&events, 3, &reached);
         let got = m.cpus_json().unwrap();
         for (c, w) in want.iter().enumerate() {
             let per = &got["per_cpu"][c];
@@ -176,7 +230,15 @@ proptest! {
             let refs: u64 = Kind::REFS.iter().map(|&k| w.ledger().refs_of_kind(k)).sum();
             prop_assert_eq!(&per["references"], refs, "cpu {}", c);
             prop_assert_eq!(&per["shootdown_misses"], shot_misses[c], "cpu {}", c);
+            let [requests, ipis_sent, ipis_received, sending, receiving] = sent[c];
+            prop_assert_eq!(&per["requests_sent"], requests, "cpu {}", c);
+            prop_assert_eq!(&per["ipis_sent"], ipis_sent, "cpu {}", c);
+            prop_assert_eq!(&per["ipis_received"], ipis_received, "cpu {}", c);
+            prop_assert_eq!(&per["shootdown_cycles"]["sending"], sending, "cpu {}", c);
+            prop_assert_eq!(&per["shootdown_cycles"]["receiving"], receiving, "cpu {}", c);
         }
+        let total: u64 = sent.iter().map(|s| s[3] + s[4]).sum();
+        prop_assert_eq!(&got["shootdown_cycles"], total);
         for s in 0..2 {
             let sum: u64 = want.iter().map(|w| w.ledger().total(s, |_, _, _| true).misses).sum();
             prop_assert_eq!(m.ledger().total(s, |_, _, _| true).misses, sum);

@@ -18,6 +18,12 @@
 //! removed (kept per structure until a miss refills it or the CPU invalidates it itself),
 //! looked at on the miss paths only ([`Machine::shot_miss`]).
 //!
+//! **Requests and their cost.** Interrupts go per request, not per page: a request is a run
+//! of flushes naming the same CPUs in one address space with no other event between them
+//! (the pages of one range the kernel flushes), or one unmap or protect. Each CPU counts the
+//! requests it sent, the interrupts it sent (other CPUs reached) and received, and the cycles
+//! `machine.shootdown_cycles` prices them at, sending and receiving.
+//!
 //! Not yet on several CPUs (refused when built): software refill, a memory system, a page
 //! table, caches, a virtually addressed cache, prefetching and dynamic partitioning.
 
@@ -26,7 +32,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use super::{Machine, Unit};
-use crate::config::{MachineConfig, Shootdown};
+use crate::config::{MachineConfig, Shootdown, ShootdownCycles};
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, FLUSH_ALL, MAX_CPUS, NO_PADDR};
 use crate::ledger::{Counter, Ledger};
@@ -48,6 +54,16 @@ struct CpuStats {
     /// Misses of its own structures on an entry a shootdown removed (and nothing refilled
     /// or invalidated since): the misses shootdowns caused.
     shootdown_misses: u64,
+    /// Shootdown requests it sent (each one round of interrupts, however many pages).
+    requests_sent: u64,
+    /// Interrupts it sent: per request, the other CPUs it reached.
+    ipis_sent: u64,
+    /// Requests from other CPUs that reached it (an interrupt each).
+    ipis_received: u64,
+    /// Cycles it spent sending requests and waiting for them ([`ShootdownCycles`]).
+    cycles_sending: u64,
+    /// Cycles it spent on requests from other CPUs.
+    cycles_receiving: u64,
 }
 
 /// The units each CPU has its own of (those not `shared`), in order: the order of a CPU's
@@ -70,6 +86,10 @@ pub(super) struct CpuSet {
     /// Per address space, the CPUs that ran it since their TLBs were last flushed whole.
     ran: HashMap<u32, u64>,
     policy: Shootdown,
+    cycles: ShootdownCycles,
+    /// The request the last event continued, if it was a TLB flush naming CPUs: its mask,
+    /// address space and the ledger's event count after it ([`Ledger::events`]).
+    request: Option<(u64, u32, u64)>,
     stats: Vec<CpuStats>,
     /// The ledger's totals when the running CPU began to run.
     since: Totals,
@@ -167,6 +187,8 @@ impl CpuSet {
             asid: vec![0; n as usize],
             ran: HashMap::new(),
             policy: config.machine.shootdown,
+            cycles: config.machine.shootdown_cycles,
+            request: None,
             stats: vec![CpuStats::default(); n as usize],
             since: (Vec::new(), 0),
             beyond: None,
@@ -267,6 +289,25 @@ impl Machine {
             (Kind::TlbFlush, mask) => mask & set.all(),
             _ => set.reached(e.asid, global),
         };
+        // One request is a run of TLB flushes naming the same CPUs, in one address space,
+        // with no other event between them (a capture writes one run per request the kernel
+        // sends: the pages of one range); an unmap or protect is a request of its own.
+        let stamp = self.ledger.events();
+        let new_request = match (e.kind, e.paddr) {
+            (Kind::TlbFlush, NO_PADDR) => {
+                set.request = None;
+                false
+            }
+            (Kind::TlbFlush, mask) => {
+                let continues = set.request == Some((mask, e.asid, stamp - 1));
+                set.request = Some((mask, e.asid, stamp));
+                !continues
+            }
+            _ => {
+                set.request = None;
+                true
+            }
+        };
         // Invalidate in `u`, a structure of a CPU the invalidation reaches; `remote`: a
         // shootdown from another CPU, whose removals are kept for the misses they cause
         // (a CPU's own invalidation leaves no entry a shootdown's). How many it removed.
@@ -312,13 +353,32 @@ impl Machine {
             }
         }
         set.stats[r].entries_invalidated += removed;
+        let cost = set.cycles;
+        let work = if e.addr == FLUSH_ALL {
+            cost.flush_all
+        } else {
+            cost.page
+        };
         for c in (0..set.count()).filter(|&c| c != r && targets & (1 << c) != 0) {
             let n: u64 = set.parked[c].iter_mut().map(|u| flush(u, true)).sum();
-            set.stats[c].entries_invalidated += n;
-            set.stats[c].shootdowns_received += 1;
+            let s = &mut set.stats[c];
+            s.entries_invalidated += n;
+            s.shootdowns_received += 1;
+            s.cycles_receiving += work;
+            if new_request {
+                s.ipis_received += 1;
+                s.cycles_receiving += cost.receive;
+            }
         }
-        if targets & !(1 << r) != 0 {
-            set.stats[r].shootdowns_sent += 1;
+        let others = (targets & !(1 << r)).count_ones() as u64;
+        if others != 0 {
+            let s = &mut set.stats[r];
+            s.shootdowns_sent += 1;
+            if new_request {
+                s.requests_sent += 1;
+                s.ipis_sent += others;
+                s.cycles_sending += cost.send + cost.per_target * others;
+            }
         }
         if e.addr == FLUSH_ALL {
             // A CPU flushed whole caches no address space; it runs its own still.
@@ -388,9 +448,25 @@ impl Machine {
                     "shootdowns_received": s.shootdowns_received,
                     "entries_invalidated": s.entries_invalidated,
                     "shootdown_misses": s.shootdown_misses,
+                    "requests_sent": s.requests_sent,
+                    "ipis_sent": s.ipis_sent,
+                    "ipis_received": s.ipis_received,
+                    "shootdown_cycles": {
+                        "sending": s.cycles_sending,
+                        "receiving": s.cycles_receiving,
+                    },
                 })
             })
             .collect();
-        Some(json!({"count": set.count(), "shootdown": set.policy, "per_cpu": per}))
+        let cycles: u64 = stats
+            .iter()
+            .map(|s| s.cycles_sending + s.cycles_receiving)
+            .sum();
+        Some(json!({
+            "count": set.count(),
+            "shootdown": set.policy,
+            "shootdown_cycles": cycles,
+            "per_cpu": per,
+        }))
     }
 }
