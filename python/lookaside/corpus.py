@@ -120,13 +120,17 @@ def recapture(name: str, out: str | os.PathLike[str]) -> Path:
     """Captures ``name`` anew as it was stored (same workload, file service and kernel) and
     cuts it the same way into ``out``; the same kernel and inputs give the same trace, bit
     for bit."""
+    from . import metadata
     from .system import record_system
 
     _check(name)
     w, fs = STORED[name]
     out = Path(out)
+    # A trace stored before captures recorded the kernel's TLB flushes is captured again as
+    # it was made, without them.
+    flushes = "tlb_flushes" in metadata(path(name)).get("extra", {})
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         full = Path(tmp) / "full.lks"
-        record_system(w, full, fs=fs, kernel=KERNEL, quiet=True)
+        record_system(w, full, fs=fs, kernel=KERNEL, quiet=True, tlb_flushes=flushes)
         cut(name, full, out)
     return out

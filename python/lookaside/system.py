@@ -563,17 +563,17 @@ def toolchain_files(root: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def build_module(a: Assets, shootdowns: bool = False) -> Path:
+def build_module(a: Assets, tlb_flushes: bool = True) -> Path:
     """The marker module for this kernel, built unless its cached tree (beside the kernel)
-    has a build of this source; with ``shootdowns`` (a guest of several CPUs), with its
-    probes of the kernel's TLB shootdowns (``LK_SHOOTDOWNS``), which a guest of one CPU is
-    built without, so that its captures stay what they were. The build directory's name is
+    has a build of this source; with ``tlb_flushes``, with its probes of the kernel's TLB
+    flushes (``LK_TLB_FLUSHES``: shootdowns and a CPU's own), which every capture has now;
+    without, the module that made the traces stored before them. The build directory's name is
     mapped away (``-ffile-prefix-map``): the linker derives the module's ELF build-id from
     everything it links, debug information naming that (temporary) directory included, so
     that each host would otherwise build other bytes and give the initramfs another hash."""
     src = _data_dir("tracers") / "system"
     files = [src / "lookaside_marks.c", src / "Kbuild"]
-    flags = " -DLK_SHOOTDOWNS" if shootdowns else ""
+    flags = " -DLK_TLB_FLUSHES" if tlb_flushes else ""
     h = hashlib.sha256(a.release.encode() + b" prefix-mapped" + flags.encode())
     for f in files:
         h.update(f.read_bytes())
@@ -1139,6 +1139,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
                   command: list[str] | None = None, files: list[str] = (),
                   copies: list[str] = (), kernel: str | None = None,
                   fs: str = "kernel", cpus: int = 1, level: int | None = None,
+                  tlb_flushes: bool = True,
                   progress: Callable[[int, int], Any] | None = None,
                   quiet: bool = False) -> dict[str, Any]:
     """Boot the guest, run ``workload`` (a shipped one) or ``command`` (a host program and
@@ -1152,8 +1153,9 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     workload and the kernel's file system); ``cpus`` the guest's CPUs (:data:`MAX_CPUS` at
     most): their references interleave in the order QEMU ran them, with a CPU marker where
     the running CPU changes and the kernel's TLB shootdowns as TLB flushes naming the CPUs
-    they reach (not repeatable bit for bit: :data:`SMP_ACCEL`). A workload that exits with a
-    non-zero status is an error.
+    they reach (not repeatable bit for bit: :data:`SMP_ACCEL`). Every TLB flush the kernel
+    asks for is recorded (``tlb_flushes``; off only to capture again a trace stored before
+    they were, with one CPU). A workload that exits with a non-zero status is an error.
     Nothing is written at ``output`` unless the capture is complete and the workload
     succeeded. The capture is deterministic (:data:`QEMU_CLOCK`): the trace's metadata names
     everything that went into it."""
@@ -1163,6 +1165,9 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
         raise LookasideError(f"--fs {fs}: expected one of {', '.join(FILE_SERVICES)}")
     if not 1 <= cpus <= MAX_CPUS:
         raise LookasideError(f"--cpus {cpus}: a guest has 1 to {MAX_CPUS} CPUs")
+    if cpus > 1 and not tlb_flushes:
+        raise LookasideError("a guest of several CPUs records the kernel's TLB flushes: its "
+                             "shootdowns are how the CPUs' TLBs stay right")
     for f in copies:
         if not os.path.isabs(f):
             raise LookasideError(f"--copy {f}: give the absolute path it has on this host, "
@@ -1177,7 +1182,7 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
     cache = cache_dir()
     say = (lambda m: None) if quiet else _say
     a = assets(cache, say, kernel)
-    module = build_module(a, shootdowns=cpus > 1)
+    module = build_module(a, tlb_flushes)
     plugin = build_plugin(cache, name="lookaside-system-plugin")
     guest = Guest()
     packages = [busybox_version(a)]
@@ -1245,6 +1250,10 @@ def record_system(workload: str | None, output: str | os.PathLike[str], *,
                   "over FUSE"),
                  ("date", datetime.datetime.now(datetime.timezone.utc)
                   .strftime("%Y-%m-%dT%H:%M:%SZ"))]
+        if tlb_flushes:
+            extra.append(("tlb_flushes", "recorded: the kernel's own (flush_tlb_mm_range on "
+                          "one CPU, native_flush_tlb_multi, flush_tlb_kernel_range), as TLB "
+                          "flushes naming the CPUs they reach"))
         if cpus > 1:
             extra.append(("repeatable", "no: a guest of several CPUs runs without instruction "
                           "counting (QEMU's -icount cannot boot it), so its timing follows "

@@ -18,8 +18,9 @@ pub enum Kind {
     Store = 2,
     /// The running address space becomes `asid` (the OS switched context).
     ContextSwitch = 3,
-    /// Invalidate translations: all of them (`addr == FLUSH_ALL`), or the one page holding
-    /// `addr` in address space `asid`.
+    /// Invalidate translations: all of them (`addr == FLUSH_ALL`), those of address space
+    /// `asid` but the global ones (`addr == FLUSH_SPACE`), or the one page holding `addr` in
+    /// address space `asid`.
     TlbFlush = 4,
     /// The OS mapped the page at `addr` of `asid` to the frame at `paddr`.
     Map = 5,
@@ -114,6 +115,12 @@ pub const PHYSICAL: u32 = u32::MAX;
 pub const NO_PADDR: u64 = u64::MAX;
 /// `addr` of a [`Kind::TlbFlush`] that invalidates every entry (of every address space).
 pub const FLUSH_ALL: u64 = u64::MAX;
+/// `addr` of a [`Kind::TlbFlush`] that invalidates every entry of address space `asid` but
+/// the global ones: a process's whole range, as Linux's `flush_tlb_mm()` (and a range
+/// flush above its ceiling) asks. A flush of everything instead would also empty the
+/// kernel's global entries and every other address space's, which a TLB tagged by address
+/// space keeps.
+pub const FLUSH_SPACE: u64 = u64::MAX - 1;
 
 /// Payload tag of a system-call marker: a [`Kind::Marker`] whose payload is this tag or'ed with
 /// the call's number (below 2^32) marks the point where the program entered the kernel. The

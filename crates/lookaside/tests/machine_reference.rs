@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use lookaside::event::{Event, Kind, Mode, FLUSH_ALL};
+use lookaside::event::{Event, Kind, Mode, FLUSH_ALL, FLUSH_SPACE};
 use lookaside::machine::Machine;
 use proptest::prelude::*;
 
@@ -239,6 +239,17 @@ impl RefMachine {
             Kind::TlbFlush if e.addr == FLUSH_ALL => {
                 for t in &mut self.tlbs {
                     t.retain(|_| false);
+                }
+            }
+            // The space's entries but the global ones: all but the global ones in an
+            // untagged structure, if the space is the one running (it holds no other).
+            Kind::TlbFlush if e.addr == FLUSH_SPACE => {
+                for t in &mut self.tlbs {
+                    if t.tagged {
+                        t.retain(|x| x.2 != Some(e.asid));
+                    } else if e.asid == self.asid {
+                        t.retain(|x| x.2.is_none());
+                    }
                 }
             }
             Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
@@ -506,7 +517,8 @@ fn event() -> impl Strategy<Value = Event> {
             let mode = if kernel { Mode::Kernel } else { Mode::User };
             match k {
                 0 => Event::control(Kind::ContextSwitch, 0, asid),
-                1 => Event::control(Kind::TlbFlush, FLUSH_ALL, asid),
+                1 if off % 2 == 0 => Event::control(Kind::TlbFlush, FLUSH_ALL, asid),
+                1 => Event::control(Kind::TlbFlush, FLUSH_SPACE, asid),
                 2 => Event::control(Kind::TlbFlush, page, asid),
                 3 => Event::control(Kind::Unmap, page, asid),
                 4..=8 => Event::reference(Kind::Fetch, addr, size)

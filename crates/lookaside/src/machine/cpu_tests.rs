@@ -44,7 +44,11 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
                         Event::control(Kind::TlbFlush, addr + (p << 12), n + 1).with_paddr(mask)
                     })
                     .collect(),
-                5 => vec![Event::control(Kind::TlbFlush, FLUSH_ALL, 0).with_paddr(mask)],
+                5 if run % 2 == 0 => {
+                    vec![Event::control(Kind::TlbFlush, FLUSH_ALL, 0).with_paddr(mask)]
+                }
+                5 => vec![Event::control(Kind::TlbFlush, FLUSH_SPACE, n + 1).with_paddr(mask)],
+                15 => vec![Event::control(Kind::TlbFlush, FLUSH_SPACE, n + 1)],
                 6 => vec![Event::control(Kind::Unmap, addr, n + 1)],
                 7 => vec![Event::control(Kind::Protect, addr, n + 1)],
                 _ => vec![Event::reference(Kind::Load, addr | 8, 8).with_asid(n + 1)],
@@ -56,7 +60,8 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
 /// What each CPU counted of shootdown requests, by the definition: a request is a run of
 /// neighbouring TLB flushes with the same CPU mask and address space, or one unmap or
 /// protect; its sender pays `send` and `per_target` per other CPU reached, each of those
-/// `receive`, and `page` (`flush_all`) per invalidation reaching it. Per CPU: requests
+/// `receive`, and `page` (`flush_all` for a whole TLB or address space) per invalidation
+/// reaching it. Per CPU: requests
 /// sent, interrupts sent and received, cycles sending and receiving.
 fn requests(events: &[Event], cpus: u32, reached: &[u64]) -> Vec<[u64; 5]> {
     let [send, per_target, receive, page, flush_all] = COST;
@@ -83,7 +88,11 @@ fn requests(events: &[Event], cpus: u32, reached: &[u64]) -> Vec<[u64; 5]> {
         for t in (0..cpus as usize).filter(|t| others & (1 << t) != 0) {
             out[t][2] += !continues as u64;
             out[t][4] += if continues { 0 } else { receive }
-                + if e.addr == FLUSH_ALL { flush_all } else { page };
+                + if e.addr >= FLUSH_SPACE {
+                    flush_all
+                } else {
+                    page
+                };
         }
     }
     out
@@ -149,6 +158,11 @@ fn model(
                             shot[t][i].extend(before[i].difference(&after[i]));
                         } else if e.addr == FLUSH_ALL {
                             shot[t][i].clear();
+                        } else if e.addr == FLUSH_SPACE {
+                            // The CPU's own flush of a space: none of its entries is a
+                            // shootdown's any more (tagged TLBs: the space's context).
+                            let ctx = m.units[i].ctx(e.asid, 12, false);
+                            shot[t][i].retain(|&(_, x)| x != ctx);
                         } else {
                             let ctx = m.units[i].ctx(e.asid, 12, false);
                             shot[t][i].remove(&(e.addr >> 12, ctx));
@@ -179,6 +193,13 @@ fn model(
                     e.paddr & all
                 };
                 reach(targets, &mut ms, e.with_paddr(NO_PADDR));
+                if e.addr == FLUSH_SPACE {
+                    for t in (0..cpus as usize).filter(|t| targets & (1 << t) != 0) {
+                        if running_asid[t] != e.asid {
+                            ran.entry(e.asid).and_modify(|m| *m &= !(1 << t));
+                        }
+                    }
+                }
                 if e.addr == FLUSH_ALL {
                     for t in (0..cpus as usize).filter(|t| targets & (1 << t) != 0) {
                         ran.values_mut().for_each(|m| *m &= !(1 << t));

@@ -34,7 +34,7 @@ use serde_json::{json, Value};
 use super::{Machine, Unit};
 use crate::config::{MachineConfig, Shootdown, ShootdownCycles};
 use crate::error::{Error, Result};
-use crate::event::{Event, Kind, FLUSH_ALL, MAX_CPUS, NO_PADDR};
+use crate::event::{Event, Kind, FLUSH_ALL, FLUSH_SPACE, MAX_CPUS, NO_PADDR};
 use crate::ledger::{Counter, Ledger};
 use crate::tlb::Engine;
 
@@ -280,7 +280,7 @@ impl Machine {
     /// A TLB flush, unmap or protect on a machine of several CPUs: each CPU it reaches drops
     /// the translations it names from its TLBs (see the module documentation).
     pub(super) fn shoot(&mut self, e: &Event) {
-        let global = e.addr != FLUSH_ALL && self.is_global(e.addr);
+        let global = e.addr < FLUSH_SPACE && self.is_global(e.addr);
         let Some(set) = self.cpus.as_deref_mut() else {
             return;
         };
@@ -308,13 +308,24 @@ impl Machine {
                 true
             }
         };
-        // Invalidate in `u`, a structure of a CPU the invalidation reaches; `remote`: a
-        // shootdown from another CPU, whose removals are kept for the misses they cause
-        // (a CPU's own invalidation leaves no entry a shootdown's). How many it removed.
-        let flush = |u: &mut Unit, remote: bool| -> u64 {
+        // Invalidate in `u`, a structure of a CPU the invalidation reaches, which runs
+        // address space `running`; `remote`: a shootdown from another CPU, whose removals
+        // are kept for the misses they cause (a CPU's own invalidation leaves no entry a
+        // shootdown's). How many it removed.
+        let flush = |u: &mut Unit, running: u32, remote: bool| -> u64 {
             let mut shot = u.shot.take();
             let mut n = 0;
-            if e.addr == FLUSH_ALL {
+            if e.addr == FLUSH_SPACE {
+                if let (Some(s), false) = (&mut shot, remote) {
+                    let of = Unit::of_space(u.tagged, e.asid, running);
+                    s.retain(|&(_, ctx)| !of(ctx));
+                }
+                n = u.invalidate_space(e.asid, running, |vpn, ctx| {
+                    if let (Some(s), true) = (&mut shot, remote) {
+                        s.insert((vpn, ctx));
+                    }
+                });
+            } else if e.addr == FLUSH_ALL {
                 if let (Some(s), false) = (&mut shot, remote) {
                     s.clear();
                 }
@@ -349,18 +360,22 @@ impl Machine {
         let mut removed = 0;
         for (i, u) in self.units.iter_mut().enumerate() {
             if targets & (1 << r) != 0 || (set.shared[i] && targets != 0) {
-                removed += flush(u, false);
+                removed += flush(u, self.cur_asid, false);
             }
         }
         set.stats[r].entries_invalidated += removed;
         let cost = set.cycles;
-        let work = if e.addr == FLUSH_ALL {
+        let work = if e.addr == FLUSH_ALL || e.addr == FLUSH_SPACE {
             cost.flush_all
         } else {
             cost.page
         };
         for c in (0..set.count()).filter(|&c| c != r && targets & (1 << c) != 0) {
-            let n: u64 = set.parked[c].iter_mut().map(|u| flush(u, true)).sum();
+            let running = set.asid[c];
+            let n: u64 = set.parked[c]
+                .iter_mut()
+                .map(|u| flush(u, running, true))
+                .sum();
             let s = &mut set.stats[c];
             s.entries_invalidated += n;
             s.shootdowns_received += 1;
@@ -378,6 +393,17 @@ impl Machine {
                 s.requests_sent += 1;
                 s.ipis_sent += others;
                 s.cycles_sending += cost.send + cost.per_target * others;
+            }
+        }
+        if e.addr == FLUSH_SPACE {
+            // A CPU that does not run the address space holds none of it now.
+            for c in (0..set.count()).filter(|&c| targets & (1 << c) != 0) {
+                let running = if c == r { self.cur_asid } else { set.asid[c] };
+                if running != e.asid {
+                    if let Some(m) = set.ran.get_mut(&e.asid) {
+                        *m &= !(1 << c);
+                    }
+                }
             }
         }
         if e.addr == FLUSH_ALL {

@@ -25,10 +25,31 @@ fn system_meta(layout: Option<&str>) -> Metadata {
         "qemu-system-x86_64 -cpu qemu64 -smp 1 -m 512M (TCG)",
     );
     set("kernel_command_line", "console=ttyS0 nokaslr pti=off");
+    set("tlb_flushes", "recorded");
     if let Some(l) = layout {
         set("kernel_layout", l);
     }
     m
+}
+
+/// A whole-system capture made before captures recorded the kernel's own TLB flushes is said
+/// to undercount, by any machine with a TLB; one that records them, or another trace, is not.
+#[test]
+fn a_system_capture_without_the_kernels_flushes_is_said_to_undercount() {
+    let mut old = system_meta(None);
+    old.extra.remove("tlb_flushes");
+    let mut m = build(TLB).unwrap();
+    m.bind_trace(Some(&old), "old.lks").unwrap();
+    let w = m.warnings().join("\n");
+    assert!(
+        w.contains("tlb_flushes") && w.contains("capture it again"),
+        "{w}"
+    );
+    for meta in [Some(system_meta(None)), Some(Metadata::default()), None] {
+        let mut m = build(TLB).unwrap();
+        m.bind_trace(meta.as_ref(), "t.lks").unwrap();
+        assert!(!m.warnings().iter().any(|w| w.contains("tlb_flushes")));
+    }
 }
 
 const TLB: &str = "[[tlb]]\nname='t'\nentries=8\nways='full'\nserves='unified'\n";

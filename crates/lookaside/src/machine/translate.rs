@@ -327,6 +327,11 @@ impl Machine {
                     }
                 }
             }
+            Kind::TlbFlush if e.addr == FLUSH_SPACE => {
+                for u in &mut self.units {
+                    u.invalidate_space(e.asid, self.cur_asid, |_, _| {});
+                }
+            }
             Kind::TlbFlush | Kind::Unmap | Kind::Protect | Kind::Map
                 if e.kind != Kind::Map || remapped =>
             {

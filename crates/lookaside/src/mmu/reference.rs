@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::{FirstTouch, PlacementPolicy, ReadFaultMaps, RefillAddresses};
-use crate::event::{Event, Kind, Mode, FLUSH_ALL};
+use crate::event::{Event, Kind, Mode, FLUSH_ALL, FLUSH_SPACE};
 use crate::tlb::reference::RefTlb;
 use crate::tlb::{Part, NO_CTX};
 
@@ -338,7 +338,7 @@ impl RefModel {
     pub fn event(&mut self, e: &Event) {
         if !e.kind.is_ref() {
             let mut e = *e;
-            if (self.fold || self.x86) && e.kind != Kind::ContextSwitch && e.addr != FLUSH_ALL {
+            if (self.fold || self.x86) && e.kind != Kind::ContextSwitch && e.addr < FLUSH_SPACE {
                 if let Some((u, k)) = self.place(e.addr, Mode::Kernel, e.asid) {
                     e.addr = u.or(k).unwrap_or(e.addr);
                 }
@@ -353,6 +353,25 @@ impl RefModel {
                     }
                     if let Some(c) = &mut self.micro_classes {
                         c.order.clear();
+                    }
+                    self.sync_micro();
+                }
+                Kind::TlbFlush if e.addr == FLUSH_SPACE => {
+                    let (tagged, asid, running) = (self.tagged, e.asid, self.asid);
+                    let of = move |c: u64| {
+                        c & G == 0
+                            && if tagged {
+                                c as u32 == asid
+                            } else {
+                                asid == running
+                            }
+                    };
+                    self.tlb.flush_if(|_, c| of(c));
+                    for c in [&mut self.classes, &mut self.micro_classes]
+                        .into_iter()
+                        .flatten()
+                    {
+                        c.order.retain(|p| !of(p.1));
                     }
                     self.sync_micro();
                 }

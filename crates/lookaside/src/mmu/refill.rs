@@ -68,7 +68,7 @@ use crate::config::{
     StlbIndex, Straddle,
 };
 use crate::error::{Error, Result};
-use crate::event::{Event, Kind, Mode, FLUSH_ALL, NO_PADDR};
+use crate::event::{Event, Kind, Mode, FLUSH_ALL, FLUSH_SPACE, NO_PADDR};
 use crate::ledger::Ledger;
 use crate::tlb::{
     DynamicParams, DynamicWork, HillClimber, Part, Partition, Policy, Tlb, TlbParams, NO_CTX,
@@ -1455,7 +1455,7 @@ impl SoftwareManagedTlb {
         // The page it names, on the MIPS segments (a page that lands nowhere is left as it
         // is: it matches no entry).
         let addr = match e.kind {
-            Kind::TlbFlush if e.addr == FLUSH_ALL => e.addr,
+            Kind::TlbFlush if e.addr >= FLUSH_SPACE => e.addr,
             Kind::TlbFlush | Kind::Map | Kind::Unmap | Kind::Protect if self.map.is_some() => {
                 match self.place(e.addr, Mode::Kernel, e.asid) {
                     Place::User(a) | Place::Kernel(a) => a,
@@ -1473,6 +1473,14 @@ impl SoftwareManagedTlb {
                 }
                 if let Some(s) = self.shadow.as_deref_mut() {
                     s.flush_all();
+                }
+            }
+            Kind::TlbFlush if e.addr == FLUSH_SPACE => {
+                // The space's entries but the global ones (an untagged TLB holds those of the
+                // running space alone).
+                let (tagged, asid) = (self.params.tagged, e.asid);
+                if tagged || asid == self.cur_asid {
+                    self.tlb_flush_if(move |_, c| c & GLOBAL == 0 && (!tagged || c as u32 == asid));
                 }
             }
             Kind::TlbFlush => self.shoot_down(addr, e.asid),

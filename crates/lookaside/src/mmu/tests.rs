@@ -20,7 +20,7 @@ use super::layout::{self, KSEG0};
 use super::reference::RefModel;
 use super::*;
 use crate::config::{FirstTouch, PlacementPolicy, ReadFaultMaps};
-use crate::event::{Event, Kind, Mode, FLUSH_ALL};
+use crate::event::{Event, Kind, Mode, FLUSH_ALL, FLUSH_SPACE};
 use crate::ledger::Ledger;
 use crate::machine::Machine;
 use crate::tlb::{DynamicParams, Part, Partition, Policy, TlbParams};
@@ -623,6 +623,7 @@ fn events_at(raw: &[(u8, u8, u16, u8)], address: fn(u8, u16) -> (u64, Mode)) -> 
                 12 => Event::control(Kind::Protect, addr, asid),
                 13 => Event::control(Kind::Unmap, addr, asid),
                 14 if x % 8 == 0 => Event::control(Kind::TlbFlush, FLUSH_ALL, asid),
+                14 if x % 8 == 1 => Event::control(Kind::TlbFlush, FLUSH_SPACE, asid),
                 14 => Event::control(Kind::TlbFlush, addr, asid),
                 _ => Event::control(Kind::Map, addr, asid),
             }

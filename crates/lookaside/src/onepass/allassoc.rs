@@ -342,6 +342,12 @@ impl Engine for AllAssoc {
         }
     }
 
+    fn flush_ctx(&mut self, ctx: u64) {
+        for vpn in self.map.pages_of(ctx) {
+            self.invalidate(vpn, ctx);
+        }
+    }
+
     fn flush(&mut self) {
         self.forget_last();
         self.mid_holes = false;

@@ -70,6 +70,15 @@ impl PageMap {
         }
     }
 
+    /// The pages of every key of context `ctx` held.
+    pub(crate) fn pages_of(&self, ctx: u64) -> Vec<u64> {
+        self.slots
+            .iter()
+            .filter(|s| s.ctx == ctx && ctx != NO_CTX)
+            .map(|s| s.vpn)
+            .collect()
+    }
+
     /// Keys held.
     pub(crate) fn len(&self) -> usize {
         self.len

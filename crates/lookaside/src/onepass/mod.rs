@@ -22,7 +22,8 @@
 //!   else 0, and then a change of the running address space (a context-switch event, or a
 //!   reference of another address space, whatever its kind) empties the structure, as the
 //!   machine flushes an untagged TLB;
-//! * `TlbFlush` with [`FLUSH_ALL`] empties it; `TlbFlush` of one page, `Unmap` and `Protect`
+//! * `TlbFlush` with [`FLUSH_ALL`] empties it, with [`FLUSH_SPACE`] frees the entries of its
+//!   address space (all of them when untagged and that space runs); `TlbFlush` of one page, `Unmap` and `Protect`
 //!   invalidate that page (of the event's address space when tagged), leaving a free entry —
 //!   the engines model the free entry exactly (see [`StackDistance`]);
 //! * map events and markers change nothing.
@@ -48,7 +49,7 @@ pub use family::{answer_path, FamilyAnswer, Geometry, Method, MAX_SETS};
 pub use stack::{StackDistance, StackResult, DEFAULT_MAX_DISTANCE, FRONT};
 
 use crate::error::{Error, Result};
-use crate::event::{Event, Kind, BATCH, FLUSH_ALL, REF_KINDS};
+use crate::event::{Event, Kind, BATCH, FLUSH_ALL, FLUSH_SPACE, REF_KINDS};
 use crate::trace::TraceSource;
 use serde::Serialize;
 
@@ -118,6 +119,9 @@ pub trait Engine {
     fn invalidate(&mut self, vpn: u64, ctx: u64);
     /// Every entry becomes free.
     fn flush(&mut self);
+    /// Every entry of context `ctx` becomes free (a flush of one address space: rare, so a
+    /// walk over the pages the engine knows).
+    fn flush_ctx(&mut self, ctx: u64);
     /// A hint that `(vpn, ctx)` will be accessed soon (the driver calls it a few references
     /// ahead); never changes results.
     #[inline(always)]
@@ -135,6 +139,9 @@ impl<E: Engine + ?Sized> Engine for &mut E {
     }
     fn flush(&mut self) {
         (**self).flush();
+    }
+    fn flush_ctx(&mut self, ctx: u64) {
+        (**self).flush_ctx(ctx);
     }
     #[inline(always)]
     fn prefetch(&self, vpn: u64, ctx: u64) {
@@ -156,6 +163,10 @@ impl<A: Engine, B: Engine> Engine for (A, B) {
     fn flush(&mut self) {
         self.0.flush();
         self.1.flush();
+    }
+    fn flush_ctx(&mut self, ctx: u64) {
+        self.0.flush_ctx(ctx);
+        self.1.flush_ctx(ctx);
     }
     #[inline(always)]
     fn prefetch(&self, vpn: u64, ctx: u64) {
@@ -291,6 +302,15 @@ impl Feeder {
                 match e.kind {
                     Kind::ContextSwitch => self.switch(engine, e.asid),
                     Kind::TlbFlush if e.addr == FLUSH_ALL => engine.flush(),
+                    // A space's entries (no page is global here): those of its context
+                    // when tagged, else all if it runs (an untagged TLB holds no other).
+                    Kind::TlbFlush if e.addr == FLUSH_SPACE => {
+                        if self.opts.tagged {
+                            engine.flush_ctx(self.ctx(e.asid));
+                        } else if e.asid == self.asid {
+                            engine.flush();
+                        }
+                    }
                     Kind::TlbFlush | Kind::Unmap | Kind::Protect => {
                         engine.invalidate(e.addr >> shift, self.ctx(e.asid))
                     }

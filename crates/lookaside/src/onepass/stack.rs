@@ -478,6 +478,12 @@ impl Engine for StackDistance {
         }
     }
 
+    fn flush_ctx(&mut self, ctx: u64) {
+        for vpn in self.map.pages_of(ctx) {
+            self.invalidate(vpn, ctx);
+        }
+    }
+
     fn flush(&mut self) {
         for i in 0..FRONT {
             if self.fc[i] != NO_CTX {

@@ -359,7 +359,7 @@ fn event() -> impl Strategy<Value = Event> {
             mode: if kernel { Mode::Kernel } else { Mode::User },
         },
     );
-    let control = (0..9u8, 0..40u64, 0..3u32).prop_map(|(k, page, asid)| {
+    let control = (0..10u8, 0..40u64, 0..3u32).prop_map(|(k, page, asid)| {
         let kind = match k {
             0..=2 => Kind::ContextSwitch,
             3 => Kind::Marker,
@@ -368,7 +368,11 @@ fn event() -> impl Strategy<Value = Event> {
             6 => Kind::Protect,
             _ => Kind::TlbFlush,
         };
-        let addr = if k == 8 { FLUSH_ALL } else { page * 4096 };
+        let addr = match k {
+            8 => FLUSH_ALL,
+            9 => FLUSH_SPACE,
+            _ => page * 4096,
+        };
         Event::control(kind, addr, asid)
     });
     prop_oneof![40 => reference, 1 => control]

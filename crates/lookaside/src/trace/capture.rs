@@ -24,7 +24,8 @@
 //!                  unknown), u32 address space, u16 size, u8 kind (0 fetch, 1 load, 2 store,
 //!                  3 context switch: the running address space becomes this record's,
 //!                  size 0; 4 TLB flush (a shootdown): the page at the address of this
-//!                  record's address space, or every page ([`crate::event::FLUSH_ALL`]),
+//!                  record's address space, every page of it but the global ones
+//!                  ([`crate::event::FLUSH_SPACE`]) or every page ([`crate::event::FLUSH_ALL`]),
 //!                  dropped from the TLBs of the CPUs whose bits the physical address sets,
 //!                  size 0; 8 marker: the payload in place of the address, size 0: an idle
 //!                  loop's bounds ([`crate::event::IDLE_MARK`]) or a phase the workload

@@ -40,7 +40,7 @@ use super::textio::{
     TextReader, TextWriter, HEX, NOT_HEX,
 };
 use crate::error::Result;
-use crate::event::{Event, Kind, FLUSH_ALL};
+use crate::event::{Event, Kind, FLUSH_ALL, FLUSH_SPACE};
 use crate::trace::compress::Input;
 
 /// Size of every din reference (DineroIV's `r.size = 4`).
@@ -219,6 +219,12 @@ impl LineEncoder for DinEncoder {
                 Kind::Fetch => b"2 ",
                 Kind::TlbFlush if e.addr == FLUSH_ALL => {
                     buf.extend_from_slice(b"4 0\n");
+                    continue;
+                }
+                // No label says "one address space's entries": left out and counted, as
+                // every event the format cannot carry.
+                Kind::TlbFlush if e.addr == FLUSH_SPACE => {
+                    dropped += 1;
                     continue;
                 }
                 Kind::TlbFlush => b"5 ",

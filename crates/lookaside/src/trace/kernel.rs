@@ -23,6 +23,8 @@ use super::Metadata;
 
 /// The metadata key of a trace's kernel layout.
 pub const METADATA_KEY: &str = "kernel_layout";
+/// The `capture` metadata of a whole-system capture (`lookaside trace --system`).
+pub const SYSTEM_CAPTURE: &str = "qemu-system plugin";
 
 /// A class of kernel virtual addresses.
 #[derive(
@@ -213,7 +215,7 @@ impl KernelLayout {
         let get = |k: &str| m.extra.get(k).map(String::as_str).unwrap_or("");
         // `lookaside trace --system` has booted with nokaslr from the start; a command line
         // recorded without it (a capture made otherwise) leaves the layout unknown.
-        let x86_64_linux = get("capture") == "qemu-system plugin"
+        let x86_64_linux = get("capture") == SYSTEM_CAPTURE
             && get("machine").starts_with("qemu-system-x86_64")
             && m.extra
                 .get("kernel_command_line")

@@ -33,7 +33,7 @@ use super::textio::{
     TextReader, TextWriter,
 };
 use crate::error::Result;
-use crate::event::{Event, Kind, FLUSH_ALL};
+use crate::event::{Event, Kind, FLUSH_ALL, FLUSH_SPACE};
 use crate::trace::compress::Input;
 
 /// Granule of the flushes an `v` record with a size expands into.
@@ -222,6 +222,12 @@ impl LineEncoder for XDinEncoder {
                 Kind::Fetch => (b"i ", e.size as u64),
                 Kind::TlbFlush if e.addr == FLUSH_ALL => {
                     buf.extend_from_slice(b"v 0 0\n");
+                    continue;
+                }
+                // No label says "one address space's entries": left out and counted, as
+                // every event the format cannot carry.
+                Kind::TlbFlush if e.addr == FLUSH_SPACE => {
+                    dropped += 1;
                     continue;
                 }
                 Kind::TlbFlush => (b"v ", 1),

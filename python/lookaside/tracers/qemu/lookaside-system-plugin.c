@@ -88,8 +88,10 @@ enum {
  * bytes, first byte highest, in the low 32 bits), the idle loop's bounds (1 opens, 0 closes). */
 #define PHASE_MARK 0x5048415300000000ULL
 #define IDLE_MARK 0x49444c4500000000ULL
-/* A TLB flush of every page (a flush record's address). */
+/* A TLB flush of every page (a flush record's address), and of every page of the record's
+ * address space but the global ones (a process's whole range). */
 #define FLUSH_ALL UINT64_MAX
+#define FLUSH_SPACE (UINT64_MAX - 1)
 /* Most pages a shootdown flushes one by one: the kernel's tlb_single_page_flush_ceiling
  * (a larger range it flushes whole). */
 #define FLUSH_CEILING 33
@@ -445,8 +447,10 @@ static void end_stream(void)
 
 /* A SHOOT message: the kernel on vCPU `index` asks the CPUs of a mask to drop the
  * translations of a range of an address space (ctx_id 0: the kernel's), or all of them (end
- * all ones). One flush record per page, or one of every page (FLUSH_ALL) for a range above
- * the kernel's ceiling; each record's physical address is the mask of the CPUs it reaches. */
+ * all ones). One flush record per page, or for a range above the kernel's ceiling one of the
+ * whole address space (FLUSH_SPACE: a process's, whose global kernel entries and other
+ * processes' stay) or of every page (FLUSH_ALL: the kernel's range, which the kernel flushes
+ * whole); each record's physical address is the mask of the CPUs it reaches. */
 static void put_shootdown(unsigned index, const uint16_t *w)
 {
     uint32_t asid = asid_for(words_u64(w, 4));
@@ -457,7 +461,7 @@ static void put_shootdown(unsigned index, const uint16_t *w)
         shift = 12;
     uint64_t first = start >> shift, last = (end - 1) >> shift;
     if (end == FLUSH_ALL || end <= start || last - first >= FLUSH_CEILING) {
-        put_in(index, asid, FLUSH_ALL, targets, 0, KIND_FLUSH, 1);
+        put_in(index, asid, words_u64(w, 4) ? FLUSH_SPACE : FLUSH_ALL, targets, 0, KIND_FLUSH, 1);
         return;
     }
     for (uint64_t page = first; page <= last; page++)

@@ -49,20 +49,21 @@
  *
  * The probes hang on the kernel's tracepoints, found by name with
  * for_each_kernel_tracepoint() (the __tracepoint_* symbols are not exported to modules).
- * Shootdowns have no tracepoint that names the range and the CPUs: two kprobes, at the entry
- * of native_flush_tlb_multi() (a user address space's range, to the CPUs of its mm that
- * are not lazy, or all of them when page tables were freed: the kernel's own rule) and of
- * flush_tlb_kernel_range() (the kernel's, to every online CPU), send SHOOT. They report
- * only with several CPUs online (with one, no flush leaves the CPU). They are built in only
- * for a guest of several CPUs (-DLK_SHOOTDOWNS): a guest of one runs the module it always
- * ran, so its captures stay bit for bit what they were. A kprobe costs a few kernel
- * instructions outside this module (its entry through ftrace), which stay in the trace, once
- * per shootdown.
+ * TLB flushes have no tracepoint that names the range and the CPUs: three kprobes send
+ * SHOOT, at the entry of native_flush_tlb_multi() (a user address space's range, to the
+ * CPUs of its mm that are not lazy, or all of them when page tables were freed: the
+ * kernel's own rule), of flush_tlb_mm_range() when the range stays on this CPU (no other
+ * runs the mm: the flush after a fork, munmap, mprotect or exec of a process that runs on
+ * one CPU, and every one with a single CPU) and of flush_tlb_kernel_range() (the kernel's,
+ * to every online CPU). They are built in with -DLK_TLB_FLUSHES, which every capture uses
+ * now; without it the module is the one that made the traces stored before (a recapture of
+ * one of those builds it so). A kprobe costs a few kernel instructions outside this module
+ * (its entry through ftrace), which stay in the trace, once per flush.
  */
 #include <linux/highmem.h>
 #include <linux/gfp.h>
 #include <linux/irqflags.h>
-#ifdef LK_SHOOTDOWNS
+#ifdef LK_TLB_FLUSHES
 #include <linux/kprobes.h>
 #endif
 #include <linux/mm.h>
@@ -268,7 +269,7 @@ static const struct kernel_param_ops lk_phase_ops = {
 module_param_cb(phase, &lk_phase_ops, NULL, 0200);
 MODULE_PARM_DESC(phase, "LABEL (1-4 ASCII bytes): the workload starts phase LABEL");
 
-#ifdef LK_SHOOTDOWNS
+#ifdef LK_TLB_FLUSHES
 /* What the probes read of the kernel's TLB-flush state. asm/tlbflush.h hides both from
  * modules (#ifndef MODULE), so their leading fields are declared here as Linux 5.13 to 6.x
  * lay them out (arch/x86/include/asm/tlbflush.h); the kernel is pinned with the module. */
@@ -327,7 +328,7 @@ static int lk_flush_multi(struct kprobe *p, struct pt_regs *regs)
 {
 	const struct lk_flush_tlb_info *info = (const struct lk_flush_tlb_info *)regs->si;
 
-	if (!lk_recording || !info || num_online_cpus() < 2)
+	if (!lk_recording || !info)
 		return 0;
 	lk_shoot(info->mm ? info->mm->context.ctx_id : 0, info->start, info->end,
 		 info->stride_shift, (const struct cpumask *)regs->di, lk_not_lazy,
@@ -338,7 +339,7 @@ static int lk_flush_multi(struct kprobe *p, struct pt_regs *regs)
 /* flush_tlb_kernel_range(unsigned long start, unsigned long end): on every online CPU. */
 static int lk_flush_kernel(struct kprobe *p, struct pt_regs *regs)
 {
-	if (!lk_recording || num_online_cpus() < 2)
+	if (!lk_recording)
 		return 0;
 	lk_shoot(0, regs->di, regs->si, PAGE_SHIFT, cpu_online_mask, lk_every, true);
 	return 0;
@@ -350,7 +351,25 @@ static struct kprobe lk_kprobe_multi = {
 static struct kprobe lk_kprobe_kernel = {
 	.symbol_name = "flush_tlb_kernel_range", .pre_handler = lk_flush_kernel,
 };
-static struct kprobe *kprobes[] = { &lk_kprobe_multi, &lk_kprobe_kernel };
+/* flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables): a range that stays on
+ * this CPU, as the kernel decides (no other CPU in the mm's mask; native_flush_tlb_multi()
+ * reports the others). */
+static int lk_flush_range(struct kprobe *p, struct pt_regs *regs)
+{
+	struct mm_struct *mm = (struct mm_struct *)regs->di;
+	int cpu = raw_smp_processor_id();
+
+	if (!lk_recording || !mm || cpumask_any_but(mm_cpumask(mm), cpu) < nr_cpu_ids)
+		return 0;
+	lk_shoot(mm->context.ctx_id, regs->si, regs->dx, regs->cx & 0xff, cpumask_of(cpu),
+		 lk_every, true);
+	return 0;
+}
+
+static struct kprobe lk_kprobe_range = {
+	.symbol_name = "flush_tlb_mm_range", .pre_handler = lk_flush_range,
+};
+static struct kprobe *kprobes[] = { &lk_kprobe_multi, &lk_kprobe_kernel, &lk_kprobe_range };
 #endif
 
 struct lk_probe {
@@ -396,10 +415,10 @@ static int __init lk_init(void)
 	lk_mark(CALIB << 8 | 4);
 	lk_words(pa, 4);
 	local_irq_restore(flags);
-#ifdef LK_SHOOTDOWNS
+#ifdef LK_TLB_FLUSHES
 	err = register_kprobes(kprobes, ARRAY_SIZE(kprobes));
 	if (err) {
-		pr_err("lookaside_marks: cannot probe the TLB shootdowns (%d)\n", err);
+		pr_err("lookaside_marks: cannot probe the TLB flushes (%d)\n", err);
 		free_pages(lk_buf, LK_ORDER);
 		return err;
 	}
@@ -409,7 +428,7 @@ static int __init lk_init(void)
 		if (err) {
 			for (i--; i >= 0; i--)
 				tracepoint_probe_unregister(probes[i].tp, probes[i].fn, NULL);
-#ifdef LK_SHOOTDOWNS
+#ifdef LK_TLB_FLUSHES
 			unregister_kprobes(kprobes, ARRAY_SIZE(kprobes));
 #endif
 			free_pages(lk_buf, LK_ORDER);
@@ -425,7 +444,7 @@ static void __exit lk_exit(void)
 
 	for (i = 0; i < ARRAY_SIZE(probes); i++)
 		tracepoint_probe_unregister(probes[i].tp, probes[i].fn, NULL);
-#ifdef LK_SHOOTDOWNS
+#ifdef LK_TLB_FLUSHES
 	unregister_kprobes(kprobes, ARRAY_SIZE(kprobes));
 #endif
 	tracepoint_synchronize_unregister();
