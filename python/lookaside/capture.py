@@ -353,7 +353,8 @@ def describe(s: dict[str, Any]) -> list[str]:
         names = sorted({p["name"] for p in s.get("processes", [])})
         lines.insert(1, f"kernel {s['kernel']}: {len(s.get('processes', []))} processes in "
                         f"{len({p['asid'] for p in s.get('processes', [])})} address spaces "
-                        f"({', '.join(names)}), {s['switches']:,} address-space switches; "
+                        f"({', '.join(names)}), {s['switches']:,} address-space switches, "
+                        f"{s.get('tlb_flushes', 0):,} TLB flushes; "
                         f"booting took {s['boot_seconds']:.1f} s, recording "
                         f"{s['record_seconds']:.1f} s ({s['record_rate'] / 1e6:.1f} M "
                         "references/s)"

@@ -158,8 +158,8 @@ pub struct CaptureReader<R> {
     record: usize,
     switches: u64,
     syscalls: u64,
-    /// TLB flush records (shootdowns) read.
-    shootdowns: u64,
+    /// TLB flush records read (the kernel's flushes: shootdowns and a CPU's own).
+    tlb_flushes: u64,
     /// The vCPU whose records were read last (a whole system): the CPU of the events.
     cpu: u32,
     /// A RECORDS block of another vCPU has begun: a CPU marker goes before its records.
@@ -189,7 +189,7 @@ impl<R: Read> CaptureReader<R> {
             record: RECORD,
             switches: 0,
             syscalls: 0,
-            shootdowns: 0,
+            tlb_flushes: 0,
             cpu: 0,
             cpu_changed: false,
             processes: Vec::new(),
@@ -249,9 +249,10 @@ impl<R: Read> CaptureReader<R> {
         Ok(r)
     }
 
-    /// TLB shootdowns read (flush records of a whole system's capture, one per page).
-    pub fn shootdowns(&self) -> u64 {
-        self.shootdowns
+    /// TLB flushes read (flush records of a whole system's capture: one per page, or one per
+    /// whole address space or everything).
+    pub fn tlb_flushes(&self) -> u64 {
+        self.tlb_flushes
     }
 
     /// Records read so far.
@@ -588,7 +589,7 @@ impl<R: Read> CaptureReader<R> {
         let bytes = &self.buf[self.pos..self.pos + take * RECORD_SYSTEM];
         let mut counts = self.counts;
         let mut switches = self.switches;
-        let mut shootdowns = self.shootdowns;
+        let mut tlb_flushes = self.tlb_flushes;
         let mut bad = None;
         for (i, r) in bytes.chunks_exact(RECORD_SYSTEM).enumerate() {
             let addr = u64::from_le_bytes(r[..8].try_into().unwrap_or_default());
@@ -614,7 +615,7 @@ impl<R: Read> CaptureReader<R> {
                     Event::control(Kind::ContextSwitch, 0, asid)
                 }
                 4 if size == 0 => {
-                    shootdowns += 1;
+                    tlb_flushes += 1;
                     Event::control(Kind::TlbFlush, addr, asid).with_paddr(paddr)
                 }
                 8 if size == 0 => Event::control(Kind::Marker, addr, asid),
@@ -627,7 +628,7 @@ impl<R: Read> CaptureReader<R> {
         }
         self.counts = counts;
         self.switches = switches;
-        self.shootdowns = shootdowns;
+        self.tlb_flushes = tlb_flushes;
         bad
     }
 }
@@ -721,8 +722,9 @@ pub struct Recorded {
     pub switches: u64,
     /// System calls recorded (a program's captures under QEMU), as markers in the trace.
     pub syscalls: u64,
-    /// TLB shootdowns recorded (whole-system captures of several CPUs), one per page.
-    pub shootdowns: u64,
+    /// The kernel's TLB flushes recorded (whole-system captures; shootdowns and a CPU's own),
+    /// one per page, or one per whole address space or everything.
+    pub tlb_flushes: u64,
     /// The processes seen, also stored in the trace's metadata (whole-system captures).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<Process>,
@@ -765,7 +767,7 @@ pub fn record(
             r.ending = reader.ending();
             r.switches = reader.switches();
             r.syscalls = reader.syscalls();
-            r.shootdowns = reader.shootdowns();
+            r.tlb_flushes = reader.tlb_flushes();
             r.processes = reader.processes().to_vec();
             r.excluded = reader.excluded();
             r.kernel_layout = reader.layout().map(KernelLayout::describe);
@@ -1193,7 +1195,10 @@ mod tests {
                 all,
             ]
         );
-        assert_eq!((r.records(), r.shootdowns(), r.counts()), (6, 2, [0, 4, 0]));
+        assert_eq!(
+            (r.records(), r.tlb_flushes(), r.counts()),
+            (6, 2, [0, 4, 0])
+        );
         // A stream that starts on another vCPU says so first.
         let (got, _) = read_all(system_blocks(&blocks[1..2])).unwrap();
         assert_eq!(got[0], Event::on_cpu(1));
