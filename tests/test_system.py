@@ -759,6 +759,10 @@ def test_a_two_cpu_capture_records_the_shootdowns_of_an_unmap(tmp_path):
     assert "-smp 2" in extra["machine"] and extra["repeatable"].startswith("no")
     assert set(i["by_cpu"]) == {"0", "1"}
     assert all(c["user"] > 0 and c["kernel"] > 0 for c in i["by_cpu"].values())
+    # Every user-mode reference is a process's: the worker's CPU, lazy while it waited,
+    # flushes the address space it kept when the worker runs again (a CR3 write with no
+    # switch), which must not be taken for a switch to the kernel's address space 0.
+    assert i["by_asid"]["0"]["user"] == 0
     sd = i["shootdowns"]
     assert sd["0"]["sent"] >= (rounds - 1) * pages
     assert sd["1"]["received"] >= (rounds - 1) * pages

@@ -35,8 +35,11 @@
  *   then, right after it in memory, `mov %reg,%cr3` of the same register:
  *   native_flush_tlb_local's flush of the TLB) keeps the address space. It is told at run
  *   time, by the last CR3 read the vCPU executed: the two instructions need not be in one
- *   translated block (under -icount a CR3 read ends its block). Each CR3 write, reloads
- *   included, is a CONTEXT_SWITCH record.
+ *   translated block (under -icount a CR3 read ends its block). With several CPUs, a CR3
+ *   write after the scheduler switched to a task of the address space already loaded (the
+ *   CPU was lazy, skipped a shootdown, and flushes now) keeps the address space too, and is
+ *   that flush: a FLUSH_SPACE record of this CPU. Each CR3 write, reloads included, is a
+ *   CONTEXT_SWITCH record.
  * - Physical addresses: loads and stores from QEMU (qemu_plugin_hwaddr_phys_addr);
  *   instruction fetches from the host address of their bytes, less the host address of
  *   guest-physical 0, which the module's CALIB message gives (the physical address of the
@@ -137,6 +140,10 @@ struct msg {
 struct vcpu {
     uint32_t asid;    /* address space running */
     uint32_t pending; /* takes effect at the next CR3 write (0: none) */
+    /* The scheduler switched to a task of the address space already loaded (a thread of it,
+     * or after a kernel thread that borrowed it): a CR3 write before the next switch is
+     * the kernel's deferred flush of that address space, not a switch. */
+    int same_switch;
     int idle;         /* the idle task runs (pid 0) */
     /* The last CR3 read executed: where the instruction after it starts, and the register
      * it read into (a CR3 write there from that register reloads CR3). */
@@ -383,12 +390,21 @@ static void on_cr3(unsigned int vcpu, void *udata)
     struct vcpu *v = vcpus[vcpu];
     int reload = v->cr3_read_end == i->vaddr && v->cr3_read_reg == i->cr3_reg;
     v->cr3_read_end = 0;
+    int same = v->same_switch;
+    v->same_switch = 0;
     if (v->pending) {
         v->asid = v->pending;
         v->pending = 0;
         v->n_saved = 0;
     } else if (reload) {
         /* The loaded address space again: a TLB flush, no switch. */
+    } else if (same && v->asid != 0) {
+        /* switch_mm_irqs_off() of an address space to itself writes CR3 only to flush it:
+         * this CPU was lazy (a kernel thread borrowed the mm) while another CPU changed the
+         * mappings, skipped that shootdown and flushes now. Its TLB flush, of that address
+         * space on this CPU, before the CR3 write's switch record. */
+        if (recording)
+            put(vcpu, FLUSH_SPACE, 1ULL << (vcpu & 63), 0, KIND_FLUSH, 1);
     } else if (v->asid != 0) {
         /* Unannounced: into an address space the module does not name. */
         if (v->n_saved == SAVED) {
@@ -547,10 +563,12 @@ static void on_message(unsigned index, struct vcpu *v)
         v->n_saved = 0;
         v->cr3_read_end = 0;
         v->idle = 0;
+        v->same_switch = 0;
         put(index, 0, NO_PADDR, 0, KIND_SWITCH, 1);
     } else if (v->msg.type == MSG_EXEC && asid) {
         v->asid = asid;
         v->pending = 0;
+        v->same_switch = 0;
         v->n_saved = 0;
         put(index, 0, NO_PADDR, 0, KIND_SWITCH, 1);
     }
@@ -564,6 +582,9 @@ static void on_message(unsigned index, struct vcpu *v)
          * borrowed it) is switched to without a CR3 write: nothing is pending, and the next
          * CR3 write (exec's, say) must not take this one for it. */
         v->pending = asid == v->asid ? 0 : asid;
+        v->same_switch = asid == v->asid;
+    } else if (v->msg.type == MSG_SWITCH) {
+        v->same_switch = 0;
     }
     if (asid && recording) {
         pthread_mutex_lock(&out_lock);
