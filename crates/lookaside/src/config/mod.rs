@@ -229,7 +229,7 @@ pub struct ShootdownCycles {
     /// Each other CPU a request reaches, per page it invalidates there.
     #[serde(default)]
     pub page: u64,
-    /// Each other CPU a request reaches, per flush of its whole TLB.
+    /// Each other CPU a request reaches, per flush of its whole TLB or of one address space.
     #[serde(default)]
     pub flush_all: u64,
 }

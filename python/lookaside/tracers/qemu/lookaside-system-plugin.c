@@ -38,8 +38,9 @@
  *   translated block (under -icount a CR3 read ends its block). With several CPUs, a CR3
  *   write after the scheduler switched to a task of the address space already loaded (the
  *   CPU was lazy, skipped a shootdown, and flushes now) keeps the address space too, and is
- *   that flush: a FLUSH_SPACE record of this CPU. Each CR3 write, reloads included, is a
- *   CONTEXT_SWITCH record.
+ *   that flush: a FLUSH_SPACE record of this CPU (with one CPU no shootdown is skipped, and
+ *   such a write is exec's, into its new address space). Each CR3 write, reloads included,
+ *   is a CONTEXT_SWITCH record.
  * - Physical addresses: loads and stores from QEMU (qemu_plugin_hwaddr_phys_addr);
  *   instruction fetches from the host address of their bytes, less the host address of
  *   guest-physical 0, which the module's CALIB message gives (the physical address of the
@@ -158,6 +159,10 @@ struct vcpu {
 };
 
 static struct vcpu *vcpus[MAX_VCPUS];
+/* The guest has several CPUs: a CPU can be lazy while another shoots its address space
+ * down (see struct vcpu's same_switch). With one it cannot, and its CR3 writes are read as
+ * they always were. */
+static int several_cpus;
 static unsigned n_vcpus;
 /* The records not yet written, all of vCPU `recs_vcpu`, in the order they were made. The
  * vCPUs run one at a time, in turn (single-threaded TCG), so one buffer keeps their order
@@ -582,7 +587,7 @@ static void on_message(unsigned index, struct vcpu *v)
          * borrowed it) is switched to without a CR3 write: nothing is pending, and the next
          * CR3 write (exec's, say) must not take this one for it. */
         v->pending = asid == v->asid ? 0 : asid;
-        v->same_switch = asid == v->asid;
+        v->same_switch = several_cpus && asid == v->asid;
     } else if (v->msg.type == MSG_SWITCH) {
         v->same_switch = 0;
     }
@@ -761,6 +766,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     }
     if (open_stream(2, sizeof(struct rec)) < 0)
         return -1;
+    several_cpus = info->system.smp_vcpus > 1;
     plugin_id = id;
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_boot);
