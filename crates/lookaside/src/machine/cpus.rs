@@ -198,6 +198,16 @@ impl CpuSet {
         Ok(Some(Box::new(set)))
     }
 
+    /// The address space CPU `c` runs, `current` the machine's (the running CPU's: its slot in
+    /// `asid` is written only when it stops).
+    fn runs(&self, c: usize, current: u32) -> u32 {
+        if c == self.running {
+            current
+        } else {
+            self.asid[c]
+        }
+    }
+
     fn count(&self) -> usize {
         self.parked.len()
     }
@@ -292,13 +302,13 @@ impl Machine {
         // One request is a run of TLB flushes naming the same CPUs, in one address space,
         // with no other event between them (a capture writes one run per request the kernel
         // sends: the pages of one range); an unmap or protect is a request of its own.
-        let stamp = self.ledger.events();
         let new_request = match (e.kind, e.paddr) {
             (Kind::TlbFlush, NO_PADDR) => {
                 set.request = None;
                 false
             }
             (Kind::TlbFlush, mask) => {
+                let stamp = self.ledger.events();
                 let continues = set.request == Some((mask, e.asid, stamp - 1));
                 set.request = Some((mask, e.asid, stamp));
                 !continues
@@ -371,7 +381,7 @@ impl Machine {
             cost.page
         };
         for c in (0..set.count()).filter(|&c| c != r && targets & (1 << c) != 0) {
-            let running = set.asid[c];
+            let running = set.runs(c, self.cur_asid);
             let n: u64 = set.parked[c]
                 .iter_mut()
                 .map(|u| flush(u, running, true))
@@ -398,8 +408,7 @@ impl Machine {
         if e.addr == FLUSH_SPACE {
             // A CPU that does not run the address space holds none of it now.
             for c in (0..set.count()).filter(|&c| targets & (1 << c) != 0) {
-                let running = if c == r { self.cur_asid } else { set.asid[c] };
-                if running != e.asid {
+                if set.runs(c, self.cur_asid) != e.asid {
                     if let Some(m) = set.ran.get_mut(&e.asid) {
                         *m &= !(1 << c);
                     }
@@ -408,16 +417,11 @@ impl Machine {
         }
         if e.addr == FLUSH_ALL {
             // A CPU flushed whole caches no address space; it runs its own still.
-            for (c, asid) in set
-                .asid
-                .iter()
-                .enumerate()
-                .filter(|(c, _)| targets & (1 << c) != 0)
-            {
+            for c in (0..set.count()).filter(|&c| targets & (1 << c) != 0) {
                 for m in set.ran.values_mut() {
                     *m &= !(1 << c);
                 }
-                let running = if c == r { self.cur_asid } else { *asid };
+                let running = set.runs(c, self.cur_asid);
                 *set.ran.entry(running).or_default() |= 1 << c;
             }
         }
