@@ -40,6 +40,13 @@ WORKLOADS = {
 CPUS = (1, 2, 4, 8)
 MACHINE = "modern-x86"
 UNTAGGED = [f"tlb.{t}.asid=false" for t in ("itlb", "dtlb", "stlb")]
+#: Table column → the per-CPU count of the result's `cpus` section it sums (tagged TLBs).
+TOTALS = {"shootdowns": "shootdowns_sent", "shootdowns_received": "shootdowns_received",
+          "entries_invalidated": "entries_invalidated", "requests": "requests_sent",
+          "ipis": "ipis_sent"}
+#: Table column → the total it gives per million instructions.
+RATES = {"shootdowns_per_minstr": "shootdowns", "received_per_minstr": "shootdowns_received",
+         "requests_per_minstr": "requests", "ipis_per_minstr": "ipis"}
 
 
 def capture(workload: str, cpus: int, d: Path) -> Path:
@@ -69,15 +76,9 @@ def measure(path: Path, cpus: int) -> dict:
         row[f"walks_{tag}"] = r["walk"]["count"]
         row[f"shootdown_misses_{tag}"] = sum(c["shootdown_misses"] for c in per)
         if tag == "tagged":
-            row["shootdowns"] = sum(c["shootdowns_sent"] for c in per)
-            row["shootdowns_received"] = sum(c["shootdowns_received"] for c in per)
-            row["entries_invalidated"] = sum(c["entries_invalidated"] for c in per)
-            row["requests"] = sum(c["requests_sent"] for c in per)
-            row["ipis"] = sum(c["ipis_sent"] for c in per)
-    row["shootdowns_per_minstr"] = 1e6 * row["shootdowns"] / row["instructions"]
-    row["received_per_minstr"] = 1e6 * row["shootdowns_received"] / row["instructions"]
-    row["requests_per_minstr"] = 1e6 * row["requests"] / row["instructions"]
-    row["ipis_per_minstr"] = 1e6 * row["ipis"] / row["instructions"]
+            row.update({col: sum(c[key] for c in per) for col, key in TOTALS.items()})
+    for col, count in RATES.items():
+        row[col] = 1e6 * row[count] / row["instructions"]
     for tag in ("tagged", "untagged"):
         row[f"shootdown_miss_share_{tag}"] = (row[f"shootdown_misses_{tag}"]
                                               / max(row[f"misses_{tag}"], 1))
