@@ -23,8 +23,8 @@
 //!   reference of another address space, whatever its kind) empties the structure, as the
 //!   machine flushes an untagged TLB;
 //! * `TlbFlush` with [`FLUSH_ALL`] empties it, with [`FLUSH_SPACE`] frees the entries of its
-//!   address space (all of them when untagged and that space runs); `TlbFlush` of one page, `Unmap` and `Protect`
-//!   invalidate that page (of the event's address space when tagged), leaving a free entry —
+//!   address space (all of them when untagged and that space runs); `TlbFlush` of one page,
+//!   `Unmap` and `Protect` invalidate that page (of the event's address space when tagged), leaving a free entry —
 //!   the engines model the free entry exactly (see [`StackDistance`]);
 //! * map events and markers change nothing.
 //!
