@@ -65,6 +65,7 @@ mod feed;
 mod handler;
 mod physical;
 mod prefetch;
+mod tlb_alone;
 mod translate;
 use alone::CacheFeed;
 pub use build::{human_bytes, memory_estimate, MemoryLimit};
@@ -76,6 +77,7 @@ use feed::{
     NO_MEMO, NO_PAGE,
 };
 use prefetch::Prefetcher;
+use tlb_alone::{tlb_alone, TlbFeed};
 
 /// Context-tag bit of a global entry.
 const GLOBAL: u64 = 1 << 40;
@@ -508,6 +510,14 @@ impl Machine {
         if self.caches_alone() {
             return self.run_cache_batch(events);
         }
+        if let Some((r, lru, indexed)) = tlb_alone(self) {
+            return match (lru, indexed) {
+                (true, false) => self.run_tlb_loop::<true, false>(events, r),
+                (true, true) => self.run_tlb_loop::<true, true>(events, r),
+                (false, false) => self.run_tlb_loop::<false, false>(events, r),
+                (false, true) => self.run_tlb_loop::<false, true>(events, r),
+            };
+        }
         let mut feed = self.feed();
         for e in events {
             feed.event(e);
@@ -555,10 +565,21 @@ impl Machine {
         }
     }
 
+    /// [`Machine::run_batch`] of a machine of one TLB alone, through its own loop
+    /// ([`TlbFeed`]).
+    #[inline(never)]
+    fn run_tlb_loop<const LRU: bool, const INDEXED: bool>(&mut self, events: &[Event], r: usize) {
+        let mut feed = TlbFeed::<LRU, INDEXED>::new(self, r);
+        for e in events {
+            feed.event(e);
+        }
+    }
+
     /// Decode up to `max` events of native trace `source` straight into the machine (each
     /// event from the decoder's registers, never through a batch in memory); returns how
-    /// many. A machine of caches alone gets a loop of its own ([`CacheFeed`]), every other
-    /// machine one through [`Machine::feed`]. Not for a machine fed in batches
+    /// many. A machine of caches alone gets a loop of its own ([`CacheFeed`]), as does a
+    /// machine of one TLB alone ([`TlbFeed`]); every other machine one through
+    /// [`Machine::feed`]. Not for a machine fed in batches
     /// ([`Machine::fed_in_batches`]).
     pub fn decode_native(&mut self, source: &mut NativeReader, max: usize) -> Result<usize> {
         if self.caches_alone() {
@@ -570,6 +591,16 @@ impl Machine {
                     source.decode_with(max, &mut CacheFeed::<Ordered<false>>::new(self))
                 }
                 _ => source.decode_with(max, &mut CacheFeed::<AnyStore>::new(self)),
+            };
+        }
+        if let Some((r, lru, indexed)) = tlb_alone(self) {
+            return match (lru, indexed) {
+                (true, false) => source.decode_with(max, &mut TlbFeed::<true, false>::new(self, r)),
+                (true, true) => source.decode_with(max, &mut TlbFeed::<true, true>::new(self, r)),
+                (false, false) => {
+                    source.decode_with(max, &mut TlbFeed::<false, false>::new(self, r))
+                }
+                (false, true) => source.decode_with(max, &mut TlbFeed::<false, true>::new(self, r)),
             };
         }
         source.decode_with(max, &mut self.feed())

@@ -402,7 +402,7 @@ pub fn access_map_json(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::error::Error;
     use crate::event::Kind;
@@ -449,7 +449,7 @@ mod tests {
 
     /// A stream with every event kind, several address spaces, both modes, global pages and
     /// accesses that straddle pages.
-    fn mixed_events(n: usize, seed: u64) -> Vec<Event> {
+    pub(crate) fn mixed_events(n: usize, seed: u64) -> Vec<Event> {
         let mut rng = crate::tlb::SplitMix64::new(seed);
         (0..n)
             .map(|_| {
@@ -500,15 +500,21 @@ mod tests {
         let mach3 = include_str!("../../../python/lookaside/presets/decstation3100-mach3.toml");
         // A machine with a memory system: batches take its own loop, a native trace the feed.
         let memory = include_str!("../../../python/lookaside/presets/decstation5000-200.toml");
-        for text in [None, Some(regions), Some(mach3), Some(memory)] {
+        // A machine of one TLB alone: its own loop, batched or decoded straight into it.
+        let alone = "alone";
+        for text in [None, Some(regions), Some(mach3), Some(memory), Some(alone)] {
             let build = || {
                 if text == Some(mach3) || text == Some(memory) {
                     return Machine::assemble(text, "t", &[], &[]).unwrap();
                 }
+                let sets = ["machine.global_above=0xffff800000000000".to_string()];
+                if text == Some(alone) {
+                    let flags = ["d:entries=64,ways=full,page=4k,serves=unified".to_string()];
+                    return Machine::assemble(None, "t", &flags, &sets).unwrap();
+                }
                 let mut flags = vec!["dtlb:entries=8,ways=2,next=l2,page=4k+2M".to_string()];
                 flags.push("itlb:entries=4,ways=full,next=l2,asid=false,page=4k+2M".into());
                 flags.push("l2:entries=32,ways=4,policy=fifo,page=4k+2M".into());
-                let sets = ["machine.global_above=0xffff800000000000".to_string()];
                 Machine::assemble(text, "t", &flags, &sets).unwrap()
             };
             let mut expect = build();

@@ -119,6 +119,38 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
         })
     }
 
+    /// An engine of no entries that allocates nothing: what a loop that takes an engine out of
+    /// its [`Engine`] for a while leaves in its place. Not for access.
+    pub fn placeholder() -> ExactTlb<LRU, INDEXED> {
+        ExactTlb {
+            nodes: Vec::new(),
+            head: Vec::new(),
+            size: 0,
+            shift: 0,
+            valid_bits: Vec::new(),
+            words: 0,
+            valid: 0,
+            sets: 0,
+            ways: 0,
+            entries: 0,
+            set_index: SetIndex::new(1),
+            params: TlbParams::new(0, 0, Policy::Lru),
+        }
+    }
+
+    /// The engine `engine` holds, if it is one of this policy and lookup: so that a loop made
+    /// for one engine reaches it with no dispatch per access.
+    pub fn lend(engine: &mut Engine) -> Option<&mut ExactTlb<LRU, INDEXED>> {
+        let any: &mut dyn std::any::Any = match engine {
+            Engine::LruScan(t) => t,
+            Engine::LruIndexed(t) => t,
+            Engine::FifoScan(t) => t,
+            Engine::FifoIndexed(t) => t,
+            Engine::General(_) => return None,
+        };
+        any.downcast_mut()
+    }
+
     /// The set `vpn` maps to.
     #[inline(always)]
     fn set_of(&self, vpn: u64) -> usize {

@@ -1,0 +1,302 @@
+//! The loop of a machine of one TLB alone: one first-level structure, replaced by LRU or FIFO,
+//! with nothing below it (a miss is a walk, only counted) and nothing beside it (no walker,
+//! memory system, caches, software refill, prefetcher, virtually addressed cache, shadow or
+//! second CPU) — the machine of a TLB study, and of DineroIV's TLB-as-a-cache.
+//!
+//! [`Feed`](super::Feed) serves every machine, so each of its probes looks up which
+//! structure, which engine and which of a dozen wirings applies, and calls out of the loop to
+//! do it. Here all of that is settled when the loop starts: the structure's engine is taken
+//! out of the machine for the loop's lifetime (an [`ExactTlb`] of one policy and lookup, its
+//! access inlined with no dispatch), its contexts, page shift and last pages are locals, and
+//! every count is a local of the [`Tally`]. Everything else — an event that is not a
+//! reference of the running address space, or a reference that straddles two pages on a
+//! machine that splits it — puts the engine back and goes through the machine's general
+//! path, which then gives the loop the machine's state back. The results are the same as
+//! [`Feed`](super::Feed)'s, count for count.
+
+use super::feed::{Fast, Tally, NO_PAGE};
+use super::Machine;
+use crate::event::{Event, EventSink};
+use crate::tlb::{Engine, ExactTlb};
+
+/// The one structure of a machine that [`TlbFeed`] can simulate, and its engine's policy and
+/// lookup (`(lru, indexed)`), or `None`. See the module documentation for what the machine
+/// must lack.
+pub(super) fn tlb_alone(m: &Machine) -> Option<(usize, bool, bool)> {
+    if m.refill.is_some()
+        || m.memory.is_some()
+        || m.caches.is_some()
+        || m.walker.is_some()
+        || m.vac.is_some()
+        || m.prefetch.is_some()
+        || m.cpus.is_some()
+        || m.pages.has_holes
+        || !m.uniform
+    {
+        return None;
+    }
+    let mut root = None;
+    for kind in 0..3 {
+        match m.fast[kind] {
+            Fast::Untranslated => {}
+            Fast::Root(r, _) if m.alone[kind] && root.is_none_or(|x| x == r) => root = Some(r),
+            _ => return None,
+        }
+    }
+    let r = root?;
+    let u = &m.units[r];
+    if u.shadow.is_some() || u.shot.is_some() || u.reads_reference {
+        return None;
+    }
+    match u.tlb {
+        Engine::LruScan(_) => Some((r, true, false)),
+        Engine::LruIndexed(_) => Some((r, true, true)),
+        Engine::FifoScan(_) => Some((r, false, false)),
+        Engine::FifoIndexed(_) => Some((r, false, true)),
+        Engine::General(_) => None,
+    }
+}
+
+/// Simulates events one at a time on a machine of one TLB alone ([`tlb_alone`]), whose
+/// engine is an `ExactTlb<LRU, INDEXED>`; the same results as [`Feed`](super::Feed)'s.
+pub(super) struct TlbFeed<'m, const LRU: bool, const INDEXED: bool> {
+    m: &'m mut Machine,
+    /// The structure's engine, out of the machine while the loop runs.
+    tlb: ExactTlb<LRU, INDEXED>,
+    /// The structure.
+    r: usize,
+    /// Its page shift.
+    shift: u32,
+    /// The reference kinds it translates, a bit per kind.
+    kinds: u8,
+    /// Its hits change no replacement state ([`Machine::touched`]).
+    free_hits: bool,
+    /// Its last page per kind ([`Machine::last_page`]).
+    last: [u64; 4],
+    /// Its context tags under the running address space, non-global and global.
+    ctx_now: u64,
+    ctx_global: u64,
+    /// [`Machine::global_above`].
+    global_above: u64,
+    split: bool,
+    /// The running address space: a reference in it takes the loop.
+    asid: u32,
+    tally: Tally,
+}
+
+impl<'m, const LRU: bool, const INDEXED: bool> TlbFeed<'m, LRU, INDEXED> {
+    /// The loop of `m`, whose structure `r` is alone with an `ExactTlb<LRU, INDEXED>` engine
+    /// (as [`tlb_alone`] says).
+    pub(super) fn new(m: &'m mut Machine, r: usize) -> TlbFeed<'m, LRU, INDEXED> {
+        let tlb = take(&mut m.units[r].tlb);
+        let mut kinds = 0;
+        let mut shift = 0;
+        for kind in 0..3 {
+            if let Fast::Root(_, s) = m.fast[kind] {
+                kinds |= 1 << kind;
+                shift = s;
+            }
+        }
+        let mut feed = TlbFeed {
+            tlb,
+            r,
+            shift,
+            kinds,
+            free_hits: m.free_hits[r],
+            last: [NO_PAGE; 4],
+            ctx_now: 0,
+            ctx_global: 0,
+            global_above: m.global_above,
+            split: m.split,
+            asid: 0,
+            tally: Tally::default(),
+            m,
+        };
+        feed.reload();
+        feed
+    }
+
+    /// Take the machine's state that events outside the loop may change.
+    fn reload(&mut self) {
+        let u = &self.m.units[self.r];
+        (self.ctx_now, self.ctx_global) = (u.ctx_now, u.ctx_global);
+        self.last = self.m.last_page[self.r];
+        self.asid = self.m.cur_asid;
+    }
+
+    /// Give the machine back the engine, the last pages and the counts.
+    fn put_back(&mut self) {
+        self.m.settle(&mut self.tally);
+        self.tally = Tally::default();
+        self.m.last_page[self.r] = self.last;
+        put(&mut self.m.units[self.r].tlb, &mut self.tlb);
+    }
+
+    /// An event the loop does not take: through the machine's general path, with the engine
+    /// back in place.
+    #[inline(never)]
+    fn cold(&mut self, e: &Event) {
+        self.put_back();
+        self.m.feed().event(e);
+        self.tlb = take(&mut self.m.units[self.r].tlb);
+        self.reload();
+    }
+}
+
+impl<const LRU: bool, const INDEXED: bool> EventSink for TlbFeed<'_, LRU, INDEXED> {
+    /// What [`Feed::simulate`](super::Feed) and [`Feed::translate_root`](super::Feed) do for a
+    /// reference of the running address space, on this machine.
+    #[inline(always)]
+    fn event(&mut self, e: &Event) {
+        if !(e.kind.is_ref() && e.asid == self.asid) {
+            return self.cold(e);
+        }
+        let kind = e.kind as usize & 3;
+        let cell = Tally::cell(e.mode, e.kind);
+        if self.kinds & (1 << kind) == 0 {
+            self.tally.refs[cell] += 1;
+            return;
+        }
+        let page = e.addr >> self.shift;
+        if self.split {
+            let last = e.addr.wrapping_add(e.size.saturating_sub(1) as u64) >> self.shift;
+            if last != page {
+                return self.cold(e);
+            }
+        }
+        self.tally.refs[cell] += 1;
+        if page == self.last[kind] {
+            self.tally.hits[cell] += 1;
+            return;
+        }
+        // Global: at or above `global_above` (see `Machine::is_global`).
+        let ctx = if e.addr.min(u64::MAX - 1) >= self.global_above {
+            self.ctx_global
+        } else {
+            self.ctx_now
+        };
+        let hit = self.tlb.access(page, ctx);
+        if !self.free_hits {
+            self.last = [page; 4];
+        } else {
+            if !hit {
+                self.last = [NO_PAGE; 4];
+            }
+            self.last[kind] = page;
+        }
+        if hit {
+            self.tally.hits[cell] += 1;
+        } else {
+            self.tally.walks[cell] += 1;
+        }
+    }
+}
+
+impl<const LRU: bool, const INDEXED: bool> Drop for TlbFeed<'_, LRU, INDEXED> {
+    fn drop(&mut self) {
+        self.put_back();
+    }
+}
+
+/// The `ExactTlb<LRU, INDEXED>` of `engine`, taken out of it (an empty one left in its place,
+/// which nothing uses until [`put`] gives it back).
+fn take<const LRU: bool, const INDEXED: bool>(engine: &mut Engine) -> ExactTlb<LRU, INDEXED> {
+    let t =
+        ExactTlb::<LRU, INDEXED>::lend(engine).expect("the engine tlb_alone chose for the loop");
+    std::mem::replace(t, ExactTlb::placeholder())
+}
+
+/// Give `engine` back the engine [`take`] took from it.
+fn put<const LRU: bool, const INDEXED: bool>(engine: &mut Engine, t: &mut ExactTlb<LRU, INDEXED>) {
+    let slot = ExactTlb::<LRU, INDEXED>::lend(engine).expect("the engine the loop took");
+    std::mem::swap(slot, t);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::result_json;
+    use crate::report::TraceInfo;
+
+    /// Every machine of one TLB alone, run through its loop, counts what the machine's
+    /// general path counts: LRU and FIFO, scanned and indexed sets, unified and data TLBs,
+    /// tagged and untagged, with a global region, splitting straddles or not, on a stream of
+    /// every event kind in three address spaces.
+    #[test]
+    fn the_loop_counts_what_the_general_path_counts() {
+        let events = crate::run::tests::mixed_events(40_000, 11);
+        let machines: [(&str, &[&str]); 8] = [
+            ("d:entries=64,ways=full,policy=lru,page=4k", &[]),
+            ("d:entries=8,ways=2,policy=lru,page=4k", &[]),
+            (
+                "d:entries=64,ways=full,policy=fifo,page=4k,serves=unified",
+                &[],
+            ),
+            ("d:entries=12,ways=3,policy=fifo,page=4k,asid=false", &[]),
+            (
+                "d:entries=32,ways=full,policy=lru,page=4k,serves=unified",
+                &[
+                    "machine.straddle=split",
+                    "machine.global_above=0xffff800000000000",
+                ],
+            ),
+            (
+                "d:entries=64,ways=32,policy=fifo,page=4k,serves=unified,asid=false",
+                &["machine.global_above=0xffff800000000000"],
+            ),
+            (
+                "d:entries=16,ways=4,policy=lru,page=4k,serves=instruction",
+                &["machine.straddle=split"],
+            ),
+            (
+                "d:entries=16,ways=full,policy=lru,page=2m",
+                &["pages.size=2m"],
+            ),
+        ];
+        for (flag, sets) in machines {
+            let build = || {
+                let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+                Machine::assemble(None, "t", &[flag.to_string()], &sets).unwrap()
+            };
+            let mut general = build();
+            let mut feed = general.feed();
+            for e in &events {
+                feed.event(e);
+            }
+            drop(feed);
+            let mut looped = build();
+            assert!(tlb_alone(&looped).is_some(), "{flag}: takes the loop");
+            for chunk in events.chunks(777) {
+                looped.run_batch(chunk);
+            }
+            let info = TraceInfo::default();
+            assert_eq!(
+                result_json(&looped, &info),
+                result_json(&general, &info),
+                "{flag} {sets:?}"
+            );
+        }
+    }
+
+    /// Machines with anything beside or below their one TLB, or an engine of another policy,
+    /// take the general path.
+    #[test]
+    fn only_a_tlb_alone_takes_the_loop() {
+        for flags in [
+            vec!["d:entries=16,ways=full,policy=plru,page=4k"],
+            vec!["d:entries=16,ways=full,page=4k,3c=yes"],
+            vec![
+                "d:entries=16,ways=4,next=l2,page=4k",
+                "l2:entries=64,ways=4,page=4k",
+            ],
+            vec![
+                "i:entries=16,ways=4,page=4k,serves=instruction",
+                "d:entries=16,ways=4,page=4k",
+            ],
+        ] {
+            let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+            let m = Machine::assemble(None, "t", &flags, &[]).unwrap();
+            assert!(tlb_alone(&m).is_none(), "{flags:?}");
+        }
+    }
+}
