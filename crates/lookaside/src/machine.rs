@@ -63,9 +63,9 @@ mod climb;
 mod cpus;
 mod feed;
 mod handler;
+mod one_root;
 mod physical;
 mod prefetch;
-mod tlb_alone;
 mod translate;
 use alone::CacheFeed;
 pub use build::{human_bytes, memory_estimate, MemoryLimit};
@@ -76,8 +76,8 @@ use feed::{
     alone_unless_walks, entry_key, fast_paths, slow_structures, Fast, Memo, MemoryFeed, Tally,
     NO_MEMO, NO_PAGE,
 };
+use one_root::{one_root, RootFeed};
 use prefetch::Prefetcher;
-use tlb_alone::{tlb_alone, TlbFeed};
 
 /// Context-tag bit of a global entry.
 const GLOBAL: u64 = 1 << 40;
@@ -510,12 +510,12 @@ impl Machine {
         if self.caches_alone() {
             return self.run_cache_batch(events);
         }
-        if let Some((r, lru, indexed)) = tlb_alone(self) {
+        if let Some((r, lru, indexed)) = one_root(self) {
             return match (lru, indexed) {
-                (true, false) => self.run_tlb_loop::<true, false>(events, r),
-                (true, true) => self.run_tlb_loop::<true, true>(events, r),
-                (false, false) => self.run_tlb_loop::<false, false>(events, r),
-                (false, true) => self.run_tlb_loop::<false, true>(events, r),
+                (true, false) => self.run_root_loop::<true, false>(events, r),
+                (true, true) => self.run_root_loop::<true, true>(events, r),
+                (false, false) => self.run_root_loop::<false, false>(events, r),
+                (false, true) => self.run_root_loop::<false, true>(events, r),
             };
         }
         let mut feed = self.feed();
@@ -565,11 +565,11 @@ impl Machine {
         }
     }
 
-    /// [`Machine::run_batch`] of a machine of one TLB alone, through its own loop
-    /// ([`TlbFeed`]).
+    /// [`Machine::run_batch`] of a machine whose references enter one TLB, through its own
+    /// loop ([`RootFeed`]).
     #[inline(never)]
-    fn run_tlb_loop<const LRU: bool, const INDEXED: bool>(&mut self, events: &[Event], r: usize) {
-        let mut feed = TlbFeed::<LRU, INDEXED>::new(self, r);
+    fn run_root_loop<const LRU: bool, const INDEXED: bool>(&mut self, events: &[Event], r: usize) {
+        let mut feed = RootFeed::<LRU, INDEXED>::new(self, r);
         for e in events {
             feed.event(e);
         }
@@ -578,7 +578,7 @@ impl Machine {
     /// Decode up to `max` events of native trace `source` straight into the machine (each
     /// event from the decoder's registers, never through a batch in memory); returns how
     /// many. A machine of caches alone gets a loop of its own ([`CacheFeed`]), as does a
-    /// machine of one TLB alone ([`TlbFeed`]); every other machine one through
+    /// machine whose references enter one TLB ([`RootFeed`]); every other machine one through
     /// [`Machine::feed`]. Not for a machine fed in batches
     /// ([`Machine::fed_in_batches`]).
     pub fn decode_native(&mut self, source: &mut NativeReader, max: usize) -> Result<usize> {
@@ -593,14 +593,18 @@ impl Machine {
                 _ => source.decode_with(max, &mut CacheFeed::<AnyStore>::new(self)),
             };
         }
-        if let Some((r, lru, indexed)) = tlb_alone(self) {
+        if let Some((r, lru, indexed)) = one_root(self) {
             return match (lru, indexed) {
-                (true, false) => source.decode_with(max, &mut TlbFeed::<true, false>::new(self, r)),
-                (true, true) => source.decode_with(max, &mut TlbFeed::<true, true>::new(self, r)),
-                (false, false) => {
-                    source.decode_with(max, &mut TlbFeed::<false, false>::new(self, r))
+                (true, false) => {
+                    source.decode_with(max, &mut RootFeed::<true, false>::new(self, r))
                 }
-                (false, true) => source.decode_with(max, &mut TlbFeed::<false, true>::new(self, r)),
+                (true, true) => source.decode_with(max, &mut RootFeed::<true, true>::new(self, r)),
+                (false, false) => {
+                    source.decode_with(max, &mut RootFeed::<false, false>::new(self, r))
+                }
+                (false, true) => {
+                    source.decode_with(max, &mut RootFeed::<false, true>::new(self, r))
+                }
             };
         }
         source.decode_with(max, &mut self.feed())

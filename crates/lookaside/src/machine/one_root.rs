@@ -1,34 +1,36 @@
-//! The loop of a machine of one TLB alone: one first-level structure, replaced by LRU or FIFO,
-//! with nothing below it (a miss is a walk, only counted) and nothing beside it (no walker,
-//! memory system, caches, software refill, prefetcher, virtually addressed cache, shadow or
-//! second CPU) — the machine of a TLB study, and of DineroIV's TLB-as-a-cache.
+//! The loop of a machine whose references enter one TLB: one first-level structure, replaced
+//! by LRU or FIFO, whatever lies below it (next levels, a page-table walker, Bala's
+//! prefetcher) — the machine of most TLB studies, and of DineroIV's TLB-as-a-cache — as long
+//! as nothing else sees the references (no memory system, caches, software refill, virtually
+//! addressed cache, walker data cache, shadow or second CPU).
 //!
 //! [`Feed`](super::Feed) serves every machine, so each of its probes looks up which
 //! structure, which engine and which of a dozen wirings applies, and calls out of the loop to
 //! do it. Here all of that is settled when the loop starts: the structure's engine is taken
 //! out of the machine for the loop's lifetime (an [`ExactTlb`] of one policy and lookup, its
 //! access inlined with no dispatch), its contexts, page shift and last pages are locals, and
-//! every count is a local of the [`Tally`]. Everything else — an event that is not a
-//! reference of the running address space, or a reference that straddles two pages on a
-//! machine that splits it — puts the engine back and goes through the machine's general
-//! path, which then gives the loop the machine's state back. The results are the same as
-//! [`Feed`](super::Feed)'s, count for count.
+//! every count of the first level is a local of the [`Tally`]. A first-level miss with
+//! levels below goes to the machine as [`Feed`](super::Feed)'s does (nothing below the first
+//! level reads its engine). Everything else — an event that is not a reference of the running
+//! address space, or a reference that straddles two pages on a machine that splits it —
+//! puts the engine back and goes through the machine's general path, which then gives the
+//! loop the machine's state back. The results are the same as [`Feed`](super::Feed)'s, count
+//! for count.
 
 use super::feed::{Fast, Tally, NO_PAGE};
 use super::Machine;
 use crate::event::{Event, EventSink};
 use crate::tlb::{Engine, ExactTlb};
 
-/// The one structure of a machine that [`TlbFeed`] can simulate, and its engine's policy and
-/// lookup (`(lru, indexed)`), or `None`. See the module documentation for what the machine
-/// must lack.
-pub(super) fn tlb_alone(m: &Machine) -> Option<(usize, bool, bool)> {
+/// The one first-level structure of a machine that [`RootFeed`] can simulate, and its
+/// engine's policy and lookup (`(lru, indexed)`), or `None`. See the module documentation
+/// for what the machine must lack.
+pub(super) fn one_root(m: &Machine) -> Option<(usize, bool, bool)> {
     if m.refill.is_some()
         || m.memory.is_some()
         || m.caches.is_some()
-        || m.walker.is_some()
+        || m.walker.as_ref().is_some_and(|w| w.sees_data())
         || m.vac.is_some()
-        || m.prefetch.is_some()
         || m.cpus.is_some()
         || m.pages.has_holes
         || !m.uniform
@@ -39,7 +41,7 @@ pub(super) fn tlb_alone(m: &Machine) -> Option<(usize, bool, bool)> {
     for kind in 0..3 {
         match m.fast[kind] {
             Fast::Untranslated => {}
-            Fast::Root(r, _) if m.alone[kind] && root.is_none_or(|x| x == r) => root = Some(r),
+            Fast::Root(r, _) if root.is_none_or(|x| x == r) => root = Some(r),
             _ => return None,
         }
     }
@@ -57,9 +59,9 @@ pub(super) fn tlb_alone(m: &Machine) -> Option<(usize, bool, bool)> {
     }
 }
 
-/// Simulates events one at a time on a machine of one TLB alone ([`tlb_alone`]), whose
-/// engine is an `ExactTlb<LRU, INDEXED>`; the same results as [`Feed`](super::Feed)'s.
-pub(super) struct TlbFeed<'m, const LRU: bool, const INDEXED: bool> {
+/// Simulates events one at a time on a machine whose references enter one TLB ([`one_root`]),
+/// whose engine is an `ExactTlb<LRU, INDEXED>`; the same results as [`Feed`](super::Feed)'s.
+pub(super) struct RootFeed<'m, const LRU: bool, const INDEXED: bool> {
     m: &'m mut Machine,
     /// The structure's engine, out of the machine while the loop runs.
     tlb: ExactTlb<LRU, INDEXED>,
@@ -71,6 +73,9 @@ pub(super) struct TlbFeed<'m, const LRU: bool, const INDEXED: bool> {
     kinds: u8,
     /// Its hits change no replacement state ([`Machine::touched`]).
     free_hits: bool,
+    /// Per kind, whether it has nothing below it: a miss is a walk, only counted
+    /// ([`Machine::alone`]).
+    alone: [bool; 4],
     /// Its last page per kind ([`Machine::last_page`]).
     last: [u64; 4],
     /// Its context tags under the running address space, non-global and global.
@@ -84,10 +89,10 @@ pub(super) struct TlbFeed<'m, const LRU: bool, const INDEXED: bool> {
     tally: Tally,
 }
 
-impl<'m, const LRU: bool, const INDEXED: bool> TlbFeed<'m, LRU, INDEXED> {
+impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
     /// The loop of `m`, whose structure `r` is alone with an `ExactTlb<LRU, INDEXED>` engine
-    /// (as [`tlb_alone`] says).
-    pub(super) fn new(m: &'m mut Machine, r: usize) -> TlbFeed<'m, LRU, INDEXED> {
+    /// (as [`one_root`] says).
+    pub(super) fn new(m: &'m mut Machine, r: usize) -> RootFeed<'m, LRU, INDEXED> {
         let tlb = take(&mut m.units[r].tlb);
         let mut kinds = 0;
         let mut shift = 0;
@@ -97,12 +102,13 @@ impl<'m, const LRU: bool, const INDEXED: bool> TlbFeed<'m, LRU, INDEXED> {
                 shift = s;
             }
         }
-        let mut feed = TlbFeed {
+        let mut feed = RootFeed {
             tlb,
             r,
             shift,
             kinds,
             free_hits: m.free_hits[r],
+            alone: [m.alone[0], m.alone[1], m.alone[2], false],
             last: [NO_PAGE; 4],
             ctx_now: 0,
             ctx_global: 0,
@@ -132,6 +138,15 @@ impl<'m, const LRU: bool, const INDEXED: bool> TlbFeed<'m, LRU, INDEXED> {
         put(&mut self.m.units[self.r].tlb, &mut self.tlb);
     }
 
+    /// A first-level miss of reference `e` with levels below (or a walker, or a prefetcher):
+    /// to the machine, as [`Feed`](super::Feed)'s. Nothing there reads the first level's
+    /// engine, or the last pages this loop keeps.
+    #[inline(never)]
+    fn below(&mut self, e: &Event) {
+        self.m.walk_paddr = e.paddr;
+        self.m.root_missed(e.addr, e.kind, e.mode, self.r);
+    }
+
     /// An event the loop does not take: through the machine's general path, with the engine
     /// back in place.
     #[inline(never)]
@@ -143,7 +158,7 @@ impl<'m, const LRU: bool, const INDEXED: bool> TlbFeed<'m, LRU, INDEXED> {
     }
 }
 
-impl<const LRU: bool, const INDEXED: bool> EventSink for TlbFeed<'_, LRU, INDEXED> {
+impl<const LRU: bool, const INDEXED: bool> EventSink for RootFeed<'_, LRU, INDEXED> {
     /// What [`Feed::simulate`](super::Feed) and [`Feed::translate_root`](super::Feed) do for a
     /// reference of the running address space, on this machine.
     #[inline(always)]
@@ -186,13 +201,15 @@ impl<const LRU: bool, const INDEXED: bool> EventSink for TlbFeed<'_, LRU, INDEXE
         }
         if hit {
             self.tally.hits[cell] += 1;
-        } else {
+        } else if self.alone[kind] {
             self.tally.walks[cell] += 1;
+        } else {
+            self.below(e);
         }
     }
 }
 
-impl<const LRU: bool, const INDEXED: bool> Drop for TlbFeed<'_, LRU, INDEXED> {
+impl<const LRU: bool, const INDEXED: bool> Drop for RootFeed<'_, LRU, INDEXED> {
     fn drop(&mut self) {
         self.put_back();
     }
@@ -201,8 +218,7 @@ impl<const LRU: bool, const INDEXED: bool> Drop for TlbFeed<'_, LRU, INDEXED> {
 /// The `ExactTlb<LRU, INDEXED>` of `engine`, taken out of it (an empty one left in its place,
 /// which nothing uses until [`put`] gives it back).
 fn take<const LRU: bool, const INDEXED: bool>(engine: &mut Engine) -> ExactTlb<LRU, INDEXED> {
-    let t =
-        ExactTlb::<LRU, INDEXED>::lend(engine).expect("the engine tlb_alone chose for the loop");
+    let t = ExactTlb::<LRU, INDEXED>::lend(engine).expect("the engine one_root chose for the loop");
     std::mem::replace(t, ExactTlb::placeholder())
 }
 
@@ -218,45 +234,69 @@ mod tests {
     use crate::report::result_json;
     use crate::report::TraceInfo;
 
-    /// Every machine of one TLB alone, run through its loop, counts what the machine's
-    /// general path counts: LRU and FIFO, scanned and indexed sets, unified and data TLBs,
-    /// tagged and untagged, with a global region, splitting straddles or not, on a stream of
-    /// every event kind in three address spaces.
+    /// Every machine whose references enter one TLB, run through its loop, counts what the
+    /// machine's general path counts: LRU and FIFO, scanned and indexed sets, unified and
+    /// data TLBs, tagged and untagged, with a global region, splitting straddles or not, alone
+    /// or with a next level, a page-table walker or a prefetcher; on a stream of every event
+    /// kind in three address spaces.
     #[test]
     fn the_loop_counts_what_the_general_path_counts() {
-        let events = crate::run::tests::mixed_events(40_000, 11);
-        let machines: [(&str, &[&str]); 8] = [
-            ("d:entries=64,ways=full,policy=lru,page=4k", &[]),
-            ("d:entries=8,ways=2,policy=lru,page=4k", &[]),
+        let mut events = crate::run::tests::mixed_events(40_000, 11);
+        // Physical addresses on two references in three, for the walker: two address spaces'
+        // pages share a frame by them.
+        for (i, e) in events.iter_mut().enumerate() {
+            if e.kind.is_ref() && i % 3 != 0 {
+                e.paddr = (e.addr & 0x3f_ffff) | 0x8000_0000;
+            }
+        }
+        let global = "machine.global_above=0xffff800000000000";
+        let l2 = "l2:entries=32,ways=4,policy=fifo,page=4k";
+        let machines: [(&[&str], &[&str]); 12] = [
+            (&["d:entries=64,ways=full,policy=lru,page=4k"], &[]),
+            (&["d:entries=8,ways=2,policy=lru,page=4k"], &[]),
             (
-                "d:entries=64,ways=full,policy=fifo,page=4k,serves=unified",
+                &["d:entries=64,ways=full,policy=fifo,page=4k,serves=unified"],
                 &[],
             ),
-            ("d:entries=12,ways=3,policy=fifo,page=4k,asid=false", &[]),
+            (&["d:entries=12,ways=3,policy=fifo,page=4k,asid=false"], &[]),
             (
-                "d:entries=32,ways=full,policy=lru,page=4k,serves=unified",
-                &[
-                    "machine.straddle=split",
-                    "machine.global_above=0xffff800000000000",
-                ],
+                &["d:entries=32,ways=full,policy=lru,page=4k,serves=unified"],
+                &["machine.straddle=split", global],
             ),
             (
-                "d:entries=64,ways=32,policy=fifo,page=4k,serves=unified,asid=false",
-                &["machine.global_above=0xffff800000000000"],
+                &["d:entries=64,ways=32,policy=fifo,page=4k,serves=unified,asid=false"],
+                &[global],
             ),
             (
-                "d:entries=16,ways=4,policy=lru,page=4k,serves=instruction",
+                &["d:entries=16,ways=4,policy=lru,page=4k,serves=instruction"],
                 &["machine.straddle=split"],
             ),
             (
-                "d:entries=16,ways=full,policy=lru,page=2m",
+                &["d:entries=16,ways=full,policy=lru,page=2m"],
                 &["pages.size=2m"],
             ),
+            (&["d:entries=8,ways=2,page=4k,next=l2", l2], &[global]),
+            (
+                &[
+                    "d:entries=32,ways=full,policy=fifo,page=4k,serves=unified,next=l2",
+                    l2,
+                ],
+                &["machine.straddle=split"],
+            ),
+            (
+                &["d:entries=16,ways=4,page=4k,serves=unified"],
+                &["pagetable.organisation=radix", global],
+            ),
+            (
+                &["d:entries=16,ways=full,page=4k,serves=unified,next=l2", l2],
+                &["prefetch.user_entries=4", "prefetch.kernel_entries=2"],
+            ),
         ];
-        for (flag, sets) in machines {
+        for (flags, sets) in machines {
             let build = || {
+                let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
                 let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-                Machine::assemble(None, "t", &[flag.to_string()], &sets).unwrap()
+                Machine::assemble(None, "t", &flags, &sets).unwrap()
             };
             let mut general = build();
             let mut feed = general.feed();
@@ -265,7 +305,7 @@ mod tests {
             }
             drop(feed);
             let mut looped = build();
-            assert!(tlb_alone(&looped).is_some(), "{flag}: takes the loop");
+            assert!(one_root(&looped).is_some(), "{flags:?}: takes the loop");
             for chunk in events.chunks(777) {
                 looped.run_batch(chunk);
             }
@@ -273,22 +313,18 @@ mod tests {
             assert_eq!(
                 result_json(&looped, &info),
                 result_json(&general, &info),
-                "{flag} {sets:?}"
+                "{flags:?} {sets:?}"
             );
         }
     }
 
-    /// Machines with anything beside or below their one TLB, or an engine of another policy,
-    /// take the general path.
+    /// Machines whose references enter two TLBs, reach caches, or enter one of another
+    /// policy or with a shadow take the general path.
     #[test]
-    fn only_a_tlb_alone_takes_the_loop() {
+    fn only_a_machine_of_one_root_takes_the_loop() {
         for flags in [
             vec!["d:entries=16,ways=full,policy=plru,page=4k"],
             vec!["d:entries=16,ways=full,page=4k,3c=yes"],
-            vec![
-                "d:entries=16,ways=4,next=l2,page=4k",
-                "l2:entries=64,ways=4,page=4k",
-            ],
             vec![
                 "i:entries=16,ways=4,page=4k,serves=instruction",
                 "d:entries=16,ways=4,page=4k",
@@ -296,7 +332,13 @@ mod tests {
         ] {
             let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
             let m = Machine::assemble(None, "t", &flags, &[]).unwrap();
-            assert!(tlb_alone(&m).is_none(), "{flags:?}");
+            assert!(one_root(&m).is_none(), "{flags:?}");
         }
+        let flags = ["d:entries=16,ways=4,page=4k".to_string()];
+        let plain = Machine::assemble(None, "t", &flags, &[]).unwrap();
+        assert!(one_root(&plain).is_some());
+        let caches = ["l1:size=4k,line=64,ways=2,serves=unified".to_string()];
+        let cached = Machine::assemble_all(None, "t", &flags, &caches, &[]).unwrap();
+        assert!(one_root(&cached).is_none());
     }
 }
