@@ -50,11 +50,13 @@ impl Machine {
         }
         if !config.caches.is_empty() {
             if let Some(p) = &config.pagetable {
-                physical_caches(&config, p, source_name)?;
+                physical_caches(p, source_name)?;
             }
         }
-        // The smallest page the machine maps: a hashed or inverted table's page.
-        let smallest = smallest_page(&config);
+        // The smallest page the machine maps (a hashed or inverted table's page) and the
+        // largest (where a walker puts large pages' data).
+        let mapped = mapped_pages(&config);
+        let smallest = mapped.0;
         if let (Some(v), Some(p)) = (&config.vac, &config.pagetable) {
             let base = crate::mmu::table_page_shift(p, smallest);
             if let Some((key, size)) = config
@@ -375,9 +377,9 @@ impl Machine {
                                 "'identity' makes a page's frame its virtual page number, which no page table ([pagetable]) of a physical memory maps; choose another mapping".into(),
                             ));
                         }
-                        Walker::with_memory(p, source_name, m, smallest)?
+                        Walker::with_memory(p, source_name, m, mapped)?
                     }
-                    None => Walker::from_config(p, source_name, smallest)?,
+                    None => Walker::from_config(p, source_name, mapped)?,
                 });
                 // Pages the table cannot hold would never be walked: refuse them here.
                 // (An unmapped region, a kernel class among them, has no size to hold.)
@@ -400,7 +402,8 @@ impl Machine {
                     m.set_walker();
                 }
                 if caches.is_some() {
-                    w.serve_caches();
+                    w.serve_caches()
+                        .map_err(|m| err("pagetable.memory".into(), m))?;
                 }
                 Some(w)
             }
@@ -536,13 +539,10 @@ impl Machine {
 
 /// The checks of a machine whose `[[cache]]` hierarchy is physically addressed at the frames
 /// of page table `p` (see the `physical` module): the walker's table references go through
-/// the hierarchy, so its private cache and its own pass of the program's data are refused,
-/// and pages are 4 KiB (a frame of the walker's memory).
-fn physical_caches(
-    config: &MachineConfig,
-    p: &crate::config::PageTableConfig,
-    source_name: &str,
-) -> Result<()> {
+/// the hierarchy, so its private cache and its own pass of the program's data are refused.
+/// (Whether its memory's frames fit the pool of large pages is the walker's check: see
+/// [`Walker::serve_caches`].)
+fn physical_caches(p: &crate::config::PageTableConfig, source_name: &str) -> Result<()> {
     let err = |k: &str, m: &str| Err(Error::config(source_name, k, m));
     if p.data_refs {
         return err(
@@ -555,17 +555,6 @@ fn physical_caches(
             "pagetable.cache",
             "with [[cache]] the walker's table references take the [[cache]] hierarchy; leave [pagetable.cache] out",
         );
-    }
-    for (key, size) in config.pages.sizes() {
-        if size
-            .shift()
-            .is_some_and(|s| s > crate::mmu::LARGEST_PHYSICAL_SHIFT)
-        {
-            return Err(Error::NotYet(format!(
-                "{source_name}: {key}: {} pages with [[cache]] and [pagetable] (physically addressed caches take pages up to 32 GiB)",
-                size.label()
-            )));
-        }
     }
     Ok(())
 }
@@ -980,15 +969,13 @@ pub(super) fn shadow_of(params: &TlbParams) -> std::result::Result<Shadow<Tlb>, 
     Shadow::<Tlb>::new(params.entries, policy, params.seed ^ 0x3c, true)
 }
 
-/// The smallest page size (as a shift) `config`'s `[pages]` maps: a hashed or inverted table's
-/// page ([`crate::mmu::table_page_shift`]). 4 KiB if every address is unmapped.
-fn smallest_page(config: &MachineConfig) -> u32 {
-    config
-        .pages
-        .sizes()
-        .filter_map(|(_, s)| s.shift())
-        .min()
-        .unwrap_or(crate::pagetable::PAGE_SHIFT)
+/// The smallest and largest page sizes (as shifts) `config`'s `[pages]` maps: the smallest is a
+/// hashed or inverted table's page ([`crate::mmu::table_page_shift`]), the largest sets where
+/// a walker puts large pages' data. 4 KiB if every address is unmapped.
+fn mapped_pages(config: &MachineConfig) -> (u32, u32) {
+    let shifts = || config.pages.sizes().filter_map(|(_, s)| s.shift());
+    let or_base = |s: Option<u32>| s.unwrap_or(crate::pagetable::PAGE_SHIFT);
+    (or_base(shifts().min()), or_base(shifts().max()))
 }
 
 /// A kernel-class region of `[pages]`: its class and the range it resolved to (none: the

@@ -142,7 +142,7 @@ mod tests {
     /// as a straddle is), the reference at their frames, one reference per page.
     fn physical_stream(events: &[Event], pages: &str) -> Vec<Event> {
         let mut m = machine(&format!("[pagetable.cache]\nsize=0\n{pages}"), &[]);
-        m.walker.as_deref_mut().unwrap().serve_caches();
+        m.walker.as_deref_mut().unwrap().serve_caches().unwrap();
         let mut out = Vec::new();
         for e in events {
             let mut pieces = vec![*e];
@@ -339,6 +339,103 @@ mod tests {
         assert!(!large.contains(&giant), "{giant:#x}");
         assert!(large.iter().all(|p| p & ((1 << 21) - 1) == 0));
         assert_eq!(giant & ((1 << 30) - 1), 0);
+    }
+
+    /// Pages larger than 32 GiB (x86-64's root level maps 512 GiB) are runs of their own size
+    /// too: each of two 512 GiB pages is one aligned run, apart from the other and from a
+    /// 2 MiB page, so 16 bytes 32 GiB apart in each are 32 places in a fully associative cache
+    /// (32 cold misses, then hits). With a slot of 32 GiB per frame, bytes 32 GiB apart would
+    /// fall in the next frame's slot.
+    #[test]
+    fn pages_larger_than_32_gib_are_aligned_runs_of_their_size() {
+        let giant = 1u64 << 39;
+        let regions = format!(
+            "[pages]\nregions=[{{start={giant:#x}, end={:#x}, size='512G'}}, {{start=0x4000_0000, end=0x4020_0000, size='2M'}}]\n",
+            3 * giant
+        );
+        let tlb =
+            "[[tlb]]\nname='t'\nentries=4\nways='full'\nserves='data'\npage=['4K', '2M', '512G']\n";
+        let text = format!(
+            "{tlb}[pagetable]\norganisation='radix'\nlevels=4\nmemory='64K'\npreload=0.25\n{regions}"
+        );
+        let cache = ["l1:size=4k,line=64,ways=full".to_string()];
+        let mut m = Machine::assemble_all(Some(&text), "m.toml", &[], &cache, &[]).unwrap();
+        let bytes: Vec<u64> = [giant, 2 * giant]
+            .into_iter()
+            .flat_map(|page| (0..16u64).map(move |k| page + (k << 35) + 0x40))
+            .collect();
+        let loads: Vec<Event> = bytes
+            .iter()
+            .map(|&a| Event::reference(Kind::Load, a, 8))
+            .collect();
+        m.run_batch(&loads);
+        m.run_batch(&loads);
+        m.run_batch(&[Event::reference(Kind::Load, 0x4000_0040, 8)]);
+        let user = m.ledger().total(1, |_, mode, _| mode == Mode::User);
+        assert_eq!((user.accesses, user.misses), (65, 33));
+        let w = m.walker.as_deref_mut().unwrap();
+        let start =
+            |w: &mut Walker, page: u64, shift: u32| w.physical(0, page, NO_PADDR, shift).unwrap();
+        let (a, b) = (start(w, giant, 39), start(w, 2 * giant, 39));
+        let two_m = start(w, 0x4000_0000, 21);
+        assert_eq!((a % giant, b % giant, two_m % (1 << 21)), (0, 0, 0));
+        assert!(a.abs_diff(b) >= giant, "{a:#x} {b:#x}");
+        assert!(!(a..a + giant).contains(&two_m) && !(b..b + giant).contains(&two_m));
+        for &x in &bytes {
+            let page = x & !(giant - 1);
+            let at = w.physical(0, x, NO_PADDR, 39).unwrap();
+            assert_eq!(at, start(w, page, 39) + (x - page), "{x:#x}");
+        }
+    }
+
+    /// The largest page the config takes is 2^63 bytes (a radix table whose root level maps
+    /// them); the pool of large pages then holds one slot, at 2^63, so a machine whose caches
+    /// see them has a memory of one frame, and a larger memory is refused naming it (with
+    /// `data_refs` too) rather than given addresses past 2^64.
+    #[test]
+    fn the_largest_page_has_one_slot_below_2_64() {
+        let text = |memory: u64, extra: &str| {
+            format!(
+                "[[tlb]]\nname='t'\nentries=4\n[pages]\nsize='8589934592G'\n[pagetable]\norganisation='radix'\nbits=[1, 20, 20, 11]\nentry_bytes=8\nmemory={memory}\n{extra}"
+            )
+        };
+        let cache = ["l1:size=4k,line=64,ways=4".to_string()];
+        let build = |memory: u64, extra: &str| {
+            Machine::assemble_all(Some(&text(memory, extra)), "m.toml", &[], &cache, &[])
+        };
+        let mut m = build(4096, "").unwrap();
+        assert_eq!(m.walker().unwrap().table().page_shifts().last(), Some(&63));
+        let high = 1u64 << 63;
+        m.run_batch(&[
+            Event::reference(Kind::Load, 0x1234, 8),
+            Event::reference(Kind::Load, high + 0x5678, 8),
+        ]);
+        let l1 = m.ledger().total(1, |_, mode, _| mode == Mode::User);
+        assert_eq!((l1.accesses, l1.misses), (2, 2));
+        let w = m.walker.as_deref_mut().unwrap();
+        // One frame: the upper page took it from the lower one, and lies at 2^63, its slot;
+        // the lower one takes it back when touched again.
+        assert_eq!(w.stats().faults, 2);
+        assert_eq!(
+            w.physical(0, high + 0x5678, NO_PADDR, 63),
+            Some(high + 0x5678)
+        );
+        assert_eq!(w.physical(0, 0x1234, NO_PADDR, 63), Some(high + 0x1234));
+        assert_eq!(w.stats().faults, 3);
+        for (extra, with) in [("", &cache[..]), ("data_refs=true", &[][..])] {
+            let e = Machine::assemble_all(Some(&text(8192, extra)), "m.toml", &[], with, &[])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.contains("pagetable.memory: 2 frames of 4K: with pages of 8589934592G, a physically addressed machine has room for 1 ")
+                    && e.contains("make memory at most 4096 bytes"),
+                "{e}"
+            );
+        }
+        // Without physical addresses the pool is not used: any memory.
+        let plain = text(8192, "");
+        assert!(Machine::assemble(Some(&plain), "m.toml", &[], &[]).is_ok());
     }
 
     /// With `data_refs`, every load and store of a large page reaches the walker's data cache

@@ -50,5 +50,4 @@ pub use refill::{
 };
 pub use walker::{
     table_page_shift, Addresses, RefillBy, WalkCosts, WalkStats, Walker, CHAIN_BINS, COST_NAMES,
-    LARGEST_PHYSICAL_SHIFT,
 };

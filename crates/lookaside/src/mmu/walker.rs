@@ -244,6 +244,9 @@ pub struct Walker {
     base: u32,
     /// The page shifts above the base the table holds (none: every page is a base page).
     large: Vec<u32>,
+    /// The machine's largest page (as a shift): the slot of the pool of large pages, when
+    /// the walker gives physical addresses ([`LargePool`]).
+    largest: u32,
     config: PageTableConfig,
     /// Where the table references go: the private cache, the machine's memory system (see
     /// [`Walker::miss`]) or its `[[cache]]` hierarchy (see [`Walker::miss_through`]).
@@ -284,28 +287,56 @@ fn first_part(vpn: u64, shift: u32, base: u32) -> u64 {
     vpn & !((1u64 << (shift - base)) - 1)
 }
 
-/// Where large pages' data lies in physical memory: above every 4 KiB frame (2^28 frames)
-/// and every table (from [`TABLE_BASE`], 2^40).
+/// Where large pages' data lies in physical memory: the OS's huge-page pool, apart from the
+/// base pages' frames, from 2^60 (above every 4 KiB frame, 2^28 of them, and every table,
+/// from [`TABLE_BASE`], 2^40). Each frame of the table's memory has a slot there of the
+/// machine's largest page, so large pages of two sizes never overlap (at `frame << shift` a
+/// 2 MiB page in frame 512 would be the 1 GiB page in frame 1) and each is aligned to its
+/// size. (The table's memory counts a large page as one frame, as it always has.) The slot is
+/// chosen once, when the machine is built: a memory with more frames than the pool has slots
+/// below 2^64 is refused ([`LargePool::new`]), so no address ever wraps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LargePool {
+    /// The pool's first byte.
+    start: u64,
+    /// Each frame's slot (as a shift).
+    slot: u32,
+}
+
+/// Where the pool of large pages starts ([`LargePool`]), unless its slots are larger.
 const LARGE_POOL: u64 = 1 << 60;
 
-/// The largest page shift a large page's data may have: each frame of a large page has a slot
-/// of this size in the pool ([`frame_address`]), and the pool's 2^28 slots of 32 GiB end below
-/// 2^64.
-pub const LARGEST_PHYSICAL_SHIFT: u32 = 35;
+/// The smallest slot of the pool of large pages (as a shift): 32 GiB, the one slot it had
+/// while pages were at most that large, so that those machines' addresses stay what they were.
+const SMALLEST_SLOT: u32 = 35;
 
-/// The physical address of the data of a page of `2^shift` bytes in `frame` (of `2^base`
-/// bytes): the frame's bytes for a base page; for a large page, an aligned run of its size in the pool of large
-/// pages ([`LARGE_POOL`]) — the OS's huge-page pool, apart from the base pages' frames. (The
-/// table's memory counts a large page as one frame, as it always has.) Each frame has a slot
-/// of the largest size in the pool, so large pages of two sizes never overlap (at `frame <<
-/// shift` a 2 MiB page in frame 512 would be the 1 GiB page in frame 1).
-#[inline(always)]
-fn frame_address(frame: u64, shift: u32, base: u32) -> u64 {
-    if shift == base {
-        frame << base
-    } else {
-        debug_assert!(shift <= LARGEST_PHYSICAL_SHIFT);
-        LARGE_POOL + (frame << LARGEST_PHYSICAL_SHIFT)
+impl LargePool {
+    /// The pool of a machine whose largest page is `2^largest` bytes (a shift below 64) and
+    /// whose table's memory has `frames` frames of `2^base` bytes; the error says why they do
+    /// not fit (a slot is aligned to its size, so slots above 2^60 start at their own size).
+    fn new(largest: u32, (frames, base): (u64, u32)) -> std::result::Result<LargePool, String> {
+        let slot = largest.max(SMALLEST_SLOT);
+        let start = LARGE_POOL.max(1 << slot);
+        // (2^64 - start) >> slot, without 2^64.
+        let slots = ((u64::MAX - start) >> slot) + 1;
+        if frames > slots {
+            let size = |s: u32| crate::config::PageSize::Size(1 << s).label();
+            return Err(format!(
+                "{frames} frames of {}: with pages of {}, a physically addressed machine has room for {slots} (a large page's data lies in its frame's slot of the largest page's size, in a pool from {start:#x} up to 2^64); make memory at most {} bytes, or the largest page smaller",
+                size(base),
+                size(largest),
+                slots.saturating_mul(1 << base)
+            ));
+        }
+        Ok(LargePool { start, slot })
+    }
+
+    /// The first byte of the data of a large page in `frame` (below the pool's slots: see
+    /// [`LargePool::new`]).
+    #[inline(always)]
+    fn slot(self, frame: u64) -> u64 {
+        debug_assert!(frame <= (u64::MAX - self.start) >> self.slot);
+        self.start + (frame << self.slot)
     }
 }
 
@@ -331,7 +362,8 @@ fn page_frame<P: PhysicalMemory>(
 }
 
 /// The physical address of `addr` (base page `vpn` of `space`, of `2^base` bytes, in a page
-/// of `2^shift` bytes) if its page is resident; a base page's path is the short one.
+/// of `2^shift` bytes) if its page is resident: in its frame for a base page (the short
+/// path), in its frame's slot of the pool of large pages for a large page ([`LargePool`]).
 #[inline(always)]
 fn resident_address(
     r: &mut Resident,
@@ -344,7 +376,7 @@ fn resident_address(
             .map(|f| (f << base) | (addr & ((1 << base) - 1)))
     } else {
         r.get(space, page_key(vpn, shift, base))
-            .map(|f| frame_address(f, shift, base) | (addr & ((1 << shift) - 1)))
+            .map(|f| r.pool.slot(f) | (addr & ((1 << shift) - 1)))
     }
 }
 
@@ -360,18 +392,21 @@ fn forget(r: &mut Resident, (large, base): (&[u32], u32), space: u32, vpn: u64) 
 /// The frame of every resident page `(space, key)` ([`page_key`]), looked up for each program reference
 /// that reaches a cache at its physical address: an open-addressing map (one multiply per
 /// look-up, not SipHash) behind a direct-mapped cache of recent pages, as instruction and
-/// data references alternate between a few pages. Frames stay below 2^28.
+/// data references alternate between a few pages. Frames stay below 2^28. With it, where
+/// the large pages' data lies.
 #[derive(Clone, Debug)]
 struct Resident {
     map: PageMap,
     recent: [(u64, u32, u32); RECENT],
+    pool: LargePool,
 }
 
 impl Resident {
-    fn new() -> Resident {
+    fn new(pool: LargePool) -> Resident {
         Resident {
             map: PageMap::new(),
             recent: [(u64::MAX, 0, GONE); RECENT],
+            pool,
         }
     }
 
@@ -637,10 +672,11 @@ fn preload(
 
 impl Walker {
     /// Validate `[pagetable]` and build the walker, with physical memory of its own, on a
-    /// machine whose smallest mapped page is `2^smallest` bytes (the table's base page: see
-    /// [`table_page_shift`]); errors name the key.
-    pub fn from_config(c: &PageTableConfig, src: &str, smallest: u32) -> Result<Walker> {
-        Walker::build(c, src, None, smallest)
+    /// machine whose smallest and largest mapped pages are `2^pages.0` and `2^pages.1` bytes
+    /// (the smallest sets the table's base page: see [`table_page_shift`]; the largest where
+    /// large pages' data lies: see [`LargePool`]); errors name the key.
+    pub fn from_config(c: &PageTableConfig, src: &str, pages: (u32, u32)) -> Result<Walker> {
+        Walker::build(c, src, None, pages)
     }
 
     /// Validate `[pagetable]` and build the walker of a machine with a memory system
@@ -652,16 +688,16 @@ impl Walker {
         c: &PageTableConfig,
         src: &str,
         memory: &mut MemorySystem,
-        smallest: u32,
+        pages: (u32, u32),
     ) -> Result<Walker> {
-        Walker::build(c, src, Some(memory), smallest)
+        Walker::build(c, src, Some(memory), pages)
     }
 
     fn build(
         c: &PageTableConfig,
         src: &str,
         memory: Option<&mut MemorySystem>,
-        smallest: u32,
+        (smallest, largest): (u32, u32),
     ) -> Result<Walker> {
         let err = |k: &str, m: String| Error::config(src, format!("pagetable.{k}"), m);
         let (bytes, key) = match (&memory, c.memory) {
@@ -718,6 +754,13 @@ impl Walker {
             ));
         }
         let table = build_table(c, org, (frames, base), TABLE_BASE, src)?;
+        // The program's data reaches the private cache at its physical addresses.
+        let resident = match c.data_refs {
+            true => Some(Resident::new(
+                LargePool::new(largest, (frames, base)).map_err(|m| Error::config(src, key, m))?,
+            )),
+            false => None,
+        };
         let mut costs = WalkCosts::preset(&c.costs).map_err(|m| err("costs", m))?;
         for (k, v) in &c.cycles {
             costs
@@ -783,9 +826,10 @@ impl Walker {
             refs: Refs::with_capacity(64),
             evicted: Vec::new(),
             data_refs: c.data_refs,
-            resident: c.data_refs.then(Resident::new),
+            resident,
             base,
             large,
+            largest,
             config: c.clone(),
             through: if through_memory {
                 Through::Memory
@@ -803,14 +847,20 @@ impl Walker {
 
     /// The machine's `[[cache]]` hierarchy is physically addressed at this walker's frames:
     /// the table references go through it ([`Walker::miss_through`]) instead of the private
-    /// cache, and the program's references reach it at [`Walker::physical`].
-    pub fn serve_caches(&mut self) {
+    /// cache, and the program's references reach it at [`Walker::physical`]. The error: the
+    /// machine's large pages do not fit its memory's frames in the pool of large pages
+    /// ([`LargePool::new`]; the key is `pagetable.memory`).
+    pub fn serve_caches(&mut self) -> std::result::Result<(), String> {
+        if self.resident.is_none() {
+            let pool = LargePool::new(self.largest, (self.frames.capacity(), self.base))?;
+            self.resident = Some(Resident::new(pool));
+        }
         self.through = Through::Caches;
-        self.resident.get_or_insert_with(Resident::new);
+        Ok(())
     }
 
     /// The physical address that `addr` of address space `asid`, in a page of `2^shift`
-    /// bytes, reaches: its page's frame ([`frame_address`]), for a physically addressed
+    /// bytes, reaches: its page's frame ([`resident_address`]), for a physically addressed
     /// cache. A page with no frame yet is mapped now (a fault, without a walk), as the OS
     /// maps a page on its first touch: a reference no TLB translates never walks. `paddr` as
     /// for [`Walker::miss`]. `None` if the table cannot hold the page (counted in
@@ -2135,6 +2185,54 @@ mod tests {
             proptest::prop_assert_eq!(&a["frames_allocated"], &g["frames_allocated"]);
             proptest::prop_assert_eq!(&a["frames_reclaimed"], &serde_json::json!(0));
             proptest::prop_assert_eq!(&g["faults"], &g["frames_allocated"]);
+        }
+    }
+
+    /// Machines whose pages are at most 32 GiB keep the pool they always had: a large page in
+    /// frame f lies at 2^60 + f × 2^35, whatever its size.
+    #[test]
+    fn the_pool_of_large_pages_keeps_its_32_gib_slots() {
+        for largest in [12, 21, 30, 35] {
+            let pool = super::LargePool::new(largest, (1 << 28, 12)).unwrap();
+            for f in [0u64, 1, 511, (1 << 28) - 1] {
+                assert_eq!(
+                    pool.slot(f),
+                    (1 << 60) + (f << 35),
+                    "2^{largest}, frame {f}"
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The pool of large pages against its definition, computed in 128 bits: slots of
+        /// the largest page (at least 32 GiB) from the first multiple of a slot at or above
+        /// 2^60, one per frame. A memory is refused exactly when its last slot would end past
+        /// 2^64; otherwise every frame's slot is aligned to the largest page, above 2^60 (every
+        /// frame and table), apart from the next frame's, and ends by 2^64.
+        #[test]
+        fn the_pool_of_large_pages_fits_below_2_64(
+            largest in 12u32..64,
+            frames in proptest::prop_oneof![1u64..64, 1u64..=1 << 28],
+            pick in 0.0f64..1.0,
+        ) {
+            let slot = largest.max(35);
+            let start = (1u128 << 60).max(1u128 << slot);
+            let fits = start + ((frames as u128) << slot) <= 1u128 << 64;
+            let pool = super::LargePool::new(largest, (frames, 12));
+            proptest::prop_assert_eq!(pool.is_ok(), fits, "{:?}", pool);
+            let Ok(pool) = pool else { return Ok(()) };
+            let f = ((frames - 1) as f64 * pick) as u64;
+            for f in [0, f, frames - 1] {
+                let at = pool.slot(f) as u128;
+                proptest::prop_assert_eq!(at, start + ((f as u128) << slot));
+                proptest::prop_assert_eq!(at % (1u128 << largest), 0);
+                proptest::prop_assert!(at >= 1 << 60);
+                proptest::prop_assert!(at + (1u128 << largest) <= 1u128 << 64);
+                if f + 1 < frames {
+                    proptest::prop_assert!(pool.slot(f + 1) as u128 >= at + (1u128 << largest));
+                }
+            }
         }
     }
 
