@@ -59,17 +59,7 @@ impl Machine {
         let smallest = mapped.0;
         if let (Some(v), Some(p)) = (&config.vac, &config.pagetable) {
             let base = crate::mmu::table_page_shift(p, smallest);
-            if let Some((key, size)) = config
-                .pages
-                .sizes()
-                .find(|(_, s)| s.shift().is_some_and(|s| s > base))
-            {
-                return Err(Error::NotYet(format!(
-                    "{source_name}: {key}: {} pages beside the table's {} ones with [vac] and [pagetable] (the VAC's OS maps pages of its own size, one frame each)",
-                    size.label(),
-                    PageSize::Size(1 << base).label()
-                )));
-            }
+            vac_holds_its_pages(&config, (v, p), source_name)?;
             // (Pages smaller than the table's are refused with the walker: it cannot hold them.)
             if v.page.0 < 1 << base && smallest >= base {
                 return Err(err(
@@ -419,10 +409,14 @@ impl Machine {
             Some(c) => {
                 let mut v = Box::new(VacDriver::from_config(c, source_name)?);
                 // One physical memory, the VAC's OS's: the walker maps its faults there, and
-                // the frames its background pages took before the run are not free.
+                // the frames its background pages took before the run are not free; pages
+                // larger than the VAC's are runs of the OS's frames, so it learns their sizes.
                 if let Some(w) = &walker {
                     for f in w.frames_held() {
                         v.claim_frame(f << w.base_shift());
+                    }
+                    if pages.shifts().any(|s| 1u64 << s > c.page.0) {
+                        v.set_page_sizes(pages.clone());
                     }
                 }
                 Some(v)
@@ -598,6 +592,34 @@ fn memory_holds_its_pages(
         ));
     }
     Ok(())
+}
+
+/// With `[vac]` and `[pagetable]`, a page larger than the VAC's is an aligned run of the VAC
+/// OS's frames (see [`VacDriver::run`]): the table's memory must hold one.
+fn vac_holds_its_pages(
+    config: &MachineConfig,
+    (v, p): (&crate::config::VacConfig, &crate::config::PageTableConfig),
+    source_name: &str,
+) -> Result<()> {
+    let bytes = p
+        .memory
+        .map_or(crate::config::DEFAULT_PAGETABLE_MEMORY, |b| b.0);
+    let runs = config.pages.sizes().find(|(_, s)| {
+        s.shift()
+            .is_some_and(|s| 1u64 << s > v.page.0 && 1u64 << s > bytes)
+    });
+    match runs {
+        Some((key, size)) => Err(Error::config(
+            source_name,
+            key,
+            format!(
+                "{} pages in {} of memory (pagetable.memory), with [vac]: a page larger than the VAC's is an aligned run of its OS's frames, so memory must hold one (raise pagetable.memory)",
+                size.label(),
+                human_bytes(bytes)
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A bound on the memory one machine may take, and the option that sets it (for the message

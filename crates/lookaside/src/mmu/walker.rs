@@ -1063,8 +1063,9 @@ impl Walker {
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
         let m = match placed {
-            // A frame past the table's memory (a traced physical address beyond it).
-            Some(f) if f >= self.frames.capacity() => {
+            // A frame past the table's memory (a traced physical address beyond it), or a
+            // large page's run ending past it.
+            Some(f) if f + (1 << (shift - self.base)) > self.frames.capacity() => {
                 self.evicted = evicted;
                 return false;
             }

@@ -463,13 +463,31 @@ impl VacVm {
     /// so that a frame a workload names itself (a map event, a physical access, a trace's
     /// physical address) is never handed out again by [`VacVm::alloc_frame`].
     pub fn claim_frame(&mut self, paddr: u64) {
-        self.used.insert(paddr / self.page());
+        self.claim_run(paddr, 1);
+    }
+
+    /// [`VacVm::claim_frame`] of the `frames` frames from the one holding `paddr` (a large
+    /// page's run).
+    pub fn claim_run(&mut self, paddr: u64, frames: u64) {
+        let first = paddr / self.page();
+        self.used.extend(first..first + frames);
     }
 
     /// Take a frame from the free pool: the lowest free frame, of page colour `colour` when
     /// one is given (page colouring lets the OS make aliases equivalently mapped). Returns
     /// the frame's physical address.
     pub fn alloc_frame(&mut self, colour: Option<u64>) -> Result<u64, String> {
+        self.alloc_run(1, colour)
+    }
+
+    /// Take a run of `frames` free frames (a power of two) from the pool, as one allocation:
+    /// the lowest run aligned to its size, whose first frame has page colour `colour` when one
+    /// is given — a large page's, so that each of its parts has the colour of its own virtual
+    /// page. (A large page's address is aligned to its size, so its colour is a multiple of
+    /// the run's frames, or 0 when the run spans every colour: aligned runs of that colour
+    /// exist.) Returns the first frame's physical address.
+    pub fn alloc_run(&mut self, frames: u64, colour: Option<u64>) -> Result<u64, String> {
+        debug_assert!(frames.is_power_of_two());
         let colours = self.vac.colours();
         let (mut f, step) = match colour {
             Some(c) if c >= colours => {
@@ -477,28 +495,39 @@ impl VacVm {
                     "colour: {c} is not below the cache's {colours} page colours"
                 ))
             }
-            Some(c) => (c, colours),
-            None => (0, 1),
+            Some(c) if !c.is_multiple_of(frames.min(colours)) => {
+                return Err(format!(
+                    "colour: no run of {frames} frames aligned to its size starts at colour {c}"
+                ))
+            }
+            Some(c) => (c, colours.max(frames)),
+            None => (0, frames),
         };
-        while self.used.contains(&f) {
+        let last = MAX_PADDR / self.page();
+        while f < last && self.used.range(f..f + frames).next().is_some() {
             f += step;
         }
-        let addr = f * self.page();
-        if addr >= MAX_PADDR {
+        if f + frames > last {
             return Err("physical memory exhausted".into());
         }
-        self.used.insert(f);
+        self.used.extend(f..f + frames);
         self.counts.page_allocs += 1;
         let us = self.timing.vm.page_alloc_us;
         self.charge(us);
-        Ok(addr)
+        Ok(f * self.page())
     }
 
     /// Take the frame at physical address `frame` from the free pool as a page allocation
     /// (charged, counted), for a frame the workload picked itself; a frame already out of the
     /// pool (named by an earlier event) stays out.
     pub fn allocate(&mut self, frame: u64) -> f64 {
-        self.used.insert(frame / self.page());
+        self.allocate_run(frame, 1)
+    }
+
+    /// [`VacVm::allocate`] of the run of `frames` frames from `frame` (a large page's), as
+    /// one allocation.
+    pub fn allocate_run(&mut self, frame: u64, frames: u64) -> f64 {
+        self.claim_run(frame, frames);
         self.counts.page_allocs += 1;
         let us = self.timing.vm.page_alloc_us;
         self.charge(us)
@@ -507,29 +536,41 @@ impl VacVm {
     /// Return a frame to the pool. It must not be mapped; its physical alias's lines are
     /// purged (a purging policy: the content is dead) or flushed.
     pub fn free_frame(&mut self, frame: u64) -> Result<f64, String> {
-        let frame = self.page_base(frame, "frame")?;
-        if let Some(a) = self
-            .frames
-            .get(&frame)
-            .and_then(|f| f.aliases.iter().find(|a| a.0 != PHYS))
-        {
-            return Err(format!(
-                "frame: {frame:#x} is still mapped at {:#x} in address space {}",
-                a.1, a.0
-            ));
-        }
-        if !self.used.remove(&(frame / self.page())) {
-            return Err(format!("frame: {frame:#x} is not allocated"));
+        self.free_run(frame, 1)
+    }
+
+    /// [`VacVm::free_frame`] of the run of `frames` frames from `frame` (a large page's), as
+    /// one free; nothing changes if one of them cannot be freed.
+    pub fn free_run(&mut self, frame: u64, frames: u64) -> Result<f64, String> {
+        let (first, page) = (self.page_base(frame, "frame")?, self.page());
+        let run = (0..frames).map(move |i| first + i * page);
+        for frame in run.clone() {
+            if let Some(a) = self
+                .frames
+                .get(&frame)
+                .and_then(|f| f.aliases.iter().find(|a| a.0 != PHYS))
+            {
+                return Err(format!(
+                    "frame: {frame:#x} is still mapped at {:#x} in address space {}",
+                    a.1, a.0
+                ));
+            }
+            if !self.used.contains(&(frame / page)) {
+                return Err(format!("frame: {frame:#x} is not allocated"));
+            }
         }
         let mut us = 0.0;
-        let p = (PHYS, frame);
-        if let Some(m) = self.maps.get(&p).copied() {
-            if m.live && self.consistent() {
-                us += self.clear(p, !self.policy.purge_dead);
+        for frame in run {
+            self.used.remove(&(frame / page));
+            let p = (PHYS, frame);
+            if let Some(m) = self.maps.get(&p).copied() {
+                if m.live && self.consistent() {
+                    us += self.clear(p, !self.policy.purge_dead);
+                }
+                self.maps.remove(&p);
             }
-            self.maps.remove(&p);
+            self.frames.remove(&frame);
         }
-        self.frames.remove(&frame);
         self.counts.page_frees += 1;
         Ok(self.charge(us))
     }
@@ -1063,6 +1104,14 @@ impl VacVm {
 
 #[cfg(test)]
 impl VacVm {
+    /// Every virtual mapping: (address space, page address) and its frame.
+    pub(crate) fn mappings(&self) -> impl Iterator<Item = ((Asid, u64), u64)> + '_ {
+        self.maps
+            .iter()
+            .filter(|(a, _)| a.0 != PHYS)
+            .map(|(&a, m)| (a, m.frame))
+    }
+
     /// The invariants of a consistent policy (module documentation), checked against the
     /// cache's actual content; the error says which line breaks which.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {

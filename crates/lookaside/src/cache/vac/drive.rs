@@ -26,6 +26,12 @@
 //!   an address space (a kernel copy between mappings). [`Kind::ZeroPage`] zeroes `size`
 //!   bytes (0: the page).
 //!
+//! Beside a page table, a page of the machine larger than the VAC's is the OS's huge page
+//! ([`VacDriver::set_page_sizes`]): an aligned run of frames, each VAC-sized part mapped at its
+//! place in it when first touched; a map event of a part moves the whole page to the run that
+//! puts the part at the frame named, and an unmap of a part removes the whole page, as the
+//! TLBs and the table do (see [`VacDriver::run`]).
+//!
 //! Instruction fetches do not reach it (it is the data cache), and neither do context
 //! switches and TLB flushes. Markers do not either, except *phase markers*
 //! ([`Event::phase`]): the driver adds up the microseconds and primitives of each phase a
@@ -36,16 +42,19 @@
 //! position, and ignores the rest of the stream; the caller turns it into an error naming the
 //! trace ([`VacDriver::error`]).
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::alias::{AliasPolicy, At, VacVm, VmCounts, PHYS};
 use super::timing::Timing;
-use super::VacParams;
-use crate::config::VacConfig;
+use super::{VacParams, MAX_PADDR};
+use crate::config::{PageSize, VacConfig};
 use crate::error::{Error, Result};
 use crate::event::{flags, CopySource, Event, Kind, NO_PADDR, PHYSICAL};
 use crate::trace::TraceSource;
+use crate::vm::PageSizes;
 
 /// Which frame a page gets when it is first touched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -132,6 +141,12 @@ pub struct VacDriver {
     seen: u64,
     /// The first error: the 1-based event and what was wrong.
     error: Option<(u64, String)>,
+    /// The machine's page sizes, when some are larger than the VAC's page and a page table
+    /// maps the same memory ([`VacDriver::set_page_sizes`]).
+    sizes: Option<Box<PageSizes>>,
+    /// The run of frames of each large page that has one: (address space, the page's first
+    /// address) → the run's first frame (physical address).
+    runs: HashMap<(u32, u64), u64>,
 }
 
 impl VacDriver {
@@ -150,6 +165,8 @@ impl VacDriver {
             current: None,
             seen: 0,
             error: None,
+            sizes: None,
+            runs: HashMap::new(),
         })
     }
 
@@ -180,6 +197,14 @@ impl VacDriver {
     /// the machine's page table gave another process before the run.
     pub fn claim_frame(&mut self, paddr: u64) {
         self.vm.claim_frame(paddr);
+    }
+
+    /// The machine maps pages of `sizes`, some larger than the VAC's, and a page table maps
+    /// them in this OS's memory: a large page is then an aligned run of its frames, as an
+    /// operating system's huge page is (see [`VacDriver::run`]), so that the table, which maps
+    /// a large page at one frame, and the VAC agree on every byte's frame.
+    pub(crate) fn set_page_sizes(&mut self, sizes: PageSizes) {
+        self.sizes = Some(Box::new(sizes));
     }
 
     pub fn vm(&self) -> &VacVm {
@@ -270,9 +295,15 @@ impl VacDriver {
                 // The page holding each address (the VAC's page may be smaller than the
                 // machine's).
                 let (va, frame) = (e.addr & !(page - 1), e.paddr & !(page - 1));
-                self.vm.claim_frame(frame);
-                if e.size & flags::MAP_NEW_FRAME != 0 {
-                    self.vm.allocate(frame);
+                let new = e.size & flags::MAP_NEW_FRAME != 0;
+                match self.large_page(e.asid, e.addr) {
+                    Some(large) => self.move_run(e.asid, large, e.addr, e.paddr, new)?,
+                    None => {
+                        self.vm.claim_frame(frame);
+                        if new {
+                            self.vm.allocate(frame);
+                        }
+                    }
                 }
                 if self.vm.mapped(e.asid, va).is_some() {
                     self.counts.remaps += 1;
@@ -289,6 +320,9 @@ impl VacDriver {
             Kind::Unmap => {
                 let va = e.addr & !(page - 1);
                 let dead = e.size & flags::UNMAP_DEAD != 0;
+                if let Some(large) = self.large_page(e.asid, e.addr) {
+                    return self.unmap_large(e.asid, large, e.addr, dead);
+                }
                 let frame = self.vm.frame_at(e.asid, va);
                 self.vm.unmap(e.asid, va, dead)?;
                 if let (true, Some(frame)) = (dead, frame) {
@@ -341,7 +375,8 @@ impl VacDriver {
     }
 
     /// Where a reference to `addr` of `asid` goes, mapping its page first if it is touched
-    /// for the first time (`paddr`: the physical address the event carries, if any).
+    /// for the first time (`paddr`: the physical address the event carries, if any): a part
+    /// of a large page at its place in the page's run ([`VacDriver::run`]).
     fn touch(&mut self, asid: u32, addr: u64, paddr: u64) -> std::result::Result<At, String> {
         if asid == PHYSICAL || asid == PHYS {
             self.vm.claim_frame(addr);
@@ -349,19 +384,17 @@ impl VacDriver {
         }
         if self.vm.mapped(asid, addr).is_none() {
             let page = self.vm.vac().params().page;
-            let frame = match self.mapping {
-                FirstTouch::Trace if paddr == NO_PADDR => {
-                    return Err(format!(
-                        "paddr: {addr:#x} (address space {asid}) is touched first by a \
-                         reference without a physical address (mapping = \"trace\" needs one)"
-                    ))
+            let frame = match (self.large_page(asid, addr), self.mapping) {
+                (Some(large), _) => {
+                    self.run(asid, large, addr, paddr)? + ((addr - large.0) & !(page - 1))
                 }
-                FirstTouch::Trace => {
+                (None, FirstTouch::Trace) if paddr == NO_PADDR => return Err(untraced(asid, addr)),
+                (None, FirstTouch::Trace) => {
                     self.vm.claim_frame(paddr);
                     paddr & !(page - 1)
                 }
-                FirstTouch::Any => self.vm.alloc_frame(None)?,
-                FirstTouch::Colour => {
+                (None, FirstTouch::Any) => self.vm.alloc_frame(None)?,
+                (None, FirstTouch::Colour) => {
                     let colour = self.vm.vac().colour(addr);
                     self.vm.alloc_frame(Some(colour))?
                 }
@@ -370,6 +403,142 @@ impl VacDriver {
             self.counts.first_touch_maps += 1;
         }
         Ok(At::Virt(asid, addr))
+    }
+
+    /// The page larger than the VAC's holding `addr` of `asid`, if the machine maps one there
+    /// ([`VacDriver::set_page_sizes`]): its first address and its size (as a shift).
+    fn large_page(&self, asid: u32, addr: u64) -> Option<(u64, u32)> {
+        let shift = self.sizes.as_ref()?.backing(addr, asid)?;
+        let page = self.vm.vac().params().page;
+        (1u64 << shift > page).then(|| (addr & !((1u64 << shift) - 1), shift))
+    }
+
+    /// The run of frames of large page `(start, shift)` of `asid`, taken now if it has none
+    /// (for a first touch of `addr`, at physical address `paddr` if the event carries one): a
+    /// run of the page's size, aligned to it, each VAC-sized part of the page at its place in
+    /// it, mapped there when first touched — the OS's huge page. By `mapping`: the run that
+    /// places `addr` at the trace's `paddr`, the lowest free one, or the lowest free one of
+    /// the page's colour (the page's address is aligned to its size, so each part then has
+    /// its own virtual page's colour, and aliases stay equivalently mapped). The run stays
+    /// the page's until an unmap event removes the page or a map event moves it.
+    fn run(
+        &mut self,
+        asid: u32,
+        (start, shift): (u64, u32),
+        addr: u64,
+        paddr: u64,
+    ) -> std::result::Result<u64, String> {
+        if let Some(&run) = self.runs.get(&(asid, start)) {
+            return Ok(run);
+        }
+        let frames = (1u64 << shift) / self.vm.vac().params().page;
+        let run = match self.mapping {
+            FirstTouch::Trace if paddr == NO_PADDR => return Err(untraced(asid, addr)),
+            FirstTouch::Trace => {
+                let run = self.run_placing(asid, (start, shift), addr, paddr)?;
+                self.vm.claim_run(run, frames);
+                run
+            }
+            FirstTouch::Any => self.vm.alloc_run(frames, None)?,
+            FirstTouch::Colour => {
+                let colour = self.vm.vac().colour(start);
+                self.vm.alloc_run(frames, Some(colour))?
+            }
+        };
+        self.runs.insert((asid, start), run);
+        Ok(run)
+    }
+
+    /// The first frame of the aligned run that places `addr`, in large page `(start, shift)`
+    /// of `asid`, at physical address `paddr` (the part holding `addr` in the frame holding
+    /// `paddr`); an error if no aligned run does (the physical address is not where the page's
+    /// part would be in one) or the run ends past physical memory.
+    fn run_placing(
+        &self,
+        asid: u32,
+        (start, shift): (u64, u32),
+        addr: u64,
+        paddr: u64,
+    ) -> std::result::Result<u64, String> {
+        let page = self.vm.vac().params().page;
+        let size = 1u64 << shift;
+        let run = (paddr & !(page - 1)).wrapping_sub((addr - start) & !(page - 1));
+        let label = PageSize::Size(size).label();
+        if run & (size - 1) != 0 {
+            return Err(format!(
+                "paddr: {paddr:#x} for {addr:#x} (address space {asid}) is not {:#x} into an aligned run of frames, where the {label} page holding it lies",
+                addr - start
+            ));
+        }
+        if run.checked_add(size).is_none_or(|end| end > MAX_PADDR) {
+            return Err(format!(
+                "paddr: {paddr:#x} for {addr:#x} (address space {asid}) puts its {label} page past physical memory"
+            ));
+        }
+        Ok(run)
+    }
+
+    /// A map event places `addr`, in large page `(start, shift)` of `asid`, at physical
+    /// address `paddr`: the page's run becomes the aligned run that puts it there (claimed,
+    /// and allocated from the pool when `new`), and the page's other parts mapped elsewhere
+    /// move with it (remapped), as the table will map the whole page there.
+    fn move_run(
+        &mut self,
+        asid: u32,
+        (start, shift): (u64, u32),
+        addr: u64,
+        paddr: u64,
+        new: bool,
+    ) -> std::result::Result<(), String> {
+        let run = self.run_placing(asid, (start, shift), addr, paddr)?;
+        let page = self.vm.vac().params().page;
+        let frames = (1u64 << shift) / page;
+        self.vm.claim_run(run, frames);
+        if new {
+            self.vm.allocate_run(run, frames);
+        }
+        if self
+            .runs
+            .insert((asid, start), run)
+            .is_some_and(|old| old != run)
+        {
+            let part = addr & !(page - 1);
+            for i in 0..frames {
+                let va = start + i * page;
+                if va != part && self.vm.mapped(asid, va).is_some() {
+                    self.vm.remap(asid, va, run + i * page)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An unmap event of `addr`, in large page `(start, shift)` of `asid`, removes the page
+    /// (as it does from the TLBs and the table): each of its parts mapped, and its run, which
+    /// goes back to the pool when the page is destroyed (`dead`).
+    fn unmap_large(
+        &mut self,
+        asid: u32,
+        (start, shift): (u64, u32),
+        addr: u64,
+        dead: bool,
+    ) -> std::result::Result<(), String> {
+        let page = self.vm.vac().params().page;
+        let Some(run) = self.runs.remove(&(asid, start)) else {
+            // No run, so no part mapped: the OS's refusal.
+            return self.vm.unmap(asid, addr & !(page - 1), dead).map(drop);
+        };
+        let frames = (1u64 << shift) / page;
+        for i in 0..frames {
+            let va = start + i * page;
+            if self.vm.mapped(asid, va).is_some() {
+                self.vm.unmap(asid, va, dead)?;
+            }
+        }
+        if dead {
+            self.vm.free_run(run, frames)?;
+        }
+        Ok(())
     }
 
     /// The `vac` section of a result.
@@ -390,26 +559,54 @@ impl VacDriver {
     }
 }
 
+#[cfg(test)]
+impl VacDriver {
+    /// The run of frames of the large page of `asid` starting at `start`, if it has one.
+    pub(crate) fn run_of(&self, asid: u32, start: u64) -> Option<u64> {
+        self.runs.get(&(asid, start)).copied()
+    }
+}
+
+/// The refusal of a first touch without a physical address under `mapping = "trace"`.
+fn untraced(asid: u32, addr: u64) -> String {
+    format!(
+        "paddr: {addr:#x} (address space {asid}) is touched first by a reference without a \
+         physical address (mapping = \"trace\" needs one)"
+    )
+}
+
 /// A machine with a page table and a virtually addressed cache has one physical memory, the
 /// VAC's OS's: the walker maps a faulting page to the frame this OS gave it, mapping it now
 /// (by `mapping`, as on its first touch) if the VAC has not seen it — an instruction page,
 /// which only the walker sees. With VAC pages larger than the walker's, a walker page is its
-/// part of the VAC's frame.
+/// part of the VAC's frame; a page larger than the VAC's is its run of frames, taken now if
+/// it has none (its parts are mapped as the VAC touches them).
 impl crate::vm::PhysicalMemory for VacDriver {
     fn frame_for(&mut self, asid: u32, addr: u64, paddr: u64, shift: u32) -> Option<u64> {
         if self.error.is_some() {
             return None;
         }
         let page = self.vm.vac().params().page;
-        let physical = match self.touch(asid, addr, paddr) {
-            Ok(At::Virt(asid, va)) => self.vm.frame_at(asid, va)? | (va & (page - 1)),
-            Ok(At::Phys(p)) => p,
+        let large = match asid {
+            PHYSICAL => None,
+            _ => self.large_page(asid, addr),
+        };
+        let physical = match large {
+            Some((start, size)) => self
+                .run(asid, (start, size), addr, paddr)
+                .map(|run| Some(run + (addr - start))),
+            None => self.touch(asid, addr, paddr).map(|at| match at {
+                At::Virt(asid, va) => self.vm.frame_at(asid, va).map(|f| f | (va & (page - 1))),
+                At::Phys(p) => Some(p),
+            }),
+        };
+        match physical {
+            Ok(p) => p.map(|p| p >> shift),
             Err(m) => {
                 self.error = Some((self.seen, m));
-                return None;
+                None
             }
-        };
-        Some(physical >> shift)
+        }
     }
 }
 
@@ -517,6 +714,144 @@ mod tests {
             mapping,
         )
         .unwrap()
+    }
+
+    /// A driver of 4 KiB pages (16 KiB, 2-way: 2 page colours; `size` and `ways` to change
+    /// that) whose machine maps `large` pages (a shift) over `[from, to)`, 4 KiB ones elsewhere.
+    fn with_large_pages(
+        mapping: FirstTouch,
+        (size, ways): (u64, usize),
+        (from, to, large): (u64, u64, u32),
+    ) -> VacDriver {
+        let params = VacParams {
+            size,
+            ways,
+            line: 32,
+            page: 4096,
+            policy: crate::tlb::Policy::Lru,
+            indexing: super::super::Indexing::Virtual,
+        };
+        let timing = Timing::preset("hp9000-834").unwrap();
+        let mut d = VacDriver::new(&params, AliasPolicy::chorus(), timing, mapping).unwrap();
+        d.set_page_sizes(PageSizes {
+            default: Some(12),
+            regions: vec![(from, to, None, Some(large))],
+            has_holes: false,
+        });
+        d
+    }
+
+    /// A 2 MiB page is an aligned run of 512 of the OS's 4 KiB frames, taken on its first
+    /// touch (the lowest free one) and each part mapped at its place in it when touched; an
+    /// unmap removes the whole page (a dead one returns the run to the pool), a map event
+    /// moves it (its mapped parts follow), and one that no aligned run explains is refused.
+    #[test]
+    fn a_large_page_is_an_aligned_run_of_frames() {
+        let mut d = with_large_pages(FirstTouch::Any, (16 << 10, 2), (0x20_0000, 0x60_0000, 21));
+        let load = |a| Event::reference(Kind::Load, a, 4).with_asid(1);
+        let unmap = |a, f| Event::control(Kind::Unmap, a, 1).with_flags(f);
+        // Frame 0 goes to a 4 KiB page, so the first aligned free run is the second; the next
+        // 4 KiB page takes frame 1, the next 2 MiB page the third run.
+        d.run_batch(&[load(0x1000), load(0x20_5010), load(0x3000), load(0x41_0000)]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        let at = |d: &VacDriver, va| d.vm.frame_at(1, va);
+        assert_eq!(at(&d, 0x1000), Some(0));
+        assert_eq!(at(&d, 0x20_5000), Some(0x20_5000));
+        assert_eq!(at(&d, 0x3000), Some(0x1000));
+        assert_eq!(at(&d, 0x41_0000), Some(0x41_0000));
+        assert_eq!(
+            (d.run_of(1, 0x20_0000), d.run_of(1, 0x40_0000)),
+            (Some(0x20_0000), Some(0x40_0000))
+        );
+        assert_eq!(
+            (d.counts.first_touch_maps, d.vm.counts().page_allocs),
+            (4, 4)
+        );
+        // Another part of the page: its place in the run, no new allocation.
+        d.run_batch(&[load(0x3F_F000)]);
+        assert_eq!(at(&d, 0x3F_F000), Some(0x3F_F000));
+        assert_eq!(d.vm.counts().page_allocs, 4);
+        // Destroying the page through one part removes both parts and frees the run, which
+        // the page takes again (the lowest aligned free run); a 4 KiB page still goes below.
+        d.run_batch(&[unmap(0x20_5000, flags::UNMAP_DEAD)]);
+        assert_eq!(
+            (at(&d, 0x20_5000), at(&d, 0x3F_F000), d.run_of(1, 0x20_0000)),
+            (None, None, None)
+        );
+        assert_eq!((d.vm.counts().unmaps, d.vm.counts().page_frees), (2, 1));
+        d.run_batch(&[load(0x5000), load(0x20_0008)]);
+        assert_eq!(
+            (at(&d, 0x5000), at(&d, 0x20_0000)),
+            (Some(0x2000), Some(0x20_0000))
+        );
+        // A map event of part 3 of the other page to 0x80_3000 moves it to the run at
+        // 0x80_0000: part 16, mapped, follows (a remap), part 3 is mapped there.
+        let map = |va, pa| Event::control(Kind::Map, va, 1).with_paddr(pa);
+        d.run_batch(&[map(0x40_3000, 0x80_3000)]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        assert_eq!(
+            (at(&d, 0x40_3000), at(&d, 0x41_0000)),
+            (Some(0x80_3000), Some(0x81_0000))
+        );
+        assert_eq!(
+            (d.run_of(1, 0x40_0000), d.vm.counts().remaps),
+            (Some(0x80_0000), 1)
+        );
+        // No aligned run puts part 4 at 0x90_5000.
+        d.run_batch(&[map(0x40_4000, 0x90_5000)]);
+        let (n, why) = d.error().unwrap();
+        assert_eq!(*n, 10);
+        assert!(
+            why.starts_with(
+                "paddr: 0x905000 for 0x404000 (address space 1) is not 0x4000 into an aligned run"
+            ),
+            "{why}"
+        );
+    }
+
+    /// Colour and alignment agree: a large page's address is aligned to its size, so the
+    /// lowest aligned run of its first part's colour gives every part its own page's colour.
+    /// With 256 colours (1 MiB direct-mapped, 4 KiB pages), a 64 KiB page at 0x13_0000 has
+    /// colour 0x30: its run starts at frame 0x30, or, that frame taken, at 0x130.
+    #[test]
+    fn a_large_page_keeps_its_colours() {
+        let mut d = with_large_pages(FirstTouch::Colour, (1 << 20, 1), (0x10_0000, 0x20_0000, 16));
+        let load = |a| Event::reference(Kind::Load, a, 4).with_asid(1);
+        d.run_batch(&[load(0x13_2000)]);
+        assert_eq!(d.vm.frame_at(1, 0x13_2000), Some(0x3_2000));
+        let mut d = with_large_pages(FirstTouch::Colour, (1 << 20, 1), (0x10_0000, 0x20_0000, 16));
+        d.run_batch(&[load(0x3_0000), load(0x13_2000), load(0x13_F000)]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        assert_eq!(d.vm.frame_at(1, 0x3_0000), Some(0x3_0000));
+        assert_eq!(d.run_of(1, 0x13_0000), Some(0x13_0000));
+        for va in [0x13_2000, 0x13_F000] {
+            let f = d.vm.frame_at(1, va).unwrap();
+            assert_eq!((f, d.vm.vac().colour(f)), (va, d.vm.vac().colour(va)));
+        }
+    }
+
+    /// With `mapping = "trace"`, the traced physical address of the first part touched
+    /// places the run; one that is not at that part's place in an aligned run is refused.
+    #[test]
+    fn a_traced_large_page_is_where_the_trace_puts_it() {
+        let mut d = with_large_pages(FirstTouch::Trace, (16 << 10, 2), (0x20_0000, 0x60_0000, 21));
+        let load = |a, pa| {
+            Event::reference(Kind::Load, a, 4)
+                .with_asid(1)
+                .with_paddr(pa)
+        };
+        d.run_batch(&[load(0x20_1234, 0x40_1234), load(0x20_9000, NO_PADDR)]);
+        assert!(d.error().is_none(), "{:?}", d.error());
+        assert_eq!(d.vm.frame_at(1, 0x20_9000), Some(0x40_9000));
+        d.run_batch(&[load(0x40_1234, 0x40_2234)]);
+        assert!(
+            d.error()
+                .unwrap()
+                .1
+                .starts_with("paddr: 0x402234 for 0x401234 (address space 1) is not 0x1234 into"),
+            "{:?}",
+            d.error()
+        );
     }
 
     #[test]
