@@ -33,6 +33,60 @@ fn machine(
     Machine::assemble(Some(&text), "m.toml", &[], &[]).unwrap()
 }
 
+/// A machine with both `[vac]` and `[pagetable]` that ran a stream agrees with each alone on
+/// it: its VAC's counts are `vac` (the VAC alone's), its TLBs' and walker's are `table`'s.
+fn agrees(both: &Machine, vac: serde_json::Value, table: &Machine) -> Result<(), TestCaseError> {
+    prop_assert!(both.refused().is_none(), "{:?}", both.refused());
+    prop_assert_eq!(both.vac().unwrap().json(), vac);
+    let all = |m: &Machine| m.ledger().total(0, |_, _, _| true);
+    prop_assert_eq!(all(both), all(table));
+    let (a, b) = (
+        both.walker().unwrap().stats(),
+        table.walker().unwrap().stats(),
+    );
+    prop_assert_eq!(
+        (a.walks, a.faults, a.unmappable),
+        (b.walks, b.faults, b.unmappable)
+    );
+    prop_assert_eq!(&a.level_refs, &b.level_refs);
+    Ok(())
+}
+
+/// The events of `events` the VAC's OS `os` accepts, each after those kept before it (an
+/// unmap of a page never mapped, say, is dropped).
+fn accepted(mut os: VacDriver, events: Vec<Event>) -> Vec<Event> {
+    events
+        .into_iter()
+        .filter(|e| {
+            let mut trial = os.clone();
+            trial.run_batch(std::slice::from_ref(e));
+            let ok = trial.error().is_none();
+            if ok {
+                os = trial;
+            }
+            ok
+        })
+        .collect()
+}
+
+/// Event `what` of the VM streams below, in address space `asid` at `addr`: a switch, a map
+/// (to `paddr`), an unmap, a destroying unmap, or a load or store of word `word` of the page.
+fn vm_event(what: u8, asid: u32, addr: u64, paddr: u64, word: u64) -> Event {
+    let mut e = match what {
+        0 => Event::control(Kind::ContextSwitch, 0, asid),
+        1 => Event::control(Kind::Map, addr, asid).with_paddr(paddr),
+        2 => Event::control(Kind::Unmap, addr, asid),
+        3 => Event::control(Kind::Unmap, addr, asid).with_flags(flags::UNMAP_DEAD),
+        w => Event::reference(
+            [Kind::Load, Kind::Store][w as usize % 2],
+            addr + word * 8,
+            8,
+        ),
+    };
+    e.asid = asid;
+    e
+}
+
 /// Loads, stores, maps (to a few frames the workload names) and unmaps (some destroying the
 /// page) of three address spaces over twelve pages, and switches; events the VAC's OS would
 /// refuse (an unmap of a page not mapped, a destroyed frame still mapped elsewhere) are left
@@ -41,38 +95,12 @@ fn events(page: u32) -> impl Strategy<Value = Vec<Event>> {
     let one = (0u8..12, 1u32..4, 0u64..12, 0u64..512, 0u64..6).prop_map(
         |(what, asid, page, word, frame)| {
             let addr = 0x40_0000 + (page << 12);
-            let mut e = match what {
-                0 => Event::control(Kind::ContextSwitch, 0, asid),
-                1 => Event::control(Kind::Map, addr, asid).with_paddr(0x8_0000 + (frame << 12)),
-                2 => Event::control(Kind::Unmap, addr, asid),
-                3 => Event::control(Kind::Unmap, addr, asid).with_flags(flags::UNMAP_DEAD),
-                w => Event::reference(
-                    [Kind::Load, Kind::Store][w as usize % 2],
-                    addr + word * 8,
-                    8,
-                ),
-            };
-            e.asid = asid;
-            e
+            vm_event(what, asid, addr, 0x8_0000 + (frame << 12), word)
         },
     );
     proptest::collection::vec(one, 1..300).prop_map(move |events| {
-        let mut os = machine("hashed", "any", (true, false), page, "")
-            .vac()
-            .unwrap()
-            .clone();
-        events
-            .into_iter()
-            .filter(|e| {
-                let mut trial = os.clone();
-                trial.run_batch(std::slice::from_ref(e));
-                let ok = trial.error().is_none();
-                if ok {
-                    os = trial;
-                }
-                ok
-            })
-            .collect()
+        let os = machine("hashed", "any", (true, false), page, "");
+        accepted(os.vac().unwrap().clone(), events)
     })
 }
 
@@ -144,12 +172,7 @@ proptest! {
         }
         vac.run_batch(&events);
         table.run_batch(&events);
-        prop_assert!(both.refused().is_none(), "{:?}", both.refused());
-        prop_assert_eq!(both.vac().unwrap().json(), vac.vac().unwrap().json());
-        prop_assert_eq!(both.ledger().total(0, |_, _, _| true), table.ledger().total(0, |_, _, _| true));
-        let (a, b) = (both.walker().unwrap().stats(), table.walker().unwrap().stats());
-        prop_assert_eq!((a.walks, a.faults, a.unmappable), (b.walks, b.faults, b.unmappable));
-        prop_assert_eq!(&a.level_refs, &b.level_refs);
+        agrees(&both, vac.vac().unwrap().json(), &table)?;
     }
 }
 
@@ -235,35 +258,14 @@ fn large_events(mapping: &'static str) -> impl Strategy<Value = Vec<Event>> {
                         + (frame / 7) * 0x1000
                 }
             };
-            let mut e = match what {
-                0 => Event::control(Kind::ContextSwitch, 0, asid),
-                1 => Event::control(Kind::Map, addr, asid).with_paddr(paddr),
-                2 => Event::control(Kind::Unmap, addr, asid),
-                3 => Event::control(Kind::Unmap, addr, asid).with_flags(flags::UNMAP_DEAD),
-                w => Event::reference(
-                    [Kind::Load, Kind::Store][w as usize % 2],
-                    addr + word * 8,
-                    8,
-                ),
-            };
-            e.asid = asid;
-            e
+            vm_event(what, asid, addr, paddr, word)
         },
     );
     proptest::collection::vec(one, 1..300).prop_map(move |events| {
-        let mut os = large_machine(mapping, (true, true)).vac().unwrap().clone();
-        events
-            .into_iter()
-            .filter(|e| {
-                let mut trial = os.clone();
-                trial.run_batch(std::slice::from_ref(e));
-                let ok = trial.error().is_none();
-                if ok {
-                    os = trial;
-                }
-                ok
-            })
-            .collect()
+        accepted(
+            large_machine(mapping, (true, true)).vac().unwrap().clone(),
+            events,
+        )
     })
 }
 
@@ -290,12 +292,7 @@ proptest! {
         }
         alone.run_batch(&events);
         table.run_batch(&events);
-        prop_assert!(both.refused().is_none(), "{:?}", both.refused());
-        prop_assert_eq!(both.vac().unwrap().json(), alone.json());
-        prop_assert_eq!(both.ledger().total(0, |_, _, _| true), table.ledger().total(0, |_, _, _| true));
-        let (a, b) = (both.walker().unwrap().stats(), table.walker().unwrap().stats());
-        prop_assert_eq!((a.walks, a.faults, a.unmappable), (b.walks, b.faults, b.unmappable));
-        prop_assert_eq!(&a.level_refs, &b.level_refs);
+        agrees(&both, alone.json(), &table)?;
     }
 }
 
