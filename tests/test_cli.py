@@ -205,14 +205,25 @@ def test_failed_run_leaves_no_output_file(cli, tmp_path):
     assert not out.exists()
 
 
-def test_not_yet_commands_say_so(cli, demo, tmp_path):
-    # A VAC beside a page table that maps pages of two sizes is not built yet.
+def test_not_yet_commands_say_so(cli, demo):
+    # Several CPUs have TLB trees of their own, not yet caches.
+    p = cli("simulate", demo, "--tlb", "d:entries=8", "--cache", "l1:size=4k,line=64,ways=2",
+            "--set", "machine.cpus=2", check=False)
+    check_error(p, "not yet", "machine.cpus: 2 CPUs with cache")
+
+
+def test_a_vac_beside_a_table_of_two_page_sizes(cli, demo, tmp_path):
+    # A 2 MiB page beside 4 KiB ones (where the demo's program keeps data) takes an aligned
+    # run of the VAC's OS's frames: the table maps one page of 2 MiB and the rest of 4 KiB.
     m = tmp_path / "m.toml"
     m.write_text('[[tlb]]\nname = "t"\nentries = 32\npage = ["4K", "2M"]\n'
-                 '[pages]\nregions = [{start = 0x200000, end = 0x400000, size = "2M"}]\n'
+                 '[pages]\nregions = [{start = 0x4000000, end = 0x4200000, size = "2M"}]\n'
                  '[pagetable]\norganisation = "radix"\nlevels = 4\n[vac]\npage = "4KiB"\n')
-    p = cli("simulate", demo, "--config", m, check=False)
-    check_error(p, "not yet", "pages.regions[0].size")
+    r = json.loads(cli("simulate", demo, "--config", m, "--json").stdout)
+    assert r["pagetable"]["faults"] > 0 and r["pagetable"]["unmappable"] == 0
+    table = r["pagetable"]["table"]
+    assert table["mapped_bytes"] == (2 << 20) + 4096 * (table["pages"] - 1)
+    assert r["vac"]["counts"]["first_touch_maps"] > 0
 
 
 def test_a_vac_beside_a_table_of_its_pages(cli, demo):

@@ -45,6 +45,35 @@ struct Node {
     next: u32,
 }
 
+/// The nodes of an [`ExactTlb`] for the hot path: see [`ExactTlb::nodes_ptr`].
+#[derive(Clone, Copy)]
+struct Nodes {
+    p: *mut Node,
+    #[cfg(debug_assertions)]
+    len: usize,
+}
+
+impl Nodes {
+    /// Node `i`, which must be one of the engine's (see [`ExactTlb::nodes_ptr`]).
+    #[inline(always)]
+    fn get(self, i: usize) -> Node {
+        #[cfg(debug_assertions)]
+        assert!(i < self.len, "node {i} of {}", self.len);
+        // SAFETY: `i` is in bounds (see `ExactTlb::nodes_ptr`), and the engine, borrowed
+        // mutably for the call that made `self`, holds no other reference to it.
+        unsafe { *self.p.add(i) }
+    }
+
+    /// Change node `i`, which must be one of the engine's, by `f`.
+    #[inline(always)]
+    fn with(self, i: usize, f: impl FnOnce(&mut Node)) {
+        #[cfg(debug_assertions)]
+        assert!(i < self.len, "node {i} of {}", self.len);
+        // SAFETY: as for `get`; the reference lives only for `f`.
+        f(unsafe { &mut *self.p.add(i) })
+    }
+}
+
 /// An unpartitioned LRU (`LRU = true`) or FIFO (`false`) TLB looked up with exact contexts,
 /// through a hash index (`INDEXED`: sets of at least [`INDEX_MIN_WAYS`] ways) or a scan of
 /// the set. Both choices are const parameters: each combination is compiled on its own, with
@@ -163,6 +192,24 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
         self.entries + set
     }
 
+    /// The nodes, as a pointer for the hot path's unchecked reads and writes ([`at`]).
+    ///
+    /// Every node number the engine computes or stores is below `nodes.len()`: a way's slot
+    /// is `set * ways + way` and a sentinel `entries + set`, with `set` below `sets`
+    /// ([`SetIndex::of`]); a node's links start at its own number ([`ExactTlb::new`],
+    /// [`ExactTlb::remove`]) and only ever take the numbers of other nodes; a chain link is a
+    /// way's slot or [`NIL`], which is never followed. So the hot path indexes without bounds
+    /// checks (and without reloading the vector's place after every store), each index
+    /// checked in debug builds, where the reference-model tests run.
+    #[inline(always)]
+    fn nodes_ptr(&mut self) -> Nodes {
+        Nodes {
+            p: self.nodes.as_mut_ptr(),
+            #[cfg(debug_assertions)]
+            len: self.nodes.len(),
+        }
+    }
+
     /// The chain of (vpn, ctx) in `set`: the context rotated out of the way of typical page
     /// numbers, then a Fibonacci hash (the mix of [`super::index::WayIndex`]).
     #[inline(always)]
@@ -178,7 +225,9 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             let chain = self.chain(set, vpn, ctx);
             let mut w = self.head[chain];
             while w != NIL {
-                let n = &self.nodes[w as usize];
+                debug_assert!((w as usize) < self.nodes.len());
+                // SAFETY: a chain holds ways' slots (see `nodes_ptr`).
+                let n = unsafe { self.nodes.get_unchecked(w as usize) };
                 if n.vpn == vpn && n.ctx == ctx {
                     return (Some(w as usize), chain);
                 }
@@ -274,14 +323,14 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
     #[inline(always)]
     fn make_newest(&mut self, set: usize, i: usize) {
         let s = self.sentinel(set);
-        let n = &mut self.nodes;
-        let (p, x) = (n[i].prev, n[i].next);
-        n[p as usize].next = x;
-        n[x as usize].prev = p;
-        let last = n[s].prev;
-        n[last as usize].next = i as u32;
-        (n[i].prev, n[i].next) = (last, s as u32);
-        n[s].prev = i as u32;
+        let n = self.nodes_ptr();
+        let (p, x) = (n.get(i).prev, n.get(i).next);
+        n.with(p as usize, |m| m.next = x);
+        n.with(x as usize, |m| m.prev = p);
+        let last = n.get(s).prev;
+        n.with(last as usize, |m| m.next = i as u32);
+        n.with(i, |m| (m.prev, m.next) = (last, s as u32));
+        n.with(s, |m| m.prev = i as u32);
     }
 
     /// Put the new key `(vpn, ctx)`, whose chain in the hash index is `chain`, into `set`;
@@ -293,7 +342,8 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             "ExactTlb::access: NO_CTX is not a storable context"
         );
         let s = self.sentinel(set);
-        let i = if (self.nodes[s].aux as usize) < self.ways {
+        let n = self.nodes_ptr();
+        let i = if (n.get(s).aux as usize) < self.ways {
             let bits = &mut self.valid_bits[set * self.words..(set + 1) * self.words];
             let mut wi = 0;
             while bits[wi] == !0 {
@@ -301,7 +351,7 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             }
             let bit = (!bits[wi]).trailing_zeros() as usize;
             bits[wi] |= 1 << bit;
-            self.nodes[s].aux += 1;
+            n.with(s, |m| m.aux += 1);
             self.valid += 1;
             let i = set * self.ways + wi * 64 + bit;
             self.make_newest(set, i);
@@ -310,15 +360,14 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             // Every way is valid, so the list holds every way: the front is the victim, and
             // refilled it becomes the back (LRU: the most recent; FIFO: the newest). The
             // sentinel steps from before it to after it.
-            let n = &mut self.nodes;
-            let f = n[s].next as usize;
-            let after = n[f].next as usize;
+            let f = n.get(s).next as usize;
+            let after = n.get(f).next as usize;
             if after != s {
-                let l = n[s].prev as usize;
-                n[l].next = f as u32;
-                (n[f].prev, n[f].next) = (l as u32, s as u32);
-                (n[s].prev, n[s].next) = (f as u32, after as u32);
-                n[after].prev = s as u32;
+                let l = n.get(s).prev as usize;
+                n.with(l, |m| m.next = f as u32);
+                n.with(f, |m| (m.prev, m.next) = (l as u32, s as u32));
+                n.with(s, |m| (m.prev, m.next) = (f as u32, after as u32));
+                n.with(after, |m| m.prev = s as u32);
             }
             if INDEXED {
                 self.unchain(f);
@@ -326,10 +375,13 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
             f
         };
         let hb = if INDEXED { self.head[chain] } else { NIL };
-        let n = &mut self.nodes[i];
-        (n.vpn, n.ctx) = (vpn, ctx);
+        n.with(i, |m| {
+            (m.vpn, m.ctx) = (vpn, ctx);
+            if INDEXED {
+                (m.chain, m.aux) = (hb, chain as u32);
+            }
+        });
         if INDEXED {
-            (n.chain, n.aux) = (hb, chain as u32);
             self.head[chain] = i as u32;
         }
         i
