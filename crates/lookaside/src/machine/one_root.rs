@@ -9,9 +9,11 @@
 //! do it. Here all of that is settled when the loop starts: the structure's engine is taken
 //! out of the machine for the loop's lifetime (an [`ExactTlb`] of one policy and lookup, its
 //! access inlined with no dispatch), its contexts, page shift and last pages are locals, and
-//! every count of the first level is a local of the [`Tally`]. A first-level miss with
-//! levels below goes to the machine as [`Feed`](super::Feed)'s does (nothing below the first
-//! level reads its engine). Everything else — an event that is not a reference of the running
+//! every count of the first level is a local of the [`Tally`]. A first-level miss with one
+//! plain level below (nothing below that, no walker or prefetcher acting on the walk) is
+//! taken by the loop too, that level's counts kept in locals; any other first-level miss
+//! goes to the machine as [`Feed`](super::Feed)'s does (nothing below the first level reads
+//! its engine). Everything else — an event that is not a reference of the running
 //! address space, or a reference that straddles two pages on a machine that splits it —
 //! puts the engine back and goes through the machine's general path, which then gives the
 //! loop the machine's state back. The results are the same as [`Feed`](super::Feed)'s, count
@@ -19,7 +21,7 @@
 
 use super::feed::{Fast, Tally, NO_PAGE};
 use super::Machine;
-use crate::event::{Event, EventSink};
+use crate::event::{Event, EventSink, Kind, Mode};
 use crate::tlb::{Engine, ExactTlb};
 
 /// The one first-level structure of a machine that [`RootFeed`] can simulate, and its
@@ -76,6 +78,8 @@ pub(super) struct RootFeed<'m, const LRU: bool, const INDEXED: bool> {
     /// Per kind, whether it has nothing below it: a miss is a walk, only counted
     /// ([`Machine::alone`]).
     alone: [bool; 4],
+    /// The level below it, when the loop takes it too ([`second_level`]).
+    second: Option<Second>,
     /// Its last page per kind ([`Machine::last_page`]).
     last: [u64; 4],
     /// Its context tags under the running address space, non-global and global.
@@ -87,6 +91,49 @@ pub(super) struct RootFeed<'m, const LRU: bool, const INDEXED: bool> {
     /// The running address space: a reference in it takes the loop.
     asid: u32,
     tally: Tally,
+    /// Per [`Tally::cell`], first-level misses that went to the second level, and that
+    /// level's hits and misses (walks), not yet in the ledger.
+    below: [[u64; 8]; 3],
+}
+
+/// A second level the loop takes itself: the one structure below the first for every kind
+/// it translates, with nothing below it (a miss is a walk) and nothing that needs more than
+/// its counts — no walker or prefetcher acting on the walk, no shadow, no dynamic
+/// partitioning ([`second_level`]). Its engine stays in the machine (any policy), reached
+/// directly.
+#[derive(Clone, Copy)]
+struct Second {
+    unit: usize,
+    shift: u32,
+    /// Its context tags under the running address space, non-global and global.
+    ctx_now: u64,
+    ctx_global: u64,
+}
+
+/// The level below first-level structure `r` that the loop takes itself, if there is one
+/// (see [`Second`]).
+fn second_level(m: &Machine, r: usize) -> Option<usize> {
+    let d = m.pages.default?;
+    if m.walker.is_some() || m.prefetch.is_some() {
+        return None;
+    }
+    let mut second = None;
+    for kind in Kind::REFS {
+        if !matches!(m.fast[kind as usize], Fast::Root(..)) {
+            continue;
+        }
+        let l2 = m.next[r].at(kind, d)?;
+        if second.is_some_and(|x| x != l2) || m.next[l2].at(kind, d).is_some() {
+            return None;
+        }
+        second = Some(l2);
+    }
+    let l2 = second?;
+    let u = &m.units[l2];
+    if u.shadow.is_some() || u.shot.is_some() || super::climb::climbs(&m.climbs, l2) {
+        return None;
+    }
+    Some(l2)
 }
 
 impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
@@ -109,6 +156,13 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
             kinds,
             free_hits: m.free_hits[r],
             alone: [m.alone[0], m.alone[1], m.alone[2], false],
+            second: second_level(m, r).map(|unit| Second {
+                unit,
+                shift: m.default_shift[unit],
+                ctx_now: 0,
+                ctx_global: 0,
+            }),
+            below: [[0; 8]; 3],
             last: [NO_PAGE; 4],
             ctx_now: 0,
             ctx_global: 0,
@@ -128,12 +182,31 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
         (self.ctx_now, self.ctx_global) = (u.ctx_now, u.ctx_global);
         self.last = self.m.last_page[self.r];
         self.asid = self.m.cur_asid;
+        if let Some(l2) = &mut self.second {
+            let u = &self.m.units[l2.unit];
+            (l2.ctx_now, l2.ctx_global) = (u.ctx_now, u.ctx_global);
+        }
     }
 
     /// Give the machine back the engine, the last pages and the counts.
     fn put_back(&mut self) {
         self.m.settle(&mut self.tally);
         self.tally = Tally::default();
+        if let Some(l2) = self.second {
+            let walk = self.m.ledger.walk_index();
+            for mode in [Mode::User, Mode::Kernel] {
+                for kind in Kind::REFS {
+                    let c = Tally::cell(mode, kind);
+                    let [missed, hits, walks] = self.below.map(|b| b[c]);
+                    let ledger = &mut self.m.ledger;
+                    ledger.add_misses(self.r, mode, kind, missed);
+                    ledger.add_hits(l2.unit, mode, kind, hits);
+                    ledger.add_misses(l2.unit, mode, kind, walks);
+                    ledger.add_misses(walk, mode, kind, walks);
+                }
+            }
+            self.below = [[0; 8]; 3];
+        }
         self.m.last_page[self.r] = self.last;
         put(&mut self.m.units[self.r].tlb, &mut self.tlb);
     }
@@ -145,6 +218,17 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
     fn below(&mut self, e: &Event) {
         self.m.walk_paddr = e.paddr;
         self.m.root_missed(e.addr, e.kind, e.mode, self.r);
+    }
+
+    /// A first-level miss of reference `e` (counted in `cell`, global or not) that the
+    /// second level `l2` takes: what [`Machine::root_missed`] does there, counted here.
+    #[inline(never)]
+    fn second(&mut self, l2: Second, e: &Event, cell: usize, global: bool) {
+        self.below[0][cell] += 1;
+        let ctx = if global { l2.ctx_global } else { l2.ctx_now };
+        let u = &mut self.m.units[l2.unit];
+        let missed = !u.access(e.addr >> l2.shift, ctx, e.kind, e.mode);
+        self.below[1 + missed as usize][cell] += 1;
     }
 
     /// An event the loop does not take: through the machine's general path, with the engine
@@ -185,7 +269,8 @@ impl<const LRU: bool, const INDEXED: bool> EventSink for RootFeed<'_, LRU, INDEX
             return;
         }
         // Global: at or above `global_above` (see `Machine::is_global`).
-        let ctx = if e.addr.min(u64::MAX - 1) >= self.global_above {
+        let global = e.addr.min(u64::MAX - 1) >= self.global_above;
+        let ctx = if global {
             self.ctx_global
         } else {
             self.ctx_now
@@ -203,6 +288,8 @@ impl<const LRU: bool, const INDEXED: bool> EventSink for RootFeed<'_, LRU, INDEX
             self.tally.hits[cell] += 1;
         } else if self.alone[kind] {
             self.tally.walks[cell] += 1;
+        } else if let Some(l2) = self.second {
+            self.second(l2, e, cell, global);
         } else {
             self.below(e);
         }
@@ -251,7 +338,7 @@ mod tests {
         }
         let global = "machine.global_above=0xffff800000000000";
         let l2 = "l2:entries=32,ways=4,policy=fifo,page=4k";
-        let machines: [(&[&str], &[&str]); 12] = [
+        let machines: [(&[&str], &[&str]); 14] = [
             (&["d:entries=64,ways=full,policy=lru,page=4k"], &[]),
             (&["d:entries=8,ways=2,policy=lru,page=4k"], &[]),
             (
@@ -290,6 +377,20 @@ mod tests {
             (
                 &["d:entries=16,ways=full,page=4k,serves=unified,next=l2", l2],
                 &["prefetch.user_entries=4", "prefetch.kernel_entries=2"],
+            ),
+            (
+                &[
+                    "d:entries=8,ways=full,page=4k,serves=unified,next=l2",
+                    "l2:entries=64,ways=full,policy=plru,page=4k,asid=false",
+                ],
+                &["machine.straddle=split", global],
+            ),
+            (
+                &[
+                    "d:entries=4,ways=4,policy=fifo,page=4k,next=l2",
+                    "l2:entries=48,ways=3,policy=random,page=4k,serves=unified",
+                ],
+                &[],
             ),
         ];
         for (flags, sets) in machines {
