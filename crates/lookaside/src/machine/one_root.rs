@@ -65,7 +65,8 @@ pub(super) fn one_root(m: &Machine) -> Option<(usize, bool, bool)> {
 /// whose engine is an `ExactTlb<LRU, INDEXED>`; the same results as [`Feed`](super::Feed)'s.
 pub(super) struct RootFeed<'m, const LRU: bool, const INDEXED: bool> {
     m: &'m mut Machine,
-    /// The structure's engine, out of the machine while the loop runs.
+    /// The structure's engine, out of the machine while the loop runs (a spare in its place);
+    /// the spare while the machine has it back.
     tlb: ExactTlb<LRU, INDEXED>,
     /// The structure.
     r: usize,
@@ -140,7 +141,8 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
     /// The loop of `m`, whose structure `r` is alone with an `ExactTlb<LRU, INDEXED>` engine
     /// (as [`one_root`] says).
     pub(super) fn new(m: &'m mut Machine, r: usize) -> RootFeed<'m, LRU, INDEXED> {
-        let tlb = take(&mut m.units[r].tlb);
+        let mut tlb = ExactTlb::spare();
+        swap(&mut m.units[r].tlb, &mut tlb);
         let mut kinds = 0;
         let mut shift = 0;
         for kind in 0..3 {
@@ -208,7 +210,7 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
             self.below = [[0; 8]; 3];
         }
         self.m.last_page[self.r] = self.last;
-        put(&mut self.m.units[self.r].tlb, &mut self.tlb);
+        swap(&mut self.m.units[self.r].tlb, &mut self.tlb);
     }
 
     /// A first-level miss of reference `e` with levels below (or a walker, or a prefetcher):
@@ -237,7 +239,7 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
     fn cold(&mut self, e: &Event) {
         self.put_back();
         self.m.feed().event(e);
-        self.tlb = take(&mut self.m.units[self.r].tlb);
+        swap(&mut self.m.units[self.r].tlb, &mut self.tlb);
         self.reload();
     }
 }
@@ -302,16 +304,11 @@ impl<const LRU: bool, const INDEXED: bool> Drop for RootFeed<'_, LRU, INDEXED> {
     }
 }
 
-/// The `ExactTlb<LRU, INDEXED>` of `engine`, taken out of it (an empty one left in its place,
-/// which nothing uses until [`put`] gives it back).
-fn take<const LRU: bool, const INDEXED: bool>(engine: &mut Engine) -> ExactTlb<LRU, INDEXED> {
-    let t = ExactTlb::<LRU, INDEXED>::lend(engine).expect("the engine one_root chose for the loop");
-    std::mem::replace(t, ExactTlb::placeholder())
-}
-
-/// Give `engine` back the engine [`take`] took from it.
-fn put<const LRU: bool, const INDEXED: bool>(engine: &mut Engine, t: &mut ExactTlb<LRU, INDEXED>) {
-    let slot = ExactTlb::<LRU, INDEXED>::lend(engine).expect("the engine the loop took");
+/// Swap the `ExactTlb<LRU, INDEXED>` that `engine` holds with `t`: the loop takes the
+/// machine's engine and leaves a spare ([`ExactTlb::spare`]) in its place, then gives it back
+/// the same way.
+fn swap<const LRU: bool, const INDEXED: bool>(engine: &mut Engine, t: &mut ExactTlb<LRU, INDEXED>) {
+    let slot = ExactTlb::<LRU, INDEXED>::lend(engine).expect("the engine one_root chose");
     std::mem::swap(slot, t);
 }
 

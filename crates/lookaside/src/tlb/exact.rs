@@ -148,23 +148,13 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
         })
     }
 
-    /// An engine of no entries that allocates nothing: what a loop that takes an engine out of
-    /// its [`Engine`] for a while leaves in its place. Not for access.
-    pub fn placeholder() -> ExactTlb<LRU, INDEXED> {
-        ExactTlb {
-            nodes: Vec::new(),
-            head: Vec::new(),
-            size: 0,
-            shift: 0,
-            valid_bits: Vec::new(),
-            words: 0,
-            valid: 0,
-            sets: 0,
-            ways: 0,
-            entries: 0,
-            set_index: SetIndex::new(1),
-            params: TlbParams::new(0, 0, Policy::Lru),
-        }
+    /// An engine of one set of the fewest ways this lookup takes, empty: what a loop that
+    /// takes an engine out of its [`Engine`] for a while leaves in its place. Nothing accesses
+    /// it there, and an access would be as safe as any other: it is a whole engine.
+    pub fn spare() -> ExactTlb<LRU, INDEXED> {
+        let ways = if INDEXED { INDEX_MIN_WAYS } else { 1 };
+        let policy = if LRU { Policy::Lru } else { Policy::Fifo };
+        ExactTlb::new(&TlbParams::new(ways, ways, policy)).expect("a spare engine of one set")
     }
 
     /// The engine `engine` holds, if it is one of this policy and lookup: so that a loop made
@@ -192,7 +182,7 @@ impl<const LRU: bool, const INDEXED: bool> ExactTlb<LRU, INDEXED> {
         self.entries + set
     }
 
-    /// The nodes, as a pointer for the hot path's unchecked reads and writes ([`at`]).
+    /// The nodes, as a pointer for the hot path's unchecked reads and writes ([`Nodes`]).
     ///
     /// Every node number the engine computes or stores is below `nodes.len()`: a way's slot
     /// is `set * ways + way` and a sentinel `entries + set`, with `set` below `sets`
