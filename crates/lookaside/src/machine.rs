@@ -406,6 +406,12 @@ pub struct Machine {
     other_cpu: u32,
 }
 
+/// Whether `addr` lies at or above `global_above` ([`Machine::is_global`]).
+#[inline(always)]
+fn global_at(addr: u64, global_above: u64) -> bool {
+    addr.min(u64::MAX - 1) >= global_above
+}
+
 impl Machine {
     /// Whether `addr` lies in the global region (`machine.global_above`: kernel pages shared
     /// by every address space, entries tagged as no one's). Without one `global_above` is
@@ -413,7 +419,7 @@ impl Machine {
     /// as global as that start (a global region is page-aligned).
     #[inline(always)]
     fn is_global(&self, addr: u64) -> bool {
-        addr.min(u64::MAX - 1) >= self.global_above
+        global_at(addr, self.global_above)
     }
 
     /// The configuration this machine was built from.

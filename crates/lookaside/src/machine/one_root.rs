@@ -270,22 +270,14 @@ impl<const LRU: bool, const INDEXED: bool> EventSink for RootFeed<'_, LRU, INDEX
             self.tally.hits[cell] += 1;
             return;
         }
-        // Global: at or above `global_above` (see `Machine::is_global`).
-        let global = e.addr.min(u64::MAX - 1) >= self.global_above;
+        let global = super::global_at(e.addr, self.global_above);
         let ctx = if global {
             self.ctx_global
         } else {
             self.ctx_now
         };
         let hit = self.tlb.access(page, ctx);
-        if !self.free_hits {
-            self.last = [page; 4];
-        } else {
-            if !hit {
-                self.last = [NO_PAGE; 4];
-            }
-            self.last[kind] = page;
-        }
+        super::translate::touched(&mut self.last, self.free_hits, kind, page, !hit);
         if hit {
             self.tally.hits[cell] += 1;
         } else if self.alone[kind] {

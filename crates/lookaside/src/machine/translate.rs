@@ -275,17 +275,13 @@ impl Machine {
     /// it `missed`: keep the fast path's last pages (see [`Feed`]).
     #[inline(always)]
     pub(super) fn touched(&mut self, i: usize, kind: Kind, page: u64, missed: bool) {
-        let last = &mut self.last_page[i];
-        if !self.free_hits[i] {
-            // Only a repeat of this very access changes nothing.
-            *last = [page; 4];
-            return;
-        }
-        if missed {
-            // The fill may have evicted the other kinds' pages.
-            *last = [NO_PAGE; 4];
-        }
-        last[kind as usize & 3] = page;
+        touched(
+            &mut self.last_page[i],
+            self.free_hits[i],
+            kind as usize,
+            page,
+            missed,
+        );
     }
 
     /// Forget the last pages of the fast path (entries or the running context changed).
@@ -353,4 +349,21 @@ impl Machine {
             _ => {}
         }
     }
+}
+
+/// The last pages `last` of a structure (per kind) after an access of `kind` to `page` that
+/// filled it if it `missed` ([`Machine::touched`]); `free_hits`: its hits change no
+/// replacement state.
+#[inline(always)]
+pub(super) fn touched(last: &mut [u64; 4], free_hits: bool, kind: usize, page: u64, missed: bool) {
+    if !free_hits {
+        // Only a repeat of this very access changes nothing.
+        *last = [page; 4];
+        return;
+    }
+    if missed {
+        // The fill may have evicted the other kinds' pages.
+        *last = [NO_PAGE; 4];
+    }
+    last[kind & 3] = page;
 }

@@ -510,10 +510,7 @@ impl VacVm {
         if f + frames > last {
             return Err("physical memory exhausted".into());
         }
-        self.used.extend(f..f + frames);
-        self.counts.page_allocs += 1;
-        let us = self.timing.vm.page_alloc_us;
-        self.charge(us);
+        self.allocate_run(f * self.page(), frames);
         Ok(f * self.page())
     }
 

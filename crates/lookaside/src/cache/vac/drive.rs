@@ -298,12 +298,12 @@ impl VacDriver {
                 let new = e.size & flags::MAP_NEW_FRAME != 0;
                 match self.large_page(e.asid, e.addr) {
                     Some(large) => self.move_run(e.asid, large, e.addr, e.paddr, new)?,
-                    None => {
-                        self.vm.claim_frame(frame);
-                        if new {
-                            self.vm.allocate(frame);
-                        }
+                    // (An allocation claims its frame: only a frame named, not new, is
+                    // claimed alone.)
+                    None if new => {
+                        self.vm.allocate(frame);
                     }
+                    None => self.vm.claim_frame(frame),
                 }
                 if self.vm.mapped(e.asid, va).is_some() {
                     self.counts.remaps += 1;
@@ -493,9 +493,10 @@ impl VacDriver {
         let run = self.run_placing(asid, (start, shift), addr, paddr)?;
         let page = self.vm.vac().params().page;
         let frames = (1u64 << shift) / page;
-        self.vm.claim_run(run, frames);
         if new {
             self.vm.allocate_run(run, frames);
+        } else {
+            self.vm.claim_run(run, frames);
         }
         if self
             .runs
