@@ -95,12 +95,61 @@ impl RadixParams {
 /// memory a sparse table's pages take, which is what a walk's time goes to.
 const LEAF: u32 = 1 << 31;
 
+/// Levels a table may have ([`RadixParams::check`]): per-level arrays of this length are
+/// indexed by a level masked to it, with no bounds check.
+const MAX_LEVELS: usize = 8;
+
+/// Where one level's index lies in a page number: `(vpn >> below) & mask`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slice {
+    /// The number of low page-number bits below the level.
+    below: u32,
+    /// `2^bits - 1` for the level's `bits`.
+    mask: u64,
+}
+
+/// Nodes remembered per level ([`Radix::reached_slot`]): enough for the leaf tables of a
+/// working set a few dozen large regions wide (a 32-entry PDE cache's reach).
+const REACHED_PER_LEVEL: usize = 64;
+
+/// The node a walk reached at one level, remembered for the next walk under the same upper
+/// entries: the walk's root node and the page-number prefix the levels above translate.
+/// Table pages are never freed and an entry pointing at one never changes, so a remembered
+/// node stays right for as long as the table lives.
+#[derive(Clone, Copy, Debug)]
+struct Reached {
+    root: u32,
+    prefix: u64,
+    node: u32,
+}
+
+impl Reached {
+    const NONE: Reached = Reached {
+        root: u32::MAX,
+        prefix: 0,
+        node: 0,
+    };
+}
+
 /// A forward-mapped page table of every address space.
 #[derive(Debug)]
 pub struct Radix {
     p: RadixParams,
     /// Per level, the number of low page-number bits below it.
     below: Vec<u32>,
+    /// Per level (masked to [`MAX_LEVELS`]), its slice of the page number: the walk's index
+    /// with no bounds check and nothing recomputed per walk.
+    slices: [Slice; MAX_LEVELS],
+    /// [`Radix::in_range`]'s constants: the top level's highest bit, the value of an upper
+    /// half's bits from it up, and the mask of the bits the levels translate.
+    top_shift: u32,
+    top_ones: u64,
+    vpn_mask: u64,
+    /// Per level below the root, the nodes recent walks reached there ([`Reached`],
+    /// [`Radix::reached_slot`]): a walk that a paging-structure cache lets start below the
+    /// root finds its node here instead of reading the entries above, as the hardware holds
+    /// the cached entry's pointer.
+    reached: Box<[Reached]>,
     total_bits: u32,
     node_bytes: Vec<u64>,
     /// Physical address and entries of each table page, in allocation order.
@@ -138,8 +187,21 @@ impl Radix {
                 None => None,
             });
         }
+        let total_bits: u32 = p.bits.iter().sum();
+        let mut slices = [Slice::default(); MAX_LEVELS];
+        for (l, s) in slices.iter_mut().enumerate().take(n) {
+            *s = Slice {
+                below: below[l],
+                mask: (1u64 << p.bits[l]) - 1,
+            };
+        }
         Ok(Radix {
-            total_bits: p.bits.iter().sum(),
+            slices,
+            top_shift: total_bits - 1,
+            top_ones: (1u64 << (64 - PAGE_SHIFT - total_bits + 1)) - 1,
+            vpn_mask: (1u64 << total_bits) - 1,
+            reached: vec![Reached::NONE; MAX_LEVELS * REACHED_PER_LEVEL].into_boxed_slice(),
+            total_bits,
             next_addr: p.base,
             p,
             below,
@@ -208,14 +270,74 @@ impl Radix {
         }
         // A 64-bit address's page number has 64 - PAGE_SHIFT bits: the bits from the top
         // level's highest one up are all zeros or all ones.
-        let top = vpn >> (self.total_bits - 1);
-        let ones = (1u64 << (64 - PAGE_SHIFT - self.total_bits + 1)) - 1;
-        (top == 0 || top == ones).then(|| vpn & ((1u64 << self.total_bits) - 1))
+        let top = vpn >> self.top_shift;
+        (top == 0 || top == self.top_ones).then_some(vpn & self.vpn_mask)
     }
 
     #[inline(always)]
     fn index(&self, level: usize, vpn: u64) -> usize {
-        ((vpn >> self.below[level]) & ((1u64 << self.p.bits[level]) - 1)) as usize
+        let s = self.slices[level & (MAX_LEVELS - 1)];
+        ((vpn >> s.below) & s.mask) as usize
+    }
+
+    /// The prefix of `vpn` that the levels above `level` translate (`level >= 1`).
+    #[inline(always)]
+    fn prefix(&self, level: usize, vpn: u64) -> u64 {
+        vpn >> self.slices[(level - 1) & (MAX_LEVELS - 1)].below
+    }
+
+    /// The node at `level` (`>= 1`) of the walk from `root` for `vpn`, whose entries above
+    /// are tables (a paging-structure cache holds the one at `level - 1`): the remembered
+    /// one ([`Reached`]), else found from the deepest level above that has one remembered by
+    /// reading the entries between (no references: the cache holds the entry), each node on
+    /// the way remembered.
+    #[inline(always)]
+    fn node_at(&mut self, root: u32, level: usize, vpn: u64) -> u32 {
+        if let Some(node) = self.reached_at(root, level, vpn) {
+            return node;
+        }
+        self.node_at_slow(root, level, vpn)
+    }
+
+    /// The node remembered at `level` (`>= 1`) for the walk from `root` for `vpn`, if any.
+    #[inline(always)]
+    fn reached_at(&self, root: u32, level: usize, vpn: u64) -> Option<u32> {
+        let prefix = self.prefix(level, vpn);
+        let r = self.reached[Radix::reached_slot(level, prefix)];
+        (r.root == root && r.prefix == prefix).then_some(r.node)
+    }
+
+    #[inline(never)]
+    fn node_at_slow(&mut self, root: u32, level: usize, vpn: u64) -> u32 {
+        let (mut from, mut node) = (0, root);
+        for l in (1..level).rev() {
+            if let Some(n) = self.reached_at(root, l, vpn) {
+                (from, node) = (l, n);
+                break;
+            }
+        }
+        for l in from..level {
+            let e = self.nodes[node as usize].1[self.index(l, vpn)];
+            debug_assert!(e != 0 && e & LEAF == 0);
+            node = e - 1;
+            self.reach(root, l + 1, vpn, node);
+        }
+        node
+    }
+
+    /// Remember that the walk from `root` for `vpn` reached `node` at `level` (`>= 1`).
+    #[inline(always)]
+    fn reach(&mut self, root: u32, level: usize, vpn: u64, node: u32) {
+        let prefix = self.prefix(level, vpn);
+        self.reached[Radix::reached_slot(level, prefix)] = Reached { root, prefix, node };
+    }
+
+    /// Where the node reached at `level` under `prefix` is remembered: one of
+    /// [`REACHED_PER_LEVEL`] slots of the level, by the prefix's low bits (neighbouring
+    /// regions, as a walk's working set has them, take different slots).
+    #[inline(always)]
+    fn reached_slot(level: usize, prefix: u64) -> usize {
+        (level & (MAX_LEVELS - 1)) * REACHED_PER_LEVEL + (prefix as usize & (REACHED_PER_LEVEL - 1))
     }
 
     /// Walk the levels of `space`'s table for `vpn`.
@@ -257,11 +379,9 @@ impl Radix {
                     }
                 }
             }
-            // Find the node the cached entry points at (no references: the cache holds it).
-            for l in 0..start {
-                let e = self.nodes[node as usize].1[self.index(l, vpn)];
-                debug_assert!(e != 0 && e & LEAF == 0);
-                node = e - 1;
+            // The node the cached entry points at (no references: the cache holds it).
+            if start > 0 {
+                node = self.node_at(root, start, vpn);
             }
             w.skipped = start as u32;
         }
@@ -289,6 +409,7 @@ impl Radix {
                 }
             }
             node = e - 1;
+            self.reach(root, l + 1, vpn, node);
         }
         w
     }
@@ -300,6 +421,10 @@ impl Radix {
 
     /// The level whose entries map pages of `2^shift` bytes.
     fn leaf_level(&self, shift: u32) -> Option<usize> {
+        if shift == PAGE_SHIFT {
+            // Base pages: the last level (nothing lies below it).
+            return Some(self.levels() - 1);
+        }
         let want = shift.checked_sub(PAGE_SHIFT)?;
         (0..self.levels()).find(|&l| self.below[l] == want)
     }
@@ -318,8 +443,15 @@ impl Radix {
             return Err(InsertError::Frame(frame));
         }
         let leaf = self.leaf_level(shift).ok_or(InsertError::PageSize(shift))?;
-        let mut node = self.root_or_new(space);
-        for l in 0..leaf {
+        let root = self.root_or_new(space);
+        // The tables above the leaf's level, if a walk went through them already.
+        let (from, mut node) = match leaf {
+            0 => (0, root),
+            _ => self
+                .reached_at(root, leaf, vpn)
+                .map_or((0, root), |n| (leaf, n)),
+        };
+        for l in from..leaf {
             let i = self.index(l, vpn);
             let e = self.nodes[node as usize].1[i];
             if e & LEAF != 0 {
@@ -333,6 +465,7 @@ impl Radix {
             } else {
                 e - 1
             };
+            self.reach(root, l + 1, vpn, node);
         }
         let i = self.index(leaf, vpn);
         let slot = &mut self.nodes[node as usize].1[i];
@@ -349,8 +482,17 @@ impl Radix {
 
     pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
         let vpn = self.in_range(vpn)?;
-        let mut node = self.root(space)?;
-        for l in 0..self.levels() {
+        let root = self.root(space)?;
+        // The last level's table, if a walk went through the tables above it: a large page
+        // above it cannot map `vpn` then (the entries on the way point at tables).
+        let last = self.levels() - 1;
+        let (from, mut node) = match last {
+            0 => (0, root),
+            _ => self
+                .reached_at(root, last, vpn)
+                .map_or((0, root), |n| (last, n)),
+        };
+        for l in from..self.levels() {
             let i = self.index(l, vpn);
             let e = self.nodes[node as usize].1[i];
             if e == 0 {
