@@ -1,8 +1,10 @@
 //! The loop of a machine whose references enter one TLB: one first-level structure, replaced
 //! by LRU or FIFO, whatever lies below it (next levels, a page-table walker, Bala's
 //! prefetcher) — the machine of most TLB studies, and of DineroIV's TLB-as-a-cache — as long
-//! as nothing else sees the references (no memory system, caches, software refill, virtually
-//! addressed cache, walker data cache, shadow or second CPU).
+//! as nothing else sees the references but the walker's data cache (no memory system, caches,
+//! software refill, virtually addressed cache, shadow or second CPU). A walker whose data
+//! cache sees the program's loads and stores (`pagetable.data_refs`, Huck & Hays' machines)
+//! gets each of them from the loop once it is translated, as from [`Feed`](super::Feed).
 //!
 //! [`Feed`](super::Feed) serves every machine, so each of its probes looks up which
 //! structure, which engine and which of a dozen wirings applies, and calls out of the loop to
@@ -31,7 +33,6 @@ pub(super) fn one_root(m: &Machine) -> Option<(usize, bool, bool)> {
     if m.refill.is_some()
         || m.memory.is_some()
         || m.caches.is_some()
-        || m.walker.as_ref().is_some_and(|w| w.sees_data())
         || m.vac.is_some()
         || m.cpus.is_some()
         || m.pages.has_holes
@@ -79,6 +80,8 @@ pub(super) struct RootFeed<'m, const LRU: bool, const INDEXED: bool> {
     /// Per kind, whether it has nothing below it: a miss is a walk, only counted
     /// ([`Machine::alone`]).
     alone: [bool; 4],
+    /// The walker's data cache sees the program's loads and stores ([`RootFeed::data_ref`]).
+    data: bool,
     /// The level below it, when the loop takes it too ([`second_level`]).
     second: Option<Second>,
     /// Its last page per kind ([`Machine::last_page`]).
@@ -158,6 +161,7 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
             kinds,
             free_hits: m.free_hits[r],
             alone: [m.alone[0], m.alone[1], m.alone[2], false],
+            data: m.walker.as_ref().is_some_and(|w| w.sees_data()),
             second: second_level(m, r).map(|unit| Second {
                 unit,
                 shift: m.default_shift[unit],
@@ -233,6 +237,18 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
         self.below[1 + missed as usize][cell] += 1;
     }
 
+    /// Load or store `e`, translated, goes to the walker's data cache, as on
+    /// [`Feed`](super::Feed)'s path.
+    #[inline(never)]
+    fn data_ref(&mut self, e: &Event) {
+        let m = &mut *self.m;
+        if let Some(w) = m.walker.as_deref_mut() {
+            if let Some(shift) = super::physical::walked_shift(w, &m.pages, e.addr, e.asid) {
+                w.data_ref(e.asid, e.addr, e.kind == Kind::Store, shift);
+            }
+        }
+    }
+
     /// An event the loop does not take: through the machine's general path, with the engine
     /// back in place.
     #[inline(never)]
@@ -266,6 +282,18 @@ impl<const LRU: bool, const INDEXED: bool> EventSink for RootFeed<'_, LRU, INDEX
             }
         }
         self.tally.refs[cell] += 1;
+        self.translate(e, kind, cell, page);
+        if self.data && e.kind != Kind::Fetch {
+            self.data_ref(e);
+        }
+    }
+}
+
+impl<const LRU: bool, const INDEXED: bool> RootFeed<'_, LRU, INDEXED> {
+    /// The translation of reference `e` of `kind` (counted in `cell`) on `page`: the first
+    /// level, and on a miss what lies below.
+    #[inline(always)]
+    fn translate(&mut self, e: &Event, kind: usize, cell: usize, page: u64) {
         if page == self.last[kind] {
             self.tally.hits[cell] += 1;
             return;
@@ -313,8 +341,9 @@ mod tests {
     /// Every machine whose references enter one TLB, run through its loop, counts what the
     /// machine's general path counts: LRU and FIFO, scanned and indexed sets, unified and
     /// data TLBs, tagged and untagged, with a global region, splitting straddles or not, alone
-    /// or with a next level, a page-table walker or a prefetcher; on a stream of every event
-    /// kind in three address spaces.
+    /// or with a next level, a page-table walker (its data cache seeing the program's loads
+    /// and stores or not) or a prefetcher; on a stream of every event kind in three address
+    /// spaces.
     #[test]
     fn the_loop_counts_what_the_general_path_counts() {
         let mut events = crate::run::tests::mixed_events(40_000, 11);
@@ -327,7 +356,7 @@ mod tests {
         }
         let global = "machine.global_above=0xffff800000000000";
         let l2 = "l2:entries=32,ways=4,policy=fifo,page=4k";
-        let machines: [(&[&str], &[&str]); 14] = [
+        let machines: [(&[&str], &[&str]); 16] = [
             (&["d:entries=64,ways=full,policy=lru,page=4k"], &[]),
             (&["d:entries=8,ways=2,policy=lru,page=4k"], &[]),
             (
@@ -380,6 +409,24 @@ mod tests {
                     "l2:entries=48,ways=3,policy=random,page=4k,serves=unified",
                 ],
                 &[],
+            ),
+            (
+                &["d:entries=16,ways=full,page=4k,serves=unified"],
+                &[
+                    "pagetable.organisation=hashed",
+                    "pagetable.data_refs=true",
+                    "pagetable.memory=1M",
+                    "machine.straddle=split",
+                    global,
+                ],
+            ),
+            (
+                &["d:entries=8,ways=2,policy=fifo,page=4k"],
+                &[
+                    "pagetable.organisation=radix",
+                    "pagetable.data_refs=true",
+                    "pagetable.cache.size=4K",
+                ],
             ),
         ];
         for (flags, sets) in machines {
