@@ -354,7 +354,7 @@ impl Machine {
             }
             None => None,
         };
-        let walker = match &config.pagetable {
+        let mut walker = match &config.pagetable {
             Some(p) => {
                 let mut w = Box::new(match memory.as_deref_mut() {
                     // One physical memory: the walker maps pages where the caches see them.
@@ -427,7 +427,8 @@ impl Machine {
             .prefetch
             .as_ref()
             .map(|p| Box::new(Prefetcher::new(p.user_entries, p.kernel_entries)));
-        let cpus = super::cpus::CpuSet::build(&config, &mut units, source_name)?;
+        let cpus =
+            super::cpus::CpuSet::build(&config, &mut units, walker.as_deref_mut(), source_name)?;
         let alone = alone_unless_walks(alone, prefetch.is_some(), walker.is_some(), cpus.is_some());
         Ok(Machine {
             cpus,

@@ -337,9 +337,107 @@ fn cpus_the_machine_lacks_and_sections_not_yet_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("machine.cpus"), "{e}");
-    let text = config("lru", 2, "ran", 1) + "[pagetable]\norganisation='radix'\n";
+    let text = config("lru", 2, "ran", 1) + "[prefetch]\nuser_entries=4\nkernel_entries=2\n";
     let e = Machine::assemble(Some(&text), "m.toml", &[], &[])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("not yet") && e.contains("pagetable"), "{e}");
+    assert!(e.contains("not yet") && e.contains("prefetch"), "{e}");
+}
+
+/// Per-CPU TLBs of `policy` (see [`config`]) over a 4-level radix table with paging-structure
+/// caches, whose walker's data cache sees the program's loads and stores.
+fn config_walked(policy: &str, cpus: u32, shootdown: &str) -> String {
+    config(policy, cpus, shootdown, 1)
+        + "[pagetable]\norganisation='radix'\nlevels=4\ndata_refs=true\nmemory='64K'\n\
+           psc=[{level=0,entries=2,ways=2},{level=1,entries=2,ways=2},{level=2,entries=4,ways=2}]\n\
+           [pagetable.cache]\nsize='2K'\nline=32\nways=2\n"
+}
+
+/// A stream without CPU markers on a machine of several CPUs with a page table: the machine
+/// of one's result.
+#[test]
+fn one_cpus_stream_with_a_page_table_is_the_machine_of_ones() {
+    let events: Vec<Event> = (0..3000u64)
+        .map(|i| {
+            let kind = if i % 5 == 0 { Kind::Store } else { Kind::Load };
+            Event::reference(kind, ((i * 7919 % 90) << 12) | ((i % 64) * 8), 8)
+                .with_asid(1 + (i % 3) as u32)
+        })
+        .collect();
+    let mut one = machine(&config_walked("lru", 1, "ran"));
+    let mut four = machine(&config_walked("lru", 4, "ran"));
+    one.run_batch(&events);
+    four.run_batch(&events);
+    let info = crate::report::TraceInfo::default();
+    let mut a = crate::report::result_json(&one, &info);
+    let mut b = crate::report::result_json(&four, &info);
+    let cpus = b.as_object_mut().unwrap().remove("cpus").unwrap();
+    for r in [&mut a, &mut b] {
+        r.as_object_mut().unwrap().remove("machine");
+    }
+    assert_eq!(a, b);
+    assert!(
+        a["pagetable"]["faults"].as_u64().unwrap() > 90,
+        "{}",
+        a["pagetable"]
+    );
+    assert_eq!(cpus["per_cpu"][0]["page_faults"], a["pagetable"]["faults"]);
+    assert_eq!(
+        cpus["per_cpu"][0]["walk_cycles"],
+        a["pagetable"]["cycles"]["total"]
+    );
+    assert_eq!(cpus["per_cpu"][1]["walk_cycles"], 0);
+}
+
+/// The page table is every CPU's, its paging-structure caches and the walker's data cache
+/// each CPU's own: a page CPU 0 faulted in does not fault for CPU 1, whose walk finds no
+/// upper entry in its own caches and whose load misses its own data cache; CPU 0's next walk
+/// in the same 2 MiB skips the three upper levels.
+#[test]
+fn each_cpu_walks_the_one_table_through_caches_of_its_own() {
+    let mut m = machine(&config_walked("lru", 2, "local"));
+    // Offset 0x340: the data's lines lie in another set of the data cache than the table
+    // entries the walks read (at the start of their table pages).
+    let load = |addr| Event::reference(Kind::Load, addr, 8).with_asid(1);
+    m.run_batch(&[load(0x40_0340), Event::on_cpu(1), load(0x40_0340)]);
+    m.run_batch(&[Event::on_cpu(0), load(0x40_1340)]);
+    let info = crate::report::TraceInfo::default();
+    let r = crate::report::result_json(&m, &info);
+    let t = &r["pagetable"];
+    assert_eq!(t["walks"], 3, "{t}");
+    assert_eq!(t["faults"], 2, "{t}");
+    assert_eq!(t["psc_skipped"], 3, "{t}");
+    // CPU 1's data cache had never seen the page's line: three loads, three misses.
+    assert_eq!(t["data"]["refs"], 3, "{t}");
+    assert_eq!(t["data"]["misses"], 3, "{t}");
+    let per = &r["cpus"]["per_cpu"];
+    assert_eq!(per[0]["page_faults"], 2, "{per}");
+    assert_eq!(per[1]["page_faults"], 0, "{per}");
+    assert_eq!(per[0]["structures"]["walk"]["accesses"], 2, "{per}");
+    assert_eq!(per[1]["structures"]["walk"]["accesses"], 1, "{per}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// On any interleaving of several CPUs with shootdowns, the CPUs' walks, walk cycles and
+    /// page faults add up to the walker's.
+    #[test]
+    fn the_cpus_walks_add_up_to_the_walkers(
+        events in events(),
+        shootdown in proptest::sample::select(&["ran", "all", "local"][..]),
+        batch in 1usize..50,
+    ) {
+        let mut m = machine(&config_walked("lru", 3, shootdown));
+        for b in events.chunks(batch) {
+            m.run_batch(b);
+        }
+        let info = crate::report::TraceInfo::default();
+        let r = crate::report::result_json(&m, &info);
+        let per = r["cpus"]["per_cpu"].as_array().unwrap();
+        let sum = |f: &dyn Fn(&serde_json::Value) -> u64| per.iter().map(f).sum::<u64>();
+        prop_assert_eq!(sum(&|c| c["walk_cycles"].as_u64().unwrap()), r["pagetable"]["cycles"]["total"].as_u64().unwrap());
+        prop_assert_eq!(sum(&|c| c["page_faults"].as_u64().unwrap()), r["pagetable"]["faults"].as_u64().unwrap());
+        prop_assert_eq!(sum(&|c| c["structures"]["walk"]["accesses"].as_u64().unwrap()), r["pagetable"]["walks"].as_u64().unwrap());
+    }
 }

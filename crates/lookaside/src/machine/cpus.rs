@@ -24,8 +24,16 @@
 //! requests it sent, the interrupts it sent (other CPUs reached) and received, and the cycles
 //! `machine.shootdown_cycles` prices them at, sending and receiving.
 //!
-//! Not yet on several CPUs (refused when built): software refill, a memory system, a page
-//! table, caches, a virtually addressed cache, prefetching and dynamic partitioning.
+//! **A page table.** The table, the OS's frames and the walk costs are the machine's: every
+//! CPU walks the one table in memory, and a page one CPU faulted in is mapped for all. Each
+//! CPU has its own of what sits in the CPU: the walker's data cache and the radix table's
+//! paging-structure caches ([`CpuParts`]), parked and swapped with its TLBs. As on a
+//! machine of one, table pages are never freed, so no invalidation reaches a
+//! paging-structure cache. Each CPU counts the cycles of the walks it made and the page
+//! faults they took.
+//!
+//! Not yet on several CPUs (refused when built): software refill, a memory system, caches,
+//! a virtually addressed cache, prefetching and dynamic partitioning.
 
 use std::collections::HashMap;
 
@@ -36,6 +44,7 @@ use crate::config::{MachineConfig, Shootdown, ShootdownCycles};
 use crate::error::{Error, Result};
 use crate::event::{Event, Kind, FLUSH_ALL, FLUSH_SPACE, MAX_CPUS, NO_PADDR};
 use crate::ledger::{Counter, Ledger};
+use crate::mmu::{CpuParts, Walker};
 use crate::tlb::Engine;
 
 /// What one CPU counted.
@@ -64,6 +73,10 @@ struct CpuStats {
     cycles_sending: u64,
     /// Cycles it spent on requests from other CPUs.
     cycles_receiving: u64,
+    /// Cycles of the page-table walks it made (basic and data-cache penalty), and the page
+    /// faults they took.
+    walk_cycles: u64,
+    page_faults: u64,
 }
 
 /// The units each CPU has its own of (those not `shared`), in order: the order of a CPU's
@@ -81,6 +94,9 @@ pub(super) struct CpuSet {
     /// Per CPU, its own structures while another runs (the units not shared, in order); the
     /// running CPU's slot holds spares, which each swap moves along.
     parked: Vec<Vec<Unit>>,
+    /// Per CPU, its parts of the walker while another runs, the same way (empty without a
+    /// page table).
+    walker: Vec<CpuParts>,
     /// Per CPU, the address space it runs.
     asid: Vec<u32>,
     /// Per address space, the CPUs that ran it since their TLBs were last flushed whole.
@@ -97,18 +113,27 @@ pub(super) struct CpuSet {
     beyond: Option<u32>,
 }
 
-/// Per structure of a ledger (and the walk), its accesses and misses; and the references.
-type Totals = (Vec<Counter>, u64);
+/// Per structure of a ledger (and the walk), its accesses and misses; the references; and
+/// the walker's cycles and page faults.
+type Totals = (Vec<Counter>, u64, [u64; 2]);
 
-/// The [`Totals`] of `l` now.
-fn totals(l: &Ledger) -> Totals {
+/// The [`Totals`] of `l` and walker `w` now.
+fn totals(l: &Ledger, w: Option<&Walker>) -> Totals {
     let per = (0..=l.walk_index())
         .map(|s| l.total(s, |_, _, _| true))
         .collect();
-    (per, Kind::REFS.iter().map(|&k| l.refs_of_kind(k)).sum())
+    let walks = w.map_or([0; 2], |w| {
+        let s = w.stats();
+        [s.basic_cycles + s.penalty_cycles, s.faults]
+    });
+    (
+        per,
+        Kind::REFS.iter().map(|&k| l.refs_of_kind(k)).sum(),
+        walks,
+    )
 }
 
-/// Add to `s` what a ledger counted between `since` and `now`.
+/// Add to `s` what a ledger and the walker counted between `since` and `now`.
 fn add_since(s: &mut CpuStats, since: &Totals, now: &Totals) {
     s.structures.resize(now.0.len(), Counter::default());
     for (i, c) in now.0.iter().enumerate() {
@@ -117,6 +142,8 @@ fn add_since(s: &mut CpuStats, since: &Totals, now: &Totals) {
         s.structures[i].misses += c.misses - before.misses;
     }
     s.references += now.1 - since.1;
+    s.walk_cycles += now.2[0] - since.2[0];
+    s.page_faults += now.2[1] - since.2[1];
 }
 
 impl CpuSet {
@@ -126,6 +153,7 @@ impl CpuSet {
     pub(super) fn build(
         config: &MachineConfig,
         units: &mut [Unit],
+        walker: Option<&mut Walker>,
         src: &str,
     ) -> Result<Option<Box<CpuSet>>> {
         let n = config.machine.cpus;
@@ -142,7 +170,6 @@ impl CpuSet {
         let others = [
             ("refill", config.refill.is_some()),
             ("memory", config.memory.is_some()),
-            ("pagetable", config.pagetable.is_some()),
             ("cache", !config.caches.is_empty()),
             ("vac", config.vac.is_some()),
             ("prefetch", config.prefetch.is_some()),
@@ -180,17 +207,22 @@ impl CpuSet {
             }
             parked.push(mine);
         }
+        let walker = match walker {
+            Some(w) => (0..n).map(|_| w.cpu_parts()).collect(),
+            None => Vec::new(),
+        };
         let mut set = CpuSet {
             running: 0,
             shared,
             parked,
+            walker,
             asid: vec![0; n as usize],
             ran: HashMap::new(),
             policy: config.machine.shootdown,
             cycles: config.machine.shootdown_cycles,
             request: None,
             stats: vec![CpuStats::default(); n as usize],
-            since: (Vec::new(), 0),
+            since: (Vec::new(), 0, [0; 2]),
             beyond: None,
         };
         // Every CPU starts in address space 0.
@@ -217,9 +249,10 @@ impl CpuSet {
         u64::MAX >> (64 - self.count())
     }
 
-    /// The running CPU stops: what the ledger counted since it began is its own.
-    fn close(&mut self, l: &Ledger) {
-        let now = totals(l);
+    /// The running CPU stops: what the ledger and the walker counted since it began is its
+    /// own.
+    fn close(&mut self, l: &Ledger, w: Option<&Walker>) {
+        let now = totals(l, w);
         add_since(&mut self.stats[self.running], &self.since, &now);
         self.since = now;
     }
@@ -250,12 +283,16 @@ impl Machine {
         if c == set.running {
             return;
         }
-        set.close(&self.ledger);
+        set.close(&self.ledger, self.walker.as_deref());
         let r = set.running;
         set.asid[r] = self.cur_asid;
         for (k, i) in own(&set.shared).enumerate() {
             std::mem::swap(&mut self.units[i], &mut set.parked[r][k]);
             std::mem::swap(&mut self.units[i], &mut set.parked[c][k]);
+        }
+        if let Some(w) = self.walker.as_deref_mut() {
+            w.swap_cpu_parts(&mut set.walker[r]);
+            w.swap_cpu_parts(&mut set.walker[c]);
         }
         set.running = c;
         let asid = set.asid[c];
@@ -449,7 +486,11 @@ impl Machine {
         let set = self.cpus.as_deref()?;
         let mut stats = set.stats.clone();
         // The running CPU's counts since it began to run.
-        add_since(&mut stats[set.running], &set.since, &totals(&self.ledger));
+        add_since(
+            &mut stats[set.running],
+            &set.since,
+            &totals(&self.ledger, self.walker.as_deref()),
+        );
         let names = self.ledger.structures();
         let per: Vec<Value> = stats
             .iter()
@@ -470,7 +511,7 @@ impl Machine {
                         )
                     })
                     .collect();
-                json!({
+                let mut j = json!({
                     "cpu": cpu,
                     "references": s.references,
                     "structures": structures,
@@ -485,7 +526,12 @@ impl Machine {
                         "sending": s.cycles_sending,
                         "receiving": s.cycles_receiving,
                     },
-                })
+                });
+                if self.walker.is_some() {
+                    j["walk_cycles"] = json!(s.walk_cycles);
+                    j["page_faults"] = json!(s.page_faults);
+                }
+                j
             })
             .collect();
         let cycles: u64 = stats

@@ -49,5 +49,6 @@ pub use refill::{
     RefillParams, SoftwareManagedTlb, StlbParams, MAX_PREFETCH, PREFETCH_CLASSES, PTE_CLASSES,
 };
 pub use walker::{
-    table_page_shift, Addresses, RefillBy, WalkCosts, WalkStats, Walker, CHAIN_BINS, COST_NAMES,
+    table_page_shift, Addresses, CpuParts, RefillBy, WalkCosts, WalkStats, Walker, CHAIN_BINS,
+    COST_NAMES,
 };

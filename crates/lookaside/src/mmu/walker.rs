@@ -218,6 +218,17 @@ pub struct WalkStats {
     pub data_misses: u64,
 }
 
+/// What each CPU of a machine of several has of its own of a walker: its data cache and the
+/// radix table's paging-structure caches. The page table, the OS's frames and the costs are
+/// the machine's, one for every CPU (the table lives in memory every CPU walks). The
+/// running CPU's parts are the walker's own; a CPU switch swaps them
+/// ([`Walker::swap_cpu_parts`]), as the machine does its TLBs.
+#[derive(Clone, Debug)]
+pub struct CpuParts {
+    cache: Option<Cache>,
+    psc: Vec<Option<crate::tlb::Tlb>>,
+}
+
 /// A page table, the OS's frames, a data cache and a cost model (see the module docs).
 #[derive(Debug)]
 pub struct Walker {
@@ -837,6 +848,23 @@ impl Walker {
                 Through::Private
             },
         })
+    }
+
+    /// A copy of the parts each CPU has of its own ([`CpuParts`]), as they are now: before
+    /// a run, a CPU's that has walked nothing.
+    pub fn cpu_parts(&mut self) -> CpuParts {
+        CpuParts {
+            cache: self.cache.clone(),
+            psc: self.table.psc_mut().map(|p| p.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// The running CPU's parts become `parts`, and `parts` the walker's were.
+    pub fn swap_cpu_parts(&mut self, parts: &mut CpuParts) {
+        std::mem::swap(&mut self.cache, &mut parts.cache);
+        if let Some(p) = self.table.psc_mut() {
+            std::mem::swap(p, &mut parts.psc);
+        }
     }
 
     /// Whether the program's loads and stores go through the data cache too.

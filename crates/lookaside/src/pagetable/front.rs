@@ -75,6 +75,10 @@ impl Front {
         &self.inner
     }
 
+    pub fn inner_mut(&mut self) -> &mut PageTable {
+        &mut self.inner
+    }
+
     pub fn params(&self) -> &FrontParams {
         &self.p
     }

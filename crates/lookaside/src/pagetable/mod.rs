@@ -262,6 +262,16 @@ impl PageTable {
         }
     }
 
+    /// The paging-structure caches of the radix table (alone or behind a front table), if
+    /// it is one: what each CPU has of its own of the table ([`crate::mmu::CpuParts`]).
+    pub fn psc_mut(&mut self) -> Option<&mut Vec<Option<crate::tlb::Tlb>>> {
+        match self {
+            PageTable::Radix(t) => Some(t.psc_mut()),
+            PageTable::Front(t) => t.inner_mut().psc_mut(),
+            _ => None,
+        }
+    }
+
     /// Levels of the radix table walked on a miss (for the cost model); 0 if not radix.
     pub fn radix_levels(&self) -> usize {
         match self {

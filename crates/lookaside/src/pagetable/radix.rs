@@ -518,6 +518,12 @@ impl Radix {
         }
     }
 
+    /// The paging-structure caches, per level (a machine of several CPUs keeps a set per
+    /// CPU and swaps the running CPU's in: [`crate::mmu::CpuParts`]).
+    pub fn psc_mut(&mut self) -> &mut Vec<Option<Tlb>> {
+        &mut self.psc
+    }
+
     /// Table pages allocated.
     pub fn nodes(&self) -> usize {
         self.nodes.len()
