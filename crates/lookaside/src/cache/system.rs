@@ -462,6 +462,16 @@ impl MemorySystem {
         }
     }
 
+    /// Start loading what the frame of the mapped page of reference `e` will be looked up in
+    /// ([`PageMapper::prefetch`]): for a reference whose translation missed, before its miss
+    /// handler runs. Changes nothing.
+    #[inline]
+    pub fn prefetch_frame(&self, e: &Event) {
+        let space = mapping_space(e.asid, e.addr);
+        self.mapper
+            .prefetch(space, e.addr >> self.mapper.page_shift());
+    }
+
     /// Simulate reference `e`; `mapped` says whether its address was translated (else it lies
     /// in an unmapped region).
     #[inline(never)]
