@@ -159,8 +159,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         return Ok(());
     }
+    let config = args
+        .windows(2)
+        .find(|w| w[0] == "--config")
+        .map(|w| std::fs::read_to_string(&w[1]))
+        .transpose()?;
     if args.iter().any(|a| a == "--stream") {
-        let mut m = Machine::assemble_all(None, "simrate", &flags, &caches, &[])?;
+        let mut m = match &config {
+            Some(text) => Machine::assemble(Some(text), "simrate", &[], &[])?,
+            None => Machine::assemble_all(None, "simrate", &flags, &caches, &[])?,
+        };
         let t = Instant::now();
         let cpu = cpu_seconds();
         let mut events = 0;
@@ -190,11 +198,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while src.next_batch(&mut batch)? {
         all.extend_from_slice(&batch);
     }
-    let config = args
-        .windows(2)
-        .find(|w| w[0] == "--config")
-        .map(|w| std::fs::read_to_string(&w[1]))
-        .transpose()?;
     let mut m = match &config {
         Some(text) => Machine::assemble(Some(text), "simrate", &[], &[])?,
         None => Machine::assemble_all(None, "simrate", &flags, &caches, &[])?,
