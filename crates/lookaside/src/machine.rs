@@ -583,10 +583,12 @@ impl Machine {
 
     /// Decode up to `max` events of native trace `source` straight into the machine (each
     /// event from the decoder's registers, never through a batch in memory); returns how
-    /// many. A machine of caches alone gets a loop of its own ([`CacheFeed`]), as does a
-    /// machine whose references enter one TLB ([`RootFeed`]); every other machine one through
-    /// [`Machine::feed`]. Not for a machine fed in batches
-    /// ([`Machine::fed_in_batches`]).
+    /// many. A machine of caches alone gets a loop of its own ([`CacheFeed`]), as do a
+    /// machine with a memory system and no software refill ([`MemoryFeed`]: every event
+    /// reaches the memory system, whose work is inlined there, in a loop of its own so that
+    /// the other machines' loops stay as small) and a machine whose references enter one TLB
+    /// ([`RootFeed`]); every other machine one through [`Machine::feed`]. Not for a machine
+    /// fed in batches ([`Machine::fed_in_batches`]).
     pub fn decode_native(&mut self, source: &mut NativeReader, max: usize) -> Result<usize> {
         if self.caches_alone() {
             return match self.caches.as_deref().map(Hierarchy::first_stores) {
@@ -598,6 +600,9 @@ impl Machine {
                 }
                 _ => source.decode_with(max, &mut CacheFeed::<AnyStore>::new(self)),
             };
+        }
+        if self.memory.is_some() && self.refill.is_none() {
+            return source.decode_with(max, &mut MemoryFeed(self.feed()));
         }
         if let Some((r, lru, indexed)) = one_root(self) {
             return match (lru, indexed) {
@@ -629,9 +634,8 @@ impl Machine {
     }
 
     /// [`Machine::run_batch`] of a machine with a memory system: its own loop, with the
-    /// memory system's work inlined ([`MemoryFeed`]). (A native trace decoded straight into
-    /// the machine calls the memory system instead: a second loop inlined beside the
-    /// decoder's costs the TLB-only one more than the call costs this one.)
+    /// memory system's work inlined ([`MemoryFeed`]), as in the decoder's loop made for such
+    /// a machine ([`Machine::decode_native`]).
     #[inline(never)]
     fn run_memory_batch(&mut self, events: &[Event]) {
         let mut feed = MemoryFeed(self.feed());

@@ -498,7 +498,7 @@ pub(crate) mod tests {
         let regions = "[pages]\nsize = \"4k\"\n[[pages.regions]]\nstart = 0x200000\nend = 0x600000\nsize = \"2M\"\n";
         // A software-refilled machine (its own model of every event) reads the same way too.
         let mach3 = include_str!("../../../python/lookaside/presets/decstation3100-mach3.toml");
-        // A machine with a memory system: batches take its own loop, a native trace the feed.
+        // A machine with a memory system: batches and a native trace take its own loops.
         let memory = include_str!("../../../python/lookaside/presets/decstation5000-200.toml");
         // A machine of one TLB alone: its own loop, batched or decoded straight into it.
         let alone = "alone";

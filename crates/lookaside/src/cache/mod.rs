@@ -187,6 +187,11 @@ pub struct Cache {
     /// Lines removed so far (evicted, invalidated, flushed): a line present when this was
     /// `n` is present still while it is `n`.
     removals: u64,
+    /// The tags are direct-mapped in a power-of-two number of sets
+    /// ([`CacheTags::direct_masked`]): a miss fills through
+    /// [`CacheTags::access_direct_masked`], one mask and one compare a line (Chen's D-cache
+    /// fills four lines a read miss).
+    direct: bool,
 }
 
 impl Cache {
@@ -205,6 +210,7 @@ impl Cache {
             } else {
                 Vec::new()
             },
+            direct: tags.direct_masked(),
             tags,
             line_shift: p.line.trailing_zeros(),
             fetch_lines: (p.fetch / p.line) as u64,
@@ -326,6 +332,22 @@ impl Cache {
         self.stats.read_misses += 1;
         self.victims.clear();
         let mut o = Outcome::default();
+        if self.direct {
+            // The same fills in the same order as below, without the policy's dispatch.
+            let first = key & !(self.fetch_lines - 1);
+            for other in first..first + self.fetch_lines {
+                if other != key {
+                    let t = self.tags.access_direct_masked(other);
+                    if !t.hit {
+                        self.filled(t.slot, t.evicted, false, &mut o);
+                    }
+                }
+            }
+            let t = self.tags.access_direct_masked(key);
+            debug_assert!(!t.hit, "read_miss of a present line");
+            self.filled(t.slot, t.evicted, false, &mut o);
+            return o;
+        }
         if self.fetch_lines > 1 {
             let first = key & !(self.fetch_lines - 1);
             for other in first..first + self.fetch_lines {
@@ -387,7 +409,12 @@ impl Cache {
 
     /// Put the absent line `key` in, counting the fill and any dirty line it evicts.
     fn fill(&mut self, key: u64, dirty: bool, o: &mut Outcome) {
-        let (slot, evicted) = self.tags.fill(key);
+        let (slot, evicted) = if self.direct {
+            let t = self.tags.access_direct_masked(key);
+            (t.slot, t.evicted)
+        } else {
+            self.tags.fill(key)
+        };
         self.filled(slot, evicted, dirty, o);
     }
 

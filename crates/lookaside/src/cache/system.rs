@@ -462,6 +462,16 @@ impl MemorySystem {
         }
     }
 
+    /// Start loading what the frame of the mapped page of reference `e` will be looked up in
+    /// ([`PageMapper::prefetch`]): for a reference whose translation missed, before its miss
+    /// handler runs. Changes nothing.
+    #[inline]
+    pub fn prefetch_frame(&self, e: &Event) {
+        let space = mapping_space(e.asid, e.addr);
+        self.mapper
+            .prefetch(space, e.addr >> self.mapper.page_shift());
+    }
+
     /// Simulate reference `e`; `mapped` says whether its address was translated (else it lies
     /// in an unmapped region).
     #[inline(never)]
@@ -746,7 +756,11 @@ impl MemorySystem {
         if let Some((p2, more)) = second {
             let (mut all_hit, mut all_missed) = (hit, !hit);
             if more {
-                (all_hit, all_missed) = self.middle_lines(l1, l2, comp, at, e, stalls);
+                let middle;
+                (all_hit, all_missed, middle) = self.middle_lines(l1, l2, comp, at, e);
+                for (s, m) in stalls.iter_mut().zip(middle) {
+                    *s += m;
+                }
                 all_hit &= hit;
                 all_missed &= !hit;
             }
@@ -765,7 +779,8 @@ impl MemorySystem {
     /// The lines strictly between the first and the last of a reference spanning more than
     /// two lines of `l1` (a block move, a 64 KiB valgrind access), in order, each counted in
     /// `straddles`; a line in another page than the first byte is at its own frame. Returns
-    /// whether they all hit and whether they all missed.
+    /// whether they all hit, whether they all missed, and their stalls (returned rather than
+    /// added through a reference, so that the caller's stalls never leave its registers).
     #[cold]
     #[inline(never)]
     fn middle_lines(
@@ -775,8 +790,8 @@ impl MemorySystem {
         comp: usize,
         at: Span,
         e: &Event,
-        stalls: &mut [u64; 4],
-    ) -> (bool, bool) {
+    ) -> (bool, bool, [u64; 4]) {
+        let mut stalls = [0u64; 4];
         let write = e.kind == Kind::Store;
         let shift = self.levels[l1].cache.line_shift();
         let page = self.mapper.page_shift();
@@ -789,15 +804,19 @@ impl MemorySystem {
             } else {
                 at.paddr.wrapping_add(v - e.addr)
             };
-            let hit = self.line(l1, l2, comp, p, write, stalls);
+            let hit = self.line(l1, l2, comp, p, write, &mut stalls);
             self.levels[l1].straddles += 1;
             all_hit &= hit;
             all_missed &= !hit;
         }
-        (all_hit, all_missed)
+        (all_hit, all_missed, stalls)
     }
 
-    /// One line access through `l1` (and `l2`); returns whether it hit.
+    /// One line access through `l1` (and `l2`); returns whether it hit. `comp` is
+    /// [`ICACHE`] or [`DCACHE`], and `stalls` is indexed by constants only (the miss's
+    /// component chosen by a branch), with nothing out of line writing through it: the
+    /// reference's stalls then live in registers, and summing them never waits on stores to
+    /// the stack that a wider load would straddle.
     #[inline(always)]
     fn line(
         &mut self,
@@ -835,19 +854,26 @@ impl MemorySystem {
                 }
             }
             stalls[WBUFFER] += self.read_memory(cycles);
-            stalls[comp] += cycles as u64;
+            debug_assert!(comp == ICACHE || comp == DCACHE);
+            if comp == ICACHE {
+                stalls[ICACHE] += cycles as u64;
+            } else {
+                stalls[DCACHE] += cycles as u64;
+            }
         }
         if let (Some(l2), true) = (into_l2, o.writebacks > 0) {
-            self.write_back_into(l1, l2, o.writebacks, stalls);
+            stalls[WBUFFER] += self.write_back_into(l1, l2, o.writebacks);
         }
         o.hit
     }
 
     /// The `n` dirty victims the last access to `l1` evicted go into `l2` as writes, after
     /// the fill (DineroIV's order). Buffered: the CPU waits only for what `l2` sends on to
-    /// memory (its own dirty victims, or the writes when it is write-through).
+    /// memory (its own dirty victims, or the writes when it is write-through). Returns the
+    /// write buffer's stalls.
     #[inline(never)]
-    fn write_back_into(&mut self, l1: usize, l2: usize, n: u32, stalls: &mut [u64; 4]) {
+    fn write_back_into(&mut self, l1: usize, l2: usize, n: u32) -> u64 {
+        let mut stalls = 0;
         for i in 0..n as usize {
             let victim = self.levels[l1].cache.victim(i);
             let lv2 = &mut self.levels[l2];
@@ -855,12 +881,13 @@ impl MemorySystem {
             let through = lv2.cache.write_policy() == WritePolicy::Through;
             for j in 0..o2.writebacks as usize {
                 let v2 = self.levels[l2].cache.victim(j);
-                stalls[WBUFFER] += self.write_memory(v2, 4);
+                stalls += self.write_memory(v2, 4);
             }
             if through {
-                stalls[WBUFFER] += self.write_memory(victim, 4);
+                stalls += self.write_memory(victim, 4);
             }
         }
+        stalls
     }
 
     /// The levels after the copy-back at the end (DineroIV's at exit), made on a copy: each

@@ -907,6 +907,25 @@ impl CacheTags {
         Some(slot)
     }
 
+    /// Whether the store is direct-mapped in a power-of-two number of sets: then
+    /// [`CacheTags::access_direct_masked`] serves every access.
+    pub fn direct_masked(&self) -> bool {
+        matches!(self.repl, Repl::Direct) && self.s.set_index.pow2()
+    }
+
+    /// [`CacheTags::access`] of a store that is [`CacheTags::direct_masked`], for a caller
+    /// that has checked so once: the set by a mask and the one way compared, with no test of
+    /// the policy, the number of sets or the last block (a repeat of the last block is a hit
+    /// here too, and remembers the same). Also what [`CacheTags::fill`] and
+    /// [`CacheTags::fill_if_absent`] do in such a store (the fill of an absent block, or a
+    /// hit that changes nothing but the last block).
+    #[inline(always)]
+    pub fn access_direct_masked(&mut self, block: u64) -> Touch {
+        debug_assert!(self.direct_masked(), "a direct-mapped store of 2^k sets");
+        let set = self.s.set_index.masked(block);
+        self.s.access_direct(set, block)
+    }
+
     /// Whether a hit changes no replacement state (direct-mapped and FIFO stores): a run of
     /// hits of present blocks is then the same as their count.
     pub fn hits_keep_order(&self) -> bool {

@@ -142,6 +142,50 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The fills of a direct-mapped cache of 2^k sets ([`Cache::direct`]: a read miss's
+    /// fetch block and a write's allocation through [`CacheTags::access_direct_masked`])
+    /// leave every outcome, write-back, count, removal, line and last line as the general
+    /// path (the tag store's policy dispatch) does, whatever the policy named, line, fetch
+    /// block and write policy, in a cache small enough for the blocks to evict each other.
+    #[test]
+    fn direct_fills_are_the_general_path(
+        sets in select(vec![1u64, 2, 4, 16, 64]),
+        line in select(vec![4u32, 16]),
+        per in select(vec![1u32, 2, 4, 8]),
+        policy in select(vec![Policy::Lru, Policy::Fifo, Policy::Random, Policy::Plru]),
+        back in any::<bool>(),
+        alloc in any::<bool>(),
+        ops in prop::collection::vec((0u64..4096, any::<bool>()), 1..400),
+    ) {
+        let mut p = CacheParams::new(sets * line as u64, line, 1, policy);
+        p.fetch = if (line * per) as u64 <= p.size { line * per } else { line };
+        p.write = if back { WritePolicy::Back } else { WritePolicy::Through };
+        p.write_allocate = alloc;
+        let mut fast = Cache::new(&p).unwrap();
+        prop_assert!(fast.direct, "a direct-mapped cache of 2^k sets takes the direct fills");
+        let mut general = Cache::new(&p).unwrap();
+        general.direct = false;
+        let span = p.size * 4;
+        for (i, &(a, w)) in ops.iter().enumerate() {
+            let addr = a * 5 % span;
+            let got = fast.access(addr, w);
+            prop_assert_eq!(got, general.access(addr, w), "access {} of {:#x} (write {})", i, addr, w);
+            for k in 0..got.writebacks as usize {
+                prop_assert_eq!(fast.victim(k), general.victim(k), "write-back {} of access {}", k, i);
+            }
+            prop_assert_eq!(fast.stats(), general.stats());
+            prop_assert_eq!(fast.removals(), general.removals());
+            prop_assert_eq!(fast.blocks(), general.blocks(), "lines after access {}", i);
+            // The last line touched: a repeat of it is counted without a lookup.
+            prop_assert_eq!(fast.read_again(addr, 1), general.read_again(addr, 1));
+        }
+        prop_assert_eq!(fast.flush_all(), general.flush_all());
+    }
+}
+
 /// Chen's DECstation 5000/200 D-cache: 4-byte lines, write-through with write allocate, a read
 /// miss fetches 16 aligned bytes.
 fn decstation_dcache() -> Cache {

@@ -88,6 +88,20 @@ impl WriteBuffer {
         })
     }
 
+    /// Ring position `i` (below twice the ring's length: a head plus at most a ring's
+    /// entries) brought into the ring: a compare, where `%` by a length known only at run
+    /// time is a division on every write.
+    #[inline(always)]
+    fn wrap(&self, i: usize) -> usize {
+        let n = self.ring.len();
+        debug_assert!(i < 2 * n);
+        if i >= n {
+            i - n
+        } else {
+            i
+        }
+    }
+
     /// Issue the queued writes whose issue time is before `now` (or at it, `inclusive`).
     #[inline]
     fn advance(&mut self, now: u64, inclusive: bool) {
@@ -108,7 +122,7 @@ impl WriteBuffer {
             self.last_page = w.page;
             self.mem_free = start + cycles as u64;
             self.write_done = self.mem_free;
-            self.head = (self.head + 1) % self.ring.len();
+            self.head = self.wrap(self.head + 1);
             self.len -= 1;
         }
     }
@@ -132,7 +146,7 @@ impl WriteBuffer {
                 self.mem_free
             };
         }
-        let tail = (self.head + self.len) % self.ring.len();
+        let tail = self.wrap(self.head + self.len);
         self.ring[tail] = Pending {
             page: paddr >> self.p.dram_page_shift,
             partial,

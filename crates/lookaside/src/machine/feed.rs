@@ -306,6 +306,9 @@ impl Feed<'_> {
             let (mapped, walked) = self.translate::<true>(e, cell);
             let m = &mut *self.m;
             if walked {
+                if let Some(mem) = m.memory.as_deref() {
+                    mem.prefetch_frame(e);
+                }
                 m.run_handler(*e);
             }
             if let Some(mem) = m.memory.as_deref_mut() {

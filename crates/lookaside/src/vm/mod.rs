@@ -275,6 +275,22 @@ impl PageMapper {
         self.frame_slow(asid, vpn, r)
     }
 
+    /// Start loading the slot of the page map that [`PageMapper::frame`] of page `vpn` of
+    /// `asid` will probe, unless the page is among the recent ones (a hint: no effect on any
+    /// frame). The pages a TLB misses on are mostly new to the recent ones, and the map of a
+    /// large footprint is too big to stay in the processor's caches: asked when the miss is
+    /// known, the line arrives while the miss handler runs, before the reference needs it.
+    #[inline]
+    pub fn prefetch(&self, asid: u32, vpn: u64) {
+        if self.policy == Mapping::Identity || self.sizes.is_some() {
+            return;
+        }
+        let r = (vpn as usize ^ asid as usize) & (RECENT - 1);
+        if self.recent[r].0 != vpn || self.recent[r].1 != asid {
+            self.map.prefetch(vpn, asid as u64);
+        }
+    }
+
     /// [`PageMapper::frame`] of a page not among the recent ones (slot `r` of them).
     #[inline(never)]
     fn frame_slow(&mut self, asid: u32, vpn: u64, r: usize) -> u64 {
