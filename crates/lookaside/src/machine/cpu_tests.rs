@@ -267,6 +267,25 @@ proptest! {
     }
 }
 
+/// `events` run on the machine `config(1)` and on `config(4)`: asserts that the machine of four
+/// CPUs gives the machine of one's result (but for the machine's description and the `cpus`
+/// section); returns the machine of one and that section.
+fn one_and_four(events: &[Event], config: impl Fn(u32) -> String) -> (Machine, serde_json::Value) {
+    let mut one = machine(&config(1));
+    let mut four = machine(&config(4));
+    one.run_batch(events);
+    four.run_batch(events);
+    let info = crate::report::TraceInfo::default();
+    let mut a = crate::report::result_json(&one, &info);
+    let mut b = crate::report::result_json(&four, &info);
+    let cpus = b.as_object_mut().unwrap().remove("cpus").unwrap();
+    for r in [&mut a, &mut b] {
+        r.as_object_mut().unwrap().remove("machine");
+    }
+    assert_eq!(a, b);
+    (one, cpus)
+}
+
 /// A stream without CPU markers runs on CPU 0 alone: the machine of several gives the machine
 /// of one's result, and CPU 0 counts everything.
 #[test]
@@ -276,18 +295,7 @@ fn one_cpus_stream_is_the_machine_of_ones() {
             Event::reference(Kind::Load, (i * 7919 % 40) << 12, 8).with_asid(1 + (i % 3) as u32)
         })
         .collect();
-    let mut one = machine(&config("lru", 1, "ran", 1));
-    let mut four = machine(&config("lru", 4, "ran", 1));
-    one.run_batch(&events);
-    four.run_batch(&events);
-    let info = crate::report::TraceInfo::default();
-    let mut a = crate::report::result_json(&one, &info);
-    let mut b = crate::report::result_json(&four, &info);
-    let cpus = b.as_object_mut().unwrap().remove("cpus").unwrap();
-    for r in [&mut a, &mut b] {
-        r.as_object_mut().unwrap().remove("machine");
-    }
-    assert_eq!(a, b);
+    let (mut one, cpus) = one_and_four(&events, |n| config("lru", n, "ran", 1));
     assert_eq!(cpus["per_cpu"][0]["references"], 2000);
     assert_eq!(cpus["per_cpu"][3]["references"], 0);
     // A machine of one given the events of several runs them all, and says so.
@@ -364,18 +372,8 @@ fn one_cpus_stream_with_a_page_table_is_the_machine_of_ones() {
                 .with_asid(1 + (i % 3) as u32)
         })
         .collect();
-    let mut one = machine(&config_walked("lru", 1, "ran"));
-    let mut four = machine(&config_walked("lru", 4, "ran"));
-    one.run_batch(&events);
-    four.run_batch(&events);
-    let info = crate::report::TraceInfo::default();
-    let mut a = crate::report::result_json(&one, &info);
-    let mut b = crate::report::result_json(&four, &info);
-    let cpus = b.as_object_mut().unwrap().remove("cpus").unwrap();
-    for r in [&mut a, &mut b] {
-        r.as_object_mut().unwrap().remove("machine");
-    }
-    assert_eq!(a, b);
+    let (one, cpus) = one_and_four(&events, |n| config_walked("lru", n, "ran"));
+    let a = crate::report::result_json(&one, &crate::report::TraceInfo::default());
     assert!(
         a["pagetable"]["faults"].as_u64().unwrap() > 90,
         "{}",
