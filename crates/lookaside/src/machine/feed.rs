@@ -335,13 +335,7 @@ impl Feed<'_> {
                 && e.kind != Kind::Fetch
                 && !matches!(self.m.fast[e.kind as usize], Fast::Untranslated)
             {
-                let m = &mut *self.m;
-                if let Some(w) = m.walker.as_deref_mut() {
-                    if let Some(shift) = super::physical::walked_shift(w, &m.pages, e.addr, e.asid)
-                    {
-                        w.data_ref(e.asid, e.addr, e.kind == Kind::Store, shift);
-                    }
-                }
+                self.m.walker_data_ref(e);
             }
         }
     }

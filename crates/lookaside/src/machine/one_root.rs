@@ -80,7 +80,8 @@ pub(super) struct RootFeed<'m, const LRU: bool, const INDEXED: bool> {
     /// Per kind, whether it has nothing below it: a miss is a walk, only counted
     /// ([`Machine::alone`]).
     alone: [bool; 4],
-    /// The walker's data cache sees the program's loads and stores ([`RootFeed::data_ref`]).
+    /// The walker's data cache sees the program's loads and stores
+    /// ([`Machine::walker_data_ref`]).
     data: bool,
     /// The level below it, when the loop takes it too ([`second_level`]).
     second: Option<Second>,
@@ -237,18 +238,6 @@ impl<'m, const LRU: bool, const INDEXED: bool> RootFeed<'m, LRU, INDEXED> {
         self.below[1 + missed as usize][cell] += 1;
     }
 
-    /// Load or store `e`, translated, goes to the walker's data cache, as on
-    /// [`Feed`](super::Feed)'s path.
-    #[inline(never)]
-    fn data_ref(&mut self, e: &Event) {
-        let m = &mut *self.m;
-        if let Some(w) = m.walker.as_deref_mut() {
-            if let Some(shift) = super::physical::walked_shift(w, &m.pages, e.addr, e.asid) {
-                w.data_ref(e.asid, e.addr, e.kind == Kind::Store, shift);
-            }
-        }
-    }
-
     /// An event the loop does not take: through the machine's general path, with the engine
     /// back in place.
     #[inline(never)]
@@ -284,7 +273,7 @@ impl<const LRU: bool, const INDEXED: bool> EventSink for RootFeed<'_, LRU, INDEX
         self.tally.refs[cell] += 1;
         self.translate(e, kind, cell, page);
         if self.data && e.kind != Kind::Fetch {
-            self.data_ref(e);
+            self.m.walker_data_ref(e);
         }
     }
 }

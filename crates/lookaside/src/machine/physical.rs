@@ -18,6 +18,18 @@ pub(super) fn walked_shift(w: &Walker, pages: &PageSizes, addr: u64, asid: u32) 
 }
 
 impl Machine {
+    /// Load or store `e`, just translated, goes to the walker's data cache (a walker that
+    /// sees the program's data: `pagetable.data_refs`) at its page's frame; the general path
+    /// and the one-TLB loop both send it here.
+    #[inline(never)]
+    pub(super) fn walker_data_ref(&mut self, e: &Event) {
+        if let Some(w) = self.walker.as_deref_mut() {
+            if let Some(shift) = walked_shift(w, &self.pages, e.addr, e.asid) {
+                w.data_ref(e.asid, e.addr, e.kind == Kind::Store, shift);
+            }
+        }
+    }
+
     /// Reference `e`, just translated, reaches the caches at its physical address: a mapped
     /// page's at its frame ([`Walker::physical`], which maps a page no walk has mapped yet;
     /// a large page's data is an aligned run of its size), a reference in an unmapped region

@@ -135,8 +135,6 @@ impl Reached {
 #[derive(Debug)]
 pub struct Radix {
     p: RadixParams,
-    /// Per level, the number of low page-number bits below it.
-    below: Vec<u32>,
     /// Per level (masked to [`MAX_LEVELS`]), its slice of the page number: the walk's index
     /// with no bounds check and nothing recomputed per walk.
     slices: [Slice; MAX_LEVELS],
@@ -150,7 +148,6 @@ pub struct Radix {
     /// root finds its node here instead of reading the entries above, as the hardware holds
     /// the cached entry's pointer.
     reached: Box<[Reached]>,
-    total_bits: u32,
     node_bytes: Vec<u64>,
     /// Physical address and entries of each table page, in allocation order.
     nodes: Vec<(u64, Box<[u32]>)>,
@@ -201,10 +198,8 @@ impl Radix {
             top_ones: (1u64 << (64 - PAGE_SHIFT - total_bits + 1)) - 1,
             vpn_mask: (1u64 << total_bits) - 1,
             reached: vec![Reached::NONE; MAX_LEVELS * REACHED_PER_LEVEL].into_boxed_slice(),
-            total_bits,
             next_addr: p.base,
             p,
-            below,
             node_bytes,
             nodes: Vec::new(),
             roots: KeyMap::default(),
@@ -266,7 +261,7 @@ impl Radix {
     #[inline(always)]
     fn in_range(&self, vpn: u64) -> Option<u64> {
         if !self.p.canonical {
-            return (vpn >> self.total_bits == 0).then_some(vpn);
+            return (vpn & !self.vpn_mask == 0).then_some(vpn);
         }
         // A 64-bit address's page number has 64 - PAGE_SHIFT bits: the bits from the top
         // level's highest one up are all zeros or all ones.
@@ -280,10 +275,16 @@ impl Radix {
         ((vpn >> s.below) & s.mask) as usize
     }
 
+    /// The number of low page-number bits below `level`.
+    #[inline(always)]
+    fn below(&self, level: usize) -> u32 {
+        self.slices[level & (MAX_LEVELS - 1)].below
+    }
+
     /// The prefix of `vpn` that the levels above `level` translate (`level >= 1`).
     #[inline(always)]
     fn prefix(&self, level: usize, vpn: u64) -> u64 {
-        vpn >> self.slices[(level - 1) & (MAX_LEVELS - 1)].below
+        vpn >> self.below(level - 1)
     }
 
     /// The node at `level` (`>= 1`) of the walk from `root` for `vpn`, whose entries above
@@ -323,6 +324,19 @@ impl Radix {
             self.reach(root, l + 1, vpn, node);
         }
         node
+    }
+
+    /// Where the OS's insert or remove of `vpn` under `root`, going down to `level`, starts:
+    /// the table at `level` if a walk went through the tables above it ([`Reached`]), else
+    /// the root.
+    #[inline(always)]
+    fn start_for(&self, root: u32, level: usize, vpn: u64) -> (usize, u32) {
+        match level {
+            0 => (0, root),
+            _ => self
+                .reached_at(root, level, vpn)
+                .map_or((0, root), |n| (level, n)),
+        }
     }
 
     /// Remember that the walk from `root` for `vpn` reached `node` at `level` (`>= 1`).
@@ -372,8 +386,9 @@ impl Radix {
         let mut node = root;
         if !self.psc.is_empty() {
             for l in (0..self.psc.len().min(n - 1)).rev() {
+                let key = vpn >> self.below(l);
                 if let Some(c) = &mut self.psc[l] {
-                    if c.lookup(vpn >> self.below[l], tag, NO_CTX) {
+                    if c.lookup(key, tag, NO_CTX) {
                         start = l + 1;
                         break;
                     }
@@ -404,8 +419,9 @@ impl Radix {
                 return w;
             }
             if l < self.psc.len() {
+                let key = vpn >> self.below(l);
                 if let Some(c) = &mut self.psc[l] {
-                    c.fill(vpn >> self.below[l], tag, Part::Upper);
+                    c.fill(key, tag, Part::Upper);
                 }
             }
             node = e - 1;
@@ -416,7 +432,11 @@ impl Radix {
 
     /// The page sizes (as shifts) some level's entries map, smallest first.
     pub fn page_shifts(&self) -> Vec<u32> {
-        self.below.iter().rev().map(|b| b + PAGE_SHIFT).collect()
+        self.slices[..self.levels()]
+            .iter()
+            .rev()
+            .map(|s| s.below + PAGE_SHIFT)
+            .collect()
     }
 
     /// The level whose entries map pages of `2^shift` bytes.
@@ -426,7 +446,7 @@ impl Radix {
             return Some(self.levels() - 1);
         }
         let want = shift.checked_sub(PAGE_SHIFT)?;
-        (0..self.levels()).find(|&l| self.below[l] == want)
+        (0..self.levels()).find(|&l| self.below(l) == want)
     }
 
     pub fn insert(
@@ -444,13 +464,7 @@ impl Radix {
         }
         let leaf = self.leaf_level(shift).ok_or(InsertError::PageSize(shift))?;
         let root = self.root_or_new(space);
-        // The tables above the leaf's level, if a walk went through them already.
-        let (from, mut node) = match leaf {
-            0 => (0, root),
-            _ => self
-                .reached_at(root, leaf, vpn)
-                .map_or((0, root), |n| (leaf, n)),
-        };
+        let (from, mut node) = self.start_for(root, leaf, vpn);
         for l in from..leaf {
             let i = self.index(l, vpn);
             let e = self.nodes[node as usize].1[i];
@@ -483,15 +497,9 @@ impl Radix {
     pub fn remove(&mut self, space: u32, vpn: u64) -> Option<u64> {
         let vpn = self.in_range(vpn)?;
         let root = self.root(space)?;
-        // The last level's table, if a walk went through the tables above it: a large page
-        // above it cannot map `vpn` then (the entries on the way point at tables).
-        let last = self.levels() - 1;
-        let (from, mut node) = match last {
-            0 => (0, root),
-            _ => self
-                .reached_at(root, last, vpn)
-                .map_or((0, root), |n| (last, n)),
-        };
+        // A large page above the last level cannot map `vpn` if a walk went through the
+        // tables there (the entries on the way point at tables).
+        let (from, mut node) = self.start_for(root, self.levels() - 1, vpn);
         for l in from..self.levels() {
             let i = self.index(l, vpn);
             let e = self.nodes[node as usize].1[i];
@@ -502,7 +510,7 @@ impl Radix {
                 let frame = (e & !LEAF) as u64;
                 self.nodes[node as usize].1[i] = 0;
                 self.pages -= 1;
-                self.mapped_bytes -= 1 << (self.below[l] + PAGE_SHIFT);
+                self.mapped_bytes -= 1 << (self.below(l) + PAGE_SHIFT);
                 return Some(frame);
             }
             node = e - 1;
